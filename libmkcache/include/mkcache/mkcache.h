@@ -1,0 +1,353 @@
+/*
+ * mkcache.h -- the one public header of libmkcache.
+ *
+ * libmkcache runs deep-learning operators on the CPU through oneDNN and keeps
+ * every oneDNN object it creates in a thread-safe, memory-bounded blob cache,
+ * so a model pays the primitive-creation cost once instead of on every call.
+ *
+ * Conventions (the same for every function):
+ *   - Every name starts with `mkc_`; functions are named prefix + object + verb.
+ *   - Every function returns an `mkc_status`, except mkc_status_string() and
+ *     mkc_last_error(). Out-parameters come last.
+ *   - On failure the function changes none of its out-parameters and
+ *     mkc_last_error() explains what went wrong, on the calling thread.
+ *   - Objects are opaque handles with create/destroy pairs; destroy accepts
+ *     NULL. A destroyed or foreign handle is detected and reported as
+ *     MKC_STATUS_INVALID_HANDLE; it is never dereferenced.
+ *   - No bad input ever ends the process: no exception, abort or assert
+ *     crosses this boundary.
+ *
+ * Compiles as C99 and as C++.
+ */
+#ifndef MKCACHE_MKCACHE_H
+#define MKCACHE_MKCACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define MKC_VERSION_MAJOR 0
+#define MKC_VERSION_MINOR 1
+#define MKC_VERSION_PATCH 0
+#define MKC_VERSION_STRING "0.1.0"
+/* MAJOR * 10000 + MINOR * 100 + PATCH, like ZSTD_VERSION_NUMBER. */
+#define MKC_VERSION_NUMBER \
+    (MKC_VERSION_MAJOR * 10000 + MKC_VERSION_MINOR * 100 + MKC_VERSION_PATCH)
+
+/* Largest tensor rank the library handles. */
+#define MKC_MAX_NDIMS 6
+
+#if defined(_WIN32)
+#  if defined(MKC_BUILDING_LIBRARY)
+#    define MKC_API __declspec(dllexport)
+#  else
+#    define MKC_API __declspec(dllimport)
+#  endif
+#else
+#  define MKC_API __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Status and errors                                                        */
+/* ------------------------------------------------------------------------ */
+
+typedef enum mkc_status {
+    MKC_STATUS_OK = 0,
+    MKC_STATUS_INVALID_ARGUMENT = 1,  /* a value is out of range or inconsistent */
+    MKC_STATUS_INVALID_HANDLE = 2,    /* NULL, destroyed or foreign handle       */
+    MKC_STATUS_UNSUPPORTED = 3,       /* valid request this build cannot do      */
+    MKC_STATUS_OUT_OF_MEMORY = 4,
+    MKC_STATUS_BUFFER_TOO_SMALL = 5,  /* a caller buffer cannot hold the result  */
+    MKC_STATUS_ONEDNN_ERROR = 6,      /* oneDNN rejected the request             */
+    MKC_STATUS_INTERNAL_ERROR = 7     /* a bug in libmkcache; please report it   */
+} mkc_status;
+
+/* A static, never-NULL name for a status ("MKC_STATUS_OK", ...). */
+MKC_API const char *mkc_status_string(mkc_status status);
+
+/* The message of the last failed call on this thread ("" if none). The
+ * pointer stays valid until the next failing call on the same thread. */
+MKC_API const char *mkc_last_error(void);
+
+/* ------------------------------------------------------------------------ */
+/* Version and build information                                            */
+/* ------------------------------------------------------------------------ */
+
+/* The run-time version; compare with the MKC_VERSION_* macros you built with. */
+MKC_API mkc_status mkc_get_version(int *major, int *minor, int *patch);
+
+/* A JSON object describing this build and machine: {"version",
+ * "onednn_version", "onednn_cpu_runtime", "isa", "max_threads",
+ * "onednn_cache_capacity", ...}. The string belongs to the library and stays
+ * valid until the next call of this function on the same thread. */
+MKC_API mkc_status mkc_get_build_info(const char **json);
+
+/* How many layout conversions (reorders) the library has executed in this
+ * process, exports included: a debugging aid to check that a chain of
+ * operators converts nothing between them. */
+MKC_API mkc_status mkc_get_reorder_count(uint64_t *count);
+
+/* ------------------------------------------------------------------------ */
+/* Data types and layouts                                                   */
+/* ------------------------------------------------------------------------ */
+
+typedef enum mkc_dtype {
+    MKC_DTYPE_F32 = 1
+} mkc_dtype;
+
+/* Plain layouts a caller's data can be in. The library keeps its own results
+ * in whatever layout oneDNN prefers (e.g. nChw16c) and converts only when the
+ * data leaves it (mkc_tensor_export).
+ *
+ * CHANNELS_FIRST is plain row-major: NCHW for 4-D, NCDHW for 5-D, NC for 2-D.
+ * CHANNELS_LAST moves the channel dimension to the end: NHWC for 4-D, NDHWC
+ * for 5-D, NWC for 3-D (rank >= 3 only). The dims a caller passes and reads
+ * are always in the order of the tensor's layout: an NHWC tensor of oneDNN
+ * dims [2,3,4,5] reports the shape [2,4,5,3].
+ *
+ * MKC_LAYOUT_TARGET means "the calling thread's target layout" (see
+ * mkc_set_target_layout). */
+typedef enum mkc_layout {
+    MKC_LAYOUT_TARGET = 0,
+    MKC_LAYOUT_CHANNELS_FIRST = 1,
+    MKC_LAYOUT_CHANNELS_LAST = 2,
+    MKC_LAYOUT_NCHW = MKC_LAYOUT_CHANNELS_FIRST,
+    MKC_LAYOUT_NHWC = MKC_LAYOUT_CHANNELS_LAST,
+    MKC_LAYOUT_NCDHW = MKC_LAYOUT_CHANNELS_FIRST,
+    MKC_LAYOUT_NDHWC = MKC_LAYOUT_CHANNELS_LAST
+} mkc_layout;
+
+/* The thread-local target layout (seed "NHWC support"): the plain layout data
+ * is converted to when it leaves the library and the default layout of
+ * wrapped caller data. Starts as CHANNELS_FIRST on every thread. Operators
+ * with a data_format attribute (conv2d, ...) set it to their data_format, so
+ * a model run in NHWC exports NHWC even after a last op without data_format.
+ * `layout` must be CHANNELS_FIRST or CHANNELS_LAST. */
+MKC_API mkc_status mkc_set_target_layout(mkc_layout layout);
+MKC_API mkc_status mkc_get_target_layout(mkc_layout *layout);
+
+/* ------------------------------------------------------------------------ */
+/* Tensors                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* A tensor either wraps caller memory (plain layout, no copy) or owns memory
+ * in the layout oneDNN chose. Thread safety: a tensor may be read (used as
+ * an operator input, queried, exported) from many threads at once; writing it
+ * (as an operator output, set_constant, destroy) needs exclusive access. */
+typedef struct mkc_tensor mkc_tensor;
+
+/* Wraps `data` (dense, in `layout`, dims in that layout's order) without
+ * copying. The caller keeps `data` alive and unmoved until the tensor is
+ * destroyed. Every dim must be >= 1 and the byte size must fit in memory. */
+MKC_API mkc_status mkc_tensor_wrap(mkc_dtype dtype, int ndims,
+                                   const int64_t *dims, mkc_layout layout,
+                                   void *data, mkc_tensor **tensor);
+
+/* Creates a tensor owning zero-filled memory in a plain layout. */
+MKC_API mkc_status mkc_tensor_create(mkc_dtype dtype, int ndims,
+                                     const int64_t *dims, mkc_layout layout,
+                                     mkc_tensor **tensor);
+
+/* Destroys a tensor (NULL is accepted). Owned memory is freed; wrapped caller
+ * memory is left alone. */
+MKC_API mkc_status mkc_tensor_destroy(mkc_tensor *tensor);
+
+/* The shape in the tensor's own layout order. `dims` must have room for
+ * MKC_MAX_NDIMS values. */
+MKC_API mkc_status mkc_tensor_get_shape(const mkc_tensor *tensor, int *ndims,
+                                        int64_t *dims);
+MKC_API mkc_status mkc_tensor_get_dtype(const mkc_tensor *tensor,
+                                        mkc_dtype *dtype);
+
+/* The plain layout the tensor's shape is expressed in (CHANNELS_FIRST or
+ * CHANNELS_LAST; always CHANNELS_FIRST below rank 3). */
+MKC_API mkc_status mkc_tensor_get_layout(const mkc_tensor *tensor,
+                                         mkc_layout *layout);
+
+/* How the bytes are arranged, in oneDNN's notation: "abcd" (NCHW), "acdb"
+ * (NHWC), "aBcd16b" (nChw16c), ... Valid while the tensor lives unchanged. */
+MKC_API mkc_status mkc_tensor_get_format(const mkc_tensor *tensor,
+                                         const char **format);
+
+/* Bytes of the tensor's storage (blocked layouts may pad). */
+MKC_API mkc_status mkc_tensor_get_nbytes(const mkc_tensor *tensor,
+                                         size_t *nbytes);
+
+/* Bytes export needs for a dense plain copy (product of dims * dtype size). */
+MKC_API mkc_status mkc_tensor_get_plain_nbytes(const mkc_tensor *tensor,
+                                               size_t *nbytes);
+
+/* Promises (constant != 0) that the tensor's data will not change while it
+ * lives. Operators may then keep converted copies of it (e.g. conv weights
+ * reordered to oneDNN's blocked layout) inside the tensor and reuse them on
+ * every call; they are freed with the tensor. Default: not constant. */
+MKC_API mkc_status mkc_tensor_set_constant(mkc_tensor *tensor, int constant);
+
+/* Copies the tensor into `dst` (dense, `dst_bytes` long) in plain `layout`,
+ * converting with a oneDNN reorder. MKC_LAYOUT_TARGET uses the calling
+ * thread's target layout. */
+MKC_API mkc_status mkc_tensor_export(const mkc_tensor *tensor,
+                                     mkc_layout layout, void *dst,
+                                     size_t dst_bytes);
+
+/* ------------------------------------------------------------------------ */
+/* Cache context (all thread-local)                                          */
+/* ------------------------------------------------------------------------ */
+
+/* The executor id is part of every cache key, so two models interleaved on
+ * one thread never share primitives. Default 0. */
+MKC_API mkc_status mkc_set_executor(uint64_t executor_id);
+MKC_API mkc_status mkc_get_executor(uint64_t *executor_id);
+
+/* The session is the top level of the cache. Default 0. */
+MKC_API mkc_status mkc_cache_set_session(int64_t session_id);
+MKC_API mkc_status mkc_cache_get_session(int64_t *session_id);
+
+/* The input-shape group (second level) new entries go to, e.g. "1x3x224x224"
+ * for a model's current input. NULL or "" is the default group. Copied. */
+MKC_API mkc_status mkc_cache_set_input_shape(const char *shape);
+/* The pointer stays valid until the next set on this thread. */
+MKC_API mkc_status mkc_cache_get_input_shape(const char **shape);
+
+/* Cache mode of the calling thread.
+ *   capacity == 0: default mode. Keys carry a hash of the thread id, so
+ *                  many threads may run the same model; nothing is evicted
+ *                  (entries of a thread are dropped when it exits).
+ *   capacity  > 0: clearing mode (for one thread per session). Keys carry no
+ *                  thread id; when a new input-shape group is added to a
+ *                  session that already holds `capacity` groups, the oldest
+ *                  group (by insertion) is evicted. */
+MKC_API mkc_status mkc_cache_set_capacity(int64_t capacity);
+MKC_API mkc_status mkc_cache_get_capacity(int64_t *capacity);
+
+/* ------------------------------------------------------------------------ */
+/* Keys                                                                     */
+/* ------------------------------------------------------------------------ */
+
+/* Builds the cache key an operator on this thread would use:
+ *   <name>|<suffix>|<d0>x<d1>x...|e<executor hex>[|t<thread hash hex>]
+ * '|' and '\' inside name and suffix are escaped with '\'. The thread field
+ * is present only in default mode. `suffix` is the in-place suffix (softmax
+ * axis, activation algorithm, "M" for elementwise mul) and may be NULL.
+ * Writes at most `size` bytes including the terminating NUL into `key` (which
+ * may be NULL when size is 0); `*needed` receives the full length + 1. If the
+ * buffer is too small, MKC_STATUS_BUFFER_TOO_SMALL is returned and `*needed`
+ * is still set. */
+MKC_API mkc_status mkc_key_make(const char *name, const char *suffix,
+                                int ndims, const int64_t *dims, char *key,
+                                size_t size, size_t *needed);
+
+/* ------------------------------------------------------------------------ */
+/* The blob cache                                                           */
+/* ------------------------------------------------------------------------ */
+
+/* Thread safety: every cache function may be called from any thread at any
+ * time. A blob obtained with mkc_cache_get_blob stays alive until released,
+ * even if the cache drops it meanwhile (shared ownership). */
+typedef struct mkc_blob mkc_blob;
+
+/* Called exactly once when the last owner of a blob lets go. */
+typedef void (*mkc_deleter)(void *data);
+
+/* Stores `data` under `key` in the calling thread's session and input-shape
+ * group, replacing (and releasing) any blob under the same key. `nbytes` is
+ * what the blob counts towards the cache's memory figures. `deleter` may be
+ * NULL (the cache then never frees `data`). On failure `data` is NOT adopted.
+ * In clearing mode this may evict the oldest group. */
+MKC_API mkc_status mkc_cache_set_blob(const char *key, void *data,
+                                      size_t nbytes, mkc_deleter deleter);
+
+/* Looks `key` up in the calling thread's session and input-shape group.
+ * On a hit `*blob` is a new reference (release it with mkc_blob_release);
+ * on a miss `*blob` is NULL and MKC_STATUS_OK is returned. */
+MKC_API mkc_status mkc_cache_get_blob(const char *key, mkc_blob **blob);
+
+MKC_API mkc_status mkc_blob_get_data(const mkc_blob *blob, void **data);
+MKC_API mkc_status mkc_blob_release(mkc_blob *blob); /* NULL accepted */
+
+/* Drops every entry of every session. Objects in use stay alive until their
+ * users let go. */
+MKC_API mkc_status mkc_cache_reset(void);
+/* Drops every entry created under `executor_id`, in all sessions. */
+MKC_API mkc_status mkc_cache_reset_executor(uint64_t executor_id);
+
+typedef struct mkc_cache_stats {
+    uint64_t hits;            /* lookups that found an entry                 */
+    uint64_t misses;          /* lookups that did not                        */
+    uint64_t insertions;      /* entries stored (replacements included)      */
+    uint64_t evictions;       /* input-shape groups evicted in clearing mode */
+    uint64_t evicted_entries; /* entries those evictions dropped             */
+    uint64_t entries;         /* entries held now                            */
+    uint64_t groups;          /* input-shape groups held now                 */
+    uint64_t sessions;        /* sessions held now                           */
+    uint64_t bytes;           /* bytes held now (see mkc_cache_set_blob)     */
+} mkc_cache_stats;
+
+/* Counters for the whole cache. */
+MKC_API mkc_status mkc_cache_get_stats(mkc_cache_stats *stats);
+/* Counters for one session (zeros if it holds nothing and never did). */
+MKC_API mkc_status mkc_cache_get_session_stats(int64_t session_id,
+                                               mkc_cache_stats *stats);
+
+/* The keys held by `session_id`, one per line, each line
+ * "<group>\t<key>\n", groups oldest first. Buffer rules as mkc_key_make. */
+MKC_API mkc_status mkc_cache_get_keys(int64_t session_id, char *buf,
+                                      size_t size, size_t *needed);
+
+/* ------------------------------------------------------------------------ */
+/* Operators                                                                */
+/* ------------------------------------------------------------------------ */
+
+/* Output convention of every operator: `*dst` NULL on entry -> a new tensor
+ * is created (in oneDNN's preferred layout) and returned in `*dst`;
+ * `*dst` non-NULL -> the result is written into that tensor, whose shape
+ * must match. Inputs may be wrapped or library-owned tensors in any layout;
+ * they are converted only when the primitive needs another layout.
+ *
+ * `name` identifies the operator instance in the cache key (the seed's
+ * "output tensor name"); NULL or "" derives one from the operator and its
+ * arguments. Whatever the name, an entry is reused only for the exact
+ * attributes, dtypes, shapes and layouts it was built for. */
+
+typedef enum mkc_activation_kind {
+    MKC_ACTIVATION_NONE = 0,
+    MKC_ACTIVATION_RELU = 1
+} mkc_activation_kind;
+
+typedef struct mkc_conv2d_params {
+    int64_t stride[2];      /* h, w; >= 1                                    */
+    int64_t pad_begin[2];   /* top, left; >= 0                               */
+    int64_t pad_end[2];     /* bottom, right; >= 0 (asymmetric allowed)      */
+    int64_t dilation[2];    /* h, w; 1 = dense kernel (PyTorch convention)   */
+    int64_t groups;         /* >= 1; C_in and C_out divisible by it          */
+    mkc_layout data_format; /* layout of src/dst dims: NCHW or NHWC          */
+    mkc_activation_kind activation; /* fused post-op                         */
+    const char *name;       /* cache name; may be NULL                       */
+} mkc_conv2d_params;
+
+/* Fills `params` with defaults: stride 1, no padding, dilation 1, 1 group,
+ * NCHW, no activation, no name. */
+MKC_API mkc_status mkc_conv2d_params_init(mkc_conv2d_params *params);
+
+/* 2-D convolution. src [N,C,H,W] (or [N,H,W,C] for NHWC data_format),
+ * weights [O, C/groups, KH, KW] (always OIHW), bias [O] or NULL.
+ * Sets the thread's target layout to data_format. */
+MKC_API mkc_status mkc_conv2d(const mkc_conv2d_params *params,
+                              const mkc_tensor *src, const mkc_tensor *weights,
+                              const mkc_tensor *bias, mkc_tensor **dst);
+
+/* Element-wise activation; the output keeps src's shape and layout.
+ * `*dst == src` runs in place. `alpha`/`beta` are the oneDNN eltwise
+ * parameters (unused by RELU, pass 0). */
+MKC_API mkc_status mkc_activation(mkc_activation_kind kind, float alpha,
+                                  float beta, const char *name,
+                                  const mkc_tensor *src, mkc_tensor **dst);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* MKCACHE_MKCACHE_H */

@@ -1,0 +1,181 @@
+// C ABI: status strings, errors, version, build info, thread-local context.
+#include <dlfcn.h>
+
+#include <string>
+#include <thread>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "api/guard.hpp"
+#include "cache/thread_context.hpp"
+#include "layout/layout.hpp"
+
+namespace mkc::api {
+const char *last_error_text();
+}
+
+using namespace mkc;
+using mkc::api::guard;
+using mkc::api::require_out;
+
+namespace {
+
+const char *isa_name(dnnl_cpu_isa_t isa) {
+    switch (isa) {
+    case dnnl_cpu_isa_sse41: return "sse41";
+    case dnnl_cpu_isa_avx: return "avx";
+    case dnnl_cpu_isa_avx2: return "avx2";
+    case dnnl_cpu_isa_avx2_vnni: return "avx2_vnni";
+    case dnnl_cpu_isa_avx2_vnni_2: return "avx2_vnni_2";
+    case dnnl_cpu_isa_avx512_core: return "avx512_core";
+    case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_fp16: return "avx512_core_fp16";
+    case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
+    case dnnl_cpu_isa_avx512_core_amx_fp16: return "avx512_core_amx_fp16";
+    default: return "default";
+    }
+}
+
+// OpenMP's thread count, read from whatever OpenMP runtime oneDNN loaded
+// (libmkcache itself does not link one).
+int omp_max_threads() {
+    using fn = int (*)();
+    auto f = reinterpret_cast<fn>(dlsym(RTLD_DEFAULT, "omp_get_max_threads"));
+    return f ? f() : static_cast<int>(std::thread::hardware_concurrency());
+}
+
+const char *runtime_name(unsigned runtime) {
+    switch (runtime) {
+    case DNNL_RUNTIME_OMP: return "OMP";
+    case DNNL_RUNTIME_TBB: return "TBB";
+    case DNNL_RUNTIME_SEQ: return "SEQ";
+    case DNNL_RUNTIME_THREADPOOL: return "THREADPOOL";
+    default: return "unknown";
+    }
+}
+
+} // namespace
+
+extern "C" {
+
+MKC_API const char *mkc_status_string(mkc_status status) {
+    switch (status) {
+    case MKC_STATUS_OK: return "MKC_STATUS_OK";
+    case MKC_STATUS_INVALID_ARGUMENT: return "MKC_STATUS_INVALID_ARGUMENT";
+    case MKC_STATUS_INVALID_HANDLE: return "MKC_STATUS_INVALID_HANDLE";
+    case MKC_STATUS_UNSUPPORTED: return "MKC_STATUS_UNSUPPORTED";
+    case MKC_STATUS_OUT_OF_MEMORY: return "MKC_STATUS_OUT_OF_MEMORY";
+    case MKC_STATUS_BUFFER_TOO_SMALL: return "MKC_STATUS_BUFFER_TOO_SMALL";
+    case MKC_STATUS_ONEDNN_ERROR: return "MKC_STATUS_ONEDNN_ERROR";
+    case MKC_STATUS_INTERNAL_ERROR: return "MKC_STATUS_INTERNAL_ERROR";
+    }
+    return "MKC_STATUS_UNKNOWN";
+}
+
+MKC_API const char *mkc_last_error(void) { return mkc::api::last_error_text(); }
+
+MKC_API mkc_status mkc_get_version(int *major, int *minor, int *patch) {
+    return guard([&] {
+        require_out(major, "major");
+        require_out(minor, "minor");
+        require_out(patch, "patch");
+        *major = MKC_VERSION_MAJOR;
+        *minor = MKC_VERSION_MINOR;
+        *patch = MKC_VERSION_PATCH;
+    });
+}
+
+MKC_API mkc_status mkc_get_build_info(const char **json) {
+    return guard([&] {
+        require_out(json, "json");
+        thread_local std::string text;
+        const dnnl_version_t *v = dnnl_version();
+        int capacity = -1;
+        dnnl_get_primitive_cache_capacity(&capacity);
+        text = std::string("{\"version\": \"") + MKC_VERSION_STRING +
+               "\", \"onednn_version\": \"" + std::to_string(v->major) + "." +
+               std::to_string(v->minor) + "." + std::to_string(v->patch) +
+               "\", \"onednn_git_hash\": \"" + v->hash + "\", \"onednn_cpu_runtime\": \"" +
+               runtime_name(v->cpu_runtime) + "\", \"isa\": \"" +
+               isa_name(dnnl_get_effective_cpu_isa()) +
+               "\", \"max_threads\": " + std::to_string(omp_max_threads()) +
+               ", \"onednn_cache_capacity\": " + std::to_string(capacity) +
+               ", \"compiler\": \"" +
+#if defined(__clang__)
+               "clang " __clang_version__
+#elif defined(__GNUC__)
+               "gcc " __VERSION__
+#else
+               "unknown"
+#endif
+               + "\", \"build_type\": \"" +
+#ifdef NDEBUG
+               "release"
+#else
+               "debug"
+#endif
+               + "\"}";
+        *json = text.c_str();
+    });
+}
+
+MKC_API mkc_status mkc_set_target_layout(mkc_layout layout) {
+    return guard([&] { layout::set_target(layout); });
+}
+
+MKC_API mkc_status mkc_get_target_layout(mkc_layout *layout) {
+    return guard([&] {
+        require_out(layout, "layout");
+        *layout = layout::target();
+    });
+}
+
+MKC_API mkc_status mkc_set_executor(uint64_t executor_id) {
+    return guard([&] { thread_context().executor = executor_id; });
+}
+
+MKC_API mkc_status mkc_get_executor(uint64_t *executor_id) {
+    return guard([&] {
+        require_out(executor_id, "executor_id");
+        *executor_id = thread_context().executor;
+    });
+}
+
+MKC_API mkc_status mkc_cache_set_session(int64_t session_id) {
+    return guard([&] { thread_context().session = session_id; });
+}
+
+MKC_API mkc_status mkc_cache_get_session(int64_t *session_id) {
+    return guard([&] {
+        require_out(session_id, "session_id");
+        *session_id = thread_context().session;
+    });
+}
+
+MKC_API mkc_status mkc_cache_set_input_shape(const char *shape) {
+    return guard([&] { thread_context().input_shape = shape ? shape : ""; });
+}
+
+MKC_API mkc_status mkc_cache_get_input_shape(const char **shape) {
+    return guard([&] {
+        require_out(shape, "shape");
+        *shape = thread_context().input_shape.c_str();
+    });
+}
+
+MKC_API mkc_status mkc_cache_set_capacity(int64_t capacity) {
+    return guard([&] {
+        require(capacity >= 0, "capacity must be >= 0 (0 = default mode), got ", capacity);
+        thread_context().capacity = capacity;
+    });
+}
+
+MKC_API mkc_status mkc_cache_get_capacity(int64_t *capacity) {
+    return guard([&] {
+        require_out(capacity, "capacity");
+        *capacity = thread_context().capacity;
+    });
+}
+
+} // extern "C"

@@ -1,0 +1,69 @@
+#include "api/guard.hpp"
+
+#include <cstring>
+#include <new>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+namespace mkc::api {
+
+namespace {
+thread_local std::string last_error;
+}
+
+void set_last_error(const std::string &message) { last_error = message; }
+
+const char *last_error_text() { return last_error.c_str(); }
+
+mkc_status fail_from_current_exception() noexcept {
+    try {
+        try {
+            throw;
+        } catch (const Error &e) {
+            last_error = e.what();
+            return e.status();
+        } catch (const dnnl::error &e) {
+            last_error = std::string("oneDNN: ") + e.what();
+            return e.status == dnnl_out_of_memory ? MKC_STATUS_OUT_OF_MEMORY
+                                                  : MKC_STATUS_ONEDNN_ERROR;
+        } catch (const std::bad_alloc &) {
+            last_error = "out of memory";
+            return MKC_STATUS_OUT_OF_MEMORY;
+        } catch (const std::exception &e) {
+            last_error = std::string("internal error: ") + e.what();
+            return MKC_STATUS_INTERNAL_ERROR;
+        } catch (...) {
+            last_error = "internal error: unknown exception";
+            return MKC_STATUS_INTERNAL_ERROR;
+        }
+    } catch (...) {
+        // Even assigning the message failed (out of memory).
+        return MKC_STATUS_OUT_OF_MEMORY;
+    }
+}
+
+const Tensor &tensor_arg(const mkc_tensor *handle, const char *what) {
+    if (handle == nullptr) fail(MKC_STATUS_INVALID_HANDLE, what, " is NULL");
+    if (!registry<Tensor>().contains(handle))
+        fail(MKC_STATUS_INVALID_HANDLE, what, " is not a live tensor (destroyed or foreign handle)");
+    return *handle;
+}
+
+Tensor &mutable_tensor_arg(mkc_tensor *handle, const char *what) {
+    tensor_arg(handle, what);
+    return *handle;
+}
+
+void copy_out(const std::string &text, char *buf, size_t size, size_t *needed) {
+    require_out(needed, "needed");
+    if (size > 0 && buf == nullptr) fail(MKC_STATUS_INVALID_ARGUMENT, "buffer is NULL but size > 0");
+    const size_t full = text.size() + 1;
+    if (size < full) {
+        *needed = full;
+        fail(MKC_STATUS_BUFFER_TOO_SMALL, "buffer holds ", size, " bytes, need ", full);
+    }
+    std::memcpy(buf, text.c_str(), full);
+    *needed = full;
+}
+
+} // namespace mkc::api

@@ -1,0 +1,40 @@
+// The C ABI boundary: every exported function runs its body inside guard(),
+// which turns any exception into a status and a thread-local message, so
+// nothing thrown inside the library ever crosses into a C caller.
+#pragma once
+
+#include <string>
+
+#include "common/error.hpp"
+#include "common/handles.hpp"
+#include "mkcache/mkcache.h"
+#include "tensor/tensor.hpp"
+
+namespace mkc::api {
+
+void set_last_error(const std::string &message);
+mkc_status fail_from_current_exception() noexcept;
+
+template <typename F>
+mkc_status guard(F &&body) noexcept {
+    try {
+        body();
+        return MKC_STATUS_OK;
+    } catch (...) {
+        return fail_from_current_exception();
+    }
+}
+
+// The live tensor behind a handle, or INVALID_HANDLE naming the argument.
+const Tensor &tensor_arg(const mkc_tensor *handle, const char *what);
+Tensor &mutable_tensor_arg(mkc_tensor *handle, const char *what);
+
+template <typename T>
+void require_out(T *out, const char *what) {
+    if (out == nullptr) fail(MKC_STATUS_INVALID_ARGUMENT, what, " (out-parameter) is NULL");
+}
+
+// Copies `text` into a caller buffer with the mkc_key_make conventions.
+void copy_out(const std::string &text, char *buf, size_t size, size_t *needed);
+
+} // namespace mkc::api

@@ -1,0 +1,58 @@
+// C ABI: operators.
+#include "api/guard.hpp"
+#include "ops/ops.hpp"
+
+using namespace mkc;
+using mkc::api::guard;
+using mkc::api::require_out;
+using mkc::api::tensor_arg;
+
+namespace {
+
+// Validates the in/out `dst` convention shared by every operator.
+void check_dst(mkc_tensor **dst) {
+    require_out(dst, "dst");
+    if (*dst != nullptr) api::tensor_arg(*dst, "*dst");
+}
+
+} // namespace
+
+extern "C" {
+
+MKC_API mkc_status mkc_conv2d_params_init(mkc_conv2d_params *params) {
+    return guard([&] {
+        require_out(params, "params");
+        *params = mkc_conv2d_params{};
+        params->stride[0] = params->stride[1] = 1;
+        params->dilation[0] = params->dilation[1] = 1;
+        params->groups = 1;
+        params->data_format = MKC_LAYOUT_NCHW;
+        params->activation = MKC_ACTIVATION_NONE;
+    });
+}
+
+MKC_API mkc_status mkc_conv2d(const mkc_conv2d_params *params, const mkc_tensor *src,
+                              const mkc_tensor *weights, const mkc_tensor *bias,
+                              mkc_tensor **dst) {
+    return guard([&] {
+        require(params != nullptr, "conv2d: params is NULL");
+        const Tensor &x = tensor_arg(src, "conv2d: src");
+        const Tensor &w = tensor_arg(weights, "conv2d: weights");
+        const Tensor *b = bias ? &tensor_arg(bias, "conv2d: bias") : nullptr;
+        check_dst(dst);
+        require(*dst != src && *dst != weights && (!bias || *dst != bias),
+                "conv2d: dst must not be one of the inputs");
+        ops::conv2d(*params, x, w, b, dst);
+    });
+}
+
+MKC_API mkc_status mkc_activation(mkc_activation_kind kind, float alpha, float beta,
+                                  const char *name, const mkc_tensor *src, mkc_tensor **dst) {
+    return guard([&] {
+        const Tensor &x = tensor_arg(src, "activation: src");
+        check_dst(dst);
+        ops::activation(kind, alpha, beta, name, x, dst);
+    });
+}
+
+} // extern "C"

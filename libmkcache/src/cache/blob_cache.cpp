@@ -1,0 +1,198 @@
+#include "cache/blob_cache.hpp"
+
+#include <mutex>
+#include <vector>
+
+#include <oneapi/dnnl/dnnl.h>
+
+#include "keys/keys.hpp"
+
+namespace mkc {
+
+namespace {
+// Drops the entries of a thread when it exits, so callers that come from
+// ever-new threads do not leak default-mode entries.
+struct ThreadExitGuard {
+    bool armed = false;
+    ~ThreadExitGuard() {
+        if (armed) BlobCache::instance().drop_thread(keys::thread_hash());
+    }
+};
+thread_local ThreadExitGuard thread_exit_guard;
+} // namespace
+
+BlobCache &BlobCache::instance() {
+    // Deliberately leaked: entries hold oneDNN primitives that must not be
+    // destroyed after oneDNN's own globals during process exit.
+    static BlobCache *cache = new BlobCache();
+    return *cache;
+}
+
+std::shared_ptr<void> BlobCache::get(int64_t session, const std::string &group,
+                                     const std::string &key, BlobKind kind) {
+    std::shared_ptr<void> found;
+    Counters *session_counters = nullptr;
+    {
+        std::shared_lock<std::shared_mutex> lock(mutex_);
+        auto s = sessions_.find(session);
+        if (s != sessions_.end()) {
+            session_counters = &s->second->counters;
+            auto g = s->second->index.find(group);
+            if (g != s->second->index.end()) {
+                auto e = g->second->entries.find(key);
+                if (e != g->second->entries.end() && e->second.info.kind == kind)
+                    found = e->second.blob;
+            }
+        }
+        // Counters are updated under the shared lock so a concurrent reset
+        // cannot free the session they live in.
+        auto counter = found ? &Counters::hits : &Counters::misses;
+        (totals_.*counter).fetch_add(1, std::memory_order_relaxed);
+        if (session_counters) (session_counters->*counter).fetch_add(1, std::memory_order_relaxed);
+    }
+    return found;
+}
+
+void BlobCache::set(int64_t session, const std::string &group, int64_t capacity,
+                    const std::string &key, std::shared_ptr<void> blob, const BlobInfo &info) {
+    std::vector<std::shared_ptr<void>> released; // destroyed after unlocking
+    bool evicted = false;
+    {
+        std::unique_lock<std::shared_mutex> lock(mutex_);
+        auto &s = sessions_[session];
+        if (!s) s = std::make_unique<Session>();
+        auto g = s->index.find(group);
+        if (g == s->index.end()) {
+            while (capacity > 0 && static_cast<int64_t>(s->groups.size()) >= capacity) {
+                Group &oldest = s->groups.front();
+                for (auto &kv : oldest.entries) released.push_back(std::move(kv.second.blob));
+                s->counters.evicted_entries.fetch_add(oldest.entries.size());
+                totals_.evicted_entries.fetch_add(oldest.entries.size());
+                s->counters.evictions.fetch_add(1);
+                totals_.evictions.fetch_add(1);
+                s->index.erase(oldest.shape);
+                s->groups.pop_front();
+                evicted = true;
+            }
+            s->groups.push_back(Group{group, {}, 0});
+            g = s->index.emplace(group, std::prev(s->groups.end())).first;
+        }
+        Group &target = *g->second;
+        Entry &entry = target.entries[key];
+        if (entry.blob) {
+            released.push_back(std::move(entry.blob));
+            target.bytes -= entry.info.bytes;
+        }
+        entry.blob = std::move(blob);
+        entry.info = info;
+        entry.thread = info.thread_bound ? keys::thread_hash() : 0;
+        target.bytes += info.bytes;
+        s->counters.insertions.fetch_add(1, std::memory_order_relaxed);
+        totals_.insertions.fetch_add(1, std::memory_order_relaxed);
+    }
+    if (info.thread_bound) thread_exit_guard.armed = true;
+    released.clear();
+    if (evicted) flush_onednn_primitive_cache();
+}
+
+template <typename Pred>
+std::vector<std::shared_ptr<void>> BlobCache::remove_if(Pred pred) {
+    std::vector<std::shared_ptr<void>> released;
+    std::unique_lock<std::shared_mutex> lock(mutex_);
+    for (auto &kv : sessions_) {
+        Session &s = *kv.second;
+        for (auto g = s.groups.begin(); g != s.groups.end();) {
+            for (auto e = g->entries.begin(); e != g->entries.end();) {
+                if (pred(e->second)) {
+                    g->bytes -= e->second.info.bytes;
+                    released.push_back(std::move(e->second.blob));
+                    e = g->entries.erase(e);
+                } else {
+                    ++e;
+                }
+            }
+            if (g->entries.empty()) {
+                s.index.erase(g->shape);
+                g = s.groups.erase(g);
+            } else {
+                ++g;
+            }
+        }
+    }
+    return released;
+}
+
+void BlobCache::reset() {
+    auto released = remove_if([](const Entry &) { return true; });
+}
+
+void BlobCache::reset_executor(uint64_t executor) {
+    auto released = remove_if([executor](const Entry &e) { return e.info.executor == executor; });
+}
+
+void BlobCache::drop_thread(uint64_t thread_hash) {
+    auto released = remove_if(
+        [thread_hash](const Entry &e) { return e.info.thread_bound && e.thread == thread_hash; });
+}
+
+void BlobCache::fill(mkc_cache_stats &out, const Counters &c) {
+    out.hits += c.hits.load(std::memory_order_relaxed);
+    out.misses += c.misses.load(std::memory_order_relaxed);
+    out.insertions += c.insertions.load(std::memory_order_relaxed);
+    out.evictions += c.evictions.load(std::memory_order_relaxed);
+    out.evicted_entries += c.evicted_entries.load(std::memory_order_relaxed);
+}
+
+mkc_cache_stats BlobCache::stats() const {
+    mkc_cache_stats out{};
+    std::shared_lock<std::shared_mutex> lock(mutex_);
+    fill(out, totals_);
+    for (auto &kv : sessions_) {
+        if (!kv.second->groups.empty()) ++out.sessions;
+        for (auto &g : kv.second->groups) {
+            ++out.groups;
+            out.entries += g.entries.size();
+            out.bytes += g.bytes;
+        }
+    }
+    return out;
+}
+
+mkc_cache_stats BlobCache::session_stats(int64_t session) const {
+    mkc_cache_stats out{};
+    std::shared_lock<std::shared_mutex> lock(mutex_);
+    auto s = sessions_.find(session);
+    if (s == sessions_.end()) return out;
+    fill(out, s->second->counters);
+    out.sessions = s->second->groups.empty() ? 0 : 1;
+    for (auto &g : s->second->groups) {
+        ++out.groups;
+        out.entries += g.entries.size();
+        out.bytes += g.bytes;
+    }
+    return out;
+}
+
+std::string BlobCache::keys(int64_t session) const {
+    std::string out;
+    std::shared_lock<std::shared_mutex> lock(mutex_);
+    auto s = sessions_.find(session);
+    if (s == sessions_.end()) return out;
+    for (auto &g : s->second->groups)
+        for (auto &e : g.entries) {
+            out += g.shape;
+            out += '\t';
+            out += e.first;
+            out += '\n';
+        }
+    return out;
+}
+
+void flush_onednn_primitive_cache() {
+    int capacity = 0;
+    if (dnnl_get_primitive_cache_capacity(&capacity) != dnnl_success || capacity == 0) return;
+    dnnl_set_primitive_cache_capacity(0);
+    dnnl_set_primitive_cache_capacity(capacity);
+}
+
+} // namespace mkc

@@ -1,0 +1,90 @@
+// The three-level blob cache of seed "Data Caching":
+//   session id -> input-shape group -> key -> blob
+// Blobs are type-erased shared_ptr<void>, so a blob in use survives its
+// eviction. One reader/writer lock guards the maps: a hit holds it shared,
+// only for the lookup; deleters never run under it.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "mkcache/mkcache.h"
+
+namespace mkc {
+
+// What a blob is, so a key set by a C caller can never be taken for a
+// primitive entry (or the other way round).
+enum class BlobKind : uint32_t { caller = 0, primitive = 1 };
+
+struct BlobInfo {
+    BlobKind kind = BlobKind::caller;
+    size_t bytes = 0;       // counted towards the memory figures
+    uint64_t executor = 0;  // for reset_executor
+    bool thread_bound = false; // key carries the creating thread's hash
+};
+
+class BlobCache {
+public:
+    static BlobCache &instance();
+
+    // nullptr on a miss (a blob of another kind under `key` is a miss too).
+    std::shared_ptr<void> get(int64_t session, const std::string &group, const std::string &key,
+                              BlobKind kind);
+    // Stores (or replaces) `key`. capacity > 0: a new group added to a
+    // session holding `capacity` groups first evicts the oldest ones.
+    void set(int64_t session, const std::string &group, int64_t capacity, const std::string &key,
+             std::shared_ptr<void> blob, const BlobInfo &info);
+
+    void reset();
+    void reset_executor(uint64_t executor);
+    void drop_thread(uint64_t thread_hash); // entries a finished thread created
+
+    mkc_cache_stats stats() const;
+    mkc_cache_stats session_stats(int64_t session) const;
+    // "<group>\t<key>\n" per entry, groups oldest first.
+    std::string keys(int64_t session) const;
+
+private:
+    struct Entry {
+        std::shared_ptr<void> blob;
+        BlobInfo info;
+        uint64_t thread = 0;
+    };
+    struct Group {
+        std::string shape;
+        std::unordered_map<std::string, Entry> entries;
+        size_t bytes = 0;
+    };
+    struct Counters {
+        std::atomic<uint64_t> hits{0}, misses{0}, insertions{0}, evictions{0}, evicted_entries{0};
+    };
+    struct Session {
+        std::list<Group> groups; // insertion order: front is the oldest
+        std::unordered_map<std::string, std::list<Group>::iterator> index;
+        Counters counters;
+    };
+
+    BlobCache() = default;
+    // Removes entries matching `pred` everywhere; returns them for release
+    // outside the lock.
+    template <typename Pred>
+    std::vector<std::shared_ptr<void>> remove_if(Pred pred);
+    static void fill(mkc_cache_stats &out, const Counters &c);
+
+    mutable std::shared_mutex mutex_;
+    std::unordered_map<int64_t, std::unique_ptr<Session>> sessions_;
+    Counters totals_;
+};
+
+// Empties oneDNN's own primitive cache (keeping its capacity). Called when
+// clearing mode evicts a group: the evicted primitives would otherwise stay
+// alive inside oneDNN's cache and memory would keep growing.
+void flush_onednn_primitive_cache();
+
+} // namespace mkc

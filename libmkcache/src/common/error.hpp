@@ -1,0 +1,44 @@
+// Internal error type: every failure inside the library is thrown as an
+// mkc::Error and turned into a status + thread-local message at the C ABI.
+#pragma once
+
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "mkcache/mkcache.h"
+
+namespace mkc {
+
+class Error : public std::runtime_error {
+public:
+    Error(mkc_status status, const std::string &message)
+        : std::runtime_error(message), status_(status) {}
+    mkc_status status() const { return status_; }
+
+private:
+    mkc_status status_;
+};
+
+namespace detail {
+template <typename... Args>
+std::string concat(Args &&...args) {
+    std::ostringstream out;
+    (out << ... << std::forward<Args>(args));
+    return out.str();
+}
+} // namespace detail
+
+// fail(MKC_STATUS_INVALID_ARGUMENT, "conv2d: stride must be >= 1, got ", s);
+template <typename... Args>
+[[noreturn]] void fail(mkc_status status, Args &&...args) {
+    throw Error(status, detail::concat(std::forward<Args>(args)...));
+}
+
+template <typename... Args>
+void require(bool condition, Args &&...args) {
+    if (!condition) fail(MKC_STATUS_INVALID_ARGUMENT, std::forward<Args>(args)...);
+}
+
+} // namespace mkc

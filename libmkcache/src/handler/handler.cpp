@@ -1,0 +1,207 @@
+#include "handler/handler.hpp"
+
+#include <cstring>
+
+#include "cache/blob_cache.hpp"
+#include "cache/thread_context.hpp"
+#include "common/engine.hpp"
+#include "common/handles.hpp"
+#include "common/error.hpp"
+#include "keys/keys.hpp"
+
+namespace mkc {
+
+namespace {
+std::atomic<uint64_t> reorders_executed{0};
+
+void check(dnnl_status_t status, const char *what) {
+    if (status != dnnl_success)
+        fail(MKC_STATUS_ONEDNN_ERROR, what, " failed with oneDNN status ", static_cast<int>(status));
+}
+
+// Cached reorder primitives live in the blob cache like every other object.
+struct ReorderEntry : PrimitiveEntry {};
+} // namespace
+
+void PrimitiveEntry::set_args(const std::vector<std::pair<int, dnnl::memory::desc>> &args) {
+    for (auto &a : args) {
+        arg_ids.push_back(a.first);
+        arg_descs.push_back(a.second);
+        memories.emplace_back(a.second, cpu_engine(), static_cast<void *>(nullptr));
+    }
+}
+
+int PrimitiveEntry::arg_index(int arg_id) const {
+    for (size_t i = 0; i < arg_ids.size(); ++i)
+        if (arg_ids[i] == arg_id) return static_cast<int>(i);
+    fail(MKC_STATUS_INTERNAL_ERROR, "primitive has no argument ", arg_id);
+}
+
+uint64_t reorder_count() { return reorders_executed.load(std::memory_order_relaxed); }
+
+void reorder(const dnnl::memory::desc &from, const void *src_data, const dnnl::memory::desc &to,
+             void *dst_data) {
+    Handler handler("reorder", nullptr,
+                    "reorder:" + format_name(from) + "->" + format_name(to), nullptr,
+                    from.get_dims());
+    handler.sign_layout(from);
+    handler.sign_layout(to);
+    auto entry = handler.acquire_primitive<ReorderEntry>([&] {
+        auto e = std::make_shared<ReorderEntry>();
+        dnnl::reorder::primitive_desc pd(cpu_engine(), from, cpu_engine(), to);
+        e->primitive = dnnl::reorder(pd);
+        e->set_args({{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}});
+        return e;
+    });
+    Handler::Execution exec(*entry);
+    exec.raw(DNNL_ARG_FROM, const_cast<void *>(src_data));
+    exec.raw(DNNL_ARG_TO, dst_data);
+    exec.run();
+    reorders_executed.fetch_add(1, std::memory_order_relaxed);
+}
+
+Handler::Handler(const char *op, const char *name, const std::string &default_name,
+                 const char *suffix, const Dims &key_dims)
+    : op_(op) {
+    const ThreadContext &ctx = thread_context();
+    const char *key_name = (name != nullptr && name[0] != '\0') ? name : default_name.c_str();
+    keys::make(key_, key_name, suffix, key_dims.data(), static_cast<int>(key_dims.size()),
+               ctx.executor, !ctx.clearing_mode());
+}
+
+void Handler::sign_float(float v) {
+    int32_t bits;
+    std::memcpy(&bits, &v, sizeof bits);
+    sign(bits);
+}
+
+std::shared_ptr<PrimitiveEntry> Handler::lookup() {
+    const ThreadContext &ctx = thread_context();
+    auto blob = BlobCache::instance().get(ctx.session, ctx.input_shape, key_, BlobKind::primitive);
+    if (!blob) return nullptr;
+    auto entry = std::static_pointer_cast<PrimitiveEntry>(blob);
+    // Same name, other arguments: never reuse a primitive built for others.
+    if (entry->signature != signature_) return nullptr;
+    if (entry->exact_inputs.size() != exact_inputs_.size()) return nullptr;
+    for (size_t i = 0; i < exact_inputs_.size(); ++i)
+        if (!(entry->exact_inputs[i] == exact_inputs_[i])) return nullptr;
+    return entry;
+}
+
+void Handler::store(const std::shared_ptr<PrimitiveEntry> &entry) {
+    entry->signature = signature_;
+    entry->exact_inputs = exact_inputs_;
+    const ThreadContext &ctx = thread_context();
+    BlobInfo info;
+    info.kind = BlobKind::primitive;
+    info.bytes = entry->bytes;
+    info.executor = ctx.executor;
+    info.thread_bound = !ctx.clearing_mode();
+    BlobCache::instance().set(ctx.session, ctx.input_shape, ctx.capacity, key_,
+                              std::static_pointer_cast<void>(entry), info);
+}
+
+// ---------------------------------------------------------------- Execution
+
+Handler::Execution::Execution(PrimitiveEntry &entry) : entry_(entry) {
+    own_slot_ = !entry_.busy.exchange(true, std::memory_order_acquire);
+    if (!own_slot_) {
+        for (auto &d : entry_.arg_descs)
+            private_memories_.emplace_back(d, cpu_engine(), static_cast<void *>(nullptr));
+    }
+    args_.reserve(entry_.arg_ids.size());
+}
+
+Handler::Execution::~Execution() {
+    if (own_slot_) entry_.busy.store(false, std::memory_order_release);
+}
+
+dnnl::memory &Handler::Execution::memory_for(int index) {
+    return own_slot_ ? entry_.memories[index] : private_memories_[index];
+}
+
+void Handler::Execution::raw(int arg_id, void *data) {
+    int index = entry_.arg_index(arg_id);
+    dnnl::memory &mem = memory_for(index);
+    check(dnnl_memory_set_data_handle(mem.get(), data), "binding memory");
+    args_.push_back({arg_id, mem.get()});
+}
+
+void Handler::Execution::output(int arg_id, void *data) { raw(arg_id, data); }
+
+void Handler::Execution::input(int arg_id, const Tensor &tensor,
+                               const dnnl::memory::desc *view) {
+    const dnnl::memory::desc &want = entry_.arg_descs[entry_.arg_index(arg_id)];
+    const dnnl::memory::desc &have = view ? *view : tensor.desc;
+    if (have == want) {
+        raw(arg_id, tensor.data);
+        return;
+    }
+    if (tensor.constant) {
+        // The caller promised the data never changes: convert once and keep
+        // the copy in the tensor (freed with it, shared by every entry).
+        std::shared_ptr<void> copy;
+        {
+            std::lock_guard<std::mutex> lock(tensor.mutex);
+            for (auto &c : tensor.converted)
+                if (c.first == want) copy = c.second;
+        }
+        if (!copy) {
+            copy = allocate(want.get_size(), false);
+            reorder(have, tensor.data, want, copy.get());
+            std::lock_guard<std::mutex> lock(tensor.mutex);
+            tensor.converted.emplace_back(want, copy);
+        }
+        temporaries_.push_back(copy);
+        raw(arg_id, copy.get());
+        return;
+    }
+    auto temp = allocate(want.get_size(), false);
+    reorder(have, tensor.data, want, temp.get());
+    temporaries_.push_back(temp);
+    raw(arg_id, temp.get());
+}
+
+void Handler::Execution::run() {
+    check(dnnl_primitive_execute(entry_.primitive.get(), thread_stream().get(),
+                                 static_cast<int>(args_.size()), args_.data()),
+          "executing primitive");
+    check(dnnl_stream_wait(thread_stream().get()), "waiting for stream");
+}
+
+// ------------------------------------------------------------------- Output
+
+Handler::Output Handler::prepare_output(mkc_tensor **dst, const dnnl::memory::desc &desc,
+                                        mkc_layout layout, mkc_dtype dtype, const char *op,
+                                        const void *in_place_src) {
+    (void)in_place_src;
+    Output out;
+    out.desc = desc;
+    if (*dst == nullptr) {
+        out.created = make_owned_tensor(desc, layout, dtype);
+        out.tensor = out.created.get();
+        out.data = out.tensor->data;
+        return out;
+    }
+    Tensor &t = **dst;
+    require(t.dtype == dtype, op, ": dst dtype does not match the result");
+    require(t.desc.get_dims() == desc.get_dims(), op, ": dst shape does not match the result");
+    out.tensor = &t;
+    if (adopt_result_layout(t, desc)) {
+        out.data = t.data;
+    } else {
+        out.temporary = allocate(desc.get_size(), false);
+        out.data = out.temporary.get();
+    }
+    return out;
+}
+
+void Handler::finish_output(Output &out, mkc_tensor **dst) {
+    if (out.temporary) reorder(out.desc, out.data, out.tensor->desc, out.tensor->data);
+    if (out.created) {
+        registry<Tensor>().add(out.created.get());
+        *dst = out.created.release();
+    }
+}
+
+} // namespace mkc

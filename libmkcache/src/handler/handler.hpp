@@ -1,0 +1,136 @@
+// The Acquire-API handler base (seed "MKL-DNN Acquire API").
+//
+// An operator derives nothing from the cache: it describes itself to a
+// Handler (key parts + a signature of everything its primitive depends on)
+// and hands it a function that builds the primitive on a miss. The handler
+// creates-or-fetches the entry through the blob cache, converts inputs that
+// arrive in another layout, binds memory and executes.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "layout/layout.hpp"
+#include "tensor/tensor.hpp"
+
+namespace mkc {
+
+// What every cached operator entry holds. Operators derive from it to keep
+// their primitive descriptor too (the backward pass needs it).
+struct PrimitiveEntry {
+    virtual ~PrimitiveEntry() = default;
+
+    std::vector<int64_t> signature;               // what the primitive was built for
+    std::vector<dnnl::memory::desc> exact_inputs; // input layouts it was built for, if any
+    dnnl::primitive primitive;
+    std::vector<int> arg_ids;                     // DNNL_ARG_* of each argument
+    std::vector<dnnl::memory::desc> arg_descs;    // the layout the primitive wants per arg
+    size_t bytes = 0;                             // scratchpad etc., for the cache figures
+
+    // Memory objects reused on the hit path: whoever grabs `busy` swaps the
+    // data handles; a concurrent caller of the same entry builds its own.
+    std::atomic<bool> busy{false};
+    std::vector<dnnl::memory> memories;
+
+    // Fills arg_ids/arg_descs/memories from a primitive descriptor query.
+    void set_args(const std::vector<std::pair<int, dnnl::memory::desc>> &args);
+    int arg_index(int arg_id) const;
+};
+
+// A library-wide count of layout conversions (reorders) executed, so tests
+// can prove a chain of operators performs none between them.
+uint64_t reorder_count();
+
+// Converts `src_data` laid out as `from` into `dst_data` laid out as `to`
+// (same dims) with a cached reorder primitive.
+void reorder(const dnnl::memory::desc &from, const void *src_data,
+             const dnnl::memory::desc &to, void *dst_data);
+
+class Handler {
+public:
+    // `name` may be null/empty: `default_name` is used then. `key_dims` is
+    // the input shape that goes into the key.
+    Handler(const char *op, const char *name, const std::string &default_name,
+            const char *suffix, const Dims &key_dims);
+
+    // Signature: everything (besides names) the primitive depends on.
+    void sign(int64_t v) { signature_.push_back(v); }
+    void sign(const Dims &dims) {
+        sign(static_cast<int64_t>(dims.size()));
+        signature_.insert(signature_.end(), dims.begin(), dims.end());
+    }
+    void sign_float(float v);
+    // Input layouts the primitive is built on (e.g. eltwise keeps its
+    // input's layout); checked with oneDNN's descriptor equality on a hit.
+    void sign_layout(const dnnl::memory::desc &desc) { exact_inputs_.push_back(desc); }
+
+    const std::string &key() const { return key_; }
+
+    // Fetches the entry for this key and signature, or builds and stores it.
+    template <typename Entry>
+    std::shared_ptr<Entry> acquire_primitive(const std::function<std::shared_ptr<Entry>()> &build) {
+        auto found = lookup();
+        if (found) return std::static_pointer_cast<Entry>(found);
+        std::shared_ptr<Entry> entry = build();
+        store(entry);
+        return entry;
+    }
+
+    // Binds arguments of one execution. Inputs in a layout other than the
+    // primitive's are converted (constant tensors keep the converted copy).
+    class Execution {
+    public:
+        explicit Execution(PrimitiveEntry &entry);
+        ~Execution();
+        Execution(const Execution &) = delete;
+        Execution &operator=(const Execution &) = delete;
+
+        // `view` (optional) re-describes the tensor's bytes, e.g. OIHW
+        // weights seen as goihw for a grouped convolution.
+        void input(int arg_id, const Tensor &tensor, const dnnl::memory::desc *view = nullptr);
+        void output(int arg_id, void *data);
+        void raw(int arg_id, void *data); // scratch/workspace memory
+        void run();
+
+    private:
+        PrimitiveEntry &entry_;
+        bool own_slot_ = false;
+        std::vector<dnnl::memory> private_memories_; // when the slot is busy
+        std::vector<dnnl_exec_arg_t> args_;
+        std::vector<std::shared_ptr<void>> temporaries_;
+        dnnl::memory &memory_for(int index);
+    };
+
+    // Produces the output tensor of a call. `*dst` null: a new owned tensor
+    // in `desc`. Otherwise the caller's tensor, which must have the dims of
+    // `desc`; if it cannot take `desc` directly, the result goes to a
+    // temporary that finish_output() reorders into it.
+    struct Output {
+        Tensor *tensor = nullptr;
+        std::unique_ptr<Tensor> created;
+        std::shared_ptr<void> temporary;
+        void *data = nullptr; // where the primitive writes
+        dnnl::memory::desc desc;
+    };
+    static Output prepare_output(mkc_tensor **dst, const dnnl::memory::desc &desc,
+                                 mkc_layout layout, mkc_dtype dtype, const char *op,
+                                 const void *in_place_src = nullptr);
+    static void finish_output(Output &out, mkc_tensor **dst);
+
+private:
+    std::shared_ptr<PrimitiveEntry> lookup();
+    void store(const std::shared_ptr<PrimitiveEntry> &entry);
+
+    const char *op_;
+    std::string key_;
+    std::vector<int64_t> signature_;
+    std::vector<dnnl::memory::desc> exact_inputs_;
+};
+
+} // namespace mkc

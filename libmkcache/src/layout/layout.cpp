@@ -1,0 +1,78 @@
+#include "layout/layout.hpp"
+
+#include "common/error.hpp"
+
+namespace mkc::layout {
+
+namespace {
+thread_local mkc_layout thread_target = MKC_LAYOUT_CHANNELS_FIRST;
+}
+
+mkc_layout target() { return thread_target; }
+
+void set_target(mkc_layout layout) {
+    require(layout == MKC_LAYOUT_CHANNELS_FIRST || layout == MKC_LAYOUT_CHANNELS_LAST,
+            "target layout must be CHANNELS_FIRST (NCHW) or CHANNELS_LAST (NHWC), got ",
+            static_cast<int>(layout));
+    thread_target = layout;
+}
+
+mkc_layout resolve(mkc_layout layout, int ndims) {
+    if (layout == MKC_LAYOUT_TARGET) layout = thread_target;
+    require(layout == MKC_LAYOUT_CHANNELS_FIRST || layout == MKC_LAYOUT_CHANNELS_LAST,
+            "unknown layout value ", static_cast<int>(layout));
+    // Channels-last has no meaning below rank 3: such tensors are row-major.
+    if (ndims < 3) return MKC_LAYOUT_CHANNELS_FIRST;
+    return layout;
+}
+
+Dims to_onednn_order(const Dims &caller_dims, mkc_layout layout) {
+    if (layout != MKC_LAYOUT_CHANNELS_LAST || caller_dims.size() < 3) return caller_dims;
+    Dims out;
+    out.reserve(caller_dims.size());
+    out.push_back(caller_dims[0]);
+    out.push_back(caller_dims.back());
+    out.insert(out.end(), caller_dims.begin() + 1, caller_dims.end() - 1);
+    return out;
+}
+
+Dims to_caller_order(const Dims &onednn_dims, mkc_layout layout) {
+    if (layout != MKC_LAYOUT_CHANNELS_LAST || onednn_dims.size() < 3) return onednn_dims;
+    Dims out;
+    out.reserve(onednn_dims.size());
+    out.push_back(onednn_dims[0]);
+    out.insert(out.end(), onednn_dims.begin() + 2, onednn_dims.end());
+    out.push_back(onednn_dims[1]);
+    return out;
+}
+
+dnnl::memory::desc plain_desc(const Dims &onednn_dims, dnnl::memory::data_type dtype,
+                              mkc_layout layout) {
+    const int n = static_cast<int>(onednn_dims.size());
+    Dims strides(n, 1);
+    if (layout == MKC_LAYOUT_CHANNELS_LAST && n >= 3) {
+        // Memory order: dim 0, dims 2..n-1, dim 1 (channels innermost).
+        int64_t stride = 1;
+        strides[1] = stride;
+        stride *= onednn_dims[1];
+        for (int i = n - 1; i >= 2; --i) {
+            strides[i] = stride;
+            stride *= onednn_dims[i];
+        }
+        strides[0] = stride;
+    } else {
+        for (int i = n - 2; i >= 0; --i) strides[i] = strides[i + 1] * onednn_dims[i + 1];
+    }
+    return dnnl::memory::desc(onednn_dims, dtype, strides);
+}
+
+const char *name(mkc_layout layout) {
+    switch (layout) {
+    case MKC_LAYOUT_TARGET: return "TARGET";
+    case MKC_LAYOUT_CHANNELS_FIRST: return "NCHW";
+    case MKC_LAYOUT_CHANNELS_LAST: return "NHWC";
+    }
+    return "?";
+}
+
+} // namespace mkc::layout

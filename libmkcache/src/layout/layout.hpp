@@ -1,0 +1,37 @@
+// Plain layouts, the thread-local target layout (seed "NHWC support") and the
+// MatchShapeToLayout rule: callers speak NHWC dims, oneDNN always NCHW order.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "mkcache/mkcache.h"
+
+namespace mkc {
+
+using Dims = std::vector<int64_t>;
+
+namespace layout {
+
+// The calling thread's target layout (CHANNELS_FIRST until set).
+mkc_layout target();
+void set_target(mkc_layout layout);
+
+// TARGET -> the thread's target; checks the value is a known layout.
+mkc_layout resolve(mkc_layout layout, int ndims);
+
+// [N,H,W,C] -> [N,C,H,W] for CHANNELS_LAST; unchanged for CHANNELS_FIRST.
+Dims to_onednn_order(const Dims &caller_dims, mkc_layout layout);
+// The inverse: oneDNN-order dims -> the caller's order.
+Dims to_caller_order(const Dims &onednn_dims, mkc_layout layout);
+
+// A dense plain memory descriptor for oneDNN-order dims in `layout`.
+dnnl::memory::desc plain_desc(const Dims &onednn_dims,
+                              dnnl::memory::data_type dtype, mkc_layout layout);
+
+const char *name(mkc_layout layout); // "NCHW"-style name for messages
+
+} // namespace layout
+} // namespace mkc

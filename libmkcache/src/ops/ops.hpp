@@ -1,0 +1,19 @@
+// Operator entry points used by the C API shim. Arguments are already
+// validated as live handles; the operators validate everything else.
+#pragma once
+
+#include "mkcache/mkcache.h"
+#include "tensor/tensor.hpp"
+
+namespace mkc::ops {
+
+void conv2d(const mkc_conv2d_params &params, const Tensor &src, const Tensor &weights,
+            const Tensor *bias, mkc_tensor **dst);
+
+void activation(mkc_activation_kind kind, float alpha, float beta, const char *name,
+                const Tensor &src, mkc_tensor **dst);
+
+// Dense plain copy of `src` in `layout` (the reorder behind export).
+void export_plain(const Tensor &src, mkc_layout layout, void *dst, size_t dst_bytes);
+
+} // namespace mkc::ops

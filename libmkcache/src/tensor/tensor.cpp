@@ -1,0 +1,118 @@
+#include "tensor/tensor.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+
+#include "common/error.hpp"
+
+namespace mkc {
+
+dnnl::memory::data_type to_onednn(mkc_dtype dtype) {
+    switch (dtype) {
+    case MKC_DTYPE_F32: return dnnl::memory::data_type::f32;
+    }
+    fail(MKC_STATUS_UNSUPPORTED, "unsupported dtype ", static_cast<int>(dtype),
+         " (this build supports MKC_DTYPE_F32)");
+}
+
+size_t dtype_size(mkc_dtype dtype) {
+    switch (dtype) {
+    case MKC_DTYPE_F32: return 4;
+    }
+    fail(MKC_STATUS_UNSUPPORTED, "unsupported dtype ", static_cast<int>(dtype));
+}
+
+void check_dims(const char *what, int ndims, const int64_t *dims, mkc_dtype dtype) {
+    require(ndims >= 1 && ndims <= MKC_MAX_NDIMS, what, ": rank must be 1..", MKC_MAX_NDIMS,
+            ", got ", ndims);
+    require(dims != nullptr, what, ": dims is NULL");
+    const size_t elem = dtype_size(dtype);
+    // Bound the byte size well below what an int64/size_t can hold, so no
+    // later offset computation overflows (oneDNN uses int64 offsets).
+    const uint64_t limit = uint64_t(1) << 56;
+    uint64_t bytes = elem;
+    for (int i = 0; i < ndims; ++i) {
+        require(dims[i] >= 1, what, ": dim ", i, " must be >= 1, got ", dims[i]);
+        require(static_cast<uint64_t>(dims[i]) <= limit / bytes, what,
+                ": shape is too large (more than 2^56 bytes)");
+        bytes *= static_cast<uint64_t>(dims[i]);
+    }
+}
+
+std::shared_ptr<void> allocate(size_t nbytes, bool zero) {
+    void *p = nullptr;
+    if (posix_memalign(&p, 64, nbytes == 0 ? 64 : nbytes) != 0 || p == nullptr)
+        fail(MKC_STATUS_OUT_OF_MEMORY, "cannot allocate ", nbytes, " bytes");
+    if (zero) std::memset(p, 0, nbytes);
+    return std::shared_ptr<void>(p, std::free);
+}
+
+std::unique_ptr<Tensor> make_owned_tensor(const dnnl::memory::desc &desc, mkc_layout layout,
+                                          mkc_dtype dtype) {
+    auto t = std::make_unique<Tensor>();
+    t->desc = desc;
+    t->layout = layout;
+    t->dtype = dtype;
+    t->owned = allocate(desc.get_size(), false);
+    t->data = t->owned.get();
+    return t;
+}
+
+Dims onednn_dims(const Tensor &t) { return t.desc.get_dims(); }
+
+Dims caller_dims(const Tensor &t) { return layout::to_caller_order(t.desc.get_dims(), t.layout); }
+
+size_t plain_nbytes(const Tensor &t) {
+    size_t n = dtype_size(t.dtype);
+    for (auto d : t.desc.get_dims()) n *= static_cast<size_t>(d);
+    return n;
+}
+
+std::string format_name(const dnnl::memory::desc &desc) {
+    // Name the arrangement the way oneDNN's format tags do: dims as letters
+    // ordered outermost to innermost by stride, then inner blocks.
+    const auto dims = desc.get_dims();
+    const int n = static_cast<int>(dims.size());
+    if (desc.get_format_kind() != dnnl::memory::format_kind::blocked) return "opaque";
+    auto strides = desc.get_strides();
+    auto blks = desc.get_inner_blks();
+    auto idxs = desc.get_inner_idxs();
+    std::vector<bool> blocked(n, false);
+    for (auto i : idxs) blocked[static_cast<size_t>(i)] = true;
+    std::vector<int> order(n);
+    for (int i = 0; i < n; ++i) order[i] = i;
+    // Stable sort by descending stride; ties (size-1 dims) keep logical order.
+    for (int i = 1; i < n; ++i)
+        for (int j = i; j > 0 && strides[order[j]] > strides[order[j - 1]]; --j)
+            std::swap(order[j], order[j - 1]);
+    std::string out;
+    for (int i : order) out += static_cast<char>((blocked[i] ? 'A' : 'a') + i);
+    for (size_t k = 0; k < blks.size(); ++k)
+        out += std::to_string(blks[k]) + static_cast<char>('a' + idxs[k]);
+    return out;
+}
+
+bool adopt_result_layout(Tensor &dst, const dnnl::memory::desc &desc) {
+    if (dst.desc == desc) return true;
+    if (dst.owned && desc.get_size() <= dst.desc.get_size()) {
+        std::lock_guard<std::mutex> lock(dst.mutex);
+        dst.desc = desc;
+        dst.format.clear();
+        dst.converted.clear();
+        return true;
+    }
+    if (dst.owned) {
+        auto storage = allocate(desc.get_size(), false);
+        std::lock_guard<std::mutex> lock(dst.mutex);
+        dst.owned = std::move(storage);
+        dst.data = dst.owned.get();
+        dst.desc = desc;
+        dst.format.clear();
+        dst.converted.clear();
+        return true;
+    }
+    return false;
+}
+
+} // namespace mkc

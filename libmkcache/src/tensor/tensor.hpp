@@ -1,0 +1,60 @@
+// The tensor behind the opaque mkc_tensor handle: a oneDNN memory descriptor
+// (dims always in oneDNN order), a data pointer that is either the caller's
+// or owned, and the caller-facing layout the shape is reported in.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "layout/layout.hpp"
+#include "mkcache/mkcache.h"
+
+struct mkc_tensor {
+    dnnl::memory::desc desc;  // actual arrangement, oneDNN dim order
+    mkc_layout layout = MKC_LAYOUT_CHANNELS_FIRST; // order of the caller's shape
+    mkc_dtype dtype = MKC_DTYPE_F32;
+    void *data = nullptr;
+    std::shared_ptr<void> owned; // set when the tensor owns `data`
+    bool constant = false;       // caller promised data never changes
+
+    mutable std::mutex mutex;    // guards the two lazily filled fields below
+    mutable std::string format;  // oneDNN format name, filled on first query
+    // Converted copies of a constant tensor, one per layout asked for.
+    mutable std::vector<std::pair<dnnl::memory::desc, std::shared_ptr<void>>> converted;
+};
+
+namespace mkc {
+
+using Tensor = mkc_tensor;
+
+dnnl::memory::data_type to_onednn(mkc_dtype dtype);
+size_t dtype_size(mkc_dtype dtype);
+
+// Checks rank, dims >= 1 and that the element count * size fits in memory;
+// `what` names the argument in messages.
+void check_dims(const char *what, int ndims, const int64_t *dims, mkc_dtype dtype);
+
+// 64-byte aligned storage, optionally zero-filled; throws OUT_OF_MEMORY.
+std::shared_ptr<void> allocate(size_t nbytes, bool zero);
+
+// A new tensor owning uninitialised storage for `desc`.
+std::unique_ptr<Tensor> make_owned_tensor(const dnnl::memory::desc &desc, mkc_layout layout,
+                                          mkc_dtype dtype);
+
+Dims onednn_dims(const Tensor &t);
+Dims caller_dims(const Tensor &t);
+std::string format_name(const dnnl::memory::desc &desc); // "abcd", "aBcd16b", ...
+size_t plain_nbytes(const Tensor &t);
+
+// Makes `dst` hold a result of `desc`: if it is owned and its storage is big
+// enough it is re-described in place (no allocation), otherwise it must be a
+// wrapped tensor of the same dims, and false is returned to ask the caller to
+// write to a temporary and reorder.
+bool adopt_result_layout(Tensor &dst, const dnnl::memory::desc &desc);
+
+} // namespace mkc

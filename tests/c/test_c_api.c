@@ -1,0 +1,215 @@
+/* A plain C99 program driving the libmkcache ABI: version, tensors, conv2d
+ * against a direct loop reference, relu, the blob cache with a deleter,
+ * keys, and errors on bad input. Exits non-zero on the first failure. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mkcache/mkcache.h"
+
+static int failures = 0;
+
+#define CHECK(cond)                                                              \
+    do {                                                                         \
+        if (!(cond)) {                                                           \
+            fprintf(stderr, "%s:%d: CHECK failed: %s (last error: %s)\n",       \
+                    __FILE__, __LINE__, #cond, mkc_last_error());                \
+            ++failures;                                                          \
+        }                                                                        \
+    } while (0)
+
+#define OK(call) CHECK((call) == MKC_STATUS_OK)
+
+static void test_version(void) {
+    int major = -1, minor = -1, patch = -1;
+    const char *info = NULL;
+    OK(mkc_get_version(&major, &minor, &patch));
+    CHECK(major == MKC_VERSION_MAJOR && minor == MKC_VERSION_MINOR && patch == MKC_VERSION_PATCH);
+    OK(mkc_get_build_info(&info));
+    CHECK(info != NULL && strstr(info, "\"onednn_version\": \"3.2") != NULL);
+    CHECK(strcmp(mkc_status_string(MKC_STATUS_INVALID_HANDLE), "MKC_STATUS_INVALID_HANDLE") == 0);
+    CHECK(mkc_get_version(NULL, &minor, &patch) == MKC_STATUS_INVALID_ARGUMENT);
+    CHECK(strlen(mkc_last_error()) > 0);
+}
+
+/* Direct NCHW convolution with padding, stride 1, no groups. */
+static void conv_ref(const float *x, const float *w, const float *b, float *y, int n, int c,
+                     int h, int wd, int o, int k, int pad) {
+    int oh = h + 2 * pad - k + 1, ow = wd + 2 * pad - k + 1;
+    for (int in = 0; in < n; ++in)
+        for (int io = 0; io < o; ++io)
+            for (int i = 0; i < oh; ++i)
+                for (int j = 0; j < ow; ++j) {
+                    double acc = b ? b[io] : 0.0;
+                    for (int ic = 0; ic < c; ++ic)
+                        for (int ki = 0; ki < k; ++ki)
+                            for (int kj = 0; kj < k; ++kj) {
+                                int yy = i + ki - pad, xx = j + kj - pad;
+                                if (yy < 0 || yy >= h || xx < 0 || xx >= wd) continue;
+                                acc += (double)x[((in * c + ic) * h + yy) * wd + xx] *
+                                       w[((io * c + ic) * k + ki) * k + kj];
+                            }
+                    y[((in * o + io) * oh + i) * ow + j] = (float)acc;
+                }
+}
+
+static void test_conv_and_relu(void) {
+    enum { N = 2, C = 3, H = 7, W = 5, O = 17, K = 3, PAD = 1 };
+    float x[N * C * H * W], w[O * C * K * K], b[O], ref[N * O * H * W], out[N * O * H * W];
+    for (int i = 0; i < N * C * H * W; ++i) x[i] = (float)((i * 37 % 23) - 11) / 7.0f;
+    for (int i = 0; i < O * C * K * K; ++i) w[i] = (float)((i * 17 % 13) - 6) / 9.0f;
+    for (int i = 0; i < O; ++i) b[i] = (float)i / 10.0f - 0.8f;
+    conv_ref(x, w, b, ref, N, C, H, W, O, K, PAD);
+
+    const int64_t xd[4] = {N, C, H, W}, wd[4] = {O, C, K, K}, bd[1] = {O};
+    mkc_tensor *tx = NULL, *tw = NULL, *tb = NULL, *ty = NULL, *tr = NULL;
+    OK(mkc_tensor_wrap(MKC_DTYPE_F32, 4, xd, MKC_LAYOUT_NCHW, x, &tx));
+    OK(mkc_tensor_wrap(MKC_DTYPE_F32, 4, wd, MKC_LAYOUT_NCHW, w, &tw));
+    OK(mkc_tensor_wrap(MKC_DTYPE_F32, 1, bd, MKC_LAYOUT_NCHW, b, &tb));
+
+    mkc_conv2d_params p;
+    OK(mkc_conv2d_params_init(&p));
+    p.pad_begin[0] = p.pad_begin[1] = p.pad_end[0] = p.pad_end[1] = PAD;
+    p.name = "c_test_conv";
+    OK(mkc_conv2d(&p, tx, tw, tb, &ty));
+    CHECK(ty != NULL);
+
+    int ndims = 0;
+    int64_t dims[MKC_MAX_NDIMS];
+    OK(mkc_tensor_get_shape(ty, &ndims, dims));
+    CHECK(ndims == 4 && dims[0] == N && dims[1] == O && dims[2] == H && dims[3] == W);
+    const char *format = NULL;
+    OK(mkc_tensor_get_format(ty, &format));
+    CHECK(format != NULL && strlen(format) >= 4);
+
+    OK(mkc_tensor_export(ty, MKC_LAYOUT_NCHW, out, sizeof out));
+    double max_err = 0;
+    for (int i = 0; i < N * O * H * W; ++i) {
+        double e = fabs(out[i] - ref[i]) / (1.0 + fabs(ref[i]));
+        if (e > max_err) max_err = e;
+    }
+    CHECK(max_err < 1e-5);
+
+    /* relu in place on the conv output, then compare. */
+    tr = ty;
+    OK(mkc_activation(MKC_ACTIVATION_RELU, 0.f, 0.f, "c_test_relu", ty, &tr));
+    CHECK(tr == ty);
+    OK(mkc_tensor_export(ty, MKC_LAYOUT_NCHW, out, sizeof out));
+    int relu_ok = 1;
+    for (int i = 0; i < N * O * H * W; ++i) {
+        float want = ref[i] > 0 ? ref[i] : 0.f;
+        if (fabsf(out[i] - want) > 1e-4f * (1.f + fabsf(want))) relu_ok = 0;
+    }
+    CHECK(relu_ok);
+
+    /* A second call hits the cache. */
+    mkc_cache_stats before, after;
+    OK(mkc_cache_get_stats(&before));
+    mkc_tensor *ty2 = NULL;
+    OK(mkc_conv2d(&p, tx, tw, tb, &ty2));
+    OK(mkc_cache_get_stats(&after));
+    CHECK(after.hits > before.hits);
+    CHECK(after.insertions == before.insertions);
+
+    /* Errors: channel mismatch, NULL handle, destroyed handle, tiny buffer. */
+    const int64_t bad_wd[4] = {O, C + 1, K, K};
+    mkc_tensor *tbad = NULL;
+    float wbad[O * (C + 1) * K * K];
+    OK(mkc_tensor_wrap(MKC_DTYPE_F32, 4, bad_wd, MKC_LAYOUT_NCHW, wbad, &tbad));
+    mkc_tensor *none = NULL;
+    CHECK(mkc_conv2d(&p, tx, tbad, tb, &none) == MKC_STATUS_INVALID_ARGUMENT);
+    CHECK(strstr(mkc_last_error(), "channels") != NULL);
+    CHECK(none == NULL);
+    CHECK(mkc_conv2d(&p, NULL, tw, tb, &none) == MKC_STATUS_INVALID_HANDLE);
+    CHECK(mkc_tensor_export(ty, MKC_LAYOUT_NCHW, out, 8) == MKC_STATUS_BUFFER_TOO_SMALL);
+    OK(mkc_tensor_destroy(tbad));
+    CHECK(mkc_tensor_destroy(tbad) == MKC_STATUS_INVALID_HANDLE);
+    CHECK(mkc_conv2d(&p, tx, tbad, tb, &none) == MKC_STATUS_INVALID_HANDLE);
+    const int64_t zero_d[2] = {0, 4};
+    CHECK(mkc_tensor_create(MKC_DTYPE_F32, 2, zero_d, MKC_LAYOUT_NCHW, &none) ==
+          MKC_STATUS_INVALID_ARGUMENT);
+    CHECK(mkc_tensor_create((mkc_dtype)99, 2, bd, MKC_LAYOUT_NCHW, &none) != MKC_STATUS_OK);
+    OK(mkc_tensor_destroy(NULL));
+
+    OK(mkc_tensor_destroy(ty2));
+    OK(mkc_tensor_destroy(ty));
+    OK(mkc_tensor_destroy(tb));
+    OK(mkc_tensor_destroy(tw));
+    OK(mkc_tensor_destroy(tx));
+}
+
+static int deleted = 0;
+static void count_delete(void *p) {
+    ++deleted;
+    free(p);
+}
+
+static void test_cache(void) {
+    OK(mkc_cache_set_session(77));
+    OK(mkc_cache_set_input_shape("1x3"));
+    int *v = (int *)malloc(sizeof(int));
+    *v = 42;
+    OK(mkc_cache_set_blob("c_blob", v, sizeof(int), count_delete));
+    mkc_blob *blob = NULL;
+    OK(mkc_cache_get_blob("c_blob", &blob));
+    CHECK(blob != NULL);
+    void *data = NULL;
+    OK(mkc_blob_get_data(blob, &data));
+    CHECK(data == v && *(int *)data == 42);
+    mkc_blob *missing = (mkc_blob *)1;
+    OK(mkc_cache_get_blob("nothing here", &missing));
+    CHECK(missing == NULL);
+
+    /* Reset drops the cache's reference; ours keeps the blob alive. */
+    OK(mkc_cache_reset());
+    CHECK(deleted == 0);
+    OK(mkc_blob_release(blob));
+    CHECK(deleted == 1);
+    CHECK(mkc_blob_release(blob) == MKC_STATUS_INVALID_HANDLE);
+
+    /* Keys: separators keep {1,64,56,56} and {16,4,56,56} apart. */
+    char k1[128], k2[128];
+    size_t needed = 0;
+    const int64_t a[4] = {1, 64, 56, 56}, b[4] = {16, 4, 56, 56};
+    OK(mkc_cache_set_capacity(2));
+    OK(mkc_key_make("conv1", NULL, 4, a, k1, sizeof k1, &needed));
+    OK(mkc_key_make("conv1", NULL, 4, b, k2, sizeof k2, &needed));
+    CHECK(strcmp(k1, "conv1||1x64x56x56|e0") == 0);
+    CHECK(strcmp(k1, k2) != 0);
+    CHECK(mkc_key_make("conv1", NULL, 4, a, k1, 4, &needed) == MKC_STATUS_BUFFER_TOO_SMALL);
+    CHECK(needed == strlen("conv1||1x64x56x56|e0") + 1);
+
+    /* Clearing mode: capacity 2, three groups -> the oldest is gone. */
+    const char *groups[3] = {"g1", "g2", "g3"};
+    for (int i = 0; i < 3; ++i) {
+        OK(mkc_cache_set_input_shape(groups[i]));
+        int *p = (int *)malloc(sizeof(int));
+        OK(mkc_cache_set_blob("k", p, sizeof(int), count_delete));
+    }
+    mkc_cache_stats s;
+    OK(mkc_cache_get_session_stats(77, &s));
+    CHECK(s.groups == 2 && s.evictions == 1);
+    CHECK(deleted == 2);
+    OK(mkc_cache_set_input_shape("g1"));
+    mkc_blob *gone = NULL;
+    OK(mkc_cache_get_blob("k", &gone));
+    CHECK(gone == NULL);
+    OK(mkc_cache_reset());
+    CHECK(deleted == 4);
+    OK(mkc_cache_set_capacity(0));
+    OK(mkc_cache_set_input_shape(NULL));
+    OK(mkc_cache_set_session(0));
+}
+
+int main(void) {
+    test_version();
+    test_conv_and_relu();
+    test_cache();
+    if (failures) {
+        fprintf(stderr, "%d check(s) failed\n", failures);
+        return 1;
+    }
+    printf("test_c_api: all checks passed\n");
+    return 0;
+}
