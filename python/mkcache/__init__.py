@@ -1,0 +1,51 @@
+"""mkcache: oneDNN operators on numpy arrays, with every oneDNN object cached.
+
+    import numpy as np, mkcache
+    x = np.random.rand(1, 3, 32, 32).astype(np.float32)
+    w = np.random.rand(8, 3, 3, 3).astype(np.float32)
+    y = mkcache.relu(mkcache.conv2d(x, w, padding=1))   # stays in oneDNN layout
+    print(y.shape, y.format, np.asarray(y).sum())
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+
+__version__ = "0.1.0"
+
+from . import _capi  # noqa: E402  (loads the library)
+from . import cache  # noqa: E402
+from ._layout import get_target_layout, target_layout  # noqa: E402
+from .errors import (BufferTooSmallError, DTypeError, Error, InternalError,  # noqa: E402
+                     InvalidArgumentError, InvalidHandleError, OneDNNError, OutOfMemoryError,
+                     UnsupportedError)
+from .ops import conv2d, relu  # noqa: E402
+from .tensor import Tensor  # noqa: E402
+
+
+def library_version() -> str:
+    major, minor, patch = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
+    _capi.lib.mkc_get_version(ctypes.byref(major), ctypes.byref(minor), ctypes.byref(patch))
+    return f"{major.value}.{minor.value}.{patch.value}"
+
+
+def build_info() -> dict:
+    """version, onednn_version, isa, max_threads, ... of the loaded library."""
+    text = ctypes.c_char_p()
+    _capi.lib.mkc_get_build_info(ctypes.byref(text))
+    info = json.loads(text.value.decode())
+    info["library_path"] = _capi.lib._name
+    return info
+
+
+if library_version() != __version__:
+    raise ImportError(
+        f"libmkcache {library_version()} was loaded from {_capi.lib._name}, "
+        f"but the mkcache package is {__version__}; reinstall, or fix MKCACHE_LIBRARY")
+
+__all__ = [
+    "__version__", "build_info", "cache", "conv2d", "relu", "Tensor", "target_layout",
+    "get_target_layout", "Error", "InvalidArgumentError", "InvalidHandleError", "DTypeError",
+    "UnsupportedError", "OutOfMemoryError", "BufferTooSmallError", "OneDNNError",
+    "InternalError",
+]

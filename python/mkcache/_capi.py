@@ -1,0 +1,133 @@
+"""ctypes declarations of the whole C ABI (mkcache.h), one per function.
+
+Every function returning a status is wrapped so a non-OK status raises the
+matching :mod:`mkcache.errors` exception with the library's message.
+"""
+from __future__ import annotations
+
+import ctypes
+from ctypes import (CFUNCTYPE, POINTER, Structure, c_char, c_char_p, c_float, c_int,
+                    c_int64, c_size_t, c_uint64, c_void_p)
+
+from . import _loader
+from .errors import BY_STATUS, Error
+
+lib = _loader.load()
+
+MAX_NDIMS = 6
+
+# Enums (mkcache.h).
+DTYPE_F32 = 1
+LAYOUT_TARGET, LAYOUT_CHANNELS_FIRST, LAYOUT_CHANNELS_LAST = 0, 1, 2
+ACTIVATION_NONE, ACTIVATION_RELU = 0, 1
+
+tensor_p = c_void_p
+blob_p = c_void_p
+status_t = c_int
+DELETER = CFUNCTYPE(None, c_void_p)
+
+
+class CacheStats(Structure):
+    _fields_ = [(name, c_uint64) for name in (
+        "hits", "misses", "insertions", "evictions", "evicted_entries",
+        "entries", "groups", "sessions", "bytes")]
+
+
+class Conv2dParams(Structure):
+    _fields_ = [
+        ("stride", c_int64 * 2),
+        ("pad_begin", c_int64 * 2),
+        ("pad_end", c_int64 * 2),
+        ("dilation", c_int64 * 2),
+        ("groups", c_int64),
+        ("data_format", c_int),
+        ("activation", c_int),
+        ("name", c_char_p),
+    ]
+
+
+lib.mkc_status_string.argtypes = [status_t]
+lib.mkc_status_string.restype = c_char_p
+lib.mkc_last_error.argtypes = []
+lib.mkc_last_error.restype = c_char_p
+
+
+def raise_for(status: int) -> None:
+    message = lib.mkc_last_error().decode("utf-8", "replace")
+    name = lib.mkc_status_string(status).decode()
+    raise BY_STATUS.get(status, Error)(message, name)
+
+
+def _errcheck(status, func, args):
+    if status != 0:
+        raise_for(status)
+    return status
+
+
+_SIGNATURES = {
+    "mkc_get_version": [POINTER(c_int), POINTER(c_int), POINTER(c_int)],
+    "mkc_get_build_info": [POINTER(c_char_p)],
+    "mkc_get_reorder_count": [POINTER(c_uint64)],
+    "mkc_set_target_layout": [c_int],
+    "mkc_get_target_layout": [POINTER(c_int)],
+    "mkc_tensor_wrap": [c_int, c_int, POINTER(c_int64), c_int, c_void_p, POINTER(tensor_p)],
+    "mkc_tensor_create": [c_int, c_int, POINTER(c_int64), c_int, POINTER(tensor_p)],
+    "mkc_tensor_destroy": [tensor_p],
+    "mkc_tensor_get_shape": [tensor_p, POINTER(c_int), POINTER(c_int64)],
+    "mkc_tensor_get_dtype": [tensor_p, POINTER(c_int)],
+    "mkc_tensor_get_layout": [tensor_p, POINTER(c_int)],
+    "mkc_tensor_get_format": [tensor_p, POINTER(c_char_p)],
+    "mkc_tensor_get_nbytes": [tensor_p, POINTER(c_size_t)],
+    "mkc_tensor_get_plain_nbytes": [tensor_p, POINTER(c_size_t)],
+    "mkc_tensor_set_constant": [tensor_p, c_int],
+    "mkc_tensor_export": [tensor_p, c_int, c_void_p, c_size_t],
+    "mkc_set_executor": [c_uint64],
+    "mkc_get_executor": [POINTER(c_uint64)],
+    "mkc_cache_set_session": [c_int64],
+    "mkc_cache_get_session": [POINTER(c_int64)],
+    "mkc_cache_set_input_shape": [c_char_p],
+    "mkc_cache_get_input_shape": [POINTER(c_char_p)],
+    "mkc_cache_set_capacity": [c_int64],
+    "mkc_cache_get_capacity": [POINTER(c_int64)],
+    "mkc_key_make": [c_char_p, c_char_p, c_int, POINTER(c_int64), POINTER(c_char), c_size_t,
+                     POINTER(c_size_t)],
+    "mkc_cache_set_blob": [c_char_p, c_void_p, c_size_t, DELETER],
+    "mkc_cache_get_blob": [c_char_p, POINTER(blob_p)],
+    "mkc_blob_get_data": [blob_p, POINTER(c_void_p)],
+    "mkc_blob_release": [blob_p],
+    "mkc_cache_reset": [],
+    "mkc_cache_reset_executor": [c_uint64],
+    "mkc_cache_get_stats": [POINTER(CacheStats)],
+    "mkc_cache_get_session_stats": [c_int64, POINTER(CacheStats)],
+    "mkc_cache_get_keys": [c_int64, POINTER(c_char), c_size_t, POINTER(c_size_t)],
+    "mkc_conv2d_params_init": [POINTER(Conv2dParams)],
+    "mkc_conv2d": [POINTER(Conv2dParams), tensor_p, tensor_p, tensor_p, POINTER(tensor_p)],
+    "mkc_activation": [c_int, c_float, c_float, c_char_p, tensor_p, POINTER(tensor_p)],
+}
+
+for _name, _argtypes in _SIGNATURES.items():
+    _fn = getattr(lib, _name)
+    _fn.argtypes = _argtypes
+    _fn.restype = status_t
+    _fn.errcheck = _errcheck
+
+
+def call_with_buffer(fn, *args) -> str:
+    """Calls a function following the (buf, size, needed) convention."""
+    needed = c_size_t(0)
+    size = 256
+    while True:
+        buf = ctypes.create_string_buffer(size)
+        status = fn.__call__  # keep the errcheck path for real errors
+        try:
+            status(*args, buf, size, ctypes.byref(needed))
+            return buf.value.decode("utf-8", "replace")
+        except Error as exc:
+            if exc.status != "MKC_STATUS_BUFFER_TOO_SMALL":
+                raise
+            size = needed.value
+
+
+def declared_functions() -> list[str]:
+    """Names of every C function this module declares (used by the tests)."""
+    return sorted(list(_SIGNATURES) + ["mkc_status_string", "mkc_last_error"])

@@ -1,0 +1,164 @@
+"""Operators. Each accepts numpy arrays or Tensors and returns a Tensor that
+stays in oneDNN's layout until converted with ``numpy()``."""
+from __future__ import annotations
+
+import ctypes
+import numbers
+
+from . import _capi, _layout
+from .errors import InvalidArgumentError
+from .tensor import Tensor
+
+_lib = _capi.lib
+
+
+class _Args:
+    """Turns operator arguments into C handles; wraps numpy arrays for the
+    duration of one call and destroys those wrappers afterwards."""
+
+    __slots__ = ("temporaries",)
+
+    def __init__(self):
+        self.temporaries = []
+
+    def handle(self, value, argument: str, layout=None):
+        if isinstance(value, Tensor):
+            return value.handle
+        t = Tensor(_check(value, argument), layout)
+        self.temporaries.append(t)
+        return t._handle
+
+    def close(self):
+        for t in self.temporaries:
+            t.close()
+
+
+def _check(value, argument):
+    from .tensor import check_array
+    return check_array(value, argument)
+
+
+def _pair(value, argument: str) -> tuple:
+    if isinstance(value, numbers.Integral):
+        return (int(value), int(value))
+    try:
+        items = tuple(int(v) for v in value)
+    except TypeError:
+        raise InvalidArgumentError(f"{argument} must be an int or a pair of ints, got {value!r}")
+    if len(items) != 2:
+        raise InvalidArgumentError(f"{argument} must be an int or a pair of ints, got {value!r}")
+    return items
+
+
+def _padding(padding, kernel, stride, dilation, spatial) -> tuple:
+    """-> (top, bottom, left, right)."""
+    if isinstance(padding, str):
+        mode = padding.lower()
+        if mode == "valid":
+            return (0, 0, 0, 0)
+        if mode != "same":
+            raise InvalidArgumentError(f"padding must be 'same', 'valid', int or tuple, got {padding!r}")
+        pads = []
+        for size, k, s, d in zip(spatial, kernel, stride, dilation):
+            out = -(-size // s)
+            total = max((out - 1) * s + (k - 1) * d + 1 - size, 0)
+            pads.append((total // 2, total - total // 2))
+        return (pads[0][0], pads[0][1], pads[1][0], pads[1][1])
+    if isinstance(padding, numbers.Integral):
+        p = int(padding)
+        return (p, p, p, p)
+    try:
+        items = tuple(int(v) for v in padding)
+    except TypeError:
+        raise InvalidArgumentError(f"padding must be an int, a tuple or 'same'/'valid', got {padding!r}")
+    if len(items) == 2:
+        return (items[0], items[0], items[1], items[1])
+    if len(items) == 4:
+        return items
+    raise InvalidArgumentError(
+        f"padding must have 2 (ph, pw) or 4 (top, bottom, left, right) values, got {padding!r}")
+
+
+def _name(name):
+    if name is None:
+        return None
+    if not isinstance(name, str):
+        raise InvalidArgumentError(f"name must be a str or None, got {type(name).__name__}")
+    return name.encode()
+
+
+def _result(out, handle):
+    if out is not None:
+        return out
+    return Tensor._adopt(handle)
+
+
+def _out_handle(out):
+    if out is None:
+        return _capi.tensor_p()
+    if not isinstance(out, Tensor):
+        raise InvalidArgumentError("out must be an mkcache.Tensor or None")
+    return _capi.tensor_p(out.handle.value)
+
+
+_ACTIVATIONS = {None: _capi.ACTIVATION_NONE, "relu": _capi.ACTIVATION_RELU}
+
+
+def conv2d(x, weight, bias=None, *, stride=1, padding=0, dilation=1, groups=1,
+           data_format="NCHW", activation=None, name=None, out=None) -> Tensor:
+    """2-D convolution.
+
+    x: [N, C, H, W] (or [N, H, W, C] with ``data_format="NHWC"``).
+    weight: [O, C/groups, KH, KW], always OIHW. bias: [O] or None.
+    padding: int, (ph, pw), (top, bottom, left, right), "same" or "valid".
+    activation: None or "relu" (fused). name: the cache name (derived from
+    the arguments when None). out: a Tensor to write into.
+    """
+    fmt = _layout.to_enum(data_format, "data_format")
+    if fmt == _capi.LAYOUT_TARGET:
+        raise InvalidArgumentError("data_format must be 'NCHW' or 'NHWC'")
+    if activation not in _ACTIVATIONS:
+        raise InvalidArgumentError(f"activation must be None or 'relu', got {activation!r}")
+    if not isinstance(groups, numbers.Integral):
+        raise InvalidArgumentError(f"groups must be an int, got {groups!r}")
+    s = _pair(stride, "stride")
+    d = _pair(dilation, "dilation")
+    args = _Args()
+    try:
+        hx = args.handle(x, "x", data_format)
+        hw = args.handle(weight, "weight", "NCHW")
+        hb = None if bias is None else args.handle(bias, "bias")
+        if isinstance(padding, str):
+            wshape = weight.shape
+            xshape = x.shape
+            spatial = xshape[1:3] if fmt == _capi.LAYOUT_CHANNELS_LAST else xshape[2:4]
+            pads = _padding(padding, wshape[2:4], s, d, spatial)
+        else:
+            pads = _padding(padding, None, s, d, None)
+        p = _capi.Conv2dParams()
+        _lib.mkc_conv2d_params_init(ctypes.byref(p))
+        p.stride[:] = s
+        p.pad_begin[:] = (pads[0], pads[2])
+        p.pad_end[:] = (pads[1], pads[3])
+        p.dilation[:] = d
+        p.groups = int(groups)
+        p.data_format = fmt
+        p.activation = _ACTIVATIONS[activation]
+        p.name = _name(name)
+        dst = _out_handle(out)
+        _lib.mkc_conv2d(ctypes.byref(p), hx, hw, hb, ctypes.byref(dst))
+        return _result(out, dst)
+    finally:
+        args.close()
+
+
+def relu(x, *, name=None, out=None) -> Tensor:
+    """max(x, 0), in x's layout. ``out=x`` (a Tensor) runs in place."""
+    args = _Args()
+    try:
+        hx = args.handle(x, "x")
+        dst = _out_handle(out)
+        _lib.mkc_activation(_capi.ACTIVATION_RELU, 0.0, 0.0, _name(name), hx, ctypes.byref(dst))
+        return _result(out, dst)
+    finally:
+        args.close()

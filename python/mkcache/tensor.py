@@ -1,0 +1,171 @@
+"""`Tensor`: a handle to data the library can use without copying.
+
+A Tensor made from a numpy array wraps it (no copy; the array is kept
+alive). Tensors returned by operators own their memory in the layout
+oneDNN chose (e.g. ``aBcd16b``, oneDNN's name for nChw16c) and stay in it
+between operators; ``numpy()`` / ``np.asarray`` convert to a plain layout.
+"""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from . import _capi, _layout
+from .errors import DTypeError, InvalidArgumentError, InvalidHandleError
+
+_lib = _capi.lib
+
+
+def check_array(array, argument: str) -> np.ndarray:
+    """Checks a numpy argument before any C call: float32, C-contiguous,
+    rank 1..6, no zero-size dims."""
+    if array is None:
+        raise InvalidArgumentError(f"{argument} is None; expected a numpy array or mkcache.Tensor")
+    if not isinstance(array, np.ndarray):
+        raise DTypeError(
+            f"{argument} must be a numpy.ndarray or mkcache.Tensor, got {type(array).__name__}")
+    if array.dtype != np.float32:
+        raise DTypeError(f"{argument} must be float32, got {array.dtype}")
+    if not array.flags.c_contiguous:
+        raise InvalidArgumentError(
+            f"{argument} must be C-contiguous (use numpy.ascontiguousarray)")
+    if not 1 <= array.ndim <= _capi.MAX_NDIMS:
+        raise InvalidArgumentError(
+            f"{argument} must have rank 1..{_capi.MAX_NDIMS}, got {array.ndim}")
+    if array.size == 0:
+        raise InvalidArgumentError(f"{argument} has a zero-size dimension: {array.shape}")
+    return array
+
+
+class Tensor:
+    """A float32 tensor held by libmkcache.
+
+    ``Tensor(array, layout=None, constant=False)`` wraps a C-contiguous
+    float32 numpy array without copying. `layout` ("NCHW"/"NHWC", ...) says
+    how a 4-D/5-D array is arranged (default: the thread's target layout).
+    ``constant=True`` promises the data never changes, so operators may keep
+    converted copies (e.g. reordered conv weights) and skip that work.
+    """
+
+    __slots__ = ("_handle", "_base", "__weakref__")
+
+    def __init__(self, array, layout=None, *, constant: bool = False):
+        self._handle = None
+        array = check_array(array, "array")
+        dims = (ctypes.c_int64 * array.ndim)(*array.shape)
+        handle = _capi.tensor_p()
+        pointer = array.__array_interface__["data"][0]
+        _lib.mkc_tensor_wrap(_capi.DTYPE_F32, array.ndim, dims,
+                             _layout.to_enum(layout), pointer, ctypes.byref(handle))
+        self._handle = handle
+        self._base = array
+        if constant:
+            _lib.mkc_tensor_set_constant(handle, 1)
+
+    @classmethod
+    def _adopt(cls, handle) -> "Tensor":
+        t = cls.__new__(cls)
+        t._handle = handle
+        t._base = None
+        return t
+
+    # ------------------------------------------------------------ queries
+    @property
+    def handle(self):
+        """The C handle (``mkc_tensor*``); raises if the tensor was closed."""
+        if self._handle is None:
+            raise InvalidHandleError("tensor was closed (its handle is destroyed)")
+        return self._handle
+
+    @property
+    def shape(self) -> tuple:
+        """Dims in the tensor's own layout (NHWC tensors report [N,H,W,C])."""
+        ndims = ctypes.c_int()
+        dims = (ctypes.c_int64 * _capi.MAX_NDIMS)()
+        _lib.mkc_tensor_get_shape(self.handle, ctypes.byref(ndims), dims)
+        return tuple(dims[: ndims.value])
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(np.float32)
+
+    @property
+    def layout(self) -> str:
+        """The plain layout the shape is expressed in: "NCHW", "NHWC", ..."""
+        value = ctypes.c_int()
+        _lib.mkc_tensor_get_layout(self.handle, ctypes.byref(value))
+        return _layout.to_name(value.value, self.ndim)
+
+    @property
+    def format(self) -> str:
+        """How the bytes are arranged, in oneDNN's notation ("abcd" = NCHW,
+        "acdb" = NHWC, "aBcd16b" = nChw16c)."""
+        text = ctypes.c_char_p()
+        _lib.mkc_tensor_get_format(self.handle, ctypes.byref(text))
+        return text.value.decode()
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the storage (blocked layouts may pad)."""
+        n = ctypes.c_size_t()
+        _lib.mkc_tensor_get_nbytes(self.handle, ctypes.byref(n))
+        return n.value
+
+    def set_constant(self, constant: bool = True) -> None:
+        _lib.mkc_tensor_set_constant(self.handle, 1 if constant else 0)
+
+    # ------------------------------------------------------------- export
+    def numpy(self, layout=None) -> np.ndarray:
+        """A new plain numpy array. `layout` None: the layout of an active
+        ``mkcache.target_layout`` block, else the tensor's own layout."""
+        if layout is None:
+            value = _layout.explicit_target()
+            if value is None:
+                value = _layout.to_enum(self.layout if self.ndim >= 3 else "NCHW")
+        else:
+            value = _layout.to_enum(layout)
+        shape = self.shape
+        own = _layout.to_enum(self.layout) if self.ndim >= 3 else _capi.LAYOUT_CHANNELS_FIRST
+        if self.ndim >= 3 and value != _capi.LAYOUT_TARGET and value != own:
+            # Re-order the reported dims into the requested layout.
+            if value == _capi.LAYOUT_CHANNELS_LAST:
+                shape = (shape[0],) + shape[2:] + (shape[1],)
+            else:
+                shape = (shape[0], shape[-1]) + shape[1:-1]
+        out = np.empty(shape, dtype=np.float32)
+        _lib.mkc_tensor_export(self.handle, value, out.__array_interface__["data"][0], out.nbytes)
+        return out
+
+    def __array__(self, dtype=None, copy=None):
+        out = self.numpy()
+        return out if dtype is None else out.astype(dtype, copy=False)
+
+    # ---------------------------------------------------------- lifetime
+    def close(self) -> None:
+        """Destroys the handle now (later use raises InvalidHandleError)."""
+        handle, self._handle = self._handle, None
+        if handle is not None:
+            _lib.mkc_tensor_destroy(handle)
+        self._base = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown: the library may be gone
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        if self._handle is None:
+            return "<mkcache.Tensor closed>"
+        return f"<mkcache.Tensor shape={self.shape} layout={self.layout} format={self.format}>"
