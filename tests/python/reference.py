@@ -1,0 +1,70 @@
+"""Independent numpy references and benchdnn-style comparisons.
+
+The references compute in float64 straight from the definitions, sharing no
+code with the library. Tolerances follow oneDNN's benchdnn: an f32 result
+of a K-term reduction may differ from the exact value by a few K * eps of
+the magnitude of the terms (sum |x_i * w_i|), not of the result itself.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+EPS_F32 = float(np.finfo(np.float32).eps)
+
+
+def conv2d_nchw(x, w, b=None, stride=(1, 1), pads=(0, 0, 0, 0), dilation=(1, 1), groups=1):
+    """Direct convolution. pads = (top, bottom, left, right). Returns
+    (result, magnitude) where magnitude = the same conv over |x|, |w|, |b|."""
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    assert c == cg * groups and o % groups == 0
+    og = o // groups
+    t, bt, l, r = pads
+    sh, sw = stride
+    dh, dw = dilation
+    oh = (h + t + bt - ((kh - 1) * dh + 1)) // sh + 1
+    ow = (wd + l + r - ((kw - 1) * dw + 1)) // sw + 1
+
+    def run(xv, wv, bv):
+        xp = np.pad(xv.astype(np.float64), ((0, 0), (0, 0), (t, bt), (l, r)))
+        out = np.zeros((n, o, oh, ow))
+        for g in range(groups):
+            xs = xp[:, g * cg:(g + 1) * cg]
+            ws = wv[g * og:(g + 1) * og].astype(np.float64)
+            for i in range(kh):
+                for j in range(kw):
+                    patch = xs[:, :, i * dh: i * dh + sh * (oh - 1) + 1: sh,
+                               j * dw: j * dw + sw * (ow - 1) + 1: sw]
+                    out[:, g * og:(g + 1) * og] += np.einsum("nchw,oc->nohw", patch, ws[:, :, i, j])
+        if bv is not None:
+            out += bv.astype(np.float64)[None, :, None, None]
+        return out
+
+    exact = run(x, w, b)
+    magnitude = run(np.abs(x), np.abs(w), None if b is None else np.abs(b))
+    return exact, magnitude
+
+
+def assert_close(out, exact, magnitude, reduction: int, what: str = "result"):
+    """|out - exact| <= 4 * (K + 1) * eps * magnitude (+ a denormal floor)."""
+    out = np.asarray(out, dtype=np.float64)
+    assert out.shape == exact.shape, f"{what}: shape {out.shape} != {exact.shape}"
+    assert np.all(np.isfinite(out)), f"{what}: non-finite values"
+    bound = 4.0 * (reduction + 1) * EPS_F32 * magnitude + 1e-30
+    err = np.abs(out - exact)
+    worst = np.unravel_index(np.argmax(err - bound), err.shape)
+    assert np.all(err <= bound), (
+        f"{what}: max excess at {worst}: got {out[worst]}, want {exact[worst]}, "
+        f"error {err[worst]:.3g} > bound {bound[worst]:.3g}")
+
+
+def relu(x):
+    return np.maximum(x, 0)
+
+
+def to_nhwc(a):
+    return np.ascontiguousarray(a.transpose(0, 2, 3, 1))
+
+
+def to_nchw(a):
+    return np.ascontiguousarray(a.transpose(0, 3, 1, 2))

@@ -1,0 +1,98 @@
+"""conv2d forward against the numpy reference, in both layouts."""
+import numpy as np
+import pytest
+
+import mkcache
+from reference import assert_close, conv2d_nchw, relu, to_nchw, to_nhwc
+
+# (N, C, H, W, O, KH, KW, stride, pads(t,b,l,r), dilation, groups)
+CASES = [
+    (1, 3, 7, 5, 17, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1), 1),
+    (2, 5, 9, 11, 7, 3, 3, (1, 1), (0, 0, 0, 0), (1, 1), 1),
+    (3, 6, 13, 10, 9, 3, 2, (2, 1), (1, 0, 2, 1), (1, 1), 3),   # asymmetric pad, groups
+    (2, 8, 15, 15, 8, 3, 3, (1, 1), (2, 2, 2, 2), (2, 2), 8),   # depthwise, dilated
+    (2, 24, 11, 9, 40, 1, 1, (1, 1), (0, 0, 0, 0), (1, 1), 1),  # 1x1
+    (1, 19, 17, 23, 33, 5, 5, (2, 2), (2, 1, 0, 3), (1, 2), 1),
+    (4, 16, 8, 8, 32, 3, 3, (2, 2), (1, 1, 1, 1), (1, 1), 2),
+    (1, 64, 14, 14, 64, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1), 1),
+    (2, 12, 7, 7, 12, 7, 7, (1, 1), (3, 3, 3, 3), (1, 1), 12),
+    (1, 3, 1, 1, 5, 1, 1, (1, 1), (0, 0, 0, 0), (1, 1), 1),
+]
+
+
+def _ids(case):
+    n, c, h, w, o, kh, kw, s, p, d, g = case
+    return f"n{n}c{c}h{h}w{w}o{o}k{kh}x{kw}s{s[0]}{s[1]}p{''.join(map(str, p))}d{d[0]}{d[1]}g{g}"
+
+
+@pytest.mark.parametrize("case", CASES, ids=_ids)
+@pytest.mark.parametrize("data_format", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("activation", [None, "relu"])
+def test_conv2d_matches_reference(case, data_format, bias, activation, rng):
+    n, c, h, w, o, kh, kw, stride, pads, dilation, groups = case
+    x = rng.standard_normal((n, c, h, w), dtype=np.float32)
+    wt = rng.standard_normal((o, c // groups, kh, kw), dtype=np.float32)
+    b = rng.standard_normal(o, dtype=np.float32) if bias else None
+    exact, mag = conv2d_nchw(x, wt, b, stride, pads, dilation, groups)
+    if activation == "relu":
+        exact = relu(exact)
+    xin = to_nhwc(x) if data_format == "NHWC" else x
+    y = mkcache.conv2d(xin, wt, b, stride=stride, padding=pads, dilation=dilation,
+                       groups=groups, data_format=data_format, activation=activation)
+    out = np.asarray(y)
+    assert y.layout == data_format
+    if data_format == "NHWC":
+        assert y.shape == (n, exact.shape[2], exact.shape[3], o)
+        out = to_nchw(out)
+    else:
+        assert y.shape == exact.shape
+    assert_close(out, exact, mag, reduction=(c // groups) * kh * kw)
+
+
+def test_second_call_hits_and_agrees(rng):
+    x = rng.standard_normal((2, 5, 9, 9), dtype=np.float32)
+    w = rng.standard_normal((7, 5, 3, 3), dtype=np.float32)
+    first = np.asarray(mkcache.conv2d(x, w, padding=1, name="c"))
+    s0 = mkcache.cache.stats()
+    second = np.asarray(mkcache.conv2d(x, w, padding=1, name="c"))
+    s1 = mkcache.cache.stats()
+    np.testing.assert_array_equal(first, second)
+    assert s1["hits"] > s0["hits"]
+    assert s1["insertions"] == s0["insertions"]
+
+
+def test_padding_same_and_valid(rng):
+    x = rng.standard_normal((1, 4, 10, 7), dtype=np.float32)
+    w = rng.standard_normal((6, 4, 4, 3), dtype=np.float32)
+    y = mkcache.conv2d(x, w, padding="same")
+    assert y.shape == (1, 6, 10, 7)
+    exact, mag = conv2d_nchw(x, w, pads=(1, 2, 1, 1))
+    assert_close(np.asarray(y), exact, mag, 4 * 4 * 3)
+    assert mkcache.conv2d(x, w, padding="valid").shape == (1, 6, 7, 5)
+
+
+def test_constant_weights_converted_once(rng):
+    x = rng.standard_normal((1, 32, 14, 14), dtype=np.float32)
+    w = mkcache.Tensor(rng.standard_normal((32, 32, 3, 3), dtype=np.float32), constant=True)
+    mkcache.conv2d(x, w, padding=1, name="cw")
+    exact, mag = conv2d_nchw(x, np.asarray(w), pads=(1, 1, 1, 1))
+    before = mkcache.cache.reorder_count()
+    y = mkcache.conv2d(x, w, padding=1, name="cw")
+    # The weights are not converted again; only src may be.
+    assert mkcache.cache.reorder_count() - before <= 1
+    assert_close(np.asarray(y), exact, mag, 32 * 9)
+
+
+def test_conv_output_into_existing_tensor(rng):
+    x = rng.standard_normal((2, 3, 8, 8), dtype=np.float32)
+    w = rng.standard_normal((4, 3, 3, 3), dtype=np.float32)
+    exact, mag = conv2d_nchw(x, w, pads=(1, 1, 1, 1))
+    # Into a library tensor (re-laid out as needed) and into a wrapped array.
+    out = mkcache.conv2d(x, w, padding=1)
+    same = mkcache.conv2d(x, w, padding=1, out=out)
+    assert same is out
+    assert_close(np.asarray(out), exact, mag, 27)
+    buf = np.zeros((2, 4, 8, 8), dtype=np.float32)
+    mkcache.conv2d(x, w, padding=1, out=mkcache.Tensor(buf, "NCHW"))
+    assert_close(buf, exact, mag, 27)

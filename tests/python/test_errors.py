@@ -1,0 +1,123 @@
+"""Bad input raises mkcache.Error (with a message naming the argument) and
+never crashes the process."""
+import ctypes
+
+import numpy as np
+import pytest
+
+import mkcache
+from mkcache import _capi
+
+lib = _capi.lib
+X = np.ones((1, 4, 6, 6), dtype=np.float32)
+W = np.ones((8, 4, 3, 3), dtype=np.float32)
+
+
+@pytest.mark.parametrize("kwargs, exc, words", [
+    (dict(x=X.astype(np.float64)), mkcache.DTypeError, "float32"),
+    (dict(x=X.astype(np.int32)), TypeError, "float32"),
+    (dict(x=np.asfortranarray(np.ones((1, 4, 6, 7), np.float32))), ValueError, "contiguous"),
+    (dict(x=X[:, :, ::2]), ValueError, "contiguous"),
+    (dict(x=np.ones((4, 6, 6), np.float32)), ValueError, "4-D"),
+    (dict(x=None), mkcache.Error, "None"),
+    (dict(x=[[1.0]]), TypeError, "numpy"),
+    (dict(weight=np.ones((8, 3, 3, 3), np.float32)), ValueError, "channels"),
+    (dict(weight=np.ones((8, 4, 3), np.float32)), ValueError, "weights"),
+    (dict(weight=np.ones((6, 1, 3, 3), np.float32), groups=4), ValueError, "divisible"),
+    (dict(weight=np.ones((8, 4, 3, 3), np.float32), groups=0), ValueError, "groups"),
+    (dict(stride=0), ValueError, "stride"),
+    (dict(stride=-1), ValueError, "stride"),
+    (dict(padding=-1), ValueError, "padding"),
+    (dict(padding=(1, 2, 3)), ValueError, "padding"),
+    (dict(dilation=0), ValueError, "dilation"),
+    (dict(weight=np.ones((8, 4, 9, 9), np.float32)), ValueError, "larger than"),
+    (dict(bias=np.ones(7, np.float32)), ValueError, "bias"),
+    (dict(data_format="NCWH"), ValueError, "data_format"),
+    (dict(activation="tanh"), ValueError, "activation"),
+    (dict(stride=2 ** 40), ValueError, "absurd"),
+    (dict(x=np.ones((1, 4, 0, 6), np.float32)), ValueError, "zero-size"),
+    (dict(name=5), ValueError, "name"),
+])
+def test_conv2d_bad_input(kwargs, exc, words):
+    args = dict(x=X, weight=W)
+    args.update(kwargs)
+    x, w = args.pop("x"), args.pop("weight")
+    with pytest.raises(exc) as info:
+        mkcache.conv2d(x, w, **args)
+    assert isinstance(info.value, mkcache.Error)
+    assert words.lower() in str(info.value).lower()
+
+
+def test_relu_bad_input():
+    with pytest.raises(mkcache.DTypeError):
+        mkcache.relu(np.ones(3, dtype=np.float16))
+    with pytest.raises(mkcache.Error):
+        mkcache.relu(None)
+    with pytest.raises(mkcache.Error):
+        mkcache.relu(np.ones((1,) * 7, dtype=np.float32))
+    with pytest.raises(mkcache.Error, match="shape"):
+        mkcache.relu(np.ones(3, np.float32), out=mkcache.Tensor(np.ones(4, np.float32)))
+
+
+def test_c_level_bad_handles_and_sizes():
+    t = _capi.tensor_p()
+    dims = (ctypes.c_int64 * 2)(2, 3)
+    with pytest.raises(mkcache.InvalidArgumentError, match="data"):
+        lib.mkc_tensor_wrap(_capi.DTYPE_F32, 2, dims, 1, None, ctypes.byref(t))
+    huge = (ctypes.c_int64 * 4)(2 ** 20, 2 ** 20, 2 ** 20, 2 ** 20)
+    with pytest.raises(mkcache.InvalidArgumentError, match="too large"):
+        lib.mkc_tensor_create(_capi.DTYPE_F32, 4, huge, 1, ctypes.byref(t))
+    neg = (ctypes.c_int64 * 2)(2, -3)
+    with pytest.raises(mkcache.InvalidArgumentError, match=">= 1"):
+        lib.mkc_tensor_create(_capi.DTYPE_F32, 2, neg, 1, ctypes.byref(t))
+    with pytest.raises(mkcache.UnsupportedError, match="dtype"):
+        lib.mkc_tensor_create(7, 2, dims, 1, ctypes.byref(t))
+    with pytest.raises(mkcache.InvalidArgumentError, match="layout"):
+        lib.mkc_tensor_create(_capi.DTYPE_F32, 2, dims, 9, ctypes.byref(t))
+    with pytest.raises(mkcache.InvalidArgumentError, match="rank"):
+        lib.mkc_tensor_create(_capi.DTYPE_F32, 0, dims, 1, ctypes.byref(t))
+    # A foreign pointer is reported, not dereferenced.
+    fake = ctypes.create_string_buffer(256)
+    shape = (ctypes.c_int64 * 6)()
+    nd = ctypes.c_int()
+    with pytest.raises(mkcache.InvalidHandleError, match="live tensor"):
+        lib.mkc_tensor_get_shape(ctypes.addressof(fake), ctypes.byref(nd), shape)
+    with pytest.raises(mkcache.InvalidHandleError):
+        lib.mkc_tensor_destroy(ctypes.addressof(fake))
+    # A destroyed handle too.
+    lib.mkc_tensor_create(_capi.DTYPE_F32, 2, dims, 1, ctypes.byref(t))
+    dead = t.value
+    lib.mkc_tensor_destroy(t)
+    with pytest.raises(mkcache.InvalidHandleError):
+        lib.mkc_tensor_get_shape(dead, ctypes.byref(nd), shape)
+    # NULL out-parameters and a too-small export buffer.
+    with pytest.raises(mkcache.InvalidArgumentError):
+        lib.mkc_get_version(None, None, None)
+    good = mkcache.Tensor(np.ones((2, 3), np.float32))
+    small = ctypes.create_string_buffer(8)
+    with pytest.raises(mkcache.BufferTooSmallError):
+        lib.mkc_tensor_export(good.handle, 1, ctypes.addressof(small), 8)
+    with pytest.raises(mkcache.InvalidArgumentError):
+        lib.mkc_cache_set_capacity(-1)
+    with pytest.raises(mkcache.InvalidArgumentError, match="key"):
+        lib.mkc_cache_set_blob(None, ctypes.addressof(small), 1, _capi.DELETER())
+    with pytest.raises(mkcache.InvalidArgumentError):
+        lib.mkc_set_target_layout(0)
+
+
+def test_failed_call_leaves_out_parameter_and_state_alone():
+    out = mkcache.Tensor(np.zeros((1, 8, 4, 4), np.float32))
+    with pytest.raises(mkcache.Error):
+        mkcache.conv2d(X, np.ones((8, 5, 3, 3), np.float32), out=out)
+    np.testing.assert_array_equal(np.asarray(out), 0)
+    # The library still works afterwards.
+    assert mkcache.conv2d(X, W).shape == (1, 8, 4, 4)
+
+
+def test_status_strings_and_last_error():
+    assert lib.mkc_status_string(2) == b"MKC_STATUS_INVALID_HANDLE"
+    assert lib.mkc_status_string(1234) == b"MKC_STATUS_UNKNOWN"
+    with pytest.raises(mkcache.Error) as info:
+        lib.mkc_cache_set_capacity(-5)
+    assert info.value.status == "MKC_STATUS_INVALID_ARGUMENT"
+    assert b"capacity" in lib.mkc_last_error()

@@ -1,0 +1,38 @@
+"""Package surface: versions, build info, every C function declared."""
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import mkcache
+from mkcache import _capi
+
+HEADER = Path(__file__).resolve().parents[2] / "libmkcache/include/mkcache/mkcache.h"
+
+
+def test_versions_and_build_info():
+    info = mkcache.build_info()
+    assert info["version"] == mkcache.__version__
+    assert info["onednn_version"].startswith("3.2")
+    assert info["isa"] and info["max_threads"] >= 1
+
+
+def test_every_header_function_is_declared_in_python():
+    declared = set(re.findall(r"MKC_API\s+[\w\s\*]+?\b(mkc_\w+)\s*\(", HEADER.read_text()))
+    assert declared, "header parse found nothing"
+    assert declared == set(_capi.declared_functions())
+    for name in declared:
+        fn = getattr(_capi.lib, name)
+        assert fn.restype is not None or name in ("mkc_status_string", "mkc_last_error")
+
+
+def test_cli_info():
+    out = subprocess.run([sys.executable, "-m", "mkcache", "info"], capture_output=True,
+                         text=True, check=True).stdout
+    assert '"onednn_version": "3.2' in out
+
+
+def test_cli_demo_runs():
+    out = subprocess.run([sys.executable, "-m", "mkcache", "demo", "--iterations", "3"],
+                         capture_output=True, text=True, check=True, timeout=300).stdout
+    assert "cached call" in out and "hits=" in out
