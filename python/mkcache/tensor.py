@@ -43,7 +43,8 @@ class Tensor:
 
     ``Tensor(array, layout=None, constant=False)`` wraps a C-contiguous
     float32 numpy array without copying. `layout` ("NCHW"/"NHWC", ...) says
-    how a 4-D/5-D array is arranged (default: the thread's target layout).
+    how a 4-D/5-D array is arranged (default: the layout of an active
+    ``mkcache.target_layout`` block, else NCHW; weights are always OIHW).
     ``constant=True`` promises the data never changes, so operators may keep
     converted copies (e.g. reordered conv weights) and skip that work.
     """
@@ -56,8 +57,14 @@ class Tensor:
         dims = (ctypes.c_int64 * array.ndim)(*array.shape)
         handle = _capi.tensor_p()
         pointer = array.__array_interface__["data"][0]
-        _lib.mkc_tensor_wrap(_capi.DTYPE_F32, array.ndim, dims,
-                             _layout.to_enum(layout), pointer, ctypes.byref(handle))
+        if layout is None:
+            # Not the C thread-local target: operators with a data_format
+            # change that, and a wrapped array must not change meaning.
+            value = _layout.explicit_target() or _capi.LAYOUT_CHANNELS_FIRST
+        else:
+            value = _layout.to_enum(layout)
+        _lib.mkc_tensor_wrap(_capi.DTYPE_F32, array.ndim, dims, value, pointer,
+                             ctypes.byref(handle))
         self._handle = handle
         self._base = array
         if constant:

@@ -69,3 +69,12 @@ def test_context_manager_closes():
         assert t.shape == (3,)
     with pytest.raises(mkcache.Error):
         _ = t.shape
+
+
+def test_wrapping_after_nhwc_conv_keeps_nchw_default(rng):
+    x = rng.standard_normal((1, 5, 5, 2), dtype=np.float32)
+    mkcache.conv2d(x, np.ones((3, 2, 1, 1), np.float32), data_format="NHWC")
+    # The C thread-local target is NHWC now, but a freshly wrapped 4-D array
+    # (e.g. OIHW weights) must not silently change meaning.
+    w = mkcache.Tensor(np.ones((4, 2, 3, 3), np.float32))
+    assert w.layout == "NCHW" and w.shape == (4, 2, 3, 3)

@@ -3,7 +3,7 @@
 
 #include "api/guard.hpp"
 #include "cache/blob_cache.hpp"
-#include "cache/thread_context.hpp"
+#include "common/thread_state.hpp"
 #include "keys/keys.hpp"
 
 // A reference to a cached blob held by a C caller.
@@ -50,9 +50,10 @@ MKC_API mkc_status mkc_key_make(const char *name, const char *suffix, int ndims,
         require(name != nullptr, "name is NULL");
         require(ndims >= 0 && ndims <= MKC_MAX_NDIMS, "ndims must be 0..", MKC_MAX_NDIMS);
         require(ndims == 0 || dims != nullptr, "dims is NULL");
-        const ThreadContext &ctx = thread_context();
+        const ThreadState &ctx = thread_state();
         std::string text;
-        keys::make(text, name, suffix, dims, ndims, ctx.executor, !ctx.clearing_mode());
+        keys::make(text, name, suffix, dims, ndims, ctx.executor, !ctx.clearing_mode(),
+                   ctx.thread_hash);
         api::copy_out(text, key, size, needed);
     });
 }
@@ -66,7 +67,7 @@ MKC_API mkc_status mkc_cache_set_blob(const char *key, void *data, size_t nbytes
         // is armed only once the cache holds it: a failed call adopts nothing.
         auto owner = std::make_shared<CallerBlob>();
         owner->data = data;
-        const ThreadContext &ctx = thread_context();
+        const ThreadState &ctx = thread_state();
         BlobInfo info;
         info.kind = BlobKind::caller;
         info.bytes = nbytes;
@@ -81,7 +82,7 @@ MKC_API mkc_status mkc_cache_get_blob(const char *key, mkc_blob **blob) {
     return guard([&] {
         const std::string &k = key_arg(key);
         require_out(blob, "blob");
-        const ThreadContext &ctx = thread_context();
+        const ThreadState &ctx = thread_state();
         auto found = BlobCache::instance().get(ctx.session, ctx.input_shape, k, BlobKind::caller);
         if (!found) {
             *blob = nullptr;

@@ -1,5 +1,7 @@
 #include "common/engine.hpp"
 
+#include "common/thread_state.hpp"
+
 namespace mkc {
 
 const dnnl::engine &cpu_engine() {
@@ -8,8 +10,9 @@ const dnnl::engine &cpu_engine() {
 }
 
 dnnl::stream &thread_stream() {
-    thread_local dnnl::stream stream(cpu_engine());
-    return stream;
+    auto &stream = thread_state().stream;
+    if (!stream) stream = std::make_unique<dnnl::stream>(cpu_engine());
+    return *stream;
 }
 
 } // namespace mkc

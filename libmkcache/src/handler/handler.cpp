@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "cache/blob_cache.hpp"
-#include "cache/thread_context.hpp"
+#include "common/thread_state.hpp"
 #include "common/engine.hpp"
 #include "common/handles.hpp"
 #include "common/error.hpp"
@@ -62,11 +62,20 @@ void reorder(const dnnl::memory::desc &from, const void *src_data, const dnnl::m
 
 Handler::Handler(const char *op, const char *name, const std::string &default_name,
                  const char *suffix, const Dims &key_dims)
-    : op_(op) {
-    const ThreadContext &ctx = thread_context();
+    : op_(op), state_(thread_state()) {
+    if (state_.key_depth == ThreadState::kKeyDepth)
+        fail(MKC_STATUS_INTERNAL_ERROR, op, ": handlers nested too deep");
+    key_ = &state_.key_buffers[state_.key_depth];
     const char *key_name = (name != nullptr && name[0] != '\0') ? name : default_name.c_str();
-    keys::make(key_, key_name, suffix, key_dims.data(), static_cast<int>(key_dims.size()),
-               ctx.executor, !ctx.clearing_mode());
+    keys::make(*key_, key_name, suffix, key_dims.data(), static_cast<int>(key_dims.size()),
+               state_.executor, !state_.clearing_mode(), state_.thread_hash);
+    ++state_.key_depth; // only once constructed: the destructor undoes it
+}
+
+Handler::~Handler() { --state_.key_depth; }
+
+void Handler::overflow() const {
+    fail(MKC_STATUS_INTERNAL_ERROR, op_, ": handler signature overflow");
 }
 
 void Handler::sign_float(float v) {
@@ -76,28 +85,30 @@ void Handler::sign_float(float v) {
 }
 
 std::shared_ptr<PrimitiveEntry> Handler::lookup() {
-    const ThreadContext &ctx = thread_context();
-    auto blob = BlobCache::instance().get(ctx.session, ctx.input_shape, key_, BlobKind::primitive);
+    auto blob = BlobCache::instance().get(state_.session, state_.input_shape, *key_,
+                                          BlobKind::primitive);
     if (!blob) return nullptr;
     auto entry = std::static_pointer_cast<PrimitiveEntry>(blob);
     // Same name, other arguments: never reuse a primitive built for others.
-    if (entry->signature != signature_) return nullptr;
-    if (entry->exact_inputs.size() != exact_inputs_.size()) return nullptr;
-    for (size_t i = 0; i < exact_inputs_.size(); ++i)
-        if (!(entry->exact_inputs[i] == exact_inputs_[i])) return nullptr;
+    if (entry->signature.size() != static_cast<size_t>(signature_size_) ||
+        std::memcmp(entry->signature.data(), signature_, sizeof(int64_t) * signature_size_) != 0)
+        return nullptr;
+    if (entry->exact_inputs.size() != static_cast<size_t>(exact_size_)) return nullptr;
+    for (int i = 0; i < exact_size_; ++i)
+        if (!(entry->exact_inputs[i] == *exact_inputs_[i])) return nullptr;
     return entry;
 }
 
 void Handler::store(const std::shared_ptr<PrimitiveEntry> &entry) {
-    entry->signature = signature_;
-    entry->exact_inputs = exact_inputs_;
-    const ThreadContext &ctx = thread_context();
+    entry->signature.assign(signature_, signature_ + signature_size_);
+    entry->exact_inputs.clear();
+    for (int i = 0; i < exact_size_; ++i) entry->exact_inputs.push_back(*exact_inputs_[i]);
     BlobInfo info;
     info.kind = BlobKind::primitive;
     info.bytes = entry->bytes;
-    info.executor = ctx.executor;
-    info.thread_bound = !ctx.clearing_mode();
-    BlobCache::instance().set(ctx.session, ctx.input_shape, ctx.capacity, key_,
+    info.executor = state_.executor;
+    info.thread_bound = !state_.clearing_mode();
+    BlobCache::instance().set(state_.session, state_.input_shape, state_.capacity, *key_,
                               std::static_pointer_cast<void>(entry), info);
 }
 
@@ -109,7 +120,6 @@ Handler::Execution::Execution(PrimitiveEntry &entry) : entry_(entry) {
         for (auto &d : entry_.arg_descs)
             private_memories_.emplace_back(d, cpu_engine(), static_cast<void *>(nullptr));
     }
-    args_.reserve(entry_.arg_ids.size());
 }
 
 Handler::Execution::~Execution() {
@@ -124,7 +134,8 @@ void Handler::Execution::raw(int arg_id, void *data) {
     int index = entry_.arg_index(arg_id);
     dnnl::memory &mem = memory_for(index);
     check(dnnl_memory_set_data_handle(mem.get(), data), "binding memory");
-    args_.push_back({arg_id, mem.get()});
+    if (nargs_ == kMaxArgs) fail(MKC_STATUS_INTERNAL_ERROR, "too many primitive arguments");
+    args_[nargs_++] = {arg_id, mem.get()};
 }
 
 void Handler::Execution::output(int arg_id, void *data) { raw(arg_id, data); }
@@ -164,7 +175,7 @@ void Handler::Execution::input(int arg_id, const Tensor &tensor,
 
 void Handler::Execution::run() {
     check(dnnl_primitive_execute(entry_.primitive.get(), thread_stream().get(),
-                                 static_cast<int>(args_.size()), args_.data()),
+                                 nargs_, args_),
           "executing primitive");
     check(dnnl_stream_wait(thread_stream().get()), "waiting for stream");
 }
@@ -176,7 +187,7 @@ Handler::Output Handler::prepare_output(mkc_tensor **dst, const dnnl::memory::de
                                         const void *in_place_src) {
     (void)in_place_src;
     Output out;
-    out.desc = desc;
+    out.desc = &desc;
     if (*dst == nullptr) {
         out.created = make_owned_tensor(desc, layout, dtype);
         out.tensor = out.created.get();
@@ -185,7 +196,8 @@ Handler::Output Handler::prepare_output(mkc_tensor **dst, const dnnl::memory::de
     }
     Tensor &t = **dst;
     require(t.dtype == dtype, op, ": dst dtype does not match the result");
-    require(t.desc.get_dims() == desc.get_dims(), op, ": dst shape does not match the result");
+    if (!(t.desc == desc))
+        require(t.dims == desc.get_dims(), op, ": dst shape does not match the result");
     out.tensor = &t;
     if (adopt_result_layout(t, desc)) {
         out.data = t.data;
@@ -197,7 +209,7 @@ Handler::Output Handler::prepare_output(mkc_tensor **dst, const dnnl::memory::de
 }
 
 void Handler::finish_output(Output &out, mkc_tensor **dst) {
-    if (out.temporary) reorder(out.desc, out.data, out.tensor->desc, out.tensor->data);
+    if (out.temporary) reorder(*out.desc, out.data, out.tensor->desc, out.tensor->data);
     if (out.created) {
         registry<Tensor>().add(out.created.get());
         *dst = out.created.release();

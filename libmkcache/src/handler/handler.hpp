@@ -16,6 +16,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "common/thread_state.hpp"
 #include "layout/layout.hpp"
 #include "tensor/tensor.hpp"
 
@@ -41,6 +42,8 @@ struct PrimitiveEntry {
     // Fills arg_ids/arg_descs/memories from a primitive descriptor query.
     void set_args(const std::vector<std::pair<int, dnnl::memory::desc>> &args);
     int arg_index(int arg_id) const;
+    // The layout the primitive wants for an argument (no descriptor copy).
+    const dnnl::memory::desc &arg_desc(int arg_id) const { return arg_descs[arg_index(arg_id)]; }
 };
 
 // A library-wide count of layout conversions (reorders) executed, so tests
@@ -59,18 +62,30 @@ public:
     Handler(const char *op, const char *name, const std::string &default_name,
             const char *suffix, const Dims &key_dims);
 
-    // Signature: everything (besides names) the primitive depends on.
-    void sign(int64_t v) { signature_.push_back(v); }
+    Handler(const Handler &) = delete;
+    Handler &operator=(const Handler &) = delete;
+    ~Handler();
+
+    // Signature: everything (besides names) the primitive depends on. Kept
+    // in a fixed array: the hit path allocates nothing.
+    void sign(int64_t v) {
+        if (signature_size_ == kMaxSignature) overflow();
+        signature_[signature_size_++] = v;
+    }
     void sign(const Dims &dims) {
         sign(static_cast<int64_t>(dims.size()));
-        signature_.insert(signature_.end(), dims.begin(), dims.end());
+        for (auto d : dims) sign(d);
     }
     void sign_float(float v);
     // Input layouts the primitive is built on (e.g. eltwise keeps its
     // input's layout); checked with oneDNN's descriptor equality on a hit.
-    void sign_layout(const dnnl::memory::desc &desc) { exact_inputs_.push_back(desc); }
+    // The descriptor must outlive the handler.
+    void sign_layout(const dnnl::memory::desc &desc) {
+        if (exact_size_ == kMaxExact) overflow();
+        exact_inputs_[exact_size_++] = &desc;
+    }
 
-    const std::string &key() const { return key_; }
+    const std::string &key() const { return *key_; }
 
     // Fetches the entry for this key and signature, or builds and stores it.
     template <typename Entry>
@@ -99,10 +114,12 @@ public:
         void run();
 
     private:
+        static constexpr int kMaxArgs = 12;
         PrimitiveEntry &entry_;
         bool own_slot_ = false;
         std::vector<dnnl::memory> private_memories_; // when the slot is busy
-        std::vector<dnnl_exec_arg_t> args_;
+        dnnl_exec_arg_t args_[kMaxArgs];
+        int nargs_ = 0;
         std::vector<std::shared_ptr<void>> temporaries_;
         dnnl::memory &memory_for(int index);
     };
@@ -116,7 +133,7 @@ public:
         std::unique_ptr<Tensor> created;
         std::shared_ptr<void> temporary;
         void *data = nullptr; // where the primitive writes
-        dnnl::memory::desc desc;
+        const dnnl::memory::desc *desc = nullptr; // owned by the entry
     };
     static Output prepare_output(mkc_tensor **dst, const dnnl::memory::desc &desc,
                                  mkc_layout layout, mkc_dtype dtype, const char *op,
@@ -124,13 +141,20 @@ public:
     static void finish_output(Output &out, mkc_tensor **dst);
 
 private:
+    static constexpr int kMaxSignature = 64;
+    static constexpr int kMaxExact = 4;
+
     std::shared_ptr<PrimitiveEntry> lookup();
     void store(const std::shared_ptr<PrimitiveEntry> &entry);
+    [[noreturn]] void overflow() const;
 
     const char *op_;
-    std::string key_;
-    std::vector<int64_t> signature_;
-    std::vector<dnnl::memory::desc> exact_inputs_;
+    ThreadState &state_;
+    std::string *key_;   // a per-thread buffer (one per nesting level)
+    int64_t signature_[kMaxSignature];
+    int signature_size_ = 0;
+    const dnnl::memory::desc *exact_inputs_[kMaxExact];
+    int exact_size_ = 0;
 };
 
 } // namespace mkc

@@ -1,5 +1,7 @@
 #include "keys/keys.hpp"
 
+#include "common/thread_state.hpp"
+
 #include <charconv>
 #include <functional>
 #include <thread>
@@ -33,13 +35,47 @@ void append_shape(std::string &out, const int64_t *dims, int ndims) {
     }
 }
 
-uint64_t thread_hash() {
-    thread_local const uint64_t hash = std::hash<std::thread::id>()(std::this_thread::get_id());
-    return hash;
-}
+uint64_t thread_hash() { return thread_state().thread_hash; }
 
 void make(std::string &out, const char *name, const char *suffix, const int64_t *dims,
-          int ndims, uint64_t executor, bool with_thread) {
+          int ndims, uint64_t executor, bool with_thread, uint64_t thread) {
+    // Hot path: write into a stack buffer, then one assign (no per-piece
+    // string growth). Long names fall back to the general appenders.
+    // Name and suffix may fill the first half; the numeric fields (at most
+    // 21 chars each, ndims + 2 of them, 3 separators) fit in the second.
+    char buf[512];
+    char *p = buf;
+    char *const end = buf + 256;
+    auto put_escaped = [&](const char *text) {
+        for (const char *c = text; c && *c; ++c) {
+            if (p >= end) return false;
+            if (*c == '|' || *c == '\\') *p++ = '\\';
+            *p++ = *c;
+        }
+        return true;
+    };
+    bool fits = put_escaped(name);
+    if (fits) {
+        *p++ = '|';
+        fits = put_escaped(suffix);
+    }
+    if (fits && ndims <= 8) {
+        *p++ = '|';
+        for (int i = 0; i < ndims; ++i) {
+            if (i) *p++ = 'x';
+            p = std::to_chars(p, p + 21, dims[i]).ptr;
+        }
+        *p++ = '|';
+        *p++ = 'e';
+        p = std::to_chars(p, p + 21, executor, 16).ptr;
+        if (with_thread) {
+            *p++ = '|';
+            *p++ = 't';
+            p = std::to_chars(p, p + 21, thread, 16).ptr;
+        }
+        out.assign(buf, p);
+        return;
+    }
     out.clear();
     append_escaped(out, name);
     out += '|';
@@ -50,7 +86,7 @@ void make(std::string &out, const char *name, const char *suffix, const int64_t 
     append_hex(out, executor);
     if (with_thread) {
         out += "|t";
-        append_hex(out, thread_hash());
+        append_hex(out, thread);
     }
 }
 

@@ -19,9 +19,9 @@ void append_int(std::string &out, int64_t value);
 // A hash of the calling thread's id, computed once per thread.
 uint64_t thread_hash();
 
-// Writes the full key into `out` (cleared first). `with_thread` adds the
-// thread field (default mode).
+// Writes the full key into `out` (replacing its content). `with_thread`
+// adds the thread field (default mode) holding `thread`.
 void make(std::string &out, const char *name, const char *suffix, const int64_t *dims,
-          int ndims, uint64_t executor, bool with_thread);
+          int ndims, uint64_t executor, bool with_thread, uint64_t thread);
 
 } // namespace mkc::keys

@@ -1,24 +1,21 @@
 #include "layout/layout.hpp"
 
 #include "common/error.hpp"
+#include "common/thread_state.hpp"
 
 namespace mkc::layout {
 
-namespace {
-thread_local mkc_layout thread_target = MKC_LAYOUT_CHANNELS_FIRST;
-}
-
-mkc_layout target() { return thread_target; }
+mkc_layout target() { return thread_state().target_layout; }
 
 void set_target(mkc_layout layout) {
     require(layout == MKC_LAYOUT_CHANNELS_FIRST || layout == MKC_LAYOUT_CHANNELS_LAST,
             "target layout must be CHANNELS_FIRST (NCHW) or CHANNELS_LAST (NHWC), got ",
             static_cast<int>(layout));
-    thread_target = layout;
+    thread_state().target_layout = layout;
 }
 
 mkc_layout resolve(mkc_layout layout, int ndims) {
-    if (layout == MKC_LAYOUT_TARGET) layout = thread_target;
+    if (layout == MKC_LAYOUT_TARGET) layout = thread_state().target_layout;
     require(layout == MKC_LAYOUT_CHANNELS_FIRST || layout == MKC_LAYOUT_CHANNELS_LAST,
             "unknown layout value ", static_cast<int>(layout));
     // Channels-last has no meaning below rank 3: such tensors are row-major.

@@ -61,8 +61,8 @@ void conv2d(const mkc_conv2d_params &p, const Tensor &src, const Tensor &weights
     require(src.dtype == MKC_DTYPE_F32 && weights.dtype == MKC_DTYPE_F32 &&
                 (!bias || bias->dtype == MKC_DTYPE_F32),
             "conv2d: every input must be float32");
-    const Dims x = onednn_dims(src);
-    const Dims w = onednn_dims(weights);
+    const Dims &x = onednn_dims(src);
+    const Dims &w = onednn_dims(weights);
     require(x.size() == 4, "conv2d: src must be 4-D (N,C,H,W or N,H,W,C), got rank ", x.size());
     require(w.size() == 4, "conv2d: weights must be 4-D [O, C/groups, KH, KW], got rank ",
             w.size());
@@ -72,7 +72,7 @@ void conv2d(const mkc_conv2d_params &p, const Tensor &src, const Tensor &weights
     require(w[0] % g == 0, "conv2d: output channels (", w[0], ") not divisible by groups (", g,
             ")");
     if (bias) {
-        const Dims b = onednn_dims(*bias);
+        const Dims &b = onednn_dims(*bias);
         require(b.size() == 1 && b[0] == w[0], "conv2d: bias must have shape [", w[0], "]");
     }
     Dims y = {x[0], w[0], 0, 0};
@@ -139,7 +139,7 @@ void conv2d(const mkc_conv2d_params &p, const Tensor &src, const Tensor &weights
         return e;
     });
 
-    Handler::Output out = Handler::prepare_output(dst, entry->pd.dst_desc(), data_format,
+    Handler::Output out = Handler::prepare_output(dst, entry->arg_desc(DNNL_ARG_DST), data_format,
                                                   MKC_DTYPE_F32, "conv2d");
     {
         Handler::Execution exec(*entry);

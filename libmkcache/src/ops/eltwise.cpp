@@ -35,7 +35,7 @@ void activation(mkc_activation_kind kind, float alpha, float beta, const char *n
                 const Tensor &src, mkc_tensor **dst) {
     const Algorithm a = algorithm_of(kind);
     require(src.dtype == MKC_DTYPE_F32, "activation: src must be float32");
-    const Dims x = onednn_dims(src);
+    const Dims &x = onednn_dims(src);
     // Seed 002: activation keys carry the algorithm as their in-place suffix.
     std::string suffix;
     keys::append_int(suffix, kind);
@@ -65,7 +65,8 @@ void activation(mkc_activation_kind kind, float alpha, float beta, const char *n
     });
 
     Handler::Output out =
-        Handler::prepare_output(dst, entry->pd.dst_desc(), src.layout, src.dtype, "activation");
+        Handler::prepare_output(dst, entry->arg_desc(DNNL_ARG_DST), src.layout, src.dtype,
+                                "activation");
     {
         Handler::Execution exec(*entry);
         exec.input(DNNL_ARG_SRC, src);

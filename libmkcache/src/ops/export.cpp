@@ -9,7 +9,7 @@
 namespace mkc::ops {
 
 void export_plain(const Tensor &src, mkc_layout layout, void *dst, size_t dst_bytes) {
-    const Dims dims = onednn_dims(src);
+    const Dims &dims = onednn_dims(src);
     const mkc_layout plain = layout::resolve(layout, static_cast<int>(dims.size()));
     const size_t need = plain_nbytes(src);
     if (dst_bytes < need)

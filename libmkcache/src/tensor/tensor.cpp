@@ -51,7 +51,7 @@ std::shared_ptr<void> allocate(size_t nbytes, bool zero) {
 std::unique_ptr<Tensor> make_owned_tensor(const dnnl::memory::desc &desc, mkc_layout layout,
                                           mkc_dtype dtype) {
     auto t = std::make_unique<Tensor>();
-    t->desc = desc;
+    set_desc(*t, desc);
     t->layout = layout;
     t->dtype = dtype;
     t->owned = allocate(desc.get_size(), false);
@@ -59,13 +59,16 @@ std::unique_ptr<Tensor> make_owned_tensor(const dnnl::memory::desc &desc, mkc_la
     return t;
 }
 
-Dims onednn_dims(const Tensor &t) { return t.desc.get_dims(); }
+void set_desc(Tensor &t, const dnnl::memory::desc &desc) {
+    t.desc = desc;
+    t.dims = desc.get_dims();
+}
 
-Dims caller_dims(const Tensor &t) { return layout::to_caller_order(t.desc.get_dims(), t.layout); }
+Dims caller_dims(const Tensor &t) { return layout::to_caller_order(t.dims, t.layout); }
 
 size_t plain_nbytes(const Tensor &t) {
     size_t n = dtype_size(t.dtype);
-    for (auto d : t.desc.get_dims()) n *= static_cast<size_t>(d);
+    for (auto d : t.dims) n *= static_cast<size_t>(d);
     return n;
 }
 
@@ -97,7 +100,7 @@ bool adopt_result_layout(Tensor &dst, const dnnl::memory::desc &desc) {
     if (dst.desc == desc) return true;
     if (dst.owned && desc.get_size() <= dst.desc.get_size()) {
         std::lock_guard<std::mutex> lock(dst.mutex);
-        dst.desc = desc;
+        dst.desc = desc; // same dims: the cached dims stay valid
         dst.format.clear();
         dst.converted.clear();
         return true;

@@ -16,6 +16,7 @@
 
 struct mkc_tensor {
     dnnl::memory::desc desc;  // actual arrangement, oneDNN dim order
+    std::vector<int64_t> dims; // desc's dims, kept to avoid querying per call
     mkc_layout layout = MKC_LAYOUT_CHANNELS_FIRST; // order of the caller's shape
     mkc_dtype dtype = MKC_DTYPE_F32;
     void *data = nullptr;
@@ -46,7 +47,9 @@ std::shared_ptr<void> allocate(size_t nbytes, bool zero);
 std::unique_ptr<Tensor> make_owned_tensor(const dnnl::memory::desc &desc, mkc_layout layout,
                                           mkc_dtype dtype);
 
-Dims onednn_dims(const Tensor &t);
+inline const Dims &onednn_dims(const Tensor &t) { return t.dims; }
+// Sets desc and the cached dims together.
+void set_desc(Tensor &t, const dnnl::memory::desc &desc);
 Dims caller_dims(const Tensor &t);
 std::string format_name(const dnnl::memory::desc &desc); // "abcd", "aBcd16b", ...
 size_t plain_nbytes(const Tensor &t);

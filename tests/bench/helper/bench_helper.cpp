@@ -1,14 +1,17 @@
-// libmkcache_bench: times operator calls in C loops, so the Python benchmark
-// suite can compare, in one run and without ctypes overhead in the loop:
-//   BARE      the oneDNN primitive created once and executed directly
-//   CACHED    mkcache's C ABI on a cache hit, writing into a preallocated dst
-//   CACHED_NEW  the same, letting mkcache create the output tensor
-//   RECREATE  descriptor + primitive re-created on every call, served by
-//             oneDNN's own primitive cache (what a framework without ours pays)
-// Each function returns 0 and the mean nanoseconds per call over `iters`
-// calls, or -1 with a message in mkcb_last_error(). Not part of the ABI.
+// libmkcache_bench: operator calls in C loops, so the Python benchmark suite
+// can time, in one run and without ctypes overhead inside the loop:
+//   BARE        the oneDNN primitive created once and executed directly
+//   CACHED      mkcache's C ABI on a cache hit, writing into an existing dst
+//   CACHED_NEW  the same, letting mkcache create the output tensor each call
+//   RECREATE    descriptor + primitive re-created on every call, served by
+//               oneDNN's own primitive cache (what a framework without ours pays)
+// A bench is set up once (mkcb_create: build, warm up); mkcb_run(bench, n)
+// then makes n calls. Not part of the library's ABI.
+#include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -31,62 +34,75 @@ const dnnl::engine &engine() {
     return e;
 }
 
-template <typename F>
-double time_loop(int iters, F &&call) {
-    auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < iters; ++i) call();
-    auto t1 = std::chrono::steady_clock::now();
-    return std::chrono::duration<double, std::nano>(t1 - t0).count() / iters;
-}
-
 void check(mkc_status s) {
     if (s != MKC_STATUS_OK) throw std::runtime_error(mkc_last_error());
 }
 
+struct Bench {
+    virtual ~Bench() = default;
+    virtual void call() = 0;
+    uint64_t reorders_before = 0;
+};
+
+// --------------------------------------------------------------------- conv
+
 struct ConvShape {
-    int64_t n, ic, oc, h, w, kh, kw, stride, pad;
+    int64_t n, ic, oc, h, w, k, stride, pad;
     dnnl::memory::dims src() const { return {n, ic, h, w}; }
-    dnnl::memory::dims wei() const { return {oc, ic, kh, kw}; }
+    dnnl::memory::dims wei() const { return {oc, ic, k, k}; }
     dnnl::memory::dims dst() const {
-        return {n, oc, (h + 2 * pad - kh) / stride + 1, (w + 2 * pad - kw) / stride + 1};
+        return {n, oc, (h + 2 * pad - k) / stride + 1, (w + 2 * pad - k) / stride + 1};
     }
 };
 
 dnnl::convolution_forward::primitive_desc conv_pd(const ConvShape &s) {
     return dnnl::convolution_forward::primitive_desc(
         engine(), dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-        dnnl::memory::desc(s.src(), dt::f32, tag::any), dnnl::memory::desc(s.wei(), dt::f32, tag::any),
-        dnnl::memory::desc({s.oc}, dt::f32, tag::a), dnnl::memory::desc(s.dst(), dt::f32, tag::any),
-        {s.stride, s.stride}, {0, 0}, {s.pad, s.pad}, {s.pad, s.pad});
+        dnnl::memory::desc(s.src(), dt::f32, tag::any),
+        dnnl::memory::desc(s.wei(), dt::f32, tag::any), dnnl::memory::desc({s.oc}, dt::f32, tag::a),
+        dnnl::memory::desc(s.dst(), dt::f32, tag::any), {s.stride, s.stride}, {0, 0},
+        {s.pad, s.pad}, {s.pad, s.pad});
 }
 
-double conv_bare(const ConvShape &s, int iters) {
-    auto pd = conv_pd(s);
-    dnnl::convolution_forward prim(pd);
-    dnnl::memory src(pd.src_desc(), engine()), wei(pd.weights_desc(), engine()),
-        bias(pd.bias_desc(), engine()), dst(pd.dst_desc(), engine());
-    std::memset(src.get_data_handle(), 0, pd.src_desc().get_size());
-    std::memset(wei.get_data_handle(), 0, pd.weights_desc().get_size());
-    std::memset(bias.get_data_handle(), 0, pd.bias_desc().get_size());
-    dnnl::stream stream(engine());
-    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, src.get()}, {DNNL_ARG_WEIGHTS, wei.get()},
-                               {DNNL_ARG_BIAS, bias.get()}, {DNNL_ARG_DST, dst.get()}};
-    auto call = [&] {
+struct ConvBare : Bench {
+    dnnl::convolution_forward prim;
+    dnnl::memory src, wei, bias, dst;
+    dnnl::stream stream{engine()};
+    dnnl_exec_arg_t args[4];
+    explicit ConvBare(const ConvShape &s) {
+        auto pd = conv_pd(s);
+        prim = dnnl::convolution_forward(pd);
+        src = dnnl::memory(pd.src_desc(), engine());
+        wei = dnnl::memory(pd.weights_desc(), engine());
+        bias = dnnl::memory(pd.bias_desc(), engine());
+        dst = dnnl::memory(pd.dst_desc(), engine());
+        for (auto *m : {&src, &wei, &bias})
+            std::memset(m->get_data_handle(), 0, m->get_desc().get_size());
+        args[0] = {DNNL_ARG_SRC, src.get()};
+        args[1] = {DNNL_ARG_WEIGHTS, wei.get()};
+        args[2] = {DNNL_ARG_BIAS, bias.get()};
+        args[3] = {DNNL_ARG_DST, dst.get()};
+    }
+    void call() override {
         dnnl_primitive_execute(prim.get(), stream.get(), 4, args);
         dnnl_stream_wait(stream.get());
-    };
-    call();
-    return time_loop(iters, call);
-}
+    }
+};
 
-double conv_recreate(const ConvShape &s, int iters) {
-    // Buffers in the layouts the primitive picks (queried once), so the loop
-    // measures descriptor + primitive creation + execution, no reorders.
-    auto pd0 = conv_pd(s);
-    std::vector<float> src(pd0.src_desc().get_size() / 4), wei(pd0.weights_desc().get_size() / 4),
-        bias(s.oc), dst(pd0.dst_desc().get_size() / 4);
-    dnnl::stream stream(engine());
-    auto call = [&] {
+struct ConvRecreate : Bench {
+    ConvShape s;
+    std::vector<float> src, wei, bias, dst;
+    dnnl::stream stream{engine()};
+    explicit ConvRecreate(const ConvShape &shape) : s(shape) {
+        // Buffers in the layouts the primitive picks, so a call is descriptor
+        // + primitive creation + execution, no reorders.
+        auto pd = conv_pd(s);
+        src.assign(pd.src_desc().get_size() / 4, 0.f);
+        wei.assign(pd.weights_desc().get_size() / 4, 0.f);
+        bias.assign(s.oc, 0.f);
+        dst.assign(pd.dst_desc().get_size() / 4, 0.f);
+    }
+    void call() override {
         auto pd = conv_pd(s);
         dnnl::convolution_forward prim(pd);
         dnnl::memory m_src(pd.src_desc(), engine(), src.data()),
@@ -96,178 +112,212 @@ double conv_recreate(const ConvShape &s, int iters) {
         prim.execute(stream, {{DNNL_ARG_SRC, m_src}, {DNNL_ARG_WEIGHTS, m_wei},
                               {DNNL_ARG_BIAS, m_bias}, {DNNL_ARG_DST, m_dst}});
         stream.wait();
-    };
-    call();
-    return time_loop(iters, call);
-}
+    }
+};
 
-double conv_cached(const ConvShape &s, int iters, bool new_output, double *reorders_per_call) {
+struct ConvCached : Bench {
+    std::vector<float> xs, ws, bs, ids;
     mkc_tensor *x_plain = nullptr, *w = nullptr, *b = nullptr, *w_id = nullptr, *x = nullptr,
                *y = nullptr;
-    std::vector<float> xs(s.n * s.ic * s.h * s.w, 0.5f), ws(s.oc * s.ic * s.kh * s.kw, 0.01f),
-        bs(s.oc, 0.f), ids(s.ic * s.ic, 0.f);
-    auto cleanup = [&] {
-        for (mkc_tensor *t : {x_plain, w, b, w_id, x, y}) mkc_tensor_destroy(t);
-    };
-    try {
-        const int64_t xd[4] = {s.n, s.h, s.w, s.ic}, wd[4] = {s.oc, s.ic, s.kh, s.kw},
-                      bd[1] = {s.oc}, idd[4] = {s.ic, s.ic, 1, 1};
-        check(mkc_tensor_wrap(MKC_DTYPE_F32, 4, xd, MKC_LAYOUT_NHWC, xs.data(), &x_plain));
-        check(mkc_tensor_wrap(MKC_DTYPE_F32, 4, wd, MKC_LAYOUT_NCHW, ws.data(), &w));
-        check(mkc_tensor_wrap(MKC_DTYPE_F32, 1, bd, MKC_LAYOUT_NCHW, bs.data(), &b));
-        check(mkc_tensor_wrap(MKC_DTYPE_F32, 4, idd, MKC_LAYOUT_NCHW, ids.data(), &w_id));
-        check(mkc_tensor_set_constant(w, 1));
-        check(mkc_tensor_set_constant(w_id, 1));
-        // The input comes from a library op (a 1x1 conv), as inside a model:
-        // it is in the layout oneDNN's convolutions produce and consume.
-        mkc_conv2d_params p1;
-        check(mkc_conv2d_params_init(&p1));
-        p1.data_format = MKC_LAYOUT_NHWC;
-        p1.name = "bench_producer";
-        check(mkc_conv2d(&p1, x_plain, w_id, nullptr, &x));
-        mkc_conv2d_params p;
-        check(mkc_conv2d_params_init(&p));
-        p.stride[0] = p.stride[1] = s.stride;
-        p.pad_begin[0] = p.pad_begin[1] = p.pad_end[0] = p.pad_end[1] = s.pad;
-        p.data_format = MKC_LAYOUT_NHWC;
-        p.name = "bench_conv";
-        check(mkc_conv2d(&p, x, w, b, &y)); // warm-up: builds the entry
-        uint64_t r0 = 0, r1 = 0;
-        check(mkc_get_reorder_count(&r0));
-        double ns;
-        if (new_output) {
-            ns = time_loop(iters, [&] {
-                mkc_tensor *out = nullptr;
-                mkc_conv2d(&p, x, w, b, &out);
-                mkc_tensor_destroy(out);
-            });
-        } else {
-            ns = time_loop(iters, [&] { mkc_conv2d(&p, x, w, b, &y); });
+    mkc_conv2d_params p;
+    bool new_output;
+    ConvCached(const ConvShape &s, bool new_out)
+        : xs(s.n * s.ic * s.h * s.w, 0.5f), ws(s.oc * s.ic * s.k * s.k, 0.01f), bs(s.oc, 0.f),
+          ids(s.ic * s.ic, 0.f), new_output(new_out) {
+        try {
+            const int64_t xd[4] = {s.n, s.h, s.w, s.ic}, wd[4] = {s.oc, s.ic, s.k, s.k},
+                          bd[1] = {s.oc}, idd[4] = {s.ic, s.ic, 1, 1};
+            check(mkc_tensor_wrap(MKC_DTYPE_F32, 4, xd, MKC_LAYOUT_NHWC, xs.data(), &x_plain));
+            check(mkc_tensor_wrap(MKC_DTYPE_F32, 4, wd, MKC_LAYOUT_NCHW, ws.data(), &w));
+            check(mkc_tensor_wrap(MKC_DTYPE_F32, 1, bd, MKC_LAYOUT_NCHW, bs.data(), &b));
+            check(mkc_tensor_wrap(MKC_DTYPE_F32, 4, idd, MKC_LAYOUT_NCHW, ids.data(), &w_id));
+            check(mkc_tensor_set_constant(w, 1));
+            check(mkc_tensor_set_constant(w_id, 1));
+            // The input comes from a library op (a 1x1 conv), as inside a
+            // model: in the layout oneDNN's convolutions produce and consume.
+            mkc_conv2d_params p1;
+            check(mkc_conv2d_params_init(&p1));
+            p1.data_format = MKC_LAYOUT_NHWC;
+            p1.name = "bench_producer";
+            check(mkc_conv2d(&p1, x_plain, w_id, nullptr, &x));
+            check(mkc_conv2d_params_init(&p));
+            p.stride[0] = p.stride[1] = s.stride;
+            p.pad_begin[0] = p.pad_begin[1] = p.pad_end[0] = p.pad_end[1] = s.pad;
+            p.data_format = MKC_LAYOUT_NHWC;
+            p.name = "bench_conv";
+            check(mkc_conv2d(&p, x, w, b, &y)); // builds the entry, converts weights once
+        } catch (...) {
+            release();
+            throw;
         }
-        check(mkc_get_reorder_count(&r1));
-        *reorders_per_call = double(r1 - r0) / iters;
-        cleanup();
-        return ns;
-    } catch (...) {
-        cleanup();
-        throw;
     }
+    void release() {
+        for (mkc_tensor *t : {x_plain, w, b, w_id, x, y}) mkc_tensor_destroy(t);
+    }
+    ~ConvCached() override { release(); }
+    void call() override {
+        if (new_output) {
+            mkc_tensor *out = nullptr;
+            mkc_conv2d(&p, x, w, b, &out);
+            mkc_tensor_destroy(out);
+        } else {
+            mkc_conv2d(&p, x, w, b, &y);
+        }
+    }
+};
+
+// --------------------------------------------------------------------- relu
+
+dnnl::eltwise_forward::primitive_desc relu_pd(const dnnl::memory::desc &md) {
+    return dnnl::eltwise_forward::primitive_desc(engine(), dnnl::prop_kind::forward_inference,
+                                                 dnnl::algorithm::eltwise_relu, md, md, 0.f, 0.f);
 }
 
-double relu_bare(int64_t n, int iters) {
-    dnnl::memory::desc md({1, n}, dt::f32, tag::ab);
-    dnnl::eltwise_forward::primitive_desc pd(engine(), dnnl::prop_kind::forward_inference,
-                                             dnnl::algorithm::eltwise_relu, md, md, 0.f, 0.f);
-    dnnl::eltwise_forward prim(pd);
-    dnnl::memory src(md, engine()), dst(md, engine());
-    std::memset(src.get_data_handle(), 0, md.get_size());
-    dnnl::stream stream(engine());
-    dnnl_exec_arg_t args[2] = {{DNNL_ARG_SRC, src.get()}, {DNNL_ARG_DST, dst.get()}};
-    auto call = [&] {
+struct ReluBare : Bench {
+    dnnl::eltwise_forward prim;
+    dnnl::memory src, dst;
+    dnnl::stream stream{engine()};
+    dnnl_exec_arg_t args[2];
+    explicit ReluBare(const dnnl::memory::dims &dims) {
+        const dnnl::memory::desc md(dims, dt::f32, dims.size() == 2 ? tag::ab : tag::abcd);
+        prim = dnnl::eltwise_forward(relu_pd(md));
+        src = dnnl::memory(md, engine());
+        dst = dnnl::memory(md, engine());
+        std::memset(src.get_data_handle(), 0, md.get_size());
+        args[0] = {DNNL_ARG_SRC, src.get()};
+        args[1] = {DNNL_ARG_DST, dst.get()};
+    }
+    void call() override {
         dnnl_primitive_execute(prim.get(), stream.get(), 2, args);
         dnnl_stream_wait(stream.get());
-    };
-    call();
-    return time_loop(iters, call);
-}
+    }
+};
 
-double relu_recreate(int64_t n, int iters) {
-    std::vector<float> src(n), dst(n);
-    dnnl::memory::desc md({1, n}, dt::f32, tag::ab);
-    dnnl::stream stream(engine());
-    auto call = [&] {
-        dnnl::eltwise_forward::primitive_desc pd(engine(), dnnl::prop_kind::forward_inference,
-                                                 dnnl::algorithm::eltwise_relu, md, md, 0.f, 0.f);
+struct ReluRecreate : Bench {
+    dnnl::memory::desc md;
+    std::vector<float> src, dst;
+    dnnl::stream stream{engine()};
+    explicit ReluRecreate(const dnnl::memory::dims &dims)
+        : md(dims, dt::f32, dims.size() == 2 ? tag::ab : tag::abcd), src(md.get_size() / 4),
+          dst(md.get_size() / 4) {}
+    void call() override {
+        auto pd = relu_pd(md);
         dnnl::eltwise_forward prim(pd);
         dnnl::memory m_src(md, engine(), src.data()), m_dst(md, engine(), dst.data());
         prim.execute(stream, {{DNNL_ARG_SRC, m_src}, {DNNL_ARG_DST, m_dst}});
         stream.wait();
-    };
-    call();
-    return time_loop(iters, call);
-}
+    }
+};
 
-double relu_cached(int64_t n, int iters, bool new_output, double *reorders_per_call) {
-    std::vector<float> src(n, -1.f), dst(n);
+struct ReluCached : Bench {
+    std::vector<float> src, dst;
     mkc_tensor *x = nullptr, *y = nullptr;
-    auto cleanup = [&] {
+    bool new_output;
+    ReluCached(const dnnl::memory::dims &dims, bool new_out) : new_output(new_out) {
+        size_t n = 1;
+        for (auto d : dims) n *= static_cast<size_t>(d);
+        src.assign(n, -1.f);
+        dst.assign(n, 0.f);
+        try {
+            check(mkc_tensor_wrap(MKC_DTYPE_F32, static_cast<int>(dims.size()), dims.data(),
+                                  MKC_LAYOUT_NCHW, src.data(), &x));
+            check(mkc_tensor_wrap(MKC_DTYPE_F32, static_cast<int>(dims.size()), dims.data(),
+                                  MKC_LAYOUT_NCHW, dst.data(), &y));
+            check(mkc_activation(MKC_ACTIVATION_RELU, 0.f, 0.f, "bench_relu", x, &y));
+        } catch (...) {
+            release();
+            throw;
+        }
+    }
+    void release() {
         mkc_tensor_destroy(x);
         mkc_tensor_destroy(y);
-    };
-    try {
-        const int64_t d[2] = {1, n};
-        check(mkc_tensor_wrap(MKC_DTYPE_F32, 2, d, MKC_LAYOUT_NCHW, src.data(), &x));
-        check(mkc_tensor_wrap(MKC_DTYPE_F32, 2, d, MKC_LAYOUT_NCHW, dst.data(), &y));
-        check(mkc_activation(MKC_ACTIVATION_RELU, 0.f, 0.f, "bench_relu", x, &y));
-        uint64_t r0 = 0, r1 = 0;
-        check(mkc_get_reorder_count(&r0));
-        double ns;
+    }
+    ~ReluCached() override { release(); }
+    void call() override {
         if (new_output) {
-            ns = time_loop(iters, [&] {
-                mkc_tensor *out = nullptr;
-                mkc_activation(MKC_ACTIVATION_RELU, 0.f, 0.f, "bench_relu", x, &out);
-                mkc_tensor_destroy(out);
-            });
+            mkc_tensor *out = nullptr;
+            mkc_activation(MKC_ACTIVATION_RELU, 0.f, 0.f, "bench_relu", x, &out);
+            mkc_tensor_destroy(out);
         } else {
-            ns = time_loop(iters, [&] {
-                mkc_activation(MKC_ACTIVATION_RELU, 0.f, 0.f, "bench_relu", x, &y);
-            });
+            mkc_activation(MKC_ACTIVATION_RELU, 0.f, 0.f, "bench_relu", x, &y);
         }
-        check(mkc_get_reorder_count(&r1));
-        *reorders_per_call = double(r1 - r0) / iters;
-        cleanup();
-        return ns;
-    } catch (...) {
-        cleanup();
-        throw;
     }
-}
-
-template <typename F>
-int run(F &&f) {
-    try {
-        f();
-        return 0;
-    } catch (const std::exception &e) {
-        last_error = e.what();
-    } catch (...) {
-        last_error = "unknown error";
-    }
-    return -1;
-}
+};
 
 } // namespace
 
 MKCB_API const char *mkcb_last_error(void) { return last_error.c_str(); }
 
-// Conv: src [n, ic, h, w], weights [oc, ic, k, k], bias, square stride/pad.
-MKCB_API int mkcb_conv2d(int mode, int64_t n, int64_t ic, int64_t oc, int64_t h, int64_t w,
-                         int64_t k, int64_t stride, int64_t pad, int iters, double *ns_per_call,
-                         double *reorders_per_call) {
-    return run([&] {
-        const ConvShape s{n, ic, oc, h, w, k, k, stride, pad};
-        *reorders_per_call = 0;
-        switch (mode) {
-        case BARE: *ns_per_call = conv_bare(s, iters); break;
-        case CACHED: *ns_per_call = conv_cached(s, iters, false, reorders_per_call); break;
-        case CACHED_NEW: *ns_per_call = conv_cached(s, iters, true, reorders_per_call); break;
-        case RECREATE: *ns_per_call = conv_recreate(s, iters); break;
-        default: throw std::runtime_error("unknown mode");
+// op "conv2d": params = {n, ic, oc, h, w, k, stride, pad}
+// op "relu":   params = dims (rank 2 or 4)
+// Returns NULL on failure (see mkcb_last_error).
+MKCB_API void *mkcb_create(const char *op, int mode, const int64_t *params, int nparams) {
+    try {
+        std::unique_ptr<Bench> b;
+        const std::string name = op ? op : "";
+        if (name == "conv2d" && nparams == 8) {
+            const ConvShape s{params[0], params[1], params[2], params[3],
+                              params[4], params[5], params[6], params[7]};
+            if (mode == BARE) b = std::make_unique<ConvBare>(s);
+            else if (mode == CACHED || mode == CACHED_NEW) b = std::make_unique<ConvCached>(s, mode == CACHED_NEW);
+            else if (mode == RECREATE) b = std::make_unique<ConvRecreate>(s);
+        } else if (name == "relu" && (nparams == 2 || nparams == 4)) {
+            const dnnl::memory::dims dims(params, params + nparams);
+            if (mode == BARE) b = std::make_unique<ReluBare>(dims);
+            else if (mode == CACHED || mode == CACHED_NEW) b = std::make_unique<ReluCached>(dims, mode == CACHED_NEW);
+            else if (mode == RECREATE) b = std::make_unique<ReluRecreate>(dims);
         }
-    });
+        if (!b) throw std::runtime_error("unknown op/mode/params: " + name);
+        b->call(); // warm-up
+        check(mkc_get_reorder_count(&b->reorders_before));
+        return b.release();
+    } catch (const std::exception &e) {
+        last_error = e.what();
+    }
+    return nullptr;
 }
 
-// ReLU on a [1, n] tensor.
-MKCB_API int mkcb_relu(int mode, int64_t n, int iters, double *ns_per_call,
-                       double *reorders_per_call) {
-    return run([&] {
-        *reorders_per_call = 0;
-        switch (mode) {
-        case BARE: *ns_per_call = relu_bare(n, iters); break;
-        case CACHED: *ns_per_call = relu_cached(n, iters, false, reorders_per_call); break;
-        case CACHED_NEW: *ns_per_call = relu_cached(n, iters, true, reorders_per_call); break;
-        case RECREATE: *ns_per_call = relu_recreate(n, iters); break;
-        default: throw std::runtime_error("unknown mode");
-        }
-    });
+MKCB_API void mkcb_run(void *bench, int64_t iters) {
+    auto *b = static_cast<Bench *>(bench);
+    for (int64_t i = 0; i < iters; ++i) b->call();
+}
+
+// Layout conversions mkcache executed since mkcb_create (0 for BARE/RECREATE
+// unless other mkcache work ran meanwhile).
+MKCB_API uint64_t mkcb_reorders_since_create(void *bench) {
+    uint64_t now = 0;
+    mkc_get_reorder_count(&now);
+    return now - static_cast<Bench *>(bench)->reorders_before;
+}
+
+MKCB_API void mkcb_destroy(void *bench) { delete static_cast<Bench *>(bench); }
+
+// Paired timing, robust to a noisy shared machine: alternates blocks of
+// `calls` calls of bench `a` and bench `b`, `blocks` times, and returns the
+// median seconds per call of each and the median of the per-block
+// differences (b - a).
+MKCB_API void mkcb_paired(void *a, void *b, int64_t calls, int blocks, double *median_a,
+                          double *median_b, double *median_diff) {
+    std::vector<double> ta, tb, diff;
+    auto time_block = [calls](Bench *bench) {
+        auto t0 = std::chrono::steady_clock::now();
+        for (int64_t i = 0; i < calls; ++i) bench->call();
+        auto t1 = std::chrono::steady_clock::now();
+        return std::chrono::duration<double>(t1 - t0).count() / static_cast<double>(calls);
+    };
+    for (int i = 0; i < blocks; ++i) {
+        const double x = time_block(static_cast<Bench *>(a));
+        const double y = time_block(static_cast<Bench *>(b));
+        ta.push_back(x);
+        tb.push_back(y);
+        diff.push_back(y - x);
+    }
+    auto median = [](std::vector<double> v) {
+        std::sort(v.begin(), v.end());
+        return v[v.size() / 2];
+    };
+    *median_a = median(ta);
+    *median_b = median(tb);
+    *median_diff = median(diff);
 }

@@ -1,0 +1,42 @@
+// Everything the library keeps per thread, in one place so the hot path
+// pays for one thread-local lookup instead of one per concern:
+//  - the cache context of seed "Data Caching": session id, input-shape
+//    group, capacity (0 = default mode, > 0 = clearing mode), executor id;
+//  - the target layout of seed "NHWC support";
+//  - the thread-id hash that default-mode keys carry;
+//  - key buffers and the oneDNN stream the thread executes on.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "mkcache/mkcache.h"
+
+namespace mkc {
+
+struct ThreadState {
+    ThreadState();
+
+    int64_t session = 0;
+    std::string input_shape; // "" = the default group
+    int64_t capacity = 0;
+    uint64_t executor = 0;
+    bool clearing_mode() const { return capacity > 0; }
+
+    mkc_layout target_layout = MKC_LAYOUT_CHANNELS_FIRST;
+
+    uint64_t thread_hash;
+
+    static constexpr int kKeyDepth = 8; // a handler may run a reorder's inside it
+    std::string key_buffers[kKeyDepth];
+    int key_depth = 0;
+
+    std::unique_ptr<dnnl::stream> stream; // created on first execution
+};
+
+ThreadState &thread_state();
+
+} // namespace mkc

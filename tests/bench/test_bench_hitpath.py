@@ -1,0 +1,108 @@
+"""The hit path: a cached mkcache call against the bare oneDNN primitive, a
+call that re-creates the primitive (oneDNN's own cache only), numpy, and
+torch when installed - all in one run.
+
+    pytest tests/bench --benchmark-only            # full measurement
+    pytest tests/bench --benchmark-disable         # quick check that it works
+"""
+import numpy as np
+import pytest
+
+import mkcache
+from conftest import NOTES, record
+from numpy_ops import conv2d_nchw
+
+try:
+    import torch
+except ImportError:  # torch is optional
+    torch = None
+
+CONV = {"conv2d 3x3 64->64 56x56 b1": (1, 64, 64, 56, 56, 3, 1, 1)}
+RELU = {"relu 1x16": (1, 16), "relu 1x64x56x56": (1, 64, 56, 56)}
+C_MODES = ["bare", "cached", "cached_new", "recreate"]
+
+
+def _c_bench(benchmark, helper, op, case, mode, params, calls):
+    handle = helper.create(op, mode, params)
+    try:
+        benchmark.pedantic(helper.lib.mkcb_run, args=(handle, calls), rounds=15,
+                           iterations=1, warmup_rounds=2)
+        record(benchmark, case, mode, calls)
+        if mode in ("cached", "cached_new"):
+            reorders = helper.lib.mkcb_reorders_since_create(handle)
+            if reorders:
+                NOTES[case].append(f"{mode}: {reorders} layout conversions during timing")
+    finally:
+        helper.lib.mkcb_destroy(handle)
+
+
+@pytest.mark.parametrize("mode", C_MODES)
+@pytest.mark.parametrize("case", list(CONV))
+def test_conv2d_c(benchmark, helper, case, mode):
+    benchmark.group = case
+    _c_bench(benchmark, helper, "conv2d", case, mode, CONV[case], calls=10)
+
+
+@pytest.mark.parametrize("mode", C_MODES)
+@pytest.mark.parametrize("case", list(RELU))
+def test_relu_c(benchmark, helper, case, mode):
+    benchmark.group = case
+    calls = 20000 if np.prod(RELU[case]) < 1024 else 500
+    _c_bench(benchmark, helper, "relu", case, mode, RELU[case], calls)
+
+
+def _conv_inputs(params):
+    n, ic, oc, h, w, k, stride, pad = params
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((n, ic, h, w), dtype=np.float32)
+    wt = rng.standard_normal((oc, ic, k, k), dtype=np.float32) * 0.05
+    b = rng.standard_normal(oc, dtype=np.float32)
+    return x, wt, b, pad
+
+
+@pytest.mark.parametrize("mode", ["python", "numpy", "torch"])
+@pytest.mark.parametrize("case", list(CONV))
+def test_conv2d_py(benchmark, case, mode):
+    benchmark.group = case
+    x, wt, b, pad = _conv_inputs(CONV[case])
+    if mode == "python":
+        # Inside a model: input already a library tensor, weights constant.
+        xt = mkcache.conv2d(np.ascontiguousarray(x.transpose(0, 2, 3, 1)),
+                            np.eye(x.shape[1], dtype=np.float32)[:, :, None, None],
+                            data_format="NHWC", name="bench_py_producer")
+        wt_t = mkcache.Tensor(wt, constant=True)
+        b_t = mkcache.Tensor(b, constant=True)
+        fn = lambda: mkcache.conv2d(xt, wt_t, b_t, padding=pad, data_format="NHWC",  # noqa: E731
+                                    name="bench_py_conv")
+    elif mode == "numpy":
+        fn = lambda: conv2d_nchw(x, wt, b, pad)  # noqa: E731
+    else:
+        if torch is None:
+            pytest.skip("torch is not installed")
+        tx = torch.from_numpy(x).contiguous(memory_format=torch.channels_last)
+        tw, tb = torch.from_numpy(wt), torch.from_numpy(b)
+
+        def fn():
+            with torch.no_grad():
+                return torch.nn.functional.conv2d(tx, tw, tb, padding=pad)
+    benchmark(fn)
+    record(benchmark, case, mode)
+
+
+@pytest.mark.parametrize("mode", ["python", "numpy", "torch"])
+@pytest.mark.parametrize("case", list(RELU))
+def test_relu_py(benchmark, case, mode):
+    benchmark.group = case
+    x = np.random.default_rng(0).standard_normal(RELU[case], dtype=np.float32)
+    out = np.empty_like(x)
+    if mode == "python":
+        fn = lambda: mkcache.relu(x, name="bench_py_relu")  # noqa: E731
+    elif mode == "numpy":
+        fn = lambda: np.maximum(x, 0, out=out)  # noqa: E731
+    else:
+        if torch is None:
+            pytest.skip("torch is not installed")
+        tx = torch.from_numpy(x)
+        fn = lambda: torch.relu(tx)  # noqa: E731
+    benchmark(fn)
+    record(benchmark, case, mode)
