@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import mkcache
-from conftest import NOTES, record
+from conftest import NOTES, RESULTS, record
 from numpy_ops import conv2d_nchw
 
 try:
@@ -49,6 +49,30 @@ def test_relu_c(benchmark, helper, case, mode):
     benchmark.group = case
     calls = 20000 if np.prod(RELU[case]) < 1024 else 500
     _c_bench(benchmark, helper, "relu", case, mode, RELU[case], calls)
+
+
+@pytest.mark.parametrize("case", list(CONV) + list(RELU))
+def test_hit_overhead_paired(benchmark, helper, case):
+    """Alternates blocks of bare and cached calls; the median per-block
+    difference is the cache's per-call overhead."""
+    benchmark.group = case
+    op, params = ("conv2d", CONV[case]) if case in CONV else ("relu", RELU[case])
+    calls = 5 if op == "conv2d" else (5000 if np.prod(params) < 1024 else 200)
+    bare = helper.create(op, "bare", params)
+    cached = helper.create(op, "cached", params)
+    try:
+        result = {}
+
+        def measure():
+            result["v"] = helper.paired(bare, cached, calls, 31)
+
+        benchmark.pedantic(measure, rounds=1, iterations=1)
+        if getattr(benchmark, "stats", None) is not None:
+            RESULTS[case]["paired_overhead"] = result["v"][2]
+            benchmark.extra_info["overhead_seconds_per_call"] = result["v"][2]
+    finally:
+        helper.lib.mkcb_destroy(bare)
+        helper.lib.mkcb_destroy(cached)
 
 
 def _conv_inputs(params):

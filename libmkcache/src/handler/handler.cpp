@@ -23,6 +23,20 @@ void check(dnnl_status_t status, const char *what) {
 struct ReorderEntry : PrimitiveEntry {};
 } // namespace
 
+namespace {
+std::atomic<uint64_t> next_entry_id{1};
+}
+
+PrimitiveEntry::PrimitiveEntry() : id(next_entry_id.fetch_add(1, std::memory_order_relaxed)) {}
+
+bool PrimitiveEntry::matches(const Tensor &t, int arg_id, const dnnl::memory::desc &want) const {
+    const uint64_t key = layout_match_key(id, arg_id);
+    if (t.layout_match.load(std::memory_order_relaxed) == key) return true;
+    if (!(t.desc == want)) return false;
+    t.layout_match.store(key, std::memory_order_relaxed);
+    return true;
+}
+
 void PrimitiveEntry::set_args(const std::vector<std::pair<int, dnnl::memory::desc>> &args) {
     for (auto &a : args) {
         arg_ids.push_back(a.first);
@@ -94,8 +108,12 @@ std::shared_ptr<PrimitiveEntry> Handler::lookup() {
         std::memcmp(entry->signature.data(), signature_, sizeof(int64_t) * signature_size_) != 0)
         return nullptr;
     if (entry->exact_inputs.size() != static_cast<size_t>(exact_size_)) return nullptr;
-    for (int i = 0; i < exact_size_; ++i)
-        if (!(entry->exact_inputs[i] == *exact_inputs_[i])) return nullptr;
+    for (int i = 0; i < exact_size_; ++i) {
+        const bool same = exact_tensors_[i]
+                              ? entry->matches(*exact_tensors_[i], exact_args_[i], entry->exact_inputs[i])
+                              : entry->exact_inputs[i] == *exact_inputs_[i];
+        if (!same) return nullptr;
+    }
     return entry;
 }
 
@@ -144,27 +162,35 @@ void Handler::Execution::input(int arg_id, const Tensor &tensor,
                                const dnnl::memory::desc *view) {
     const dnnl::memory::desc &want = entry_.arg_descs[entry_.arg_index(arg_id)];
     const dnnl::memory::desc &have = view ? *view : tensor.desc;
-    if (have == want) {
+    if (view ? have == want : entry_.matches(tensor, arg_id, want)) {
         raw(arg_id, tensor.data);
         return;
     }
     if (tensor.constant) {
         // The caller promised the data never changes: convert once and keep
-        // the copy in the tensor (freed with it, shared by every entry).
-        std::shared_ptr<void> copy;
+        // the copy in the tensor (freed with it, shared by every entry). The
+        // copy lives as long as the tensor, which outlives this call, and is
+        // only dropped by calls that need exclusive access to the tensor.
+        const uint64_t key = layout_match_key(entry_.id, arg_id);
+        void *copy = nullptr;
         {
             std::lock_guard<std::mutex> lock(tensor.mutex);
-            for (auto &c : tensor.converted)
-                if (c.first == want) copy = c.second;
+            for (auto &c : tensor.converted) {
+                if (c.match == key || c.desc == want) {
+                    c.match = key;
+                    copy = c.data.get();
+                    break;
+                }
+            }
         }
         if (!copy) {
-            copy = allocate(want.get_size(), false);
-            reorder(have, tensor.data, want, copy.get());
+            auto converted = allocate(want.get_size(), false);
+            reorder(have, tensor.data, want, converted.get());
             std::lock_guard<std::mutex> lock(tensor.mutex);
-            tensor.converted.emplace_back(want, copy);
+            tensor.converted.push_back({want, converted, key});
+            copy = converted.get();
         }
-        temporaries_.push_back(copy);
-        raw(arg_id, copy.get());
+        raw(arg_id, copy);
         return;
     }
     auto temp = allocate(want.get_size(), false);
@@ -182,10 +208,10 @@ void Handler::Execution::run() {
 
 // ------------------------------------------------------------------- Output
 
-Handler::Output Handler::prepare_output(mkc_tensor **dst, const dnnl::memory::desc &desc,
-                                        mkc_layout layout, mkc_dtype dtype, const char *op,
-                                        const void *in_place_src) {
-    (void)in_place_src;
+Handler::Output Handler::prepare_output(mkc_tensor **dst, const PrimitiveEntry &entry,
+                                        int arg_id, mkc_layout layout, mkc_dtype dtype,
+                                        const char *op) {
+    const dnnl::memory::desc &desc = entry.arg_desc(arg_id);
     Output out;
     out.desc = &desc;
     if (*dst == nullptr) {
@@ -196,9 +222,12 @@ Handler::Output Handler::prepare_output(mkc_tensor **dst, const dnnl::memory::de
     }
     Tensor &t = **dst;
     require(t.dtype == dtype, op, ": dst dtype does not match the result");
-    if (!(t.desc == desc))
-        require(t.dims == desc.get_dims(), op, ": dst shape does not match the result");
     out.tensor = &t;
+    if (entry.matches(t, arg_id, desc)) { // the common case: same tensor, same call
+        out.data = t.data;
+        return out;
+    }
+    require(t.dims == desc.get_dims(), op, ": dst shape does not match the result");
     if (adopt_result_layout(t, desc)) {
         out.data = t.data;
     } else {

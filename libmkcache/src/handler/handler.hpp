@@ -22,10 +22,21 @@
 
 namespace mkc {
 
+// The value mkc_tensor::layout_match holds for (entry, argument).
+inline uint64_t layout_match_key(uint64_t entry_id, int arg_id) {
+    return (entry_id << 20) | static_cast<uint64_t>(arg_id & 0xfffff);
+}
+
 // What every cached operator entry holds. Operators derive from it to keep
 // their primitive descriptor too (the backward pass needs it).
 struct PrimitiveEntry {
+    PrimitiveEntry();
     virtual ~PrimitiveEntry() = default;
+
+    const uint64_t id; // unique for the process, never reused
+    // Does `t` (already) have exactly the layout this entry wants for
+    // `arg_id`? Remembered in the tensor, see mkc_tensor::layout_match.
+    bool matches(const Tensor &t, int arg_id, const dnnl::memory::desc &want) const;
 
     std::vector<int64_t> signature;               // what the primitive was built for
     std::vector<dnnl::memory::desc> exact_inputs; // input layouts it was built for, if any
@@ -82,7 +93,16 @@ public:
     // The descriptor must outlive the handler.
     void sign_layout(const dnnl::memory::desc &desc) {
         if (exact_size_ == kMaxExact) overflow();
-        exact_inputs_[exact_size_++] = &desc;
+        exact_inputs_[exact_size_] = &desc;
+        exact_tensors_[exact_size_] = nullptr;
+        exact_args_[exact_size_++] = 0;
+    }
+    // The same for a tensor that is the primitive's argument `arg_id` (lets
+    // the check use the tensor's remembered match).
+    void sign_layout(const Tensor &tensor, int arg_id) {
+        sign_layout(tensor.desc);
+        exact_tensors_[exact_size_ - 1] = &tensor;
+        exact_args_[exact_size_ - 1] = arg_id;
     }
 
     const std::string &key() const { return *key_; }
@@ -135,9 +155,8 @@ public:
         void *data = nullptr; // where the primitive writes
         const dnnl::memory::desc *desc = nullptr; // owned by the entry
     };
-    static Output prepare_output(mkc_tensor **dst, const dnnl::memory::desc &desc,
-                                 mkc_layout layout, mkc_dtype dtype, const char *op,
-                                 const void *in_place_src = nullptr);
+    static Output prepare_output(mkc_tensor **dst, const PrimitiveEntry &entry, int arg_id,
+                                 mkc_layout layout, mkc_dtype dtype, const char *op);
     static void finish_output(Output &out, mkc_tensor **dst);
 
 private:
@@ -154,6 +173,8 @@ private:
     int64_t signature_[kMaxSignature];
     int signature_size_ = 0;
     const dnnl::memory::desc *exact_inputs_[kMaxExact];
+    const Tensor *exact_tensors_[kMaxExact];
+    int exact_args_[kMaxExact];
     int exact_size_ = 0;
 };
 

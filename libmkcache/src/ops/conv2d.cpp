@@ -139,7 +139,7 @@ void conv2d(const mkc_conv2d_params &p, const Tensor &src, const Tensor &weights
         return e;
     });
 
-    Handler::Output out = Handler::prepare_output(dst, entry->arg_desc(DNNL_ARG_DST), data_format,
+    Handler::Output out = Handler::prepare_output(dst, *entry, DNNL_ARG_DST, data_format,
                                                   MKC_DTYPE_F32, "conv2d");
     {
         Handler::Execution exec(*entry);

@@ -51,7 +51,7 @@ void activation(mkc_activation_kind kind, float alpha, float beta, const char *n
     handler.sign(kind);
     handler.sign_float(alpha);
     handler.sign_float(beta);
-    handler.sign_layout(src.desc);
+    handler.sign_layout(src, DNNL_ARG_SRC);
 
     auto entry = handler.acquire_primitive<EltwiseEntry>([&] {
         auto e = std::make_shared<EltwiseEntry>();
@@ -65,8 +65,7 @@ void activation(mkc_activation_kind kind, float alpha, float beta, const char *n
     });
 
     Handler::Output out =
-        Handler::prepare_output(dst, entry->arg_desc(DNNL_ARG_DST), src.layout, src.dtype,
-                                "activation");
+        Handler::prepare_output(dst, *entry, DNNL_ARG_DST, src.layout, src.dtype, "activation");
     {
         Handler::Execution exec(*entry);
         exec.input(DNNL_ARG_SRC, src);

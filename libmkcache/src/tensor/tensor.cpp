@@ -62,6 +62,7 @@ std::unique_ptr<Tensor> make_owned_tensor(const dnnl::memory::desc &desc, mkc_la
 void set_desc(Tensor &t, const dnnl::memory::desc &desc) {
     t.desc = desc;
     t.dims = desc.get_dims();
+    t.layout_match.store(0, std::memory_order_relaxed);
 }
 
 Dims caller_dims(const Tensor &t) { return layout::to_caller_order(t.dims, t.layout); }
@@ -101,6 +102,7 @@ bool adopt_result_layout(Tensor &dst, const dnnl::memory::desc &desc) {
     if (dst.owned && desc.get_size() <= dst.desc.get_size()) {
         std::lock_guard<std::mutex> lock(dst.mutex);
         dst.desc = desc; // same dims: the cached dims stay valid
+        dst.layout_match.store(0, std::memory_order_relaxed);
         dst.format.clear();
         dst.converted.clear();
         return true;
@@ -111,6 +113,7 @@ bool adopt_result_layout(Tensor &dst, const dnnl::memory::desc &desc) {
         dst.owned = std::move(storage);
         dst.data = dst.owned.get();
         dst.desc = desc;
+        dst.layout_match.store(0, std::memory_order_relaxed);
         dst.format.clear();
         dst.converted.clear();
         return true;

@@ -3,6 +3,7 @@
 // or owned, and the caller-facing layout the shape is reported in.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -23,10 +24,21 @@ struct mkc_tensor {
     std::shared_ptr<void> owned; // set when the tensor owns `data`
     bool constant = false;       // caller promised data never changes
 
+    // Hit-path shortcut: "desc equals the layout primitive entry E wants
+    // for argument A" is remembered as (E.id << 20) | A (entry ids are never
+    // reused), so a repeated call skips oneDNN's descriptor comparison.
+    // Reset whenever desc changes.
+    mutable std::atomic<uint64_t> layout_match{0};
+
     mutable std::mutex mutex;    // guards the two lazily filled fields below
     mutable std::string format;  // oneDNN format name, filled on first query
     // Converted copies of a constant tensor, one per layout asked for.
-    mutable std::vector<std::pair<dnnl::memory::desc, std::shared_ptr<void>>> converted;
+    struct Converted {
+        dnnl::memory::desc desc;
+        std::shared_ptr<void> data;
+        uint64_t match = 0; // last entry/argument it served, as layout_match
+    };
+    mutable std::vector<Converted> converted;
 };
 
 namespace mkc {
