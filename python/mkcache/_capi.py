@@ -112,6 +112,15 @@ for _name, _argtypes in _SIGNATURES.items():
     _fn.errcheck = _errcheck
 
 
+# The same functions without errcheck, for hot paths that check the status
+# inline (an errcheck hook costs a Python call on every call).
+fast = {name: lib[name] for name in ("mkc_tensor_wrap", "mkc_tensor_destroy", "mkc_conv2d",
+                                     "mkc_activation", "mkc_tensor_export")}
+for _name, _fn in fast.items():
+    _fn.argtypes = _SIGNATURES[_name]
+    _fn.restype = status_t
+
+
 def call_with_buffer(fn, *args) -> str:
     """Calls a function following the (buf, size, needed) convention."""
     needed = c_size_t(0)

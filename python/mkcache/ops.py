@@ -7,35 +7,33 @@ import numbers
 
 from . import _capi, _layout
 from .errors import InvalidArgumentError
-from .tensor import Tensor
+from .tensor import Tensor, check_array, wrap_handle
 
 _lib = _capi.lib
+_destroy = _capi.fast["mkc_tensor_destroy"]
+_conv2d = _capi.fast["mkc_conv2d"]
+_activation = _capi.fast["mkc_activation"]
 
 
 class _Args:
-    """Turns operator arguments into C handles; wraps numpy arrays for the
-    duration of one call and destroys those wrappers afterwards."""
+    """Turns operator arguments into C handles; numpy arrays are wrapped for
+    the duration of one call and the wrappers destroyed afterwards."""
 
     __slots__ = ("temporaries",)
 
     def __init__(self):
         self.temporaries = []
 
-    def handle(self, value, argument: str, layout=None):
+    def handle(self, value, argument: str, layout_value: int = _capi.LAYOUT_CHANNELS_FIRST):
         if isinstance(value, Tensor):
             return value.handle
-        t = Tensor(_check(value, argument), layout)
-        self.temporaries.append(t)
-        return t._handle
+        h = wrap_handle(check_array(value, argument), layout_value)
+        self.temporaries.append(h)
+        return h
 
     def close(self):
-        for t in self.temporaries:
-            t.close()
-
-
-def _check(value, argument):
-    from .tensor import check_array
-    return check_array(value, argument)
+        for h in self.temporaries:
+            _destroy(h)
 
 
 def _pair(value, argument: str) -> tuple:
@@ -77,6 +75,10 @@ def _padding(padding, kernel, stride, dilation, spatial) -> tuple:
         return items
     raise InvalidArgumentError(
         f"padding must have 2 (ph, pw) or 4 (top, bottom, left, right) values, got {padding!r}")
+
+
+def _default_layout() -> int:
+    return _layout.explicit_target() or _capi.LAYOUT_CHANNELS_FIRST
 
 
 def _name(name):
@@ -125,8 +127,8 @@ def conv2d(x, weight, bias=None, *, stride=1, padding=0, dilation=1, groups=1,
     d = _pair(dilation, "dilation")
     args = _Args()
     try:
-        hx = args.handle(x, "x", data_format)
-        hw = args.handle(weight, "weight", "NCHW")
+        hx = args.handle(x, "x", fmt)
+        hw = args.handle(weight, "weight")
         hb = None if bias is None else args.handle(bias, "bias")
         if isinstance(padding, str):
             wshape = weight.shape
@@ -146,7 +148,9 @@ def conv2d(x, weight, bias=None, *, stride=1, padding=0, dilation=1, groups=1,
         p.activation = _ACTIVATIONS[activation]
         p.name = _name(name)
         dst = _out_handle(out)
-        _lib.mkc_conv2d(ctypes.byref(p), hx, hw, hb, ctypes.byref(dst))
+        status = _conv2d(ctypes.byref(p), hx, hw, hb, ctypes.byref(dst))
+        if status:
+            _capi.raise_for(status)
         return _result(out, dst)
     finally:
         args.close()
@@ -154,11 +158,19 @@ def conv2d(x, weight, bias=None, *, stride=1, padding=0, dilation=1, groups=1,
 
 def relu(x, *, name=None, out=None) -> Tensor:
     """max(x, 0), in x's layout. ``out=x`` (a Tensor) runs in place."""
-    args = _Args()
+    if isinstance(x, Tensor):
+        hx, temporary = x.handle, None
+    else:
+        # Wrap the array for this call only; a layout label does not matter
+        # to an element-wise op, the result keeps it.
+        hx = temporary = wrap_handle(check_array(x, "x"), _default_layout())
     try:
-        hx = args.handle(x, "x")
         dst = _out_handle(out)
-        _lib.mkc_activation(_capi.ACTIVATION_RELU, 0.0, 0.0, _name(name), hx, ctypes.byref(dst))
+        status = _activation(_capi.ACTIVATION_RELU, 0.0, 0.0, _name(name), hx,
+                             ctypes.byref(dst))
+        if status:
+            _capi.raise_for(status)
         return _result(out, dst)
     finally:
-        args.close()
+        if temporary is not None:
+            _destroy(temporary)
