@@ -62,7 +62,11 @@ typedef enum mkc_status {
     MKC_STATUS_OUT_OF_MEMORY = 4,
     MKC_STATUS_BUFFER_TOO_SMALL = 5,  /* a caller buffer cannot hold the result  */
     MKC_STATUS_ONEDNN_ERROR = 6,      /* oneDNN rejected the request             */
-    MKC_STATUS_INTERNAL_ERROR = 7     /* a bug in libmkcache; please report it   */
+    MKC_STATUS_INTERNAL_ERROR = 7,    /* a bug in libmkcache; please report it   */
+    /* Every enum ends with a 32-bit sentinel (as Vulkan's do): any int value
+     * a caller passes is then a valid value of the type, and rejected with a
+     * status instead of being undefined behaviour inside the library. */
+    MKC_STATUS_MAX_ENUM = 0x7fffffff
 } mkc_status;
 
 /* A static, never-NULL name for a status ("MKC_STATUS_OK", ...). */
@@ -95,7 +99,8 @@ MKC_API mkc_status mkc_get_reorder_count(uint64_t *count);
 /* ------------------------------------------------------------------------ */
 
 typedef enum mkc_dtype {
-    MKC_DTYPE_F32 = 1
+    MKC_DTYPE_F32 = 1,
+    MKC_DTYPE_MAX_ENUM = 0x7fffffff
 } mkc_dtype;
 
 /* Plain layouts a caller's data can be in. The library keeps its own results
@@ -117,7 +122,8 @@ typedef enum mkc_layout {
     MKC_LAYOUT_NCHW = MKC_LAYOUT_CHANNELS_FIRST,
     MKC_LAYOUT_NHWC = MKC_LAYOUT_CHANNELS_LAST,
     MKC_LAYOUT_NCDHW = MKC_LAYOUT_CHANNELS_FIRST,
-    MKC_LAYOUT_NDHWC = MKC_LAYOUT_CHANNELS_LAST
+    MKC_LAYOUT_NDHWC = MKC_LAYOUT_CHANNELS_LAST,
+    MKC_LAYOUT_MAX_ENUM = 0x7fffffff
 } mkc_layout;
 
 /* The thread-local target layout (seed "NHWC support"): the plain layout data
@@ -314,7 +320,8 @@ MKC_API mkc_status mkc_cache_get_keys(int64_t session_id, char *buf,
 
 typedef enum mkc_activation_kind {
     MKC_ACTIVATION_NONE = 0,
-    MKC_ACTIVATION_RELU = 1
+    MKC_ACTIVATION_RELU = 1,
+    MKC_ACTIVATION_MAX_ENUM = 0x7fffffff
 } mkc_activation_kind;
 
 typedef struct mkc_conv2d_params {

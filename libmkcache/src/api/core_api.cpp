@@ -69,6 +69,7 @@ MKC_API const char *mkc_status_string(mkc_status status) {
     case MKC_STATUS_BUFFER_TOO_SMALL: return "MKC_STATUS_BUFFER_TOO_SMALL";
     case MKC_STATUS_ONEDNN_ERROR: return "MKC_STATUS_ONEDNN_ERROR";
     case MKC_STATUS_INTERNAL_ERROR: return "MKC_STATUS_INTERNAL_ERROR";
+    default: break;
     }
     return "MKC_STATUS_UNKNOWN";
 }

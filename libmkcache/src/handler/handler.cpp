@@ -58,6 +58,7 @@ void reorder(const dnnl::memory::desc &from, const void *src_data, const dnnl::m
     Handler handler("reorder", nullptr,
                     "reorder:" + format_name(from) + "->" + format_name(to), nullptr,
                     from.get_dims());
+    handler.sign(3); // operator id
     handler.sign_layout(from);
     handler.sign_layout(to);
     auto entry = handler.acquire_primitive<ReorderEntry>([&] {
@@ -105,7 +106,8 @@ std::shared_ptr<PrimitiveEntry> Handler::lookup() {
     auto entry = std::static_pointer_cast<PrimitiveEntry>(blob);
     // Same name, other arguments: never reuse a primitive built for others.
     if (entry->signature.size() != static_cast<size_t>(signature_size_) ||
-        std::memcmp(entry->signature.data(), signature_, sizeof(int64_t) * signature_size_) != 0)
+        (signature_size_ > 0 &&
+         std::memcmp(entry->signature.data(), signature_, sizeof(int64_t) * signature_size_) != 0))
         return nullptr;
     if (entry->exact_inputs.size() != static_cast<size_t>(exact_size_)) return nullptr;
     for (int i = 0; i < exact_size_; ++i) {

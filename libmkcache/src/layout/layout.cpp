@@ -68,6 +68,7 @@ const char *name(mkc_layout layout) {
     case MKC_LAYOUT_TARGET: return "TARGET";
     case MKC_LAYOUT_CHANNELS_FIRST: return "NCHW";
     case MKC_LAYOUT_CHANNELS_LAST: return "NHWC";
+    default: break;
     }
     return "?";
 }

@@ -24,7 +24,7 @@ struct Algorithm {
 Algorithm algorithm_of(mkc_activation_kind kind) {
     switch (kind) {
     case MKC_ACTIVATION_RELU: return {dnnl::algorithm::eltwise_relu, "relu"};
-    case MKC_ACTIVATION_NONE: break;
+    default: break;
     }
     fail(MKC_STATUS_INVALID_ARGUMENT, "activation: unsupported kind ", static_cast<int>(kind));
 }

@@ -11,6 +11,7 @@ namespace mkc {
 dnnl::memory::data_type to_onednn(mkc_dtype dtype) {
     switch (dtype) {
     case MKC_DTYPE_F32: return dnnl::memory::data_type::f32;
+    default: break;
     }
     fail(MKC_STATUS_UNSUPPORTED, "unsupported dtype ", static_cast<int>(dtype),
          " (this build supports MKC_DTYPE_F32)");
@@ -19,6 +20,7 @@ dnnl::memory::data_type to_onednn(mkc_dtype dtype) {
 size_t dtype_size(mkc_dtype dtype) {
     switch (dtype) {
     case MKC_DTYPE_F32: return 4;
+    default: break;
     }
     fail(MKC_STATUS_UNSUPPORTED, "unsupported dtype ", static_cast<int>(dtype));
 }
