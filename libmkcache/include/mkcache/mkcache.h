@@ -289,7 +289,9 @@ typedef struct mkc_cache_stats {
     uint64_t entries;         /* entries held now                            */
     uint64_t groups;          /* input-shape groups held now                 */
     uint64_t sessions;        /* sessions held now                           */
-    uint64_t bytes;           /* bytes held now (see mkc_cache_set_blob)     */
+    uint64_t bytes;           /* bytes entries declare: blob nbytes, primitive
+                                 scratchpads (oneDNN does not report the size of
+                                 JIT code, so primitives weigh more than this) */
 } mkc_cache_stats;
 
 /* Counters for the whole cache. */
