@@ -1,0 +1,143 @@
+/* Real threads against the C ABI, no Python in between: default-mode
+ * threads sharing one model and its constant weights, clearing-mode threads
+ * each in its own session at capacity, and a thread resetting the whole
+ * cache meanwhile. Every result is checked against a direct reference.
+ * Built with sanitizers in CI (ASan/UBSan; TSan by hand, see README). */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mkcache/mkcache.h"
+
+enum { C = 8, O = 8, K = 3, ITER = 60, DEFAULT_THREADS = 4, CLEARING_THREADS = 3 };
+
+static float weights[O * C * K * K];
+static mkc_tensor *shared_w; /* constant, used by every thread */
+static int stop_resetting; /* guarded by failures_mutex */
+static int failures;
+static pthread_mutex_t failures_mutex = PTHREAD_MUTEX_INITIALIZER;
+
+static void fail(const char *what, int thread) {
+    pthread_mutex_lock(&failures_mutex);
+    ++failures;
+    fprintf(stderr, "thread %d: %s (last error: %s)\n", thread, what, mkc_last_error());
+    pthread_mutex_unlock(&failures_mutex);
+}
+
+/* relu(conv3x3, pad 1) at every output point, then compare. */
+static int check(const float *x, const float *y, int n, int h, int w) {
+    for (int in = 0; in < n; ++in)
+        for (int o = 0; o < O; ++o)
+            for (int i = 0; i < h; ++i)
+                for (int j = 0; j < w; ++j) {
+                    double acc = 0, mag = 0;
+                    for (int c = 0; c < C; ++c)
+                        for (int ki = 0; ki < K; ++ki)
+                            for (int kj = 0; kj < K; ++kj) {
+                                int yy = i + ki - 1, xx = j + kj - 1;
+                                if (yy < 0 || yy >= h || xx < 0 || xx >= w) continue;
+                                double p = (double)x[((in * C + c) * h + yy) * w + xx] *
+                                           weights[((o * C + c) * K + ki) * K + kj];
+                                acc += p;
+                                mag += fabs(p);
+                            }
+                    double want = acc > 0 ? acc : 0;
+                    double got = y[((in * O + o) * h + i) * w + j];
+                    if (fabs(got - want) > 4.0 * (C * K * K + 1) * 1.2e-7 * mag + 1e-30) return 0;
+                }
+    return 1;
+}
+
+static void run_once(int thread, int step, const char *name) {
+    int n = 1 + (step + thread) % 2, h = 5 + step % 4, w = 6 + (step * 7 + thread) % 5;
+    size_t xs = (size_t)n * C * h * w, ys = (size_t)n * O * h * w;
+    float *x = malloc(xs * sizeof(float)), *y = malloc(ys * sizeof(float));
+    for (size_t i = 0; i < xs; ++i) x[i] = (float)((int)((i * 7919 + thread) % 17) - 8) / 8.0f;
+    const int64_t dims[4] = {n, C, h, w};
+    mkc_tensor *tx = NULL, *ty = NULL;
+    mkc_conv2d_params p;
+    mkc_conv2d_params_init(&p);
+    p.pad_begin[0] = p.pad_begin[1] = p.pad_end[0] = p.pad_end[1] = 1;
+    p.name = name;
+    if (mkc_tensor_wrap(MKC_DTYPE_F32, 4, dims, MKC_LAYOUT_NCHW, x, &tx) != MKC_STATUS_OK ||
+        mkc_conv2d(&p, tx, shared_w, NULL, &ty) != MKC_STATUS_OK ||
+        mkc_activation(MKC_ACTIVATION_RELU, 0.f, 0.f, "relu", ty, &ty) != MKC_STATUS_OK ||
+        mkc_tensor_export(ty, MKC_LAYOUT_NCHW, y, ys * sizeof(float)) != MKC_STATUS_OK)
+        fail("call failed", thread);
+    else if (!check(x, y, n, h, w))
+        fail("wrong result", thread);
+    mkc_tensor_destroy(ty);
+    mkc_tensor_destroy(tx);
+    free(x);
+    free(y);
+}
+
+static void *default_mode(void *arg) {
+    int id = (int)(size_t)arg;
+    for (int i = 0; i < ITER; ++i) run_once(id, i, "conv");
+    return NULL;
+}
+
+static void *clearing_mode(void *arg) {
+    int id = (int)(size_t)arg;
+    mkc_cache_set_session(1000 + id);
+    mkc_cache_set_capacity(2);
+    for (int i = 0; i < ITER; ++i) {
+        char shape[32];
+        snprintf(shape, sizeof shape, "group%d", i % 5);
+        mkc_cache_set_input_shape(shape);
+        run_once(id, i, "conv");
+        mkc_cache_stats s;
+        mkc_cache_get_session_stats(1000 + id, &s);
+        if (s.groups > 2) fail("clearing mode exceeded its capacity", id);
+    }
+    return NULL;
+}
+
+static int should_stop(void) {
+    pthread_mutex_lock(&failures_mutex);
+    int stop = stop_resetting;
+    pthread_mutex_unlock(&failures_mutex);
+    return stop;
+}
+
+static void *resetter(void *arg) {
+    (void)arg;
+    while (!should_stop()) {
+        mkc_cache_reset();
+        mkc_cache_stats s;
+        mkc_cache_get_stats(&s);
+    }
+    return NULL;
+}
+
+int main(void) {
+    for (int i = 0; i < O * C * K * K; ++i) weights[i] = (float)((i * 31 % 19) - 9) / 19.0f;
+    const int64_t wd[4] = {O, C, K, K};
+    if (mkc_tensor_wrap(MKC_DTYPE_F32, 4, wd, MKC_LAYOUT_NCHW, weights, &shared_w) != MKC_STATUS_OK ||
+        mkc_tensor_set_constant(shared_w, 1) != MKC_STATUS_OK) {
+        fprintf(stderr, "setup failed: %s\n", mkc_last_error());
+        return 1;
+    }
+    pthread_t t[DEFAULT_THREADS + CLEARING_THREADS], r;
+    pthread_create(&r, NULL, resetter, NULL);
+    for (int i = 0; i < DEFAULT_THREADS; ++i)
+        pthread_create(&t[i], NULL, default_mode, (void *)(size_t)i);
+    for (int i = 0; i < CLEARING_THREADS; ++i)
+        pthread_create(&t[DEFAULT_THREADS + i], NULL, clearing_mode, (void *)(size_t)(10 + i));
+    for (int i = 0; i < DEFAULT_THREADS + CLEARING_THREADS; ++i) pthread_join(t[i], NULL);
+    pthread_mutex_lock(&failures_mutex);
+    stop_resetting = 1;
+    pthread_mutex_unlock(&failures_mutex);
+    pthread_join(r, NULL);
+    mkc_tensor_destroy(shared_w);
+    mkc_cache_reset();
+    if (failures) {
+        fprintf(stderr, "%d failure(s)\n", failures);
+        return 1;
+    }
+    printf("test_threads: all results correct\n");
+    return 0;
+}
