@@ -19,7 +19,9 @@ from ._layout import get_target_layout, target_layout  # noqa: E402
 from .errors import (BufferTooSmallError, DTypeError, Error, InternalError,  # noqa: E402
                      InvalidArgumentError, InvalidHandleError, OneDNNError, OutOfMemoryError,
                      UnsupportedError)
-from .ops import conv2d, relu  # noqa: E402
+from ._capi import ACTIVATIONS  # noqa: E402
+from .ops import (abs, activation, clip, conv2d, elu, exp, gelu, hardswish,  # noqa: E402,A004
+                  leaky_relu, log, mish, relu, relu6, sigmoid, silu, sqrt, square, swish, tanh)
 from .tensor import Tensor  # noqa: E402
 
 
@@ -44,7 +46,9 @@ if library_version() != __version__:
         f"but the mkcache package is {__version__}; reinstall, or fix MKCACHE_LIBRARY")
 
 __all__ = [
-    "__version__", "build_info", "cache", "conv2d", "relu", "Tensor", "target_layout",
+    "__version__", "build_info", "cache", "conv2d", "activation", "ACTIVATIONS", "relu",
+    "leaky_relu", "elu", "gelu", "tanh", "sigmoid", "swish", "silu", "hardswish", "mish",
+    "clip", "relu6", "sqrt", "abs", "exp", "log", "square", "Tensor", "target_layout",
     "get_target_layout", "Error", "InvalidArgumentError", "InvalidHandleError", "DTypeError",
     "UnsupportedError", "OutOfMemoryError", "BufferTooSmallError", "OneDNNError",
     "InternalError",

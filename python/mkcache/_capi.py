@@ -20,6 +20,15 @@ MAX_NDIMS = 6
 DTYPE_F32 = 1
 LAYOUT_TARGET, LAYOUT_CHANNELS_FIRST, LAYOUT_CHANNELS_LAST = 0, 1, 2
 ACTIVATION_NONE, ACTIVATION_RELU = 0, 1
+# name -> (kind, alpha, beta) with the parameters PyTorch's defaults imply.
+ACTIVATIONS = {
+    "relu": (1, 0.0, 0.0), "leaky_relu": (1, 0.01, 0.0), "elu": (2, 1.0, 0.0),
+    "gelu": (3, 0.0, 0.0), "gelu_tanh": (4, 0.0, 0.0), "tanh": (5, 0.0, 0.0),
+    "sigmoid": (6, 0.0, 0.0), "swish": (7, 1.0, 0.0), "silu": (7, 1.0, 0.0),
+    "hardswish": (8, 1.0 / 6.0, 0.5), "mish": (9, 0.0, 0.0), "clip": (10, 0.0, 0.0),
+    "relu6": (10, 0.0, 6.0), "sqrt": (11, 0.0, 0.0), "abs": (12, 0.0, 0.0),
+    "exp": (13, 0.0, 0.0), "log": (14, 0.0, 0.0), "square": (15, 0.0, 0.0),
+}
 
 tensor_p = c_void_p
 blob_p = c_void_p
@@ -42,6 +51,8 @@ class Conv2dParams(Structure):
         ("groups", c_int64),
         ("data_format", c_int),
         ("activation", c_int),
+        ("activation_alpha", c_float),
+        ("activation_beta", c_float),
         ("name", c_char_p),
     ]
 

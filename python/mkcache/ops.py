@@ -103,9 +103,6 @@ def _out_handle(out):
     return _capi.tensor_p(out.handle.value)
 
 
-_ACTIVATIONS = {None: _capi.ACTIVATION_NONE, "relu": _capi.ACTIVATION_RELU}
-
-
 def conv2d(x, weight, bias=None, *, stride=1, padding=0, dilation=1, groups=1,
            data_format="NCHW", activation=None, name=None, out=None) -> Tensor:
     """2-D convolution.
@@ -113,14 +110,20 @@ def conv2d(x, weight, bias=None, *, stride=1, padding=0, dilation=1, groups=1,
     x: [N, C, H, W] (or [N, H, W, C] with ``data_format="NHWC"``).
     weight: [O, C/groups, KH, KW], always OIHW. bias: [O] or None.
     padding: int, (ph, pw), (top, bottom, left, right), "same" or "valid".
-    activation: None or "relu" (fused). name: the cache name (derived from
-    the arguments when None). out: a Tensor to write into.
+    activation: None or a name from ``mkcache.ACTIVATIONS`` ("relu", "gelu",
+    "relu6", ...), fused as a oneDNN post-op. name: the cache name (derived
+    from the arguments when None). out: a Tensor to write into.
     """
     fmt = _layout.to_enum(data_format, "data_format")
     if fmt == _capi.LAYOUT_TARGET:
         raise InvalidArgumentError("data_format must be 'NCHW' or 'NHWC'")
-    if activation not in _ACTIVATIONS:
-        raise InvalidArgumentError(f"activation must be None or 'relu', got {activation!r}")
+    if activation is None:
+        act = (_capi.ACTIVATION_NONE, 0.0, 0.0)
+    elif activation in _capi.ACTIVATIONS:
+        act = _capi.ACTIVATIONS[activation]
+    else:
+        raise InvalidArgumentError(
+            f"activation must be None or one of {sorted(_capi.ACTIVATIONS)}, got {activation!r}")
     if not isinstance(groups, numbers.Integral):
         raise InvalidArgumentError(f"groups must be an int, got {groups!r}")
     s = _pair(stride, "stride")
@@ -145,7 +148,7 @@ def conv2d(x, weight, bias=None, *, stride=1, padding=0, dilation=1, groups=1,
         p.dilation[:] = d
         p.groups = int(groups)
         p.data_format = fmt
-        p.activation = _ACTIVATIONS[activation]
+        p.activation, p.activation_alpha, p.activation_beta = act
         p.name = _name(name)
         dst = _out_handle(out)
         status = _conv2d(ctypes.byref(p), hx, hw, hb, ctypes.byref(dst))
@@ -156,8 +159,19 @@ def conv2d(x, weight, bias=None, *, stride=1, padding=0, dilation=1, groups=1,
         args.close()
 
 
-def relu(x, *, name=None, out=None) -> Tensor:
-    """max(x, 0), in x's layout. ``out=x`` (a Tensor) runs in place."""
+def activation(x, kind: str, alpha=None, beta=None, *, name=None, out=None) -> Tensor:
+    """Element-wise activation `kind` (a name from ``mkcache.ACTIVATIONS``) in
+    x's layout; alpha/beta override the kind's default parameters. ``out=x``
+    (a Tensor) runs in place."""
+    try:
+        k, a, b = _capi.ACTIVATIONS[kind]
+    except (KeyError, TypeError):
+        raise InvalidArgumentError(
+            f"activation kind must be one of {sorted(_capi.ACTIVATIONS)}, got {kind!r}") from None
+    if alpha is not None:
+        a = float(alpha)
+    if beta is not None:
+        b = float(beta)
     if isinstance(x, Tensor):
         hx, temporary = x.handle, None
     else:
@@ -166,11 +180,92 @@ def relu(x, *, name=None, out=None) -> Tensor:
         hx = temporary = wrap_handle(check_array(x, "x"), _default_layout())
     try:
         dst = _out_handle(out)
-        status = _activation(_capi.ACTIVATION_RELU, 0.0, 0.0, _name(name), hx,
-                             ctypes.byref(dst))
+        status = _activation(k, a, b, _name(name), hx, ctypes.byref(dst))
         if status:
             _capi.raise_for(status)
         return _result(out, dst)
     finally:
         if temporary is not None:
             _destroy(temporary)
+
+
+def relu(x, *, name=None, out=None) -> Tensor:
+    """max(x, 0)."""
+    return activation(x, "relu", name=name, out=out)
+
+
+def leaky_relu(x, negative_slope=0.01, *, name=None, out=None) -> Tensor:
+    """x if x > 0 else negative_slope * x."""
+    return activation(x, "leaky_relu", negative_slope, name=name, out=out)
+
+
+def elu(x, alpha=1.0, *, name=None, out=None) -> Tensor:
+    """x if x > 0 else alpha * (exp(x) - 1)."""
+    return activation(x, "elu", alpha, name=name, out=out)
+
+
+def gelu(x, approximate="none", *, name=None, out=None) -> Tensor:
+    """0.5 x (1 + erf(x / sqrt(2))); approximate="tanh" for the tanh form."""
+    if approximate not in ("none", "tanh"):
+        raise InvalidArgumentError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
+    return activation(x, "gelu" if approximate == "none" else "gelu_tanh", name=name, out=out)
+
+
+def tanh(x, *, name=None, out=None) -> Tensor:
+    return activation(x, "tanh", name=name, out=out)
+
+
+def sigmoid(x, *, name=None, out=None) -> Tensor:
+    return activation(x, "sigmoid", name=name, out=out)
+
+
+def swish(x, beta=1.0, *, name=None, out=None) -> Tensor:
+    """x * sigmoid(beta * x)."""
+    return activation(x, "swish", beta, name=name, out=out)
+
+
+def silu(x, *, name=None, out=None) -> Tensor:
+    """x * sigmoid(x)."""
+    return activation(x, "silu", name=name, out=out)
+
+
+def hardswish(x, *, name=None, out=None) -> Tensor:
+    """x * relu6(x + 3) / 6."""
+    return activation(x, "hardswish", name=name, out=out)
+
+
+def mish(x, *, name=None, out=None) -> Tensor:
+    """x * tanh(softplus(x))."""
+    return activation(x, "mish", name=name, out=out)
+
+
+def clip(x, min, max, *, name=None, out=None) -> Tensor:  # noqa: A002 (numpy's names)
+    """min(max(x, min), max)."""
+    if not float(min) <= float(max):
+        raise InvalidArgumentError(f"clip: min ({min}) must be <= max ({max})")
+    return activation(x, "clip", min, max, name=name, out=out)
+
+
+def relu6(x, *, name=None, out=None) -> Tensor:
+    """min(max(x, 0), 6)."""
+    return activation(x, "relu6", name=name, out=out)
+
+
+def sqrt(x, *, name=None, out=None) -> Tensor:
+    return activation(x, "sqrt", name=name, out=out)
+
+
+def abs(x, *, name=None, out=None) -> Tensor:  # noqa: A001 (numpy's name)
+    return activation(x, "abs", name=name, out=out)
+
+
+def exp(x, *, name=None, out=None) -> Tensor:
+    return activation(x, "exp", name=name, out=out)
+
+
+def log(x, *, name=None, out=None) -> Tensor:
+    return activation(x, "log", name=name, out=out)
+
+
+def square(x, *, name=None, out=None) -> Tensor:
+    return activation(x, "square", name=name, out=out)

@@ -68,3 +68,68 @@ def to_nhwc(a):
 
 def to_nchw(a):
     return np.ascontiguousarray(a.transpose(0, 3, 1, 2))
+
+
+def _erf(x):
+    try:
+        from scipy.special import erf
+        return erf(x)
+    except ImportError:  # scipy is optional: math.erf, element by element
+        import math
+        return np.vectorize(math.erf, otypes=[np.float64])(x)
+
+
+def _sigmoid(x):
+    return 0.5 * (1.0 + np.tanh(0.5 * x))  # overflow-free form
+
+
+def activation(kind, x, alpha=0.0, beta=0.0):
+    """float64 reference of every activation kind (same parameters as the
+    library: see mkcache.ACTIVATIONS)."""
+    x = np.asarray(x, dtype=np.float64)
+    if kind in ("relu", "leaky_relu"):
+        return np.where(x > 0, x, alpha * x)
+    if kind == "elu":
+        return np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0)))
+    if kind == "gelu":
+        return 0.5 * x * (1.0 + _erf(x / np.sqrt(2.0)))
+    if kind == "gelu_tanh":
+        return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x ** 3)))
+    if kind == "tanh":
+        return np.tanh(x)
+    if kind == "sigmoid":
+        return _sigmoid(x)
+    if kind in ("swish", "silu"):
+        return x * _sigmoid(alpha * x)
+    if kind == "hardswish":
+        return x * np.clip(alpha * x + beta, 0.0, 1.0)
+    if kind == "mish":
+        return x * np.tanh(np.logaddexp(0.0, x))
+    if kind in ("clip", "relu6"):
+        return np.clip(x, alpha, beta)
+    if kind == "sqrt":
+        return np.sqrt(x)
+    if kind == "abs":
+        return np.abs(x)
+    if kind == "exp":
+        return np.exp(x)
+    if kind == "log":
+        return np.log(x)
+    if kind == "square":
+        return x * x
+    raise ValueError(kind)
+
+
+def assert_close_elementwise(out, exact, what="result", ulps=64):
+    """Element-wise f32 results: within `ulps` f32 epsilons relative to the
+    value, with an absolute floor of the same size near zero (oneDNN's
+    vectorised exp/log/erf approximations are a few ulps off)."""
+    out = np.asarray(out, dtype=np.float64)
+    exact = np.asarray(exact, dtype=np.float64)
+    assert out.shape == exact.shape, f"{what}: shape {out.shape} != {exact.shape}"
+    bound = ulps * EPS_F32 * np.maximum(np.abs(exact), 1.0)
+    err = np.abs(out - exact)
+    bad = ~(err <= bound)
+    assert not bad.any(), (
+        f"{what}: {bad.sum()} elements off, worst {err.max():.3g} at "
+        f"{np.unravel_index(np.argmax(err), err.shape)}")

@@ -33,7 +33,7 @@ W = np.ones((8, 4, 3, 3), dtype=np.float32)
     (dict(weight=np.ones((8, 4, 9, 9), np.float32)), ValueError, "larger than"),
     (dict(bias=np.ones(7, np.float32)), ValueError, "bias"),
     (dict(data_format="NCWH"), ValueError, "data_format"),
-    (dict(activation="tanh"), ValueError, "activation"),
+    (dict(activation="bogus"), ValueError, "activation"),
     (dict(stride=2 ** 40), ValueError, "absurd"),
     (dict(x=np.ones((1, 4, 0, 6), np.float32)), ValueError, "zero-size"),
     (dict(name=5), ValueError, "name"),

@@ -321,8 +321,23 @@ MKC_API mkc_status mkc_cache_get_keys(int64_t session_id, char *buf,
  * attributes, dtypes, shapes and layouts it was built for. */
 
 typedef enum mkc_activation_kind {
+    /* f(x) with the oneDNN eltwise parameters alpha and beta:          */
     MKC_ACTIVATION_NONE = 0,
-    MKC_ACTIVATION_RELU = 1,
+    MKC_ACTIVATION_RELU = 1,      /* x > 0 ? x : alpha * x (alpha 0: relu)  */
+    MKC_ACTIVATION_ELU = 2,       /* x > 0 ? x : alpha * (exp(x) - 1)       */
+    MKC_ACTIVATION_GELU_ERF = 3,  /* 0.5 x (1 + erf(x / sqrt 2))            */
+    MKC_ACTIVATION_GELU_TANH = 4, /* tanh approximation of gelu             */
+    MKC_ACTIVATION_TANH = 5,
+    MKC_ACTIVATION_SIGMOID = 6,   /* 1 / (1 + exp(-x))                      */
+    MKC_ACTIVATION_SWISH = 7,     /* x * sigmoid(alpha * x) (alpha 1: silu) */
+    MKC_ACTIVATION_HARDSWISH = 8, /* x * clip(alpha * x + beta, 0, 1)       */
+    MKC_ACTIVATION_MISH = 9,      /* x * tanh(log(1 + exp(x)))              */
+    MKC_ACTIVATION_CLIP = 10,     /* min(max(x, alpha), beta) (relu6: 0, 6) */
+    MKC_ACTIVATION_SQRT = 11,
+    MKC_ACTIVATION_ABS = 12,
+    MKC_ACTIVATION_EXP = 13,
+    MKC_ACTIVATION_LOG = 14,
+    MKC_ACTIVATION_SQUARE = 15,
     MKC_ACTIVATION_MAX_ENUM = 0x7fffffff
 } mkc_activation_kind;
 
@@ -333,7 +348,9 @@ typedef struct mkc_conv2d_params {
     int64_t dilation[2];    /* h, w; 1 = dense kernel (PyTorch convention)   */
     int64_t groups;         /* >= 1; C_in and C_out divisible by it          */
     mkc_layout data_format; /* layout of src/dst dims: NCHW or NHWC          */
-    mkc_activation_kind activation; /* fused post-op                         */
+    mkc_activation_kind activation; /* fused post-op (NONE: none)            */
+    float activation_alpha; /* its parameters, as for mkc_activation         */
+    float activation_beta;
     const char *name;       /* cache name; may be NULL                       */
 } mkc_conv2d_params;
 
@@ -349,8 +366,9 @@ MKC_API mkc_status mkc_conv2d(const mkc_conv2d_params *params,
                               const mkc_tensor *bias, mkc_tensor **dst);
 
 /* Element-wise activation; the output keeps src's shape and layout.
- * `*dst == src` runs in place. `alpha`/`beta` are the oneDNN eltwise
- * parameters (unused by RELU, pass 0). */
+ * `*dst == src` runs in place. `alpha`/`beta` parametrise the kinds that
+ * say so above (pass 0 otherwise). The cache key carries the kind as its
+ * in-place suffix (seed "Caching Keys"). */
 MKC_API mkc_status mkc_activation(mkc_activation_kind kind, float alpha,
                                   float beta, const char *name,
                                   const mkc_tensor *src, mkc_tensor **dst);

@@ -33,7 +33,13 @@ std::string default_conv_name(const mkc_conv2d_params &p, const Dims &w, bool bi
     n += ":g";
     keys::append_int(n, p.groups);
     n += bias ? ":bias" : ":nobias";
-    if (p.activation == MKC_ACTIVATION_RELU) n += ":relu";
+    if (p.activation != MKC_ACTIVATION_NONE) {
+        n += ':';
+        n += activation_info(p.activation).name;
+        if (p.activation_alpha != 0.f || p.activation_beta != 0.f)
+            n += '(' + std::to_string(p.activation_alpha) + ',' +
+                 std::to_string(p.activation_beta) + ')';
+    }
     n += p.data_format == MKC_LAYOUT_CHANNELS_LAST ? ":nhwc" : ":nchw";
     return n;
 }
@@ -48,8 +54,7 @@ void check_params(const mkc_conv2d_params &p) {
                 "conv2d: stride, padding or dilation is absurdly large");
     }
     require(p.groups >= 1, "conv2d: groups must be >= 1, got ", p.groups);
-    require(p.activation == MKC_ACTIVATION_NONE || p.activation == MKC_ACTIVATION_RELU,
-            "conv2d: unsupported fused activation ", static_cast<int>(p.activation));
+    if (p.activation != MKC_ACTIVATION_NONE) activation_info(p.activation); // validates
 }
 
 } // namespace
@@ -99,14 +104,17 @@ void conv2d(const mkc_conv2d_params &p, const Tensor &src, const Tensor &weights
     }
     handler.sign(g);
     handler.sign(p.activation);
+    handler.sign_float(p.activation_alpha);
+    handler.sign_float(p.activation_beta);
     handler.sign(MKC_DTYPE_F32);
 
     const Dims wg = g > 1 ? Dims{g, w[0] / g, w[1], w[2], w[3]} : w;
     auto entry = handler.acquire_primitive<ConvEntry>([&] {
         const auto f32 = dnnl::memory::data_type::f32;
         dnnl::post_ops ops;
-        if (p.activation == MKC_ACTIVATION_RELU)
-            ops.append_eltwise(dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+        if (p.activation != MKC_ACTIVATION_NONE)
+            ops.append_eltwise(activation_info(p.activation).alg, p.activation_alpha,
+                               p.activation_beta);
         dnnl::primitive_attr attr;
         attr.set_post_ops(ops);
         attr.set_scratchpad_mode(dnnl::scratchpad_mode::library);

@@ -16,24 +16,34 @@ struct EltwiseEntry : PrimitiveEntry {
     dnnl::eltwise_forward::primitive_desc pd;
 };
 
-struct Algorithm {
-    dnnl::algorithm alg;
-    const char *name;
-};
+} // namespace
 
-Algorithm algorithm_of(mkc_activation_kind kind) {
+ActivationInfo activation_info(mkc_activation_kind kind) {
+    using a = dnnl::algorithm;
     switch (kind) {
-    case MKC_ACTIVATION_RELU: return {dnnl::algorithm::eltwise_relu, "relu"};
+    case MKC_ACTIVATION_RELU: return {a::eltwise_relu, "relu"};
+    case MKC_ACTIVATION_ELU: return {a::eltwise_elu, "elu"};
+    case MKC_ACTIVATION_GELU_ERF: return {a::eltwise_gelu_erf, "gelu"};
+    case MKC_ACTIVATION_GELU_TANH: return {a::eltwise_gelu_tanh, "gelu_tanh"};
+    case MKC_ACTIVATION_TANH: return {a::eltwise_tanh, "tanh"};
+    case MKC_ACTIVATION_SIGMOID: return {a::eltwise_logistic, "sigmoid"};
+    case MKC_ACTIVATION_SWISH: return {a::eltwise_swish, "swish"};
+    case MKC_ACTIVATION_HARDSWISH: return {a::eltwise_hardswish, "hardswish"};
+    case MKC_ACTIVATION_MISH: return {a::eltwise_mish, "mish"};
+    case MKC_ACTIVATION_CLIP: return {a::eltwise_clip_v2, "clip"};
+    case MKC_ACTIVATION_SQRT: return {a::eltwise_sqrt, "sqrt"};
+    case MKC_ACTIVATION_ABS: return {a::eltwise_abs, "abs"};
+    case MKC_ACTIVATION_EXP: return {a::eltwise_exp, "exp"};
+    case MKC_ACTIVATION_LOG: return {a::eltwise_log, "log"};
+    case MKC_ACTIVATION_SQUARE: return {a::eltwise_square, "square"};
     default: break;
     }
     fail(MKC_STATUS_INVALID_ARGUMENT, "activation: unsupported kind ", static_cast<int>(kind));
 }
 
-} // namespace
-
 void activation(mkc_activation_kind kind, float alpha, float beta, const char *name,
                 const Tensor &src, mkc_tensor **dst) {
-    const Algorithm a = algorithm_of(kind);
+    const ActivationInfo a = activation_info(kind);
     require(src.dtype == MKC_DTYPE_F32, "activation: src must be float32");
     const Dims &x = onednn_dims(src);
     // Seed 002: activation keys carry the algorithm as their in-place suffix.

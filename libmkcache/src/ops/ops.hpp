@@ -7,6 +7,14 @@
 
 namespace mkc::ops {
 
+// The oneDNN algorithm and a short name of an activation kind (throws for
+// NONE and unknown kinds).
+struct ActivationInfo {
+    dnnl::algorithm alg;
+    const char *name;
+};
+ActivationInfo activation_info(mkc_activation_kind kind);
+
 void conv2d(const mkc_conv2d_params &params, const Tensor &src, const Tensor &weights,
             const Tensor *bias, mkc_tensor **dst);
 
