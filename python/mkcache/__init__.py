@@ -21,7 +21,8 @@ from .errors import (BufferTooSmallError, DTypeError, Error, InternalError,  # n
                      UnsupportedError)
 from ._capi import ACTIVATIONS  # noqa: E402
 from .ops import (abs, activation, clip, conv2d, elu, exp, gelu, hardswish,  # noqa: E402,A004
-                  leaky_relu, log, mish, relu, relu6, sigmoid, silu, sqrt, square, swish, tanh)
+                  leaky_relu, log, log_softmax, mish, relu, relu6, sigmoid, silu, softmax, sqrt,
+                  square, swish, tanh)
 from .tensor import Tensor  # noqa: E402
 
 
@@ -48,7 +49,8 @@ if library_version() != __version__:
 __all__ = [
     "__version__", "build_info", "cache", "conv2d", "activation", "ACTIVATIONS", "relu",
     "leaky_relu", "elu", "gelu", "tanh", "sigmoid", "swish", "silu", "hardswish", "mish",
-    "clip", "relu6", "sqrt", "abs", "exp", "log", "square", "Tensor", "target_layout",
+    "clip", "relu6", "sqrt", "abs", "exp", "log", "square", "softmax", "log_softmax",
+    "Tensor", "target_layout",
     "get_target_layout", "Error", "InvalidArgumentError", "InvalidHandleError", "DTypeError",
     "UnsupportedError", "OutOfMemoryError", "BufferTooSmallError", "OneDNNError",
     "InternalError",

@@ -114,6 +114,7 @@ _SIGNATURES = {
     "mkc_conv2d_params_init": [POINTER(Conv2dParams)],
     "mkc_conv2d": [POINTER(Conv2dParams), tensor_p, tensor_p, tensor_p, POINTER(tensor_p)],
     "mkc_activation": [c_int, c_float, c_float, c_char_p, tensor_p, POINTER(tensor_p)],
+    "mkc_softmax": [c_int, c_int, c_char_p, tensor_p, POINTER(tensor_p)],
 }
 
 for _name, _argtypes in _SIGNATURES.items():
@@ -126,7 +127,7 @@ for _name, _argtypes in _SIGNATURES.items():
 # The same functions without errcheck, for hot paths that check the status
 # inline (an errcheck hook costs a Python call on every call).
 fast = {name: lib[name] for name in ("mkc_tensor_wrap", "mkc_tensor_destroy", "mkc_conv2d",
-                                     "mkc_activation", "mkc_tensor_export")}
+                                     "mkc_activation", "mkc_tensor_export", "mkc_softmax")}
 for _name, _fn in fast.items():
     _fn.argtypes = _SIGNATURES[_name]
     _fn.restype = status_t

@@ -13,6 +13,7 @@ _lib = _capi.lib
 _destroy = _capi.fast["mkc_tensor_destroy"]
 _conv2d = _capi.fast["mkc_conv2d"]
 _activation = _capi.fast["mkc_activation"]
+_softmax = _capi.fast["mkc_softmax"]
 
 
 class _Args:
@@ -269,3 +270,39 @@ def log(x, *, name=None, out=None) -> Tensor:
 
 def square(x, *, name=None, out=None) -> Tensor:
     return activation(x, "square", name=name, out=out)
+
+
+def _unary(x, call, name, out):
+    """Runs `call(handle, name, dst)` on x (a Tensor or an array wrapped for
+    this call only) and returns the result Tensor."""
+    if isinstance(x, Tensor):
+        hx, temporary = x.handle, None
+    else:
+        hx = temporary = wrap_handle(check_array(x, "x"), _default_layout())
+    try:
+        dst = _out_handle(out)
+        status = call(hx, _name(name), ctypes.byref(dst))
+        if status:
+            _capi.raise_for(status)
+        return _result(out, dst)
+    finally:
+        if temporary is not None:
+            _destroy(temporary)
+
+
+def _axis(axis) -> int:
+    if not isinstance(axis, numbers.Integral):
+        raise InvalidArgumentError(f"axis must be an int, got {axis!r}")
+    return int(axis)
+
+
+def softmax(x, axis=-1, *, name=None, out=None) -> Tensor:
+    """exp(x) / sum(exp(x)) along `axis` (of x's shape as reported)."""
+    a = _axis(axis)
+    return _unary(x, lambda h, n, d: _softmax(a, 0, n, h, d), name, out)
+
+
+def log_softmax(x, axis=-1, *, name=None, out=None) -> Tensor:
+    """x - log(sum(exp(x))) along `axis`."""
+    a = _axis(axis)
+    return _unary(x, lambda h, n, d: _softmax(a, 1, n, h, d), name, out)

@@ -133,3 +133,10 @@ def assert_close_elementwise(out, exact, what="result", ulps=64):
     assert not bad.any(), (
         f"{what}: {bad.sum()} elements off, worst {err.max():.3g} at "
         f"{np.unravel_index(np.argmax(err), err.shape)}")
+
+
+def softmax(x, axis, log=False):
+    x = np.asarray(x, dtype=np.float64)
+    shifted = x - x.max(axis=axis, keepdims=True)
+    lse = np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
+    return shifted - lse if log else np.exp(shifted - lse)

@@ -373,6 +373,13 @@ MKC_API mkc_status mkc_activation(mkc_activation_kind kind, float alpha,
                                   float beta, const char *name,
                                   const mkc_tensor *src, mkc_tensor **dst);
 
+/* Softmax along `axis` of the caller's dims order (negative counts from the
+ * end; an NHWC tensor's axis -1 is C). `log` != 0 computes log-softmax.
+ * Runs on src's layout; `*dst == src` runs in place. The key's in-place
+ * suffix is the axis (seed "Caching Keys"). */
+MKC_API mkc_status mkc_softmax(int axis, int log, const char *name,
+                               const mkc_tensor *src, mkc_tensor **dst);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -55,4 +55,13 @@ MKC_API mkc_status mkc_activation(mkc_activation_kind kind, float alpha, float b
     });
 }
 
+MKC_API mkc_status mkc_softmax(int axis, int log, const char *name, const mkc_tensor *src,
+                               mkc_tensor **dst) {
+    return guard([&] {
+        const Tensor &x = tensor_arg(src, "softmax: src");
+        check_dst(dst);
+        ops::softmax(axis, log != 0, name, x, dst);
+    });
+}
+
 } // extern "C"

@@ -43,6 +43,12 @@ Dims to_caller_order(const Dims &onednn_dims, mkc_layout layout) {
     return out;
 }
 
+int to_onednn_axis(int caller_axis, int ndims, mkc_layout layout) {
+    if (layout != MKC_LAYOUT_CHANNELS_LAST || ndims < 3 || caller_axis == 0) return caller_axis;
+    if (caller_axis == ndims - 1) return 1; // channels
+    return caller_axis + 1;
+}
+
 dnnl::memory::desc plain_desc(const Dims &onednn_dims, dnnl::memory::data_type dtype,
                               mkc_layout layout) {
     const int n = static_cast<int>(onednn_dims.size());

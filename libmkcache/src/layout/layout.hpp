@@ -27,6 +27,9 @@ Dims to_onednn_order(const Dims &caller_dims, mkc_layout layout);
 // The inverse: oneDNN-order dims -> the caller's order.
 Dims to_caller_order(const Dims &onednn_dims, mkc_layout layout);
 
+// An axis of the caller's dims order -> the same axis in oneDNN's order.
+int to_onednn_axis(int caller_axis, int ndims, mkc_layout layout);
+
 // A dense plain memory descriptor for oneDNN-order dims in `layout`.
 dnnl::memory::desc plain_desc(const Dims &onednn_dims,
                               dnnl::memory::data_type dtype, mkc_layout layout);

@@ -21,6 +21,10 @@ void conv2d(const mkc_conv2d_params &params, const Tensor &src, const Tensor &we
 void activation(mkc_activation_kind kind, float alpha, float beta, const char *name,
                 const Tensor &src, mkc_tensor **dst);
 
+// Softmax (or log-softmax) along `axis` of the caller's dims (negative
+// counts from the end).
+void softmax(int axis, bool log, const char *name, const Tensor &src, mkc_tensor **dst);
+
 // Dense plain copy of `src` in `layout` (the reorder behind export).
 void export_plain(const Tensor &src, mkc_layout layout, void *dst, size_t dst_bytes);
 

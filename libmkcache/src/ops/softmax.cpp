@@ -1,0 +1,56 @@
+// softmax / log_softmax along any axis, on the input's own layout.
+#include <string>
+
+#include "common/engine.hpp"
+#include "common/error.hpp"
+#include "handler/handler.hpp"
+#include "keys/keys.hpp"
+#include "ops/ops.hpp"
+
+namespace mkc::ops {
+
+namespace {
+struct SoftmaxEntry : PrimitiveEntry {
+    dnnl::softmax_forward::primitive_desc pd;
+};
+} // namespace
+
+void softmax(int axis, bool log, const char *name, const Tensor &src, mkc_tensor **dst) {
+    const char *op = log ? "log_softmax" : "softmax";
+    require(src.dtype == MKC_DTYPE_F32, op, ": src must be float32");
+    const Dims &x = onednn_dims(src);
+    const int n = static_cast<int>(x.size());
+    require(axis >= -n && axis < n, op, ": axis ", axis, " is out of range for rank ", n);
+    const int caller_axis = axis < 0 ? axis + n : axis;
+    const int onednn_axis = layout::to_onednn_axis(caller_axis, n, src.layout);
+    // Seed 002: the softmax key carries the axis as its in-place suffix.
+    std::string suffix;
+    keys::append_int(suffix, caller_axis);
+    Handler handler(op, name, op, suffix.c_str(), x);
+    handler.sign(4); // operator id
+    handler.sign(log ? 1 : 0);
+    handler.sign(onednn_axis);
+    handler.sign_layout(src, DNNL_ARG_SRC);
+    auto entry = handler.acquire_primitive<SoftmaxEntry>([&] {
+        auto e = std::make_shared<SoftmaxEntry>();
+        e->pd = dnnl::softmax_forward::primitive_desc(
+            cpu_engine(), dnnl::prop_kind::forward_inference,
+            log ? dnnl::algorithm::softmax_log : dnnl::algorithm::softmax_accurate, src.desc,
+            src.desc, onednn_axis);
+        e->primitive = dnnl::softmax_forward(e->pd);
+        e->set_args({{DNNL_ARG_SRC, e->pd.src_desc()}, {DNNL_ARG_DST, e->pd.dst_desc()}});
+        e->bytes = e->pd.scratchpad_desc().get_size();
+        return e;
+    });
+    Handler::Output out =
+        Handler::prepare_output(dst, *entry, DNNL_ARG_DST, src.layout, src.dtype, op);
+    {
+        Handler::Execution exec(*entry);
+        exec.input(DNNL_ARG_SRC, src);
+        exec.output(DNNL_ARG_DST, out.data);
+        exec.run();
+    }
+    Handler::finish_output(out, dst);
+}
+
+} // namespace mkc::ops
