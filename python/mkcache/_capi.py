@@ -20,6 +20,7 @@ MAX_NDIMS = 6
 DTYPE_F32 = 1
 LAYOUT_TARGET, LAYOUT_CHANNELS_FIRST, LAYOUT_CHANNELS_LAST = 0, 1, 2
 ACTIVATION_NONE, ACTIVATION_RELU = 0, 1
+BINARY = {"add": 1, "sub": 2, "mul": 3, "div": 4, "maximum": 5, "minimum": 6}
 # name -> (kind, alpha, beta) with the parameters PyTorch's defaults imply.
 ACTIVATIONS = {
     "relu": (1, 0.0, 0.0), "leaky_relu": (1, 0.01, 0.0), "elu": (2, 1.0, 0.0),
@@ -115,6 +116,7 @@ _SIGNATURES = {
     "mkc_conv2d": [POINTER(Conv2dParams), tensor_p, tensor_p, tensor_p, POINTER(tensor_p)],
     "mkc_activation": [c_int, c_float, c_float, c_char_p, tensor_p, POINTER(tensor_p)],
     "mkc_softmax": [c_int, c_int, c_char_p, tensor_p, POINTER(tensor_p)],
+    "mkc_binary": [c_int, c_char_p, tensor_p, tensor_p, POINTER(tensor_p)],
 }
 
 for _name, _argtypes in _SIGNATURES.items():
@@ -127,7 +129,8 @@ for _name, _argtypes in _SIGNATURES.items():
 # The same functions without errcheck, for hot paths that check the status
 # inline (an errcheck hook costs a Python call on every call).
 fast = {name: lib[name] for name in ("mkc_tensor_wrap", "mkc_tensor_destroy", "mkc_conv2d",
-                                     "mkc_activation", "mkc_tensor_export", "mkc_softmax")}
+                                     "mkc_activation", "mkc_tensor_export", "mkc_softmax",
+                                     "mkc_binary")}
 for _name, _fn in fast.items():
     _fn.argtypes = _SIGNATURES[_name]
     _fn.restype = status_t

@@ -5,6 +5,8 @@ from __future__ import annotations
 import ctypes
 import numbers
 
+import numpy as np
+
 from . import _capi, _layout
 from .errors import InvalidArgumentError
 from .tensor import Tensor, check_array, wrap_handle
@@ -14,6 +16,7 @@ _destroy = _capi.fast["mkc_tensor_destroy"]
 _conv2d = _capi.fast["mkc_conv2d"]
 _activation = _capi.fast["mkc_activation"]
 _softmax = _capi.fast["mkc_softmax"]
+_binary = _capi.fast["mkc_binary"]
 
 
 class _Args:
@@ -306,3 +309,51 @@ def log_softmax(x, axis=-1, *, name=None, out=None) -> Tensor:
     """x - log(sum(exp(x))) along `axis`."""
     a = _axis(axis)
     return _unary(x, lambda h, n, d: _softmax(a, 1, n, h, d), name, out)
+
+
+def _operand(value, argument, args: "_Args"):
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return args.handle(np.array([value], dtype=np.float32), argument)
+    return args.handle(value, argument, _default_layout())
+
+
+def _binary_op(kind: str, a, b, name, out) -> Tensor:
+    args = _Args()
+    try:
+        ha = _operand(a, "a", args)
+        hb = _operand(b, "b", args)
+        dst = _out_handle(out)
+        status = _binary(_capi.BINARY[kind], _name(name), ha, hb, ctypes.byref(dst))
+        if status:
+            _capi.raise_for(status)
+        return _result(out, dst)
+    finally:
+        args.close()
+
+
+def add(a, b, *, name=None, out=None) -> Tensor:
+    """a + b with numpy broadcasting (b may be a Python number)."""
+    return _binary_op("add", a, b, name, out)
+
+
+def sub(a, b, *, name=None, out=None) -> Tensor:
+    """a - b with numpy broadcasting."""
+    return _binary_op("sub", a, b, name, out)
+
+
+def mul(a, b, *, name=None, out=None) -> Tensor:
+    """a * b with numpy broadcasting (key suffix "M", seed 002)."""
+    return _binary_op("mul", a, b, name, out)
+
+
+def div(a, b, *, name=None, out=None) -> Tensor:
+    """a / b with numpy broadcasting."""
+    return _binary_op("div", a, b, name, out)
+
+
+def maximum(a, b, *, name=None, out=None) -> Tensor:
+    return _binary_op("maximum", a, b, name, out)
+
+
+def minimum(a, b, *, name=None, out=None) -> Tensor:
+    return _binary_op("minimum", a, b, name, out)

@@ -380,6 +380,24 @@ MKC_API mkc_status mkc_activation(mkc_activation_kind kind, float alpha,
 MKC_API mkc_status mkc_softmax(int axis, int log, const char *name,
                                const mkc_tensor *src, mkc_tensor **dst);
 
+typedef enum mkc_binary_kind {
+    MKC_BINARY_ADD = 1,
+    MKC_BINARY_SUB = 2,
+    MKC_BINARY_MUL = 3, /* key suffix "M" (seed "Caching Keys") */
+    MKC_BINARY_DIV = 4,
+    MKC_BINARY_MAX = 5,
+    MKC_BINARY_MIN = 6,
+    MKC_BINARY_MAX_ENUM = 0x7fffffff
+} mkc_binary_kind;
+
+/* a <kind> b with numpy broadcasting over the caller's dims order (shapes
+ * are aligned at the end; size-1 dims stretch). The result has the
+ * broadcast shape in the layout of the operand that already has it (a if
+ * both); `*dst == a` then runs in place. */
+MKC_API mkc_status mkc_binary(mkc_binary_kind kind, const char *name,
+                              const mkc_tensor *a, const mkc_tensor *b,
+                              mkc_tensor **dst);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -64,4 +64,14 @@ MKC_API mkc_status mkc_softmax(int axis, int log, const char *name, const mkc_te
     });
 }
 
+MKC_API mkc_status mkc_binary(mkc_binary_kind kind, const char *name, const mkc_tensor *a,
+                              const mkc_tensor *b, mkc_tensor **dst) {
+    return guard([&] {
+        const Tensor &ta = tensor_arg(a, "binary: a");
+        const Tensor &tb = tensor_arg(b, "binary: b");
+        check_dst(dst);
+        ops::binary(kind, name, ta, tb, dst);
+    });
+}
+
 } // extern "C"

@@ -25,6 +25,10 @@ void activation(mkc_activation_kind kind, float alpha, float beta, const char *n
 // counts from the end).
 void softmax(int axis, bool log, const char *name, const Tensor &src, mkc_tensor **dst);
 
+// a <kind> b with numpy broadcasting over the caller's dims order.
+void binary(mkc_binary_kind kind, const char *name, const Tensor &a, const Tensor &b,
+            mkc_tensor **dst);
+
 // Dense plain copy of `src` in `layout` (the reorder behind export).
 void export_plain(const Tensor &src, mkc_layout layout, void *dst, size_t dst_bytes);
 
