@@ -21,7 +21,8 @@ from .errors import (BufferTooSmallError, DTypeError, Error, InternalError,  # n
                      UnsupportedError)
 from ._capi import ACTIVATIONS  # noqa: E402
 from .ops import (abs, activation, add, clip, conv2d, div, elu, exp, gelu,  # noqa: E402,A004
-                  hardswish, maximum, minimum, mul, sub,
+                  hardswish, maximum, minimum, mul, sub, max_pool2d, avg_pool2d, max_pool3d,
+                  avg_pool3d, global_max_pool, global_avg_pool,
                   leaky_relu, log, log_softmax, mish, relu, relu6, sigmoid, silu, softmax, sqrt,
                   square, swish, tanh)
 from .tensor import Tensor  # noqa: E402
@@ -51,7 +52,8 @@ __all__ = [
     "__version__", "build_info", "cache", "conv2d", "activation", "ACTIVATIONS", "relu",
     "leaky_relu", "elu", "gelu", "tanh", "sigmoid", "swish", "silu", "hardswish", "mish",
     "clip", "relu6", "sqrt", "abs", "exp", "log", "square", "softmax", "log_softmax",
-    "add", "sub", "mul", "div", "maximum", "minimum",
+    "add", "sub", "mul", "div", "maximum", "minimum", "max_pool2d", "avg_pool2d",
+    "max_pool3d", "avg_pool3d", "global_max_pool", "global_avg_pool",
     "Tensor", "target_layout",
     "get_target_layout", "Error", "InvalidArgumentError", "InvalidHandleError", "DTypeError",
     "UnsupportedError", "OutOfMemoryError", "BufferTooSmallError", "OneDNNError",

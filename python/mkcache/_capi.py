@@ -43,6 +43,20 @@ class CacheStats(Structure):
         "entries", "groups", "sessions", "bytes")]
 
 
+class PoolParams(Structure):
+    _fields_ = [
+        ("kind", c_int),
+        ("kernel", c_int64 * 3),
+        ("stride", c_int64 * 3),
+        ("pad_begin", c_int64 * 3),
+        ("pad_end", c_int64 * 3),
+        ("ceil_mode", c_int),
+        ("global_", c_int),
+        ("data_format", c_int),
+        ("name", c_char_p),
+    ]
+
+
 class Conv2dParams(Structure):
     _fields_ = [
         ("stride", c_int64 * 2),
@@ -117,6 +131,8 @@ _SIGNATURES = {
     "mkc_activation": [c_int, c_float, c_float, c_char_p, tensor_p, POINTER(tensor_p)],
     "mkc_softmax": [c_int, c_int, c_char_p, tensor_p, POINTER(tensor_p)],
     "mkc_binary": [c_int, c_char_p, tensor_p, tensor_p, POINTER(tensor_p)],
+    "mkc_pool_params_init": [POINTER(PoolParams)],
+    "mkc_pool": [POINTER(PoolParams), tensor_p, POINTER(tensor_p)],
 }
 
 for _name, _argtypes in _SIGNATURES.items():

@@ -357,3 +357,98 @@ def maximum(a, b, *, name=None, out=None) -> Tensor:
 
 def minimum(a, b, *, name=None, out=None) -> Tensor:
     return _binary_op("minimum", a, b, name, out)
+
+
+def _ntuple(value, k: int, argument: str) -> tuple:
+    if isinstance(value, numbers.Integral):
+        return (int(value),) * k
+    try:
+        items = tuple(int(v) for v in value)
+    except TypeError:
+        raise InvalidArgumentError(f"{argument} must be an int or {k} ints, got {value!r}") from None
+    if len(items) != k:
+        raise InvalidArgumentError(f"{argument} must be an int or {k} ints, got {value!r}")
+    return items
+
+
+def _pool_padding(padding, k: int) -> tuple:
+    """-> (begins, ends). 2k values are (begin, end) per spatial dim, as in
+    conv2d's (top, bottom, left, right)."""
+    if isinstance(padding, numbers.Integral):
+        return (int(padding),) * k, (int(padding),) * k
+    try:
+        items = tuple(int(v) for v in padding)
+    except TypeError:
+        raise InvalidArgumentError(f"padding must be an int or a tuple, got {padding!r}") from None
+    if len(items) == k:
+        return items, items
+    if len(items) == 2 * k:
+        return items[0::2], items[1::2]
+    raise InvalidArgumentError(
+        f"padding must have {k} (symmetric) or {2 * k} (begin, end per dim) values, got {padding!r}")
+
+
+def _pool(kind: int, x, k: int, kernel_size, stride, padding, ceil_mode, data_format, name,
+          out, global_=False) -> Tensor:
+    fmt = _layout.to_enum(data_format, "data_format")
+    if fmt == _capi.LAYOUT_TARGET:
+        raise InvalidArgumentError("data_format must be given")
+    p = _capi.PoolParams()
+    _lib.mkc_pool_params_init(ctypes.byref(p))
+    p.kind = kind
+    if not global_:
+        kernel = _ntuple(kernel_size, k, "kernel_size")
+        strides = kernel if stride is None else _ntuple(stride, k, "stride")
+        begins, ends = _pool_padding(padding, k)
+        p.kernel[:k] = kernel
+        p.stride[:k] = strides
+        p.pad_begin[:k] = begins
+        p.pad_end[:k] = ends
+    p.ceil_mode = 1 if ceil_mode else 0
+    p.global_ = 1 if global_ else 0
+    p.data_format = fmt
+    p.name = _name(name)
+    args = _Args()
+    try:
+        hx = args.handle(x, "x", fmt)
+        dst = _out_handle(out)
+        _lib.mkc_pool(ctypes.byref(p), hx, ctypes.byref(dst))
+        return _result(out, dst)
+    finally:
+        args.close()
+
+
+def max_pool2d(x, kernel_size, stride=None, padding=0, *, ceil_mode=False, data_format="NCHW",
+               name=None, out=None) -> Tensor:
+    """Max pooling over H, W. stride defaults to kernel_size (as PyTorch)."""
+    return _pool(1, x, 2, kernel_size, stride, padding, ceil_mode, data_format, name, out)
+
+
+def avg_pool2d(x, kernel_size, stride=None, padding=0, *, ceil_mode=False,
+               count_include_pad=True, data_format="NCHW", name=None, out=None) -> Tensor:
+    """Average pooling over H, W; count_include_pad as PyTorch."""
+    kind = 2 if count_include_pad else 3
+    return _pool(kind, x, 2, kernel_size, stride, padding, ceil_mode, data_format, name, out)
+
+
+def max_pool3d(x, kernel_size, stride=None, padding=0, *, ceil_mode=False, data_format="NCDHW",
+               name=None, out=None) -> Tensor:
+    """Max pooling over D, H, W."""
+    return _pool(1, x, 3, kernel_size, stride, padding, ceil_mode, data_format, name, out)
+
+
+def avg_pool3d(x, kernel_size, stride=None, padding=0, *, ceil_mode=False,
+               count_include_pad=True, data_format="NCDHW", name=None, out=None) -> Tensor:
+    """Average pooling over D, H, W."""
+    kind = 2 if count_include_pad else 3
+    return _pool(kind, x, 3, kernel_size, stride, padding, ceil_mode, data_format, name, out)
+
+
+def global_max_pool(x, *, data_format="NCHW", name=None, out=None) -> Tensor:
+    """Max over all spatial dims (4-D or 5-D input); spatial dims become 1."""
+    return _pool(1, x, 0, None, None, 0, False, data_format, name, out, global_=True)
+
+
+def global_avg_pool(x, *, data_format="NCHW", name=None, out=None) -> Tensor:
+    """Mean over all spatial dims (4-D or 5-D input); spatial dims become 1."""
+    return _pool(2, x, 0, None, None, 0, False, data_format, name, out, global_=True)

@@ -140,3 +140,41 @@ def softmax(x, axis, log=False):
     shifted = x - x.max(axis=axis, keepdims=True)
     lse = np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
     return shifted - lse if log else np.exp(shifted - lse)
+
+
+def pool(x, kind, kernel, stride, pad_begin, pad_end, ceil_mode=False):
+    """Channels-first pooling over the trailing spatial dims. kind: "max",
+    "avg_include" (PyTorch count_include_pad=True: explicit padding counts,
+    ceil-mode overhang does not), "avg_exclude". Returns float64."""
+    x = np.asarray(x, dtype=np.float64)
+    k = len(kernel)
+    spatial = x.shape[2:]
+    outs, ends = [], []
+    for i in range(k):
+        span = spatial[i] + pad_begin[i] + pad_end[i] - kernel[i]
+        o = span // stride[i] + 1
+        if ceil_mode and span % stride[i]:
+            o += 1
+            if (o - 1) * stride[i] >= spatial[i] + pad_begin[i]:
+                o -= 1
+        outs.append(o)
+        ends.append(max(pad_end[i], (o - 1) * stride[i] + kernel[i] - spatial[i] - pad_begin[i]))
+    fill = -np.inf if kind == "max" else 0.0
+    pads = [(0, 0), (0, 0)] + [(pad_begin[i], ends[i]) for i in range(k)]
+    xp = np.pad(x, pads, constant_values=fill)
+    real = np.pad(np.ones(spatial), [(pad_begin[i], ends[i]) for i in range(k)])
+    # Cells counted by count_include_pad: input and explicit padding (1),
+    # not the ceil-mode overhang (0).
+    explicit = np.ones(tuple(spatial[i] + pad_begin[i] + pad_end[i] for i in range(k)))
+    explicit = np.pad(explicit, [(0, ends[i] - pad_end[i]) for i in range(k)])
+    out = np.empty(x.shape[:2] + tuple(outs))
+    for idx in np.ndindex(*outs):
+        sl = tuple(slice(idx[i] * stride[i], idx[i] * stride[i] + kernel[i]) for i in range(k))
+        window = xp[(slice(None), slice(None)) + sl]
+        axes = tuple(range(2, 2 + k))
+        if kind == "max":
+            out[(slice(None), slice(None)) + idx] = window.max(axis=axes)
+        else:
+            count = (explicit if kind == "avg_include" else real)[sl].sum()
+            out[(slice(None), slice(None)) + idx] = window.sum(axis=axes) / count
+    return out

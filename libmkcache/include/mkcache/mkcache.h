@@ -398,6 +398,35 @@ MKC_API mkc_status mkc_binary(mkc_binary_kind kind, const char *name,
                               const mkc_tensor *a, const mkc_tensor *b,
                               mkc_tensor **dst);
 
+typedef enum mkc_pool_kind {
+    MKC_POOL_MAX = 1,
+    MKC_POOL_AVG_INCLUDE_PAD = 2, /* padding cells count in the average */
+    MKC_POOL_AVG_EXCLUDE_PAD = 3, /* they do not                        */
+    MKC_POOL_KIND_MAX_ENUM = 0x7fffffff
+} mkc_pool_kind;
+
+/* Spatial fields: index 0..1 for 2-D (h, w), 0..2 for 3-D (d, h, w); the
+ * spatial rank comes from src (4-D or 5-D). */
+typedef struct mkc_pool_params {
+    mkc_pool_kind kind;
+    int64_t kernel[3];      /* >= 1                                          */
+    int64_t stride[3];      /* >= 1                                          */
+    int64_t pad_begin[3];   /* >= 0, smaller than the kernel                 */
+    int64_t pad_end[3];
+    int ceil_mode;          /* != 0: output size rounds up (as PyTorch)      */
+    int global;             /* != 0: kernel = the whole spatial extent       */
+    mkc_layout data_format; /* NCHW/NCDHW or NHWC/NDHWC                      */
+    const char *name;       /* cache name; may be NULL                       */
+} mkc_pool_params;
+
+/* Defaults: max pooling, kernel 1, stride 1, no padding, NCHW. */
+MKC_API mkc_status mkc_pool_params_init(mkc_pool_params *params);
+
+/* Pooling over the spatial dims. Runs on src's layout. Sets the thread's
+ * target layout to data_format. */
+MKC_API mkc_status mkc_pool(const mkc_pool_params *params, const mkc_tensor *src,
+                            mkc_tensor **dst);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

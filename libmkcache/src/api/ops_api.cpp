@@ -74,4 +74,25 @@ MKC_API mkc_status mkc_binary(mkc_binary_kind kind, const char *name, const mkc_
     });
 }
 
+MKC_API mkc_status mkc_pool_params_init(mkc_pool_params *params) {
+    return guard([&] {
+        require_out(params, "params");
+        *params = mkc_pool_params{};
+        params->kind = MKC_POOL_MAX;
+        for (int i = 0; i < 3; ++i) params->kernel[i] = params->stride[i] = 1;
+        params->data_format = MKC_LAYOUT_NCHW;
+    });
+}
+
+MKC_API mkc_status mkc_pool(const mkc_pool_params *params, const mkc_tensor *src,
+                            mkc_tensor **dst) {
+    return guard([&] {
+        require(params != nullptr, "pool: params is NULL");
+        const Tensor &x = tensor_arg(src, "pool: src");
+        check_dst(dst);
+        require(*dst != src, "pool: dst must not be src");
+        ops::pool(*params, x, dst);
+    });
+}
+
 } // extern "C"

@@ -29,6 +29,8 @@ void softmax(int axis, bool log, const char *name, const Tensor &src, mkc_tensor
 void binary(mkc_binary_kind kind, const char *name, const Tensor &a, const Tensor &b,
             mkc_tensor **dst);
 
+void pool(const mkc_pool_params &params, const Tensor &src, mkc_tensor **dst);
+
 // Dense plain copy of `src` in `layout` (the reorder behind export).
 void export_plain(const Tensor &src, mkc_layout layout, void *dst, size_t dst_bytes);
 

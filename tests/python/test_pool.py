@@ -1,0 +1,98 @@
+"""Pooling (max, avg with/without padding, global, ceil mode, 2-D and 3-D)
+against the numpy reference, both layouts."""
+import numpy as np
+import pytest
+
+import mkcache
+from reference import assert_close_elementwise, pool as ref_pool
+
+CASES_2D = [  # (N, C, H, W, kernel, stride, pad_begin, pad_end, ceil)
+    (1, 3, 7, 9, (3, 3), (2, 2), (1, 1), (1, 1), False),
+    (2, 17, 11, 8, (2, 3), (2, 1), (0, 1), (1, 0), False),
+    (2, 5, 10, 10, (3, 3), (2, 2), (0, 0), (0, 0), True),
+    (1, 19, 9, 13, (3, 2), (3, 2), (1, 0), (1, 1), True),
+    (3, 8, 5, 5, (5, 5), (1, 1), (2, 2), (2, 2), False),
+    (1, 64, 112, 112, (3, 3), (2, 2), (1, 1), (1, 1), False),
+]
+
+
+def _run2d(kind, x, c, fmt):
+    n, ch, h, w, k, s, pb, pe, ceil = c
+    pad = (pb[0], pe[0], pb[1], pe[1])
+    xin = x if fmt == "NCHW" else np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+    if kind == "max":
+        y = mkcache.max_pool2d(xin, k, s, pad, ceil_mode=ceil, data_format=fmt)
+    else:
+        y = mkcache.avg_pool2d(xin, k, s, pad, ceil_mode=ceil, data_format=fmt,
+                               count_include_pad=(kind == "avg_include"))
+    assert y.layout == fmt
+    return y.numpy("NCHW")
+
+
+@pytest.mark.parametrize("case", CASES_2D, ids=[str(c[:4]) + str(c[4:]) for c in CASES_2D])
+@pytest.mark.parametrize("kind", ["max", "avg_include", "avg_exclude"])
+@pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])
+def test_pool2d(case, kind, fmt, rng):
+    n, ch, h, w, k, s, pb, pe, ceil = case
+    if kind == "avg_include" and ceil:
+        pytest.skip("ceil_mode with count_include_pad is rejected (tested below)")
+    x = rng.standard_normal((n, ch, h, w), dtype=np.float32)
+    want = ref_pool(x, kind, k, s, pb, pe, ceil)
+    assert_close_elementwise(_run2d(kind, x, case, fmt), want, kind, ulps=4 * k[0] * k[1])
+
+
+@pytest.mark.parametrize("kind", ["max", "avg_exclude"])
+@pytest.mark.parametrize("fmt", ["NCDHW", "NDHWC"])
+def test_pool3d(kind, fmt, rng):
+    x = rng.standard_normal((2, 5, 6, 7, 9), dtype=np.float32)
+    k, s, pb, pe = (2, 3, 3), (2, 2, 2), (1, 1, 0), (0, 1, 2)
+    want = ref_pool(x, kind, k, s, pb, pe)
+    xin = x if fmt == "NCDHW" else np.ascontiguousarray(x.transpose(0, 2, 3, 4, 1))
+    pad = (pb[0], pe[0], pb[1], pe[1], pb[2], pe[2])
+    if kind == "max":
+        y = mkcache.max_pool3d(xin, k, s, pad, data_format=fmt)
+    else:
+        y = mkcache.avg_pool3d(xin, k, s, pad, data_format=fmt, count_include_pad=False)
+    assert_close_elementwise(y.numpy("NCDHW"), want, ulps=64)
+
+
+@pytest.mark.parametrize("rank", [4, 5])
+def test_global_pooling(rank, rng):
+    shape = (2, 7, 5, 6) if rank == 4 else (2, 3, 4, 5, 6)
+    x = rng.standard_normal(shape, dtype=np.float32)
+    fmt = "NCHW" if rank == 4 else "NCDHW"
+    axes = tuple(range(2, rank))
+    assert_close_elementwise(np.asarray(mkcache.global_avg_pool(x, data_format=fmt)),
+                             x.astype(np.float64).mean(axis=axes, keepdims=True), ulps=64)
+    np.testing.assert_array_equal(np.asarray(mkcache.global_max_pool(x, data_format=fmt)),
+                                  x.max(axis=axes, keepdims=True))
+
+
+def test_pool_on_blocked_conv_output_no_reorder(rng):
+    x = rng.standard_normal((1, 16, 12, 12), dtype=np.float32)
+    w = rng.standard_normal((32, 16, 3, 3), dtype=np.float32) * 0.2
+    y = mkcache.conv2d(x, w, padding=1)
+    plain = y.numpy("NCHW")
+    before = mkcache.cache.reorder_count()
+    z = mkcache.max_pool2d(y, 3, 2, 1)
+    assert mkcache.cache.reorder_count() == before
+    assert z.format == y.format
+    np.testing.assert_array_equal(z.numpy("NCHW"), ref_pool(plain, "max", (3, 3), (2, 2), (1, 1), (1, 1)))
+
+
+def test_pool_bad_input():
+    x = np.ones((1, 2, 5, 5), np.float32)
+    with pytest.raises(mkcache.InvalidArgumentError, match="kernel"):
+        mkcache.max_pool2d(x, 0)
+    with pytest.raises(mkcache.InvalidArgumentError, match="stride"):
+        mkcache.max_pool2d(x, 2, 0)
+    with pytest.raises(mkcache.InvalidArgumentError, match="padding"):
+        mkcache.max_pool2d(x, 2, 1, 2)
+    with pytest.raises(mkcache.InvalidArgumentError, match="larger"):
+        mkcache.max_pool2d(x, 7)
+    with pytest.raises(mkcache.InvalidArgumentError, match="rank"):
+        mkcache.max_pool2d(np.ones((2, 5, 5), np.float32), 2)
+    with pytest.raises(mkcache.InvalidArgumentError, match="ceil_mode"):
+        mkcache.avg_pool2d(np.ones((1, 1, 10, 10), np.float32), 3, 2, ceil_mode=True)
+    with pytest.raises(mkcache.InvalidArgumentError, match="kernel_size"):
+        mkcache.max_pool2d(x, (2, 2, 2))
