@@ -22,7 +22,7 @@ from .errors import (BufferTooSmallError, DTypeError, Error, InternalError,  # n
 from ._capi import ACTIVATIONS  # noqa: E402
 from .ops import (abs, activation, add, clip, conv2d, div, elu, exp, gelu,  # noqa: E402,A004
                   hardswish, maximum, minimum, mul, sub, max_pool2d, avg_pool2d, max_pool3d,
-                  avg_pool3d, global_max_pool, global_avg_pool,
+                  avg_pool3d, global_max_pool, global_avg_pool, linear, matmul,
                   leaky_relu, log, log_softmax, mish, relu, relu6, sigmoid, silu, softmax, sqrt,
                   square, swish, tanh)
 from .tensor import Tensor  # noqa: E402
@@ -53,7 +53,7 @@ __all__ = [
     "leaky_relu", "elu", "gelu", "tanh", "sigmoid", "swish", "silu", "hardswish", "mish",
     "clip", "relu6", "sqrt", "abs", "exp", "log", "square", "softmax", "log_softmax",
     "add", "sub", "mul", "div", "maximum", "minimum", "max_pool2d", "avg_pool2d",
-    "max_pool3d", "avg_pool3d", "global_max_pool", "global_avg_pool",
+    "max_pool3d", "avg_pool3d", "global_max_pool", "global_avg_pool", "linear", "matmul",
     "Tensor", "target_layout",
     "get_target_layout", "Error", "InvalidArgumentError", "InvalidHandleError", "DTypeError",
     "UnsupportedError", "OutOfMemoryError", "BufferTooSmallError", "OneDNNError",

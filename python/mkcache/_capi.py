@@ -57,6 +57,26 @@ class PoolParams(Structure):
     ]
 
 
+class LinearParams(Structure):
+    _fields_ = [
+        ("activation", c_int),
+        ("activation_alpha", c_float),
+        ("activation_beta", c_float),
+        ("name", c_char_p),
+    ]
+
+
+class MatmulParams(Structure):
+    _fields_ = [
+        ("transpose_a", c_int),
+        ("transpose_b", c_int),
+        ("activation", c_int),
+        ("activation_alpha", c_float),
+        ("activation_beta", c_float),
+        ("name", c_char_p),
+    ]
+
+
 class Conv2dParams(Structure):
     _fields_ = [
         ("stride", c_int64 * 2),
@@ -133,6 +153,10 @@ _SIGNATURES = {
     "mkc_binary": [c_int, c_char_p, tensor_p, tensor_p, POINTER(tensor_p)],
     "mkc_pool_params_init": [POINTER(PoolParams)],
     "mkc_pool": [POINTER(PoolParams), tensor_p, POINTER(tensor_p)],
+    "mkc_linear_params_init": [POINTER(LinearParams)],
+    "mkc_linear": [POINTER(LinearParams), tensor_p, tensor_p, tensor_p, POINTER(tensor_p)],
+    "mkc_matmul_params_init": [POINTER(MatmulParams)],
+    "mkc_matmul": [POINTER(MatmulParams), tensor_p, tensor_p, tensor_p, POINTER(tensor_p)],
 }
 
 for _name, _argtypes in _SIGNATURES.items():

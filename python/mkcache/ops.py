@@ -107,6 +107,15 @@ def _out_handle(out):
     return _capi.tensor_p(out.handle.value)
 
 
+def _fused_activation(activation) -> tuple:
+    if activation is None:
+        return (_capi.ACTIVATION_NONE, 0.0, 0.0)
+    if isinstance(activation, str) and activation in _capi.ACTIVATIONS:
+        return _capi.ACTIVATIONS[activation]
+    raise InvalidArgumentError(
+        f"activation must be None or one of {sorted(_capi.ACTIVATIONS)}, got {activation!r}")
+
+
 def conv2d(x, weight, bias=None, *, stride=1, padding=0, dilation=1, groups=1,
            data_format="NCHW", activation=None, name=None, out=None) -> Tensor:
     """2-D convolution.
@@ -121,13 +130,7 @@ def conv2d(x, weight, bias=None, *, stride=1, padding=0, dilation=1, groups=1,
     fmt = _layout.to_enum(data_format, "data_format")
     if fmt == _capi.LAYOUT_TARGET:
         raise InvalidArgumentError("data_format must be 'NCHW' or 'NHWC'")
-    if activation is None:
-        act = (_capi.ACTIVATION_NONE, 0.0, 0.0)
-    elif activation in _capi.ACTIVATIONS:
-        act = _capi.ACTIVATIONS[activation]
-    else:
-        raise InvalidArgumentError(
-            f"activation must be None or one of {sorted(_capi.ACTIVATIONS)}, got {activation!r}")
+    act = _fused_activation(activation)
     if not isinstance(groups, numbers.Integral):
         raise InvalidArgumentError(f"groups must be an int, got {groups!r}")
     s = _pair(stride, "stride")
@@ -452,3 +455,47 @@ def global_max_pool(x, *, data_format="NCHW", name=None, out=None) -> Tensor:
 def global_avg_pool(x, *, data_format="NCHW", name=None, out=None) -> Tensor:
     """Mean over all spatial dims (4-D or 5-D input); spatial dims become 1."""
     return _pool(2, x, 0, None, None, 0, False, data_format, name, out, global_=True)
+
+
+def linear(x, weight, bias=None, *, activation=None, name=None, out=None) -> Tensor:
+    """x[..., in] @ weight[out, in]^T + bias[out], with an optional fused
+    activation. Mark weight ``constant=True`` (a Tensor) to convert it to
+    oneDNN's layout once."""
+    act = _fused_activation(activation)
+    p = _capi.LinearParams()
+    _lib.mkc_linear_params_init(ctypes.byref(p))
+    p.activation, p.activation_alpha, p.activation_beta = act
+    p.name = _name(name)
+    args = _Args()
+    try:
+        hx = args.handle(x, "x", _default_layout())
+        hw = args.handle(weight, "weight")
+        hb = None if bias is None else args.handle(bias, "bias")
+        dst = _out_handle(out)
+        _lib.mkc_linear(ctypes.byref(p), hx, hw, hb, ctypes.byref(dst))
+        return _result(out, dst)
+    finally:
+        args.close()
+
+
+def matmul(a, b, bias=None, *, transpose_a=False, transpose_b=False, activation=None,
+           name=None, out=None) -> Tensor:
+    """a[..., M, K] @ b[..., K, N] (+ bias[N]) with broadcast batch dims;
+    transpose_a / transpose_b read a / b as their last-two-dims transposes."""
+    act = _fused_activation(activation)
+    p = _capi.MatmulParams()
+    _lib.mkc_matmul_params_init(ctypes.byref(p))
+    p.transpose_a = 1 if transpose_a else 0
+    p.transpose_b = 1 if transpose_b else 0
+    p.activation, p.activation_alpha, p.activation_beta = act
+    p.name = _name(name)
+    args = _Args()
+    try:
+        ha = args.handle(a, "a", _default_layout())
+        hb = args.handle(b, "b", _default_layout())
+        hbias = None if bias is None else args.handle(bias, "bias")
+        dst = _out_handle(out)
+        _lib.mkc_matmul(ctypes.byref(p), ha, hb, hbias, ctypes.byref(dst))
+        return _result(out, dst)
+    finally:
+        args.close()

@@ -427,6 +427,43 @@ MKC_API mkc_status mkc_pool_params_init(mkc_pool_params *params);
 MKC_API mkc_status mkc_pool(const mkc_pool_params *params, const mkc_tensor *src,
                             mkc_tensor **dst);
 
+typedef struct mkc_linear_params {
+    mkc_activation_kind activation; /* fused post-op (NONE: none)            */
+    float activation_alpha;
+    float activation_beta;
+    const char *name;               /* cache name; may be NULL               */
+} mkc_linear_params;
+
+/* Defaults: no activation, no name. */
+MKC_API mkc_status mkc_linear_params_init(mkc_linear_params *params);
+
+/* Fully connected layer: dst[..., out] = src[..., in] . weights^T + bias.
+ * weights [out, in] (mark them constant: their conversion to oneDNN's
+ * blocked layout then happens once), bias [out] or NULL. The leading dims
+ * of src are flattened; the result is row-major. */
+MKC_API mkc_status mkc_linear(const mkc_linear_params *params,
+                              const mkc_tensor *src, const mkc_tensor *weights,
+                              const mkc_tensor *bias, mkc_tensor **dst);
+
+typedef struct mkc_matmul_params {
+    int transpose_a;                /* != 0: use a[..., K, M] as a^T         */
+    int transpose_b;                /* != 0: use b[..., N, K] as b^T         */
+    mkc_activation_kind activation; /* fused post-op (NONE: none)            */
+    float activation_alpha;
+    float activation_beta;
+    const char *name;               /* cache name; may be NULL               */
+} mkc_matmul_params;
+
+/* Defaults: no transposes, no activation, no name. */
+MKC_API mkc_status mkc_matmul_params_init(mkc_matmul_params *params);
+
+/* Batched matrix product a[..., M, K] @ b[..., K, N] (+ bias [N]) with
+ * numpy-style broadcasting of the batch dims (a lower rank gets leading 1s).
+ * The result is row-major [..., M, N]. */
+MKC_API mkc_status mkc_matmul(const mkc_matmul_params *params, const mkc_tensor *a,
+                              const mkc_tensor *b, const mkc_tensor *bias,
+                              mkc_tensor **dst);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -95,4 +95,47 @@ MKC_API mkc_status mkc_pool(const mkc_pool_params *params, const mkc_tensor *src
     });
 }
 
+MKC_API mkc_status mkc_linear_params_init(mkc_linear_params *params) {
+    return guard([&] {
+        require_out(params, "params");
+        *params = mkc_linear_params{};
+    });
+}
+
+MKC_API mkc_status mkc_linear(const mkc_linear_params *params, const mkc_tensor *src,
+                              const mkc_tensor *weights, const mkc_tensor *bias,
+                              mkc_tensor **dst) {
+    return guard([&] {
+        require(params != nullptr, "linear: params is NULL");
+        const Tensor &x = tensor_arg(src, "linear: src");
+        const Tensor &w = tensor_arg(weights, "linear: weights");
+        const Tensor *b = bias ? &tensor_arg(bias, "linear: bias") : nullptr;
+        check_dst(dst);
+        require(*dst != src && *dst != weights && (!bias || *dst != bias),
+                "linear: dst must not be one of the inputs");
+        ops::linear(*params, x, w, b, dst);
+    });
+}
+
+MKC_API mkc_status mkc_matmul_params_init(mkc_matmul_params *params) {
+    return guard([&] {
+        require_out(params, "params");
+        *params = mkc_matmul_params{};
+    });
+}
+
+MKC_API mkc_status mkc_matmul(const mkc_matmul_params *params, const mkc_tensor *a,
+                              const mkc_tensor *b, const mkc_tensor *bias, mkc_tensor **dst) {
+    return guard([&] {
+        require(params != nullptr, "matmul: params is NULL");
+        const Tensor &ta = tensor_arg(a, "matmul: a");
+        const Tensor &tb = tensor_arg(b, "matmul: b");
+        const Tensor *tbias = bias ? &tensor_arg(bias, "matmul: bias") : nullptr;
+        check_dst(dst);
+        require(*dst != a && *dst != b && (!bias || *dst != bias),
+                "matmul: dst must not be one of the inputs");
+        ops::matmul(*params, ta, tb, tbias, dst);
+    });
+}
+
 } // extern "C"

@@ -31,6 +31,11 @@ void binary(mkc_binary_kind kind, const char *name, const Tensor &a, const Tenso
 
 void pool(const mkc_pool_params &params, const Tensor &src, mkc_tensor **dst);
 
+void linear(const mkc_linear_params &params, const Tensor &src, const Tensor &weights,
+            const Tensor *bias, mkc_tensor **dst);
+void matmul(const mkc_matmul_params &params, const Tensor &a, const Tensor &b, const Tensor *bias,
+            mkc_tensor **dst);
+
 // Dense plain copy of `src` in `layout` (the reorder behind export).
 void export_plain(const Tensor &src, mkc_layout layout, void *dst, size_t dst_bytes);
 
