@@ -77,6 +77,20 @@ class MatmulParams(Structure):
     ]
 
 
+class LayerNormParams(Structure):
+    _fields_ = [("begin_norm_axis", c_int), ("epsilon", c_float), ("name", c_char_p)]
+
+
+class BatchNormParams(Structure):
+    _fields_ = [("epsilon", c_float), ("momentum", c_float), ("training", c_int),
+                ("data_format", c_int), ("name", c_char_p)]
+
+
+class LrnParams(Structure):
+    _fields_ = [("size", c_int64), ("alpha", c_float), ("beta", c_float), ("k", c_float),
+                ("data_format", c_int), ("name", c_char_p)]
+
+
 class Conv2dParams(Structure):
     _fields_ = [
         ("stride", c_int64 * 2),
@@ -157,6 +171,13 @@ _SIGNATURES = {
     "mkc_linear": [POINTER(LinearParams), tensor_p, tensor_p, tensor_p, POINTER(tensor_p)],
     "mkc_matmul_params_init": [POINTER(MatmulParams)],
     "mkc_matmul": [POINTER(MatmulParams), tensor_p, tensor_p, tensor_p, POINTER(tensor_p)],
+    "mkc_layer_norm_params_init": [POINTER(LayerNormParams)],
+    "mkc_layer_norm": [POINTER(LayerNormParams), tensor_p, tensor_p, tensor_p, POINTER(tensor_p)],
+    "mkc_batch_norm_params_init": [POINTER(BatchNormParams)],
+    "mkc_batch_norm": [POINTER(BatchNormParams), tensor_p, tensor_p, tensor_p, tensor_p, tensor_p,
+                       tensor_p, tensor_p, POINTER(tensor_p)],
+    "mkc_lrn_params_init": [POINTER(LrnParams)],
+    "mkc_lrn": [POINTER(LrnParams), tensor_p, POINTER(tensor_p)],
 }
 
 for _name, _argtypes in _SIGNATURES.items():

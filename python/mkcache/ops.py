@@ -499,3 +499,93 @@ def matmul(a, b, bias=None, *, transpose_a=False, transpose_b=False, activation=
         return _result(out, dst)
     finally:
         args.close()
+
+
+def layer_norm(x, scale=None, shift=None, *, begin_norm_axis=-1, epsilon=1e-5, name=None,
+               out=None) -> Tensor:
+    """Normalizes over dims [begin_norm_axis, rank): (x - mean) /
+    sqrt(var + epsilon) * scale + shift (scale/shift hold one value per
+    normalized element)."""
+    p = _capi.LayerNormParams()
+    _lib.mkc_layer_norm_params_init(ctypes.byref(p))
+    p.begin_norm_axis = _axis(begin_norm_axis)
+    p.epsilon = float(epsilon)
+    p.name = _name(name)
+    args = _Args()
+    try:
+        hx = args.handle(x, "x", _default_layout())
+        hs = None if scale is None else args.handle(scale, "scale")
+        hb = None if shift is None else args.handle(shift, "shift")
+        dst = _out_handle(out)
+        _lib.mkc_layer_norm(ctypes.byref(p), hx, hs, hb, ctypes.byref(dst))
+        return _result(out, dst)
+    finally:
+        args.close()
+
+
+def batch_norm(x, mean=None, variance=None, scale=None, shift=None, *, epsilon=1e-5,
+               training=False, momentum=0.9, data_format="NCHW", name=None, out=None):
+    """Batch normalization over the channel dim.
+
+    Inference (default): normalizes with `mean` and `variance` (the running
+    statistics) and returns a Tensor. Training: normalizes with the batch's
+    statistics, updates `mean` and `variance` in place (numpy arrays or
+    Tensors, when given) as momentum * running + (1 - momentum) * batch, and
+    returns (y, batch_mean, batch_variance) with numpy statistics.
+    """
+    fmt = _layout.to_enum(data_format, "data_format")
+    p = _capi.BatchNormParams()
+    _lib.mkc_batch_norm_params_init(ctypes.byref(p))
+    p.epsilon = float(epsilon)
+    p.momentum = float(momentum)
+    p.training = 1 if training else 0
+    p.data_format = fmt
+    p.name = _name(name)
+    args = _Args()
+    try:
+        hx = args.handle(x, "x", fmt)
+        hm = None if mean is None else args.handle(mean, "mean")
+        hv = None if variance is None else args.handle(variance, "variance")
+        hs = None if scale is None else args.handle(scale, "scale")
+        hb = None if shift is None else args.handle(shift, "shift")
+        bm = bv = hbm = hbv = None
+        if training:
+            if isinstance(x, Tensor):
+                shape, last = x.shape, x.layout in ("NHWC", "NDHWC", "NWC")
+            else:
+                shape, last = x.shape, fmt == _capi.LAYOUT_CHANNELS_LAST
+            c = shape[-1] if last and len(shape) > 2 else shape[1]
+            bm = np.empty(c, np.float32)
+            bv = np.empty(c, np.float32)
+            hbm = args.handle(bm, "batch_mean")
+            hbv = args.handle(bv, "batch_variance")
+        dst = _out_handle(out)
+        _lib.mkc_batch_norm(ctypes.byref(p), hx, hm, hv, hs, hb, hbm, hbv, ctypes.byref(dst))
+        y = _result(out, dst)
+        return (y, bm, bv) if training else y
+    finally:
+        args.close()
+
+
+def lrn(x, size=5, alpha=1e-4, beta=0.75, k=1.0, *, data_format="NCHW", name=None,
+        out=None) -> Tensor:
+    """Local response normalization across channels:
+    x / (k + alpha / size * sum over `size` neighbouring channels of x^2)^beta
+    (Caffe's and PyTorch's formula; PaddlePaddle's alpha is alpha / size)."""
+    fmt = _layout.to_enum(data_format, "data_format")
+    if not isinstance(size, numbers.Integral):
+        raise InvalidArgumentError(f"size must be an int, got {size!r}")
+    p = _capi.LrnParams()
+    _lib.mkc_lrn_params_init(ctypes.byref(p))
+    p.size = int(size)
+    p.alpha, p.beta, p.k = float(alpha), float(beta), float(k)
+    p.data_format = fmt
+    p.name = _name(name)
+    args = _Args()
+    try:
+        hx = args.handle(x, "x", fmt)
+        dst = _out_handle(out)
+        _lib.mkc_lrn(ctypes.byref(p), hx, ctypes.byref(dst))
+        return _result(out, dst)
+    finally:
+        args.close()

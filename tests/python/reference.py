@@ -178,3 +178,41 @@ def pool(x, kind, kernel, stride, pad_begin, pad_end, ceil_mode=False):
             count = (explicit if kind == "avg_include" else real)[sl].sum()
             out[(slice(None), slice(None)) + idx] = window.sum(axis=axes) / count
     return out
+
+
+def layer_norm(x, begin_axis, scale=None, shift=None, eps=1e-5):
+    x = np.asarray(x, dtype=np.float64)
+    axes = tuple(range(begin_axis % x.ndim, x.ndim))
+    mean = x.mean(axis=axes, keepdims=True)
+    var = x.var(axis=axes, keepdims=True)
+    y = (x - mean) / np.sqrt(var + eps)
+    if scale is not None:
+        y = y * scale
+    if shift is not None:
+        y = y + shift
+    return y
+
+
+def batch_norm_nchw(x, mean, var, scale=None, shift=None, eps=1e-5):
+    x = np.asarray(x, dtype=np.float64)
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    y = (x - np.reshape(mean, shape)) / np.sqrt(np.reshape(var, shape) + eps)
+    if scale is not None:
+        y = y * np.reshape(scale, shape)
+    if shift is not None:
+        y = y + np.reshape(shift, shape)
+    return y
+
+
+def lrn_nchw(x, size, alpha, beta, k):
+    """Across channels, window centred (size // 2 before, the rest after)."""
+    x = np.asarray(x, dtype=np.float64)
+    c = x.shape[1]
+    sq = x * x
+    out = np.empty_like(x)
+    before = (size - 1) // 2
+    for i in range(c):
+        lo, hi = max(0, i - before), min(c, i - before + size)
+        s = sq[:, lo:hi].sum(axis=1)
+        out[:, i] = x[:, i] / (k + alpha / size * s) ** beta
+    return out

@@ -464,6 +464,62 @@ MKC_API mkc_status mkc_matmul(const mkc_matmul_params *params, const mkc_tensor 
                               const mkc_tensor *b, const mkc_tensor *bias,
                               mkc_tensor **dst);
 
+typedef struct mkc_layer_norm_params {
+    int begin_norm_axis; /* normalize over dims [axis, rank) (negative: from end) */
+    float epsilon;
+    const char *name;    /* cache name; may be NULL                          */
+} mkc_layer_norm_params;
+
+/* Defaults: the last axis, epsilon 1e-5. */
+MKC_API mkc_status mkc_layer_norm_params_init(mkc_layer_norm_params *params);
+
+/* (x - mean) / sqrt(var + eps) * scale + shift over the trailing dims;
+ * scale and shift (each optional) hold one value per normalized element.
+ * The result is row-major in src's layout. */
+MKC_API mkc_status mkc_layer_norm(const mkc_layer_norm_params *params,
+                                  const mkc_tensor *src, const mkc_tensor *scale,
+                                  const mkc_tensor *shift, mkc_tensor **dst);
+
+typedef struct mkc_batch_norm_params {
+    float epsilon;
+    float momentum;         /* training: running = m * running + (1 - m) * batch */
+    int training;           /* != 0: normalize with the batch statistics         */
+    mkc_layout data_format; /* NCHW/NHWC (channels = dim 1 in oneDNN order)      */
+    const char *name;       /* cache name; may be NULL                           */
+} mkc_batch_norm_params;
+
+/* Defaults: epsilon 1e-5, momentum 0.9, inference, NCHW. */
+MKC_API mkc_status mkc_batch_norm_params_init(mkc_batch_norm_params *params);
+
+/* Batch normalization over the channel dim. All statistics tensors are
+ * float32 vectors of C values; scale and shift may be NULL.
+ * Inference: uses `mean` and `variance` (the running statistics).
+ * Training: computes the batch statistics, writes them to batch_mean /
+ * batch_variance when given (biased variance), and updates `mean` and
+ * `variance` in place with the momentum when given. Runs on src's layout and
+ * sets the thread's target layout to data_format. */
+MKC_API mkc_status mkc_batch_norm(const mkc_batch_norm_params *params,
+                                  const mkc_tensor *src, mkc_tensor *mean,
+                                  mkc_tensor *variance, const mkc_tensor *scale,
+                                  const mkc_tensor *shift, mkc_tensor *batch_mean,
+                                  mkc_tensor *batch_variance, mkc_tensor **dst);
+
+typedef struct mkc_lrn_params {
+    int64_t size;            /* channels in the window (odd sizes centre it) */
+    float alpha, beta, k;    /* dst = src / (k + alpha / size * sum(src^2))^beta */
+    mkc_layout data_format;
+    const char *name;        /* cache name; may be NULL                      */
+} mkc_lrn_params;
+
+/* Defaults: size 5, alpha 1e-4, beta 0.75, k 1 (AlexNet), NCHW. The formula
+ * is Caffe's and PyTorch's; PaddlePaddle's alpha multiplies the plain sum,
+ * so pass alpha_paddle * size. */
+MKC_API mkc_status mkc_lrn_params_init(mkc_lrn_params *params);
+
+/* Local response normalization across channels, on src's layout. */
+MKC_API mkc_status mkc_lrn(const mkc_lrn_params *params, const mkc_tensor *src,
+                           mkc_tensor **dst);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -138,4 +138,83 @@ MKC_API mkc_status mkc_matmul(const mkc_matmul_params *params, const mkc_tensor 
     });
 }
 
+MKC_API mkc_status mkc_layer_norm_params_init(mkc_layer_norm_params *params) {
+    return guard([&] {
+        require_out(params, "params");
+        *params = mkc_layer_norm_params{};
+        params->begin_norm_axis = -1;
+        params->epsilon = 1e-5f;
+    });
+}
+
+MKC_API mkc_status mkc_layer_norm(const mkc_layer_norm_params *params, const mkc_tensor *src,
+                                  const mkc_tensor *scale, const mkc_tensor *shift,
+                                  mkc_tensor **dst) {
+    return guard([&] {
+        require(params != nullptr, "layer_norm: params is NULL");
+        const Tensor &x = tensor_arg(src, "layer_norm: src");
+        const Tensor *s = scale ? &tensor_arg(scale, "layer_norm: scale") : nullptr;
+        const Tensor *b = shift ? &tensor_arg(shift, "layer_norm: shift") : nullptr;
+        check_dst(dst);
+        require(*dst == nullptr || (*dst != scale && *dst != shift),
+                "layer_norm: dst must not be scale or shift");
+        ops::layer_norm(*params, x, s, b, dst);
+    });
+}
+
+MKC_API mkc_status mkc_batch_norm_params_init(mkc_batch_norm_params *params) {
+    return guard([&] {
+        require_out(params, "params");
+        *params = mkc_batch_norm_params{};
+        params->epsilon = 1e-5f;
+        params->momentum = 0.9f;
+        params->data_format = MKC_LAYOUT_NCHW;
+    });
+}
+
+MKC_API mkc_status mkc_batch_norm(const mkc_batch_norm_params *params, const mkc_tensor *src,
+                                  mkc_tensor *mean, mkc_tensor *variance,
+                                  const mkc_tensor *scale, const mkc_tensor *shift,
+                                  mkc_tensor *batch_mean, mkc_tensor *batch_variance,
+                                  mkc_tensor **dst) {
+    return guard([&] {
+        require(params != nullptr, "batch_norm: params is NULL");
+        const Tensor &x = tensor_arg(src, "batch_norm: src");
+        Tensor *m = mean ? &api::mutable_tensor_arg(mean, "batch_norm: mean") : nullptr;
+        Tensor *v = variance ? &api::mutable_tensor_arg(variance, "batch_norm: variance") : nullptr;
+        const Tensor *s = scale ? &tensor_arg(scale, "batch_norm: scale") : nullptr;
+        const Tensor *b = shift ? &tensor_arg(shift, "batch_norm: shift") : nullptr;
+        if (batch_mean) tensor_arg(batch_mean, "batch_norm: batch_mean");
+        if (batch_variance) tensor_arg(batch_variance, "batch_norm: batch_variance");
+        check_dst(dst);
+        require(*dst == nullptr || (*dst != mean && *dst != variance && *dst != scale &&
+                                    *dst != shift),
+                "batch_norm: dst must not be a statistics tensor");
+        ops::batch_norm(*params, x, m, v, s, b, dst, batch_mean, batch_variance);
+    });
+}
+
+MKC_API mkc_status mkc_lrn_params_init(mkc_lrn_params *params) {
+    return guard([&] {
+        require_out(params, "params");
+        *params = mkc_lrn_params{};
+        params->size = 5;
+        params->alpha = 1e-4f;
+        params->beta = 0.75f;
+        params->k = 1.f;
+        params->data_format = MKC_LAYOUT_NCHW;
+    });
+}
+
+MKC_API mkc_status mkc_lrn(const mkc_lrn_params *params, const mkc_tensor *src,
+                           mkc_tensor **dst) {
+    return guard([&] {
+        require(params != nullptr, "lrn: params is NULL");
+        const Tensor &x = tensor_arg(src, "lrn: src");
+        check_dst(dst);
+        require(*dst != src, "lrn: dst must not be src");
+        ops::lrn(*params, x, dst);
+    });
+}
+
 } // extern "C"

@@ -36,6 +36,13 @@ void linear(const mkc_linear_params &params, const Tensor &src, const Tensor &we
 void matmul(const mkc_matmul_params &params, const Tensor &a, const Tensor &b, const Tensor *bias,
             mkc_tensor **dst);
 
+void layer_norm(const mkc_layer_norm_params &params, const Tensor &src, const Tensor *scale,
+                const Tensor *shift, mkc_tensor **dst);
+void batch_norm(const mkc_batch_norm_params &params, const Tensor &src, Tensor *mean,
+                Tensor *variance, const Tensor *scale, const Tensor *shift, mkc_tensor **dst,
+                mkc_tensor *batch_mean, mkc_tensor *batch_variance);
+void lrn(const mkc_lrn_params &params, const Tensor &src, mkc_tensor **dst);
+
 // Dense plain copy of `src` in `layout` (the reorder behind export).
 void export_plain(const Tensor &src, mkc_layout layout, void *dst, size_t dst_bytes);
 
