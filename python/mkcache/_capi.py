@@ -178,6 +178,9 @@ _SIGNATURES = {
                        tensor_p, tensor_p, POINTER(tensor_p)],
     "mkc_lrn_params_init": [POINTER(LrnParams)],
     "mkc_lrn": [POINTER(LrnParams), tensor_p, POINTER(tensor_p)],
+    "mkc_concat": [c_int, c_int, POINTER(tensor_p), c_char_p, POINTER(tensor_p)],
+    "mkc_transpose": [c_int, POINTER(c_int), tensor_p, POINTER(tensor_p)],
+    "mkc_tensor_to_layout": [tensor_p, c_char_p, POINTER(tensor_p)],
 }
 
 for _name, _argtypes in _SIGNATURES.items():

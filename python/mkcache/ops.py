@@ -589,3 +589,55 @@ def lrn(x, size=5, alpha=1e-4, beta=0.75, k=1.0, *, data_format="NCHW", name=Non
         return _result(out, dst)
     finally:
         args.close()
+
+
+def concat(tensors, axis=0, *, name=None, out=None) -> Tensor:
+    """Concatenates arrays/Tensors along `axis` (of their shape as reported;
+    all must share rank and layout)."""
+    a = _axis(axis)
+    try:
+        items = list(tensors)
+    except TypeError:
+        raise InvalidArgumentError("tensors must be a sequence of arrays or Tensors") from None
+    if not items:
+        raise InvalidArgumentError("concat needs at least one input")
+    args = _Args()
+    try:
+        handles = (_capi.tensor_p * len(items))(
+            *[args.handle(t, f"tensors[{i}]", _default_layout()) for i, t in enumerate(items)])
+        dst = _out_handle(out)
+        _lib.mkc_concat(a, len(items), handles, _name(name), ctypes.byref(dst))
+        return _result(out, dst)
+    finally:
+        args.close()
+
+
+def transpose(x, axes=None) -> Tensor:
+    """x with its axes permuted, as numpy.transpose (axes None reverses them).
+    The result is row-major."""
+    args = _Args()
+    try:
+        hx = args.handle(x, "x", _default_layout())
+        ndim = x.ndim
+        perm = tuple(reversed(range(ndim))) if axes is None else tuple(int(v) for v in axes)
+        arr = (ctypes.c_int * max(len(perm), 1))(*perm)
+        dst = _capi.tensor_p()
+        _lib.mkc_transpose(len(perm), arr, hx, ctypes.byref(dst))
+        return Tensor._adopt(dst)
+    finally:
+        args.close()
+
+
+def to_layout(x, layout: str) -> Tensor:
+    """A new Tensor in `layout`: "NCHW", "NHWC", "NCDHW", "NDHWC" (plain) or
+    "nChw8c", "nChw16c", "nCdhw8c", "nCdhw16c" (oneDNN blocked)."""
+    if not isinstance(layout, str):
+        raise InvalidArgumentError(f"layout must be a str, got {layout!r}")
+    args = _Args()
+    try:
+        hx = args.handle(x, "x", _default_layout())
+        dst = _capi.tensor_p()
+        _lib.mkc_tensor_to_layout(hx, layout.encode(), ctypes.byref(dst))
+        return Tensor._adopt(dst)
+    finally:
+        args.close()

@@ -520,6 +520,24 @@ MKC_API mkc_status mkc_lrn_params_init(mkc_lrn_params *params);
 MKC_API mkc_status mkc_lrn(const mkc_lrn_params *params, const mkc_tensor *src,
                            mkc_tensor **dst);
 
+/* Concatenates n tensors along `axis` of the caller's dims order (negative
+ * counts from the end). All inputs have the same rank, the same layout
+ * label (NCHW/NHWC) and equal dims outside the axis; they may be in any
+ * memory layout. The key's in-place suffix is the axis. */
+MKC_API mkc_status mkc_concat(int axis, int n, const mkc_tensor *const *srcs,
+                              const char *name, mkc_tensor **dst);
+
+/* dst = src with its (caller-order) axes permuted: dst dim i is src dim
+ * perm[i], as numpy.transpose. The result is row-major (NCHW label). */
+MKC_API mkc_status mkc_transpose(int n, const int *perm, const mkc_tensor *src,
+                                 mkc_tensor **dst);
+
+/* A new tensor with src's values in `format`: a plain layout ("NCHW",
+ * "NHWC", "NCDHW", "NDHWC") or a oneDNN blocked one ("nChw8c", "nChw16c",
+ * "nCdhw8c", "nCdhw16c"). `*dst` must be NULL. */
+MKC_API mkc_status mkc_tensor_to_layout(const mkc_tensor *src, const char *format,
+                                        mkc_tensor **dst);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -1,4 +1,7 @@
 // C ABI: operators.
+#include <string>
+#include <vector>
+
 #include "api/guard.hpp"
 #include "ops/ops.hpp"
 
@@ -214,6 +217,41 @@ MKC_API mkc_status mkc_lrn(const mkc_lrn_params *params, const mkc_tensor *src,
         check_dst(dst);
         require(*dst != src, "lrn: dst must not be src");
         ops::lrn(*params, x, dst);
+    });
+}
+
+MKC_API mkc_status mkc_concat(int axis, int n, const mkc_tensor *const *srcs, const char *name,
+                              mkc_tensor **dst) {
+    return guard([&] {
+        require(srcs != nullptr, "concat: srcs is NULL");
+        require(n >= 1 && n <= 4096, "concat: needs 1..4096 inputs, got ", n);
+        std::vector<const Tensor *> inputs;
+        for (int i = 0; i < n; ++i) {
+            const std::string what = "concat: srcs[" + std::to_string(i) + "]";
+            inputs.push_back(&tensor_arg(srcs[i], what.c_str()));
+        }
+        check_dst(dst);
+        for (int i = 0; i < n; ++i) require(*dst != srcs[i], "concat: dst must not be an input");
+        ops::concat(axis, n, inputs.data(), name, dst);
+    });
+}
+
+MKC_API mkc_status mkc_transpose(int n, const int *perm, const mkc_tensor *src,
+                                 mkc_tensor **dst) {
+    return guard([&] {
+        require(perm != nullptr || n == 0, "transpose: perm is NULL");
+        const Tensor &x = tensor_arg(src, "transpose: src");
+        check_dst(dst);
+        ops::transpose(n, perm, x, dst);
+    });
+}
+
+MKC_API mkc_status mkc_tensor_to_layout(const mkc_tensor *src, const char *format,
+                                        mkc_tensor **dst) {
+    return guard([&] {
+        const Tensor &x = tensor_arg(src, "to_layout: src");
+        require_out(dst, "dst");
+        ops::to_layout(format, x, dst);
     });
 }
 

@@ -1,5 +1,6 @@
 #include "handler/handler.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "cache/blob_cache.hpp"
@@ -105,9 +106,11 @@ std::shared_ptr<PrimitiveEntry> Handler::lookup() {
     if (!blob) return nullptr;
     auto entry = std::static_pointer_cast<PrimitiveEntry>(blob);
     // Same name, other arguments: never reuse a primitive built for others.
-    if (entry->signature.size() != static_cast<size_t>(signature_size_) ||
+    const auto &sig = entry->signature;
+    if (sig.size() != signature_size_ + signature_spill_.size() ||
         (signature_size_ > 0 &&
-         std::memcmp(entry->signature.data(), signature_, sizeof(int64_t) * signature_size_) != 0))
+         std::memcmp(sig.data(), signature_, sizeof(int64_t) * signature_size_) != 0) ||
+        !std::equal(signature_spill_.begin(), signature_spill_.end(), sig.begin() + signature_size_))
         return nullptr;
     if (entry->exact_inputs.size() != static_cast<size_t>(exact_size_)) return nullptr;
     for (int i = 0; i < exact_size_; ++i) {
@@ -121,6 +124,8 @@ std::shared_ptr<PrimitiveEntry> Handler::lookup() {
 
 void Handler::store(const std::shared_ptr<PrimitiveEntry> &entry) {
     entry->signature.assign(signature_, signature_ + signature_size_);
+    entry->signature.insert(entry->signature.end(), signature_spill_.begin(),
+                            signature_spill_.end());
     entry->exact_inputs.clear();
     for (int i = 0; i < exact_size_; ++i) entry->exact_inputs.push_back(*exact_inputs_[i]);
     BlobInfo info;

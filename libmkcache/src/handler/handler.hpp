@@ -80,8 +80,8 @@ public:
     // Signature: everything (besides names) the primitive depends on. Kept
     // in a fixed array: the hit path allocates nothing.
     void sign(int64_t v) {
-        if (signature_size_ == kMaxSignature) overflow();
-        signature_[signature_size_++] = v;
+        if (signature_size_ < kMaxSignature) signature_[signature_size_++] = v;
+        else signature_spill_.push_back(v); // rare: e.g. concat of many inputs
     }
     void sign(const Dims &dims) {
         sign(static_cast<int64_t>(dims.size()));
@@ -172,6 +172,7 @@ private:
     std::string *key_;   // a per-thread buffer (one per nesting level)
     int64_t signature_[kMaxSignature];
     int signature_size_ = 0;
+    std::vector<int64_t> signature_spill_;
     const dnnl::memory::desc *exact_inputs_[kMaxExact];
     const Tensor *exact_tensors_[kMaxExact];
     int exact_args_[kMaxExact];

@@ -43,6 +43,10 @@ void batch_norm(const mkc_batch_norm_params &params, const Tensor &src, Tensor *
                 mkc_tensor *batch_mean, mkc_tensor *batch_variance);
 void lrn(const mkc_lrn_params &params, const Tensor &src, mkc_tensor **dst);
 
+void concat(int axis, int n, const Tensor *const *srcs, const char *name, mkc_tensor **dst);
+void transpose(int n, const int *perm, const Tensor &src, mkc_tensor **dst);
+void to_layout(const char *format, const Tensor &src, mkc_tensor **dst);
+
 // Dense plain copy of `src` in `layout` (the reorder behind export).
 void export_plain(const Tensor &src, mkc_layout layout, void *dst, size_t dst_bytes);
 

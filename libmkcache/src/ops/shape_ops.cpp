@@ -1,0 +1,178 @@
+// Operators that move data rather than compute: concat along any axis,
+// transpose (any permutation), and conversion to a named layout (plain or
+// oneDNN-blocked).
+#include <cstring>
+#include <functional>
+#include <string>
+
+#include "common/engine.hpp"
+#include "common/error.hpp"
+#include "common/handles.hpp"
+#include "handler/handler.hpp"
+#include "keys/keys.hpp"
+#include "ops/ops.hpp"
+
+namespace mkc::ops {
+
+namespace {
+
+struct ConcatEntry : PrimitiveEntry {
+    dnnl::concat::primitive_desc pd;
+};
+
+// The permutation (for memory::desc::permute_axes) that turns oneDNN-order
+// axes into the caller's order.
+std::vector<int> onednn_to_caller_perm(int n, mkc_layout layout) {
+    std::vector<int> perm(n);
+    for (int i = 0; i < n; ++i) perm[i] = i;
+    if (layout == MKC_LAYOUT_CHANNELS_LAST && n >= 3) {
+        perm[1] = n - 1;
+        for (int i = 2; i < n; ++i) perm[i] = i - 1;
+    }
+    return perm;
+}
+
+Dims row_major_strides(const Dims &d) {
+    Dims s(d.size(), 1);
+    for (int i = static_cast<int>(d.size()) - 2; i >= 0; --i) s[i] = s[i + 1] * d[i + 1];
+    return s;
+}
+
+void publish(std::unique_ptr<Tensor> t, mkc_tensor **dst) {
+    registry<Tensor>().add(t.get());
+    *dst = t.release();
+}
+
+} // namespace
+
+void concat(int axis, int n, const Tensor *const *srcs, const char *name, mkc_tensor **dst) {
+    require(n >= 1 && n <= 4096, "concat: needs 1..4096 inputs, got ", n);
+    const Tensor &first = *srcs[0];
+    const int rank = static_cast<int>(first.dims.size());
+    require(axis >= -rank && axis < rank, "concat: axis ", axis, " is out of range for rank ", rank);
+    const int caller_axis = axis < 0 ? axis + rank : axis;
+    const int onednn_axis = layout::to_onednn_axis(caller_axis, rank, first.layout);
+    Dims out = first.dims;
+    out[onednn_axis] = 0;
+    for (int i = 0; i < n; ++i) {
+        const Tensor &t = *srcs[i];
+        require(t.dtype == MKC_DTYPE_F32, "concat: input ", i, " must be float32");
+        require(static_cast<int>(t.dims.size()) == rank, "concat: input ", i, " has rank ",
+                t.dims.size(), ", input 0 has rank ", rank);
+        require(rank < 3 || t.layout == first.layout, "concat: input ", i, " is ",
+                layout::name(t.layout), " but input 0 is ", layout::name(first.layout));
+        for (int d = 0; d < rank; ++d)
+            require(d == onednn_axis || t.dims[d] == first.dims[d], "concat: input ", i,
+                    " differs from input 0 outside the concat axis");
+        out[onednn_axis] += t.dims[onednn_axis];
+    }
+    std::string suffix;
+    keys::append_int(suffix, caller_axis);
+    Handler handler("concat", name, "concat:" + std::to_string(n), suffix.c_str(), first.dims);
+    handler.sign(12); // operator id
+    handler.sign(onednn_axis);
+    handler.sign(n);
+    // Input layouts are part of what the primitive was built for; compare
+    // them all (more than the handler's fixed slots hold).
+    std::vector<dnnl::memory::desc> src_mds;
+    for (int i = 0; i < n; ++i) src_mds.push_back(srcs[i]->desc);
+    for (int i = 0; i < n; ++i) {
+        handler.sign(srcs[i]->dims);
+        handler.sign(src_mds[i].get_strides());
+        handler.sign(src_mds[i].get_inner_blks());
+        handler.sign(src_mds[i].get_inner_idxs());
+    }
+    auto entry = handler.acquire_primitive<ConcatEntry>([&] {
+        auto e = std::make_shared<ConcatEntry>();
+        const dnnl::memory::desc dst_md(out, dnnl::memory::data_type::f32,
+                                        dnnl::memory::format_tag::any);
+        e->pd = dnnl::concat::primitive_desc(cpu_engine(), dst_md, onednn_axis, src_mds);
+        e->primitive = dnnl::concat(e->pd);
+        std::vector<std::pair<int, dnnl::memory::desc>> args;
+        for (int i = 0; i < n; ++i) args.push_back({DNNL_ARG_MULTIPLE_SRC + i, e->pd.src_desc(i)});
+        args.push_back({DNNL_ARG_DST, e->pd.dst_desc()});
+        e->set_args(args);
+        e->bytes = e->pd.scratchpad_desc().get_size();
+        return e;
+    });
+    Handler::Output result =
+        Handler::prepare_output(dst, *entry, DNNL_ARG_DST, first.layout, MKC_DTYPE_F32, "concat");
+    {
+        Handler::Execution exec(*entry);
+        for (int i = 0; i < n; ++i) exec.input(DNNL_ARG_MULTIPLE_SRC + i, *srcs[i]);
+        exec.output(DNNL_ARG_DST, result.data);
+        exec.run();
+    }
+    Handler::finish_output(result, dst);
+}
+
+void transpose(int n, const int *perm, const Tensor &src, mkc_tensor **dst) {
+    const int rank = static_cast<int>(src.dims.size());
+    require(n == rank, "transpose: perm has ", n, " entries, src has rank ", rank);
+    std::vector<bool> seen(rank, false);
+    for (int i = 0; i < rank; ++i) {
+        require(perm[i] >= 0 && perm[i] < rank && !seen[perm[i]],
+                "transpose: perm must be a permutation of 0..", rank - 1);
+        seen[perm[i]] = true;
+    }
+    // src in the caller's axis order (a view, any layout).
+    const dnnl::memory::desc src_caller =
+        src.desc.permute_axes(onednn_to_caller_perm(rank, src.layout));
+    const Dims cd = caller_dims(src);
+    Dims out(rank);
+    for (int i = 0; i < rank; ++i) out[i] = cd[perm[i]];
+    // dst, row-major over `out`, described in src's caller axis order:
+    // caller axis perm[i] lands at dst axis i.
+    const Dims out_strides = row_major_strides(out);
+    Dims view_strides(rank);
+    for (int i = 0; i < rank; ++i) view_strides[perm[i]] = out_strides[i];
+    const dnnl::memory::desc dst_view(cd, to_onednn(src.dtype), view_strides);
+    const dnnl::memory::desc out_md(out, to_onednn(src.dtype), out_strides);
+    std::unique_ptr<Tensor> created;
+    Tensor *y = *dst;
+    if (!y) {
+        created = make_owned_tensor(out_md, MKC_LAYOUT_CHANNELS_FIRST, src.dtype);
+        y = created.get();
+    } else {
+        require(y->dims == out && y->desc == out_md,
+                "transpose: dst must be a row-major tensor of the transposed shape");
+    }
+    require(y != &src, "transpose: dst must not be src");
+    reorder(src_caller, src.data, dst_view, y->data);
+    if (created) publish(std::move(created), dst);
+}
+
+void to_layout(const char *format, const Tensor &src, mkc_tensor **dst) {
+    require(format != nullptr, "to_layout: format is NULL");
+    const std::string f = format;
+    const int rank = static_cast<int>(src.dims.size());
+    using tag = dnnl::memory::format_tag;
+    dnnl::memory::desc want;
+    mkc_layout label = src.layout;
+    const auto dt = to_onednn(src.dtype);
+    if (f == "NCHW" || f == "NCDHW" || f == "NCW" || f == "NC" || f == "plain") {
+        want = layout::plain_desc(src.dims, dt, MKC_LAYOUT_CHANNELS_FIRST);
+        label = MKC_LAYOUT_CHANNELS_FIRST;
+    } else if (f == "NHWC" || f == "NDHWC" || f == "NWC") {
+        require(rank >= 3, "to_layout: ", f, " needs rank >= 3");
+        want = layout::plain_desc(src.dims, dt, MKC_LAYOUT_CHANNELS_LAST);
+        label = MKC_LAYOUT_CHANNELS_LAST;
+    } else if (f == "nChw8c" || f == "nChw16c" || f == "nCdhw8c" || f == "nCdhw16c") {
+        const bool is3d = f[2] == 'd';
+        require(rank == (is3d ? 5 : 4), "to_layout: ", f, " needs rank ", is3d ? 5 : 4);
+        const bool b16 = f.find("16") != std::string::npos;
+        want = dnnl::memory::desc(src.dims, dt,
+                                  is3d ? (b16 ? tag::nCdhw16c : tag::nCdhw8c)
+                                       : (b16 ? tag::nChw16c : tag::nChw8c));
+    } else {
+        fail(MKC_STATUS_INVALID_ARGUMENT, "to_layout: unknown format '", f,
+             "' (NCHW, NHWC, NCDHW, NDHWC, nChw8c, nChw16c, nCdhw8c, nCdhw16c)");
+    }
+    require(*dst == nullptr, "to_layout: always creates a new tensor (*dst must be NULL)");
+    auto t = make_owned_tensor(want, label, src.dtype);
+    if (src.desc == want) std::memcpy(t->data, src.data, want.get_size());
+    else reorder(src.desc, src.data, want, t->data);
+    publish(std::move(t), dst);
+}
+
+} // namespace mkc::ops
