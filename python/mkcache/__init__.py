@@ -23,7 +23,7 @@ from ._capi import ACTIVATIONS  # noqa: E402
 from .ops import (abs, activation, add, clip, conv2d, div, elu, exp, gelu,  # noqa: E402,A004
                   hardswish, maximum, minimum, mul, sub, max_pool2d, avg_pool2d, max_pool3d,
                   avg_pool3d, global_max_pool, global_avg_pool, linear, matmul, layer_norm,
-                  batch_norm, lrn, concat, transpose, to_layout,
+                  batch_norm, lrn, concat, transpose, to_layout, conv3d, conv2d_transpose,
                   leaky_relu, log, log_softmax, mish, relu, relu6, sigmoid, silu, softmax, sqrt,
                   square, swish, tanh)
 from .tensor import Tensor  # noqa: E402
@@ -55,7 +55,8 @@ __all__ = [
     "clip", "relu6", "sqrt", "abs", "exp", "log", "square", "softmax", "log_softmax",
     "add", "sub", "mul", "div", "maximum", "minimum", "max_pool2d", "avg_pool2d",
     "max_pool3d", "avg_pool3d", "global_max_pool", "global_avg_pool", "linear", "matmul",
-    "layer_norm", "batch_norm", "lrn", "concat", "transpose", "to_layout",
+    "layer_norm", "batch_norm", "lrn", "concat", "transpose", "to_layout", "conv3d",
+    "conv2d_transpose",
     "Tensor", "target_layout",
     "get_target_layout", "Error", "InvalidArgumentError", "InvalidHandleError", "DTypeError",
     "UnsupportedError", "OutOfMemoryError", "BufferTooSmallError", "OneDNNError",

@@ -91,17 +91,19 @@ class LrnParams(Structure):
                 ("data_format", c_int), ("name", c_char_p)]
 
 
-class Conv2dParams(Structure):
+class ConvParams(Structure):
     _fields_ = [
-        ("stride", c_int64 * 2),
-        ("pad_begin", c_int64 * 2),
-        ("pad_end", c_int64 * 2),
-        ("dilation", c_int64 * 2),
+        ("stride", c_int64 * 3),
+        ("pad_begin", c_int64 * 3),
+        ("pad_end", c_int64 * 3),
+        ("dilation", c_int64 * 3),
+        ("output_padding", c_int64 * 3),
         ("groups", c_int64),
         ("data_format", c_int),
         ("activation", c_int),
         ("activation_alpha", c_float),
         ("activation_beta", c_float),
+        ("sum", c_int),
         ("name", c_char_p),
     ]
 
@@ -160,8 +162,10 @@ _SIGNATURES = {
     "mkc_cache_get_stats": [POINTER(CacheStats)],
     "mkc_cache_get_session_stats": [c_int64, POINTER(CacheStats)],
     "mkc_cache_get_keys": [c_int64, POINTER(c_char), c_size_t, POINTER(c_size_t)],
-    "mkc_conv2d_params_init": [POINTER(Conv2dParams)],
-    "mkc_conv2d": [POINTER(Conv2dParams), tensor_p, tensor_p, tensor_p, POINTER(tensor_p)],
+    "mkc_conv_params_init": [POINTER(ConvParams)],
+    "mkc_conv2d": [POINTER(ConvParams), tensor_p, tensor_p, tensor_p, POINTER(tensor_p)],
+    "mkc_conv3d": [POINTER(ConvParams), tensor_p, tensor_p, tensor_p, POINTER(tensor_p)],
+    "mkc_conv2d_transpose": [POINTER(ConvParams), tensor_p, tensor_p, tensor_p, POINTER(tensor_p)],
     "mkc_activation": [c_int, c_float, c_float, c_char_p, tensor_p, POINTER(tensor_p)],
     "mkc_softmax": [c_int, c_int, c_char_p, tensor_p, POINTER(tensor_p)],
     "mkc_binary": [c_int, c_char_p, tensor_p, tensor_p, POINTER(tensor_p)],
@@ -193,6 +197,7 @@ for _name, _argtypes in _SIGNATURES.items():
 # The same functions without errcheck, for hot paths that check the status
 # inline (an errcheck hook costs a Python call on every call).
 fast = {name: lib[name] for name in ("mkc_tensor_wrap", "mkc_tensor_destroy", "mkc_conv2d",
+                                     "mkc_conv3d", "mkc_conv2d_transpose",
                                      "mkc_activation", "mkc_tensor_export", "mkc_softmax",
                                      "mkc_binary")}
 for _name, _fn in fast.items():

@@ -14,6 +14,8 @@ from .tensor import Tensor, check_array, wrap_handle
 _lib = _capi.lib
 _destroy = _capi.fast["mkc_tensor_destroy"]
 _conv2d = _capi.fast["mkc_conv2d"]
+_conv3d = _capi.fast["mkc_conv3d"]
+_conv2d_transpose = _capi.fast["mkc_conv2d_transpose"]
 _activation = _capi.fast["mkc_activation"]
 _softmax = _capi.fast["mkc_softmax"]
 _binary = _capi.fast["mkc_binary"]
@@ -38,47 +40,6 @@ class _Args:
     def close(self):
         for h in self.temporaries:
             _destroy(h)
-
-
-def _pair(value, argument: str) -> tuple:
-    if isinstance(value, numbers.Integral):
-        return (int(value), int(value))
-    try:
-        items = tuple(int(v) for v in value)
-    except TypeError:
-        raise InvalidArgumentError(f"{argument} must be an int or a pair of ints, got {value!r}")
-    if len(items) != 2:
-        raise InvalidArgumentError(f"{argument} must be an int or a pair of ints, got {value!r}")
-    return items
-
-
-def _padding(padding, kernel, stride, dilation, spatial) -> tuple:
-    """-> (top, bottom, left, right)."""
-    if isinstance(padding, str):
-        mode = padding.lower()
-        if mode == "valid":
-            return (0, 0, 0, 0)
-        if mode != "same":
-            raise InvalidArgumentError(f"padding must be 'same', 'valid', int or tuple, got {padding!r}")
-        pads = []
-        for size, k, s, d in zip(spatial, kernel, stride, dilation):
-            out = -(-size // s)
-            total = max((out - 1) * s + (k - 1) * d + 1 - size, 0)
-            pads.append((total // 2, total - total // 2))
-        return (pads[0][0], pads[0][1], pads[1][0], pads[1][1])
-    if isinstance(padding, numbers.Integral):
-        p = int(padding)
-        return (p, p, p, p)
-    try:
-        items = tuple(int(v) for v in padding)
-    except TypeError:
-        raise InvalidArgumentError(f"padding must be an int, a tuple or 'same'/'valid', got {padding!r}")
-    if len(items) == 2:
-        return (items[0], items[0], items[1], items[1])
-    if len(items) == 4:
-        return items
-    raise InvalidArgumentError(
-        f"padding must have 2 (ph, pw) or 4 (top, bottom, left, right) values, got {padding!r}")
 
 
 def _default_layout() -> int:
@@ -116,54 +77,114 @@ def _fused_activation(activation) -> tuple:
         f"activation must be None or one of {sorted(_capi.ACTIVATIONS)}, got {activation!r}")
 
 
+def _conv_padding(padding, k, kernel, stride, dilation, spatial) -> tuple:
+    """-> (begins, ends) for k spatial dims. int; k values (symmetric); 2k
+    values (begin, end per dim: (top, bottom, left, right) in 2-D); "valid";
+    "same" (stride-aware, extra cell at the end, as TensorFlow)."""
+    if isinstance(padding, str):
+        mode = padding.lower()
+        if mode == "valid":
+            return (0,) * k, (0,) * k
+        if mode != "same":
+            raise InvalidArgumentError(
+                f"padding must be 'same', 'valid', an int or a tuple, got {padding!r}")
+        begins, ends = [], []
+        for size, kk, s, d in zip(spatial, kernel, stride, dilation):
+            out = -(-size // s)
+            total = max((out - 1) * s + (kk - 1) * d + 1 - size, 0)
+            begins.append(total // 2)
+            ends.append(total - total // 2)
+        return tuple(begins), tuple(ends)
+    return _pool_padding(padding, k)
+
+
+def _convolution(fn, op, k, x, weight, bias, stride, padding, dilation, groups, data_format,
+                 activation, name, out, output_padding=0, residual=None) -> Tensor:
+    fmt = _layout.to_enum(data_format, "data_format")
+    if fmt == _capi.LAYOUT_TARGET:
+        raise InvalidArgumentError("data_format must be given")
+    act = _fused_activation(activation)
+    if not isinstance(groups, numbers.Integral):
+        raise InvalidArgumentError(f"groups must be an int, got {groups!r}")
+    s = _ntuple(stride, k, "stride")
+    d = _ntuple(dilation, k, "dilation")
+    op_ = _ntuple(output_padding, k, "output_padding")
+    if isinstance(padding, str):
+        if op != "conv":
+            raise InvalidArgumentError("padding 'same'/'valid' is for convolutions only")
+        spatial = x.shape[1:1 + k] if fmt == _capi.LAYOUT_CHANNELS_LAST else x.shape[2:2 + k]
+        begins, ends = _conv_padding(padding, k, weight.shape[2:2 + k], s, d, spatial)
+    else:
+        begins, ends = _pool_padding(padding, k)
+    if residual is not None and out is not None:
+        raise InvalidArgumentError("give either residual or out, not both")
+    p = _capi.ConvParams()
+    _lib.mkc_conv_params_init(ctypes.byref(p))
+    p.stride[:k] = s
+    p.pad_begin[:k] = begins
+    p.pad_end[:k] = ends
+    p.dilation[:k] = d
+    p.output_padding[:k] = op_
+    p.groups = int(groups)
+    p.data_format = fmt
+    p.activation, p.activation_alpha, p.activation_beta = act
+    p.name = _name(name)
+    if residual is not None:
+        # The sum post-op accumulates into dst: a Tensor residual is updated
+        # in place, an array is copied first (the caller's array is kept).
+        p.sum = 1
+        out = residual if isinstance(residual, Tensor) else Tensor(
+            np.array(check_array(residual, "residual")), data_format)
+    args = _Args()
+    try:
+        hx = args.handle(x, "x", fmt)
+        hw = args.handle(weight, "weight")
+        hb = None if bias is None else args.handle(bias, "bias")
+        dst = _out_handle(out)
+        status = fn(ctypes.byref(p), hx, hw, hb, ctypes.byref(dst))
+        if status:
+            _capi.raise_for(status)
+        return _result(out, dst)
+    finally:
+        args.close()
+
+
 def conv2d(x, weight, bias=None, *, stride=1, padding=0, dilation=1, groups=1,
-           data_format="NCHW", activation=None, name=None, out=None) -> Tensor:
+           data_format="NCHW", activation=None, residual=None, name=None, out=None) -> Tensor:
     """2-D convolution.
 
     x: [N, C, H, W] (or [N, H, W, C] with ``data_format="NHWC"``).
     weight: [O, C/groups, KH, KW], always OIHW. bias: [O] or None.
     padding: int, (ph, pw), (top, bottom, left, right), "same" or "valid".
     activation: None or a name from ``mkcache.ACTIVATIONS`` ("relu", "gelu",
-    "relu6", ...), fused as a oneDNN post-op. name: the cache name (derived
-    from the arguments when None). out: a Tensor to write into.
+    "relu6", ...), fused as a oneDNN post-op. residual: a tensor of the
+    output's shape added to the result before the activation (oneDNN's sum
+    post-op; a Tensor residual is updated in place and returned). name: the
+    cache name (derived from the arguments when None). out: a Tensor to
+    write into.
     """
-    fmt = _layout.to_enum(data_format, "data_format")
-    if fmt == _capi.LAYOUT_TARGET:
-        raise InvalidArgumentError("data_format must be 'NCHW' or 'NHWC'")
-    act = _fused_activation(activation)
-    if not isinstance(groups, numbers.Integral):
-        raise InvalidArgumentError(f"groups must be an int, got {groups!r}")
-    s = _pair(stride, "stride")
-    d = _pair(dilation, "dilation")
-    args = _Args()
-    try:
-        hx = args.handle(x, "x", fmt)
-        hw = args.handle(weight, "weight")
-        hb = None if bias is None else args.handle(bias, "bias")
-        if isinstance(padding, str):
-            wshape = weight.shape
-            xshape = x.shape
-            spatial = xshape[1:3] if fmt == _capi.LAYOUT_CHANNELS_LAST else xshape[2:4]
-            pads = _padding(padding, wshape[2:4], s, d, spatial)
-        else:
-            pads = _padding(padding, None, s, d, None)
-        p = _capi.Conv2dParams()
-        _lib.mkc_conv2d_params_init(ctypes.byref(p))
-        p.stride[:] = s
-        p.pad_begin[:] = (pads[0], pads[2])
-        p.pad_end[:] = (pads[1], pads[3])
-        p.dilation[:] = d
-        p.groups = int(groups)
-        p.data_format = fmt
-        p.activation, p.activation_alpha, p.activation_beta = act
-        p.name = _name(name)
-        dst = _out_handle(out)
-        status = _conv2d(ctypes.byref(p), hx, hw, hb, ctypes.byref(dst))
-        if status:
-            _capi.raise_for(status)
-        return _result(out, dst)
-    finally:
-        args.close()
+    return _convolution(_conv2d, "conv", 2, x, weight, bias, stride, padding, dilation, groups,
+                        data_format, activation, name, out, residual=residual)
+
+
+def conv3d(x, weight, bias=None, *, stride=1, padding=0, dilation=1, groups=1,
+           data_format="NCDHW", activation=None, residual=None, name=None, out=None) -> Tensor:
+    """3-D convolution: x [N, C, D, H, W] (or NDHWC), weight [O, C/groups,
+    KD, KH, KW]; padding: int, 3 values, or 6 (front, back, top, bottom,
+    left, right). Otherwise as conv2d."""
+    return _convolution(_conv3d, "conv", 3, x, weight, bias, stride, padding, dilation, groups,
+                        data_format, activation, name, out, residual=residual)
+
+
+def conv2d_transpose(x, weight, bias=None, *, stride=1, padding=0, output_padding=0,
+                     dilation=1, groups=1, data_format="NCHW", activation=None, name=None,
+                     out=None) -> Tensor:
+    """Transposed 2-D convolution (PyTorch's conv_transpose2d): weight
+    [C_in, C_out/groups, KH, KW]; output size (in - 1) * stride - pad_begin
+    - pad_end + dilation * (k - 1) + 1 + output_padding."""
+    return _convolution(_conv2d_transpose, "deconv", 2, x, weight, bias, stride, padding,
+                        dilation, groups, data_format, activation, name, out,
+                        output_padding=output_padding)
 
 
 def activation(x, kind: str, alpha=None, beta=None, *, name=None, out=None) -> Tensor:

@@ -68,8 +68,8 @@ static void test_conv_and_relu(void) {
     OK(mkc_tensor_wrap(MKC_DTYPE_F32, 4, wd, MKC_LAYOUT_NCHW, w, &tw));
     OK(mkc_tensor_wrap(MKC_DTYPE_F32, 1, bd, MKC_LAYOUT_NCHW, b, &tb));
 
-    mkc_conv2d_params p;
-    OK(mkc_conv2d_params_init(&p));
+    mkc_conv_params p;
+    OK(mkc_conv_params_init(&p));
     p.pad_begin[0] = p.pad_begin[1] = p.pad_end[0] = p.pad_end[1] = PAD;
     p.name = "c_test_conv";
     OK(mkc_conv2d(&p, tx, tw, tb, &ty));

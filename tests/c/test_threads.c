@@ -57,8 +57,8 @@ static void run_once(int thread, int step, const char *name) {
     for (size_t i = 0; i < xs; ++i) x[i] = (float)((int)((i * 7919 + thread) % 17) - 8) / 8.0f;
     const int64_t dims[4] = {n, C, h, w};
     mkc_tensor *tx = NULL, *ty = NULL;
-    mkc_conv2d_params p;
-    mkc_conv2d_params_init(&p);
+    mkc_conv_params p;
+    mkc_conv_params_init(&p);
     p.pad_begin[0] = p.pad_begin[1] = p.pad_end[0] = p.pad_end[1] = 1;
     p.name = name;
     if (mkc_tensor_wrap(MKC_DTYPE_F32, 4, dims, MKC_LAYOUT_NCHW, x, &tx) != MKC_STATUS_OK ||

@@ -216,3 +216,71 @@ def lrn_nchw(x, size, alpha, beta, k):
         s = sq[:, lo:hi].sum(axis=1)
         out[:, i] = x[:, i] / (k + alpha / size * s) ** beta
     return out
+
+
+def conv_nd(x, w, b=None, stride=None, pad_begin=None, pad_end=None, dilation=None, groups=1):
+    """Direct channels-first convolution over any number of spatial dims.
+    Returns (result, magnitude) like conv2d_nchw."""
+    k = x.ndim - 2
+    stride = stride or (1,) * k
+    dilation = dilation or (1,) * k
+    pad_begin = pad_begin or (0,) * k
+    pad_end = pad_end or (0,) * k
+    n, c = x.shape[:2]
+    o, cg = w.shape[:2]
+    og = o // groups
+    kernel = w.shape[2:]
+    outs = [(x.shape[2 + i] + pad_begin[i] + pad_end[i] - ((kernel[i] - 1) * dilation[i] + 1))
+            // stride[i] + 1 for i in range(k)]
+
+    def run(xv, wv, bv):
+        xp = np.pad(xv.astype(np.float64), [(0, 0), (0, 0)] + list(zip(pad_begin, pad_end)))
+        out = np.zeros((n, o) + tuple(outs))
+        for g in range(groups):
+            xs = xp[:, g * cg:(g + 1) * cg]
+            ws = wv[g * og:(g + 1) * og].astype(np.float64)
+            for offs in np.ndindex(*kernel):
+                sl = tuple(slice(offs[i] * dilation[i],
+                                 offs[i] * dilation[i] + stride[i] * (outs[i] - 1) + 1, stride[i])
+                           for i in range(k))
+                patch = xs[(slice(None), slice(None)) + sl]
+                out[:, g * og:(g + 1) * og] += np.tensordot(
+                    ws[(slice(None), slice(None)) + offs], patch, axes=([1], [1])).swapaxes(0, 1)
+        if bv is not None:
+            out += bv.astype(np.float64).reshape((1, -1) + (1,) * k)
+        return out
+
+    return run(x, w, b), run(np.abs(x), np.abs(w), None if b is None else np.abs(b))
+
+
+def conv_transpose2d(x, w, b=None, stride=(1, 1), pad_begin=(0, 0), pad_end=(0, 0),
+                     output_padding=(0, 0), dilation=(1, 1), groups=1):
+    """Scatter form of PyTorch's conv_transpose2d; w [C_in, C_out/g, KH, KW].
+    Returns (result, magnitude)."""
+    n, c, h, wd = x.shape
+    ci, og, kh, kw = w.shape
+    cg = c // groups
+    oh = (h - 1) * stride[0] - pad_begin[0] - pad_end[0] + dilation[0] * (kh - 1) + 1 + output_padding[0]
+    ow = (wd - 1) * stride[1] - pad_begin[1] - pad_end[1] + dilation[1] * (kw - 1) + 1 + output_padding[1]
+
+    def run(xv, wv, bv):
+        full_h = (h - 1) * stride[0] + dilation[0] * (kh - 1) + 1 + output_padding[0] + pad_end[0]
+        full_w = (wd - 1) * stride[1] + dilation[1] * (kw - 1) + 1 + output_padding[1] + pad_end[1]
+        full = np.zeros((n, og * groups, max(full_h, pad_begin[0] + oh), max(full_w, pad_begin[1] + ow)))
+        xv = xv.astype(np.float64)
+        wv = wv.astype(np.float64)
+        for g in range(groups):
+            xs = xv[:, g * cg:(g + 1) * cg]
+            ws = wv[g * cg:(g + 1) * cg]  # [cg, og, kh, kw]
+            for i in range(kh):
+                for j in range(kw):
+                    contrib = np.einsum("nchw,co->nohw", xs, ws[:, :, i, j])
+                    full[:, g * og:(g + 1) * og,
+                         i * dilation[0]: i * dilation[0] + stride[0] * (h - 1) + 1: stride[0],
+                         j * dilation[1]: j * dilation[1] + stride[1] * (wd - 1) + 1: stride[1]] += contrib
+        out = full[:, :, pad_begin[0]:pad_begin[0] + oh, pad_begin[1]:pad_begin[1] + ow]
+        if bv is not None:
+            out = out + bv.astype(np.float64)[None, :, None, None]
+        return out
+
+    return run(x, w, b), run(np.abs(x), np.abs(w), None if b is None else np.abs(b))

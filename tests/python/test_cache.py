@@ -3,6 +3,7 @@ caller blobs with deleters, name reuse."""
 import ctypes
 import re
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -121,6 +122,11 @@ def test_entries_of_finished_threads_are_dropped():
     t = threading.Thread(target=lambda: relu_named("from_thread"))
     t.start()
     t.join()
+    # join() returns when the Python thread is done; the OS thread runs its
+    # C++ thread-exit cleanup a moment later.
+    deadline = time.monotonic() + 5
+    while mkcache.cache.stats()["entries"] != before and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert mkcache.cache.stats()["entries"] == before
 
 

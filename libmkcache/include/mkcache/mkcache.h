@@ -341,29 +341,52 @@ typedef enum mkc_activation_kind {
     MKC_ACTIVATION_MAX_ENUM = 0x7fffffff
 } mkc_activation_kind;
 
-typedef struct mkc_conv2d_params {
-    int64_t stride[2];      /* h, w; >= 1                                    */
-    int64_t pad_begin[2];   /* top, left; >= 0                               */
-    int64_t pad_end[2];     /* bottom, right; >= 0 (asymmetric allowed)      */
-    int64_t dilation[2];    /* h, w; 1 = dense kernel (PyTorch convention)   */
-    int64_t groups;         /* >= 1; C_in and C_out divisible by it          */
-    mkc_layout data_format; /* layout of src/dst dims: NCHW or NHWC          */
-    mkc_activation_kind activation; /* fused post-op (NONE: none)            */
-    float activation_alpha; /* its parameters, as for mkc_activation         */
+/* Convolution parameters, shared by conv2d, conv3d and conv2d_transpose.
+ * Spatial fields: index 0..1 for 2-D (h, w), 0..2 for 3-D (d, h, w). */
+typedef struct mkc_conv_params {
+    int64_t stride[3];         /* >= 1                                        */
+    int64_t pad_begin[3];      /* top, left (front, top, left); >= 0          */
+    int64_t pad_end[3];        /* bottom, right; >= 0 (asymmetric allowed)    */
+    int64_t dilation[3];       /* 1 = dense kernel (PyTorch convention)       */
+    int64_t output_padding[3]; /* conv2d_transpose only: extra output cells   */
+    int64_t groups;            /* >= 1; channels divisible by it              */
+    mkc_layout data_format;    /* layout of src/dst dims: NCHW or NHWC        */
+    mkc_activation_kind activation; /* fused post-op (NONE: none)             */
+    float activation_alpha;    /* its parameters, as for mkc_activation       */
     float activation_beta;
-    const char *name;       /* cache name; may be NULL                       */
-} mkc_conv2d_params;
+    int sum;                   /* != 0: dst += conv(src) (residual add): *dst
+                                  must exist and hold the residual; the sum
+                                  happens before the activation             */
+    const char *name;          /* cache name; may be NULL                     */
+} mkc_conv_params;
 
 /* Fills `params` with defaults: stride 1, no padding, dilation 1, 1 group,
- * NCHW, no activation, no name. */
-MKC_API mkc_status mkc_conv2d_params_init(mkc_conv2d_params *params);
+ * NCHW, no activation, no sum, no name. */
+MKC_API mkc_status mkc_conv_params_init(mkc_conv_params *params);
 
 /* 2-D convolution. src [N,C,H,W] (or [N,H,W,C] for NHWC data_format),
- * weights [O, C/groups, KH, KW] (always OIHW), bias [O] or NULL.
- * Sets the thread's target layout to data_format. */
-MKC_API mkc_status mkc_conv2d(const mkc_conv2d_params *params,
+ * weights [O, C/groups, KH, KW] (always OIHW, any memory layout when
+ * groups == 1, plain otherwise), bias [O] or NULL. Sets the thread's target
+ * layout to data_format. */
+MKC_API mkc_status mkc_conv2d(const mkc_conv_params *params,
                               const mkc_tensor *src, const mkc_tensor *weights,
                               const mkc_tensor *bias, mkc_tensor **dst);
+
+/* 3-D convolution: src [N,C,D,H,W] (or NDHWC), weights [O, C/groups, KD,
+ * KH, KW]. Otherwise as mkc_conv2d. */
+MKC_API mkc_status mkc_conv3d(const mkc_conv_params *params,
+                              const mkc_tensor *src, const mkc_tensor *weights,
+                              const mkc_tensor *bias, mkc_tensor **dst);
+
+/* Transposed 2-D convolution ("deconvolution"), as PyTorch's
+ * conv_transpose2d / PaddlePaddle's conv2d_transpose: weights
+ * [C_in, C_out/groups, KH, KW] (plain), output size
+ * (in - 1) * stride - pad_begin - pad_end + dilation * (k - 1) + 1
+ * + output_padding. */
+MKC_API mkc_status mkc_conv2d_transpose(const mkc_conv_params *params,
+                                        const mkc_tensor *src,
+                                        const mkc_tensor *weights,
+                                        const mkc_tensor *bias, mkc_tensor **dst);
 
 /* Element-wise activation; the output keeps src's shape and layout.
  * `*dst == src` runs in place. `alpha`/`beta` parametrise the kinds that

@@ -22,31 +22,52 @@ void check_dst(mkc_tensor **dst) {
 
 extern "C" {
 
-MKC_API mkc_status mkc_conv2d_params_init(mkc_conv2d_params *params) {
+MKC_API mkc_status mkc_conv_params_init(mkc_conv_params *params) {
     return guard([&] {
         require_out(params, "params");
-        *params = mkc_conv2d_params{};
-        params->stride[0] = params->stride[1] = 1;
-        params->dilation[0] = params->dilation[1] = 1;
+        *params = mkc_conv_params{};
+        for (int i = 0; i < 3; ++i) params->stride[i] = params->dilation[i] = 1;
         params->groups = 1;
         params->data_format = MKC_LAYOUT_NCHW;
         params->activation = MKC_ACTIVATION_NONE;
     });
 }
 
-MKC_API mkc_status mkc_conv2d(const mkc_conv2d_params *params, const mkc_tensor *src,
+namespace {
+mkc_status run_convolution(const char *op, int k, bool transposed, const mkc_conv_params *params,
+                           const mkc_tensor *src, const mkc_tensor *weights,
+                           const mkc_tensor *bias, mkc_tensor **dst) {
+    return guard([&] {
+        require(params != nullptr, op, ": params is NULL");
+        const std::string s = std::string(op) + ": src", w = std::string(op) + ": weights",
+                          b = std::string(op) + ": bias";
+        const Tensor &x = tensor_arg(src, s.c_str());
+        const Tensor &wt = tensor_arg(weights, w.c_str());
+        const Tensor *bt = bias ? &tensor_arg(bias, b.c_str()) : nullptr;
+        check_dst(dst);
+        require(*dst != src && *dst != weights && (!bias || *dst != bias), op,
+                ": dst must not be one of the inputs");
+        ops::convolution(op, k, transposed, *params, x, wt, bt, dst);
+    });
+}
+} // namespace
+
+MKC_API mkc_status mkc_conv2d(const mkc_conv_params *params, const mkc_tensor *src,
                               const mkc_tensor *weights, const mkc_tensor *bias,
                               mkc_tensor **dst) {
-    return guard([&] {
-        require(params != nullptr, "conv2d: params is NULL");
-        const Tensor &x = tensor_arg(src, "conv2d: src");
-        const Tensor &w = tensor_arg(weights, "conv2d: weights");
-        const Tensor *b = bias ? &tensor_arg(bias, "conv2d: bias") : nullptr;
-        check_dst(dst);
-        require(*dst != src && *dst != weights && (!bias || *dst != bias),
-                "conv2d: dst must not be one of the inputs");
-        ops::conv2d(*params, x, w, b, dst);
-    });
+    return run_convolution("conv2d", 2, false, params, src, weights, bias, dst);
+}
+
+MKC_API mkc_status mkc_conv3d(const mkc_conv_params *params, const mkc_tensor *src,
+                              const mkc_tensor *weights, const mkc_tensor *bias,
+                              mkc_tensor **dst) {
+    return run_convolution("conv3d", 3, false, params, src, weights, bias, dst);
+}
+
+MKC_API mkc_status mkc_conv2d_transpose(const mkc_conv_params *params, const mkc_tensor *src,
+                                        const mkc_tensor *weights, const mkc_tensor *bias,
+                                        mkc_tensor **dst) {
+    return run_convolution("conv2d_transpose", 2, true, params, src, weights, bias, dst);
 }
 
 MKC_API mkc_status mkc_activation(mkc_activation_kind kind, float alpha, float beta,

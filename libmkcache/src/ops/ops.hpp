@@ -15,8 +15,9 @@ struct ActivationInfo {
 };
 ActivationInfo activation_info(mkc_activation_kind kind);
 
-void conv2d(const mkc_conv2d_params &params, const Tensor &src, const Tensor &weights,
-            const Tensor *bias, mkc_tensor **dst);
+// conv2d (k = 2), conv3d (k = 3), conv2d_transpose (k = 2, transposed).
+void convolution(const char *op, int k, bool transposed, const mkc_conv_params &params,
+                 const Tensor &src, const Tensor &weights, const Tensor *bias, mkc_tensor **dst);
 
 void activation(mkc_activation_kind kind, float alpha, float beta, const char *name,
                 const Tensor &src, mkc_tensor **dst);

@@ -119,7 +119,7 @@ struct ConvCached : Bench {
     std::vector<float> xs, ws, bs, ids;
     mkc_tensor *x_plain = nullptr, *w = nullptr, *b = nullptr, *w_id = nullptr, *x = nullptr,
                *y = nullptr;
-    mkc_conv2d_params p;
+    mkc_conv_params p;
     bool new_output;
     ConvCached(const ConvShape &s, bool new_out)
         : xs(s.n * s.ic * s.h * s.w, 0.5f), ws(s.oc * s.ic * s.k * s.k, 0.01f), bs(s.oc, 0.f),
@@ -135,12 +135,12 @@ struct ConvCached : Bench {
             check(mkc_tensor_set_constant(w_id, 1));
             // The input comes from a library op (a 1x1 conv), as inside a
             // model: in the layout oneDNN's convolutions produce and consume.
-            mkc_conv2d_params p1;
-            check(mkc_conv2d_params_init(&p1));
+            mkc_conv_params p1;
+            check(mkc_conv_params_init(&p1));
             p1.data_format = MKC_LAYOUT_NHWC;
             p1.name = "bench_producer";
             check(mkc_conv2d(&p1, x_plain, w_id, nullptr, &x));
-            check(mkc_conv2d_params_init(&p));
+            check(mkc_conv_params_init(&p));
             p.stride[0] = p.stride[1] = s.stride;
             p.pad_begin[0] = p.pad_begin[1] = p.pad_end[0] = p.pad_end[1] = s.pad;
             p.data_format = MKC_LAYOUT_NHWC;

@@ -1,0 +1,289 @@
+// Convolutions through the handler base: conv2d, conv3d and conv2d_transpose
+// share one implementation. oneDNN chooses every layout (format_tag::any);
+// the output stays in that layout until exported. Options: groups,
+// dilation, asymmetric padding, bias, a fused activation, and accumulation
+// into dst (the residual "sum" post-op).
+#include <cstring>
+#include <string>
+
+#include "common/engine.hpp"
+#include "common/error.hpp"
+#include "handler/handler.hpp"
+#include "keys/keys.hpp"
+#include "ops/ops.hpp"
+
+namespace mkc::ops {
+
+namespace {
+
+using tag = dnnl::memory::format_tag;
+const auto f32 = dnnl::memory::data_type::f32;
+
+struct ConvEntry : PrimitiveEntry {
+    dnnl::convolution_forward::primitive_desc conv_pd;
+    dnnl::deconvolution_forward::primitive_desc deconv_pd;
+};
+
+struct Geometry {
+    int k = 2;             // spatial rank
+    Dims x, w, y;          // oneDNN order; w as the caller gives it
+    Dims onednn_w;         // weights dims oneDNN wants (grouped: g first)
+    Dims stride, dilation, pad_l, pad_r;
+};
+
+void check_params(const char *op, const mkc_conv_params &p, int k, bool transposed) {
+    const int64_t big = int64_t(1) << 30;
+    for (int i = 0; i < k; ++i) {
+        require(p.stride[i] >= 1, op, ": stride must be >= 1, got ", p.stride[i]);
+        require(p.dilation[i] >= 1, op, ": dilation must be >= 1, got ", p.dilation[i]);
+        require(p.pad_begin[i] >= 0 && p.pad_end[i] >= 0, op, ": padding must be >= 0");
+        require(p.stride[i] <= big && p.dilation[i] <= big && p.pad_begin[i] <= big &&
+                    p.pad_end[i] <= big,
+                op, ": stride, padding or dilation is absurdly large");
+        if (transposed)
+            require(p.output_padding[i] >= 0 &&
+                        (p.output_padding[i] < p.stride[i] || p.output_padding[i] < p.dilation[i]),
+                    op, ": output_padding must be >= 0 and smaller than stride or dilation");
+        else
+            require(p.output_padding[i] == 0, op, ": output_padding is for conv2d_transpose only");
+    }
+    require(p.groups >= 1, op, ": groups must be >= 1, got ", p.groups);
+    if (p.activation != MKC_ACTIVATION_NONE) activation_info(p.activation); // validates
+}
+
+Geometry geometry(const char *op, const mkc_conv_params &p, const Tensor &src,
+                  const Tensor &weights, const Tensor *bias, int k, bool transposed) {
+    Geometry g;
+    g.k = k;
+    g.x = onednn_dims(src);
+    g.w = onednn_dims(weights);
+    const char *names = k == 2 ? "N,C,H,W" : "N,C,D,H,W";
+    require(static_cast<int>(g.x.size()) == k + 2, op, ": src must be ", k + 2, "-D (", names,
+            " or channels-last), got rank ", g.x.size());
+    require(static_cast<int>(g.w.size()) == k + 2, op, ": weights must be ", k + 2, "-D ",
+            transposed ? "[C_in, C_out/groups, k...]" : "[C_out, C_in/groups, k...]", ", got rank ",
+            g.w.size());
+    const int64_t groups = p.groups;
+    const int64_t ic = transposed ? g.w[0] : g.w[1] * groups;
+    const int64_t oc = transposed ? g.w[1] * groups : g.w[0];
+    require(g.x[1] == ic, op, ": src has ", g.x[1], " channels but weights expect ", ic,
+            transposed ? " (weights dim 0)" : "",
+            transposed ? "" : (" (weights dim 1 = " + std::to_string(g.w[1]) + " x groups = " +
+                               std::to_string(groups) + ")").c_str());
+    require((transposed ? ic : oc) % groups == 0, op, ": ", transposed ? "input" : "output",
+            " channels (", transposed ? ic : oc, ") not divisible by groups (", groups, ")");
+    if (bias) {
+        const Dims &b = onednn_dims(*bias);
+        require(b.size() == 1 && b[0] == oc, op, ": bias must have shape [", oc, "]");
+    }
+    g.y = {g.x[0], oc};
+    for (int i = 0; i < k; ++i) {
+        const int64_t kernel = g.w[2 + i];
+        const int64_t extent = (kernel - 1) * p.dilation[i] + 1;
+        const int64_t in = g.x[2 + i];
+        g.stride.push_back(p.stride[i]);
+        g.dilation.push_back(p.dilation[i] - 1);
+        g.pad_l.push_back(p.pad_begin[i]);
+        if (transposed) {
+            const int64_t out = (in - 1) * p.stride[i] - p.pad_begin[i] - p.pad_end[i] + extent +
+                                p.output_padding[i];
+            require(out >= 1, op, ": padding leaves no output along spatial dim ", i);
+            // oneDNN has no output_padding: it is less padding at the end.
+            g.pad_r.push_back(p.pad_end[i] - p.output_padding[i]);
+            g.y.push_back(out);
+        } else {
+            const int64_t span = in + p.pad_begin[i] + p.pad_end[i] - extent;
+            require(span >= 0, op, ": kernel (", kernel, " with dilation ", p.dilation[i],
+                    ") is larger than the padded input (", in + p.pad_begin[i] + p.pad_end[i],
+                    ") along spatial dim ", i);
+            g.pad_r.push_back(p.pad_end[i]);
+            g.y.push_back(span / p.stride[i] + 1);
+        }
+    }
+    g.onednn_w = {oc / (groups > 1 ? groups : 1), ic / groups};
+    for (int i = 0; i < k; ++i) g.onednn_w.push_back(g.w[2 + i]);
+    if (groups > 1) g.onednn_w.insert(g.onednn_w.begin(), groups);
+    return g;
+}
+
+// The caller's weights bytes described with the dims oneDNN wants. Plain
+// OIHW (conv) or IOHW (transpose, [C_in, C_out/g, k...]) weights only.
+dnnl::memory::desc weights_view(const char *op, const Tensor &weights, const Geometry &g,
+                                int64_t groups, bool transposed) {
+    const Dims &w = g.w;
+    const auto plain = layout::plain_desc(w, f32, MKC_LAYOUT_CHANNELS_FIRST);
+    if (!transposed && groups == 1) return weights.desc; // any layout: converted as needed
+    require(weights.desc == plain, op, ": ", transposed ? "transposed" : "grouped",
+            " convolution weights must be plain (row-major)");
+    int64_t ks = 1; // product of kernel dims
+    for (int i = 0; i < g.k; ++i) ks *= w[2 + i];
+    Dims ksd(g.k), kst(g.k);
+    for (int i = g.k - 1, s = 1; i >= 0; --i) {
+        ksd[i] = w[2 + i];
+        kst[i] = s;
+        s *= w[2 + i];
+    }
+    Dims dims, strides;
+    if (!transposed) { // [O, I/g, k] -> [g, O/g, I/g, k]
+        dims = {groups, w[0] / groups, w[1]};
+        strides = {(w[0] / groups) * w[1] * ks, w[1] * ks, ks};
+    } else { // [I, O/g, k] -> [g, O/g, I/g, k] (element (g,o,i) at [g*I/g + i, o])
+        const int64_t icg = w[0] / groups, ocg = w[1];
+        dims = {groups, ocg, icg};
+        strides = {icg * ocg * ks, ks, ocg * ks};
+        if (groups == 1) {
+            dims.erase(dims.begin());
+            strides.erase(strides.begin());
+        }
+    }
+    if (!transposed && groups == 1) {
+        dims.erase(dims.begin());
+        strides.erase(strides.begin());
+    }
+    dims.insert(dims.end(), ksd.begin(), ksd.end());
+    strides.insert(strides.end(), kst.begin(), kst.end());
+    return dnnl::memory::desc(dims, f32, strides);
+}
+
+std::string default_name(const char *op, const mkc_conv_params &p, const Geometry &g, bool bias) {
+    std::string n = op;
+    n += ":k";
+    keys::append_shape(n, g.w.data() + 2, g.k);
+    n += ":s";
+    keys::append_shape(n, p.stride, g.k);
+    n += ":p";
+    keys::append_shape(n, p.pad_begin, g.k);
+    n += ',';
+    keys::append_shape(n, p.pad_end, g.k);
+    n += ":d";
+    keys::append_shape(n, p.dilation, g.k);
+    n += ":g";
+    keys::append_int(n, p.groups);
+    if (p.output_padding[0] || p.output_padding[1] || p.output_padding[2]) {
+        n += ":op";
+        keys::append_shape(n, p.output_padding, g.k);
+    }
+    n += bias ? ":bias" : ":nobias";
+    if (p.activation != MKC_ACTIVATION_NONE) {
+        n += ':';
+        n += activation_info(p.activation).name;
+        if (p.activation_alpha != 0.f || p.activation_beta != 0.f)
+            n += '(' + std::to_string(p.activation_alpha) + ',' +
+                 std::to_string(p.activation_beta) + ')';
+    }
+    if (p.sum) n += ":sum";
+    n += p.data_format == MKC_LAYOUT_CHANNELS_LAST ? ":cl" : ":cf";
+    return n;
+}
+
+} // namespace
+
+void convolution(const char *op, int k, bool transposed, const mkc_conv_params &p,
+                 const Tensor &src, const Tensor &weights, const Tensor *bias, mkc_tensor **dst) {
+    check_params(op, p, k, transposed);
+    require(src.dtype == MKC_DTYPE_F32 && weights.dtype == MKC_DTYPE_F32 &&
+                (!bias || bias->dtype == MKC_DTYPE_F32),
+            op, ": every input must be float32");
+    const mkc_layout data_format = layout::resolve(p.data_format, k + 2);
+    const Geometry g = geometry(op, p, src, weights, bias, k, transposed);
+    const dnnl::memory::desc w_view = weights_view(op, weights, g, p.groups, transposed);
+    if (p.sum) {
+        require(*dst != nullptr, op, ": sum (accumulate into dst) needs an existing dst");
+        require((*dst)->dims == g.y, op, ": dst must have the output's shape to accumulate into");
+    }
+
+    Handler handler(op, p.name, p.name && p.name[0] ? std::string() : default_name(op, p, g, bias),
+                    nullptr, g.x);
+    handler.sign(transposed ? 13 : 1); // operator id
+    handler.sign(g.x);
+    handler.sign(g.w);
+    handler.sign(bias ? 1 : 0);
+    handler.sign(g.stride);
+    handler.sign(g.dilation);
+    handler.sign(g.pad_l);
+    handler.sign(g.pad_r);
+    handler.sign(p.groups);
+    handler.sign(p.activation);
+    handler.sign_float(p.activation_alpha);
+    handler.sign_float(p.activation_beta);
+    handler.sign(p.sum);
+    auto entry = handler.acquire_primitive<ConvEntry>([&] {
+        dnnl::post_ops ops;
+        if (p.sum) ops.append_sum(1.f);
+        if (p.activation != MKC_ACTIVATION_NONE)
+            ops.append_eltwise(activation_info(p.activation).alg, p.activation_alpha,
+                               p.activation_beta);
+        dnnl::primitive_attr attr;
+        attr.set_post_ops(ops);
+        const dnnl::memory::desc src_md(g.x, f32, tag::any), w_md(g.onednn_w, f32, tag::any),
+            dst_md(g.y, f32, tag::any), b_md(bias ? Dims{g.y[1]} : Dims{}, f32, tag::a);
+        auto e = std::make_shared<ConvEntry>();
+        const dnnl::primitive_desc *pd;
+        if (transposed) {
+            e->deconv_pd = bias ? dnnl::deconvolution_forward::primitive_desc(
+                                      cpu_engine(), dnnl::prop_kind::forward_inference,
+                                      dnnl::algorithm::deconvolution_direct, src_md, w_md, b_md,
+                                      dst_md, g.stride, g.dilation, g.pad_l, g.pad_r, attr)
+                                : dnnl::deconvolution_forward::primitive_desc(
+                                      cpu_engine(), dnnl::prop_kind::forward_inference,
+                                      dnnl::algorithm::deconvolution_direct, src_md, w_md, dst_md,
+                                      g.stride, g.dilation, g.pad_l, g.pad_r, attr);
+            e->primitive = dnnl::deconvolution_forward(e->deconv_pd);
+            pd = &e->deconv_pd;
+        } else {
+            e->conv_pd = bias ? dnnl::convolution_forward::primitive_desc(
+                                    cpu_engine(), dnnl::prop_kind::forward_inference,
+                                    dnnl::algorithm::convolution_direct, src_md, w_md, b_md, dst_md,
+                                    g.stride, g.dilation, g.pad_l, g.pad_r, attr)
+                              : dnnl::convolution_forward::primitive_desc(
+                                    cpu_engine(), dnnl::prop_kind::forward_inference,
+                                    dnnl::algorithm::convolution_direct, src_md, w_md, dst_md,
+                                    g.stride, g.dilation, g.pad_l, g.pad_r, attr);
+            e->primitive = dnnl::convolution_forward(e->conv_pd);
+            pd = &e->conv_pd;
+        }
+        std::vector<std::pair<int, dnnl::memory::desc>> args = {
+            {DNNL_ARG_SRC, pd->query_md(dnnl::query::src_md)},
+            {DNNL_ARG_WEIGHTS, pd->query_md(dnnl::query::weights_md)},
+            {DNNL_ARG_DST, pd->query_md(dnnl::query::dst_md)}};
+        if (bias) args.push_back({DNNL_ARG_BIAS, pd->query_md(dnnl::query::weights_md, 1)});
+        e->set_args(args);
+        e->bytes = pd->query_md(dnnl::query::scratchpad_md).get_size();
+        return e;
+    });
+
+    const dnnl::memory::desc &y_want = entry->arg_desc(DNNL_ARG_DST);
+    std::shared_ptr<void> residual; // sum into a dst of another layout
+    if (p.sum && !entry->matches(**dst, DNNL_ARG_DST, y_want)) {
+        residual = allocate(y_want.get_size(), false);
+        reorder((*dst)->desc, (*dst)->data, y_want, residual.get());
+    }
+    Handler::Output out =
+        residual ? Handler::Output{} : Handler::prepare_output(dst, *entry, DNNL_ARG_DST,
+                                                               data_format, MKC_DTYPE_F32, op);
+    void *y_data = residual ? residual.get() : out.data;
+    {
+        Handler::Execution exec(*entry);
+        exec.input(DNNL_ARG_SRC, src);
+        if (!transposed && p.groups == 1) exec.input(DNNL_ARG_WEIGHTS, weights);
+        else exec.input(DNNL_ARG_WEIGHTS, weights, &w_view);
+        if (bias) exec.input(DNNL_ARG_BIAS, *bias);
+        exec.output(DNNL_ARG_DST, y_data);
+        exec.run();
+    }
+    if (residual) {
+        Tensor &t = **dst;
+        if (t.owned && y_want.get_size() <= t.desc.get_size()) {
+            // Keep the result in the primitive's layout: re-describe dst.
+            std::memcpy(t.data, residual.get(), y_want.get_size());
+            adopt_result_layout(t, y_want);
+        } else {
+            reorder(y_want, residual.get(), t.desc, t.data);
+        }
+    } else {
+        Handler::finish_output(out, dst);
+    }
+    layout::set_target(data_format); // seed 001: the model's layout is the thread's target
+}
+
+} // namespace mkc::ops
