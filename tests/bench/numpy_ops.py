@@ -11,3 +11,40 @@ def conv2d_nchw(x, w, b, pad):
     out = np.tensordot(cols, w, axes=([1, 4, 5], [1, 2, 3]))  # N,OH,OW,O
     out += b
     return out.transpose(0, 3, 1, 2)
+
+
+def max_pool(x, k, s, p):
+    xp = np.pad(x, ((0, 0), (0, 0), (p, p), (p, p)), constant_values=-np.inf)
+    win = sliding_window_view(xp, (k, k), axis=(2, 3))[:, :, ::s, ::s]
+    return win.max(axis=(4, 5))
+
+
+def lrn(x, size, alpha=1e-4, beta=0.75, k=1.0):
+    sq = np.pad(x * x, ((0, 0), (size // 2, size // 2), (0, 0), (0, 0)))
+    acc = sliding_window_view(sq, size, axis=1).sum(axis=-1)
+    return x / (k + alpha / size * acc) ** beta
+
+
+def batch_norm(x, mean, var, scale, shift, eps=1e-5):
+    inv = scale / np.sqrt(var + eps)
+    return x * inv[None, :, None, None] + (shift - mean * inv)[None, :, None, None]
+
+
+def softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def linear(x, w, b):
+    return x @ w.T + b
+
+
+def gelu_tanh(x):
+    # numpy has no erf; the tanh form is the cheapest honest stand-in.
+    return 0.5 * x * (1 + np.tanh(0.7978845608 * (x + 0.044715 * x ** 3)))
+
+
+def layer_norm(x, scale, shift, eps=1e-5):
+    mean = x.mean(axis=-1, keepdims=True)
+    var = x.var(axis=-1, keepdims=True)
+    return (x - mean) / np.sqrt(var + eps) * scale + shift

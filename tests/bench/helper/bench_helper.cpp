@@ -17,32 +17,18 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "bench_common.hpp"
 #include "mkcache/mkcache.h"
 
 #define MKCB_API extern "C" __attribute__((visibility("default")))
 
 namespace {
 
-enum Mode { BARE = 0, CACHED = 1, CACHED_NEW = 2, RECREATE = 3 };
+using namespace mkcb;
 using tag = dnnl::memory::format_tag;
 using dt = dnnl::memory::data_type;
 
 thread_local std::string last_error;
-
-const dnnl::engine &engine() {
-    static dnnl::engine e(dnnl::engine::kind::cpu, 0);
-    return e;
-}
-
-void check(mkc_status s) {
-    if (s != MKC_STATUS_OK) throw std::runtime_error(mkc_last_error());
-}
-
-struct Bench {
-    virtual ~Bench() = default;
-    virtual void call() = 0;
-    uint64_t reorders_before = 0;
-};
 
 // --------------------------------------------------------------------- conv
 
@@ -251,6 +237,9 @@ MKCB_API const char *mkcb_last_error(void) { return last_error.c_str(); }
 
 // op "conv2d": params = {n, ic, oc, h, w, k, stride, pad}
 // op "relu":   params = dims (rank 2 or 4)
+// others (bench_ops.cpp): "max_pool" {n, c, h, w, k, stride, pad}, "lrn" {n, c, h,
+// w, size}, "batch_norm" {n, c, h, w}, "softmax" {4 dims, last axis}, "linear"
+// {m, k, n}, "gelu" {m, n}, "layer_norm" {m, n}
 // Returns NULL on failure (see mkcb_last_error).
 MKCB_API void *mkcb_create(const char *op, int mode, const int64_t *params, int nparams) {
     try {
@@ -268,6 +257,8 @@ MKCB_API void *mkcb_create(const char *op, int mode, const int64_t *params, int 
             else if (mode == CACHED || mode == CACHED_NEW) b = std::make_unique<ReluCached>(dims, mode == CACHED_NEW);
             else if (mode == RECREATE) b = std::make_unique<ReluRecreate>(dims);
         }
+        if (!b && name != "conv2d" && name != "relu")
+            b = make_op_bench(name, mode, std::vector<int64_t>(params, params + nparams));
         if (!b) throw std::runtime_error("unknown op/mode/params: " + name);
         b->call(); // warm-up
         check(mkc_get_reorder_count(&b->reorders_before));

@@ -1,0 +1,36 @@
+// Shared pieces of libmkcache_bench (the benchmark suite's timing helper).
+#pragma once
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "mkcache/mkcache.h"
+
+namespace mkcb {
+
+enum Mode { BARE = 0, CACHED = 1, CACHED_NEW = 2, RECREATE = 3 };
+
+inline const dnnl::engine &engine() {
+    static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+    return e;
+}
+
+inline void check(mkc_status s) {
+    if (s != MKC_STATUS_OK) throw std::runtime_error(mkc_last_error());
+}
+
+struct Bench {
+    virtual ~Bench() = default;
+    virtual void call() = 0;
+    uint64_t reorders_before = 0;
+};
+
+// The cases of bench_ops.cpp (everything but conv2d and relu).
+std::unique_ptr<Bench> make_op_bench(const std::string &op, int mode,
+                                     const std::vector<int64_t> &params);
+
+} // namespace mkcb

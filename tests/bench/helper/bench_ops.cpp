@@ -1,0 +1,285 @@
+// Operator cases of the benchmark suite beyond conv/relu (see
+// bench_helper.cpp for the modes). Each case is described once: how to make
+// its oneDNN primitive descriptor (for BARE and RECREATE) and how to call
+// mkcache on the same problem with inputs already in the layout that
+// primitive uses (for CACHED).
+#include <cstring>
+#include <functional>
+#include <unordered_map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "bench_common.hpp"
+#include "mkcache/mkcache.h"
+
+namespace mkcb {
+
+namespace {
+
+using tag = dnnl::memory::format_tag;
+using dt = dnnl::memory::data_type;
+using dims = dnnl::memory::dims;
+
+struct Spec {
+    std::function<dnnl::primitive_desc()> make_pd;
+    std::vector<int> args; // DNNL_ARG_* the primitive takes
+};
+
+// Created once, executed directly through the C API.
+struct Bare : Bench {
+    dnnl::primitive prim;
+    std::vector<dnnl::memory> mems;
+    std::vector<dnnl_exec_arg_t> args;
+    dnnl::stream stream{engine()};
+    explicit Bare(const Spec &s) {
+        auto pd = s.make_pd();
+        prim = dnnl::primitive(pd.get());
+        for (int a : s.args) {
+            auto md = pd.query_md(dnnl::query::exec_arg_md, a);
+            mems.emplace_back(md, engine());
+            std::memset(mems.back().get_data_handle(), 0, md.get_size());
+            if (a == DNNL_ARG_VARIANCE) { // a valid variance
+                float *v = static_cast<float *>(mems.back().get_data_handle());
+                for (size_t i = 0; i < md.get_size() / 4; ++i) v[i] = 1.f;
+            }
+            args.push_back({a, mems.back().get()});
+        }
+    }
+    void call() override {
+        dnnl_primitive_execute(prim.get(), stream.get(), static_cast<int>(args.size()),
+                               args.data());
+        dnnl_stream_wait(stream.get());
+    }
+};
+
+// Descriptor + primitive re-created every call (oneDNN's own cache serves
+// the primitive), memory objects created around fixed buffers.
+struct Recreate : Bench {
+    Spec spec;
+    std::vector<std::vector<char>> buffers;
+    dnnl::stream stream{engine()};
+    explicit Recreate(Spec s) : spec(std::move(s)) {
+        auto pd = spec.make_pd();
+        for (int a : spec.args)
+            buffers.emplace_back(pd.query_md(dnnl::query::exec_arg_md, a).get_size() + 64, 0);
+    }
+    void call() override {
+        auto pd = spec.make_pd();
+        dnnl::primitive prim(pd.get());
+        std::unordered_map<int, dnnl::memory> args;
+        for (size_t i = 0; i < spec.args.size(); ++i)
+            args.emplace(spec.args[i], dnnl::memory(pd.query_md(dnnl::query::exec_arg_md,
+                                                                spec.args[i]),
+                                                    engine(), buffers[i].data()));
+        prim.execute(stream, args);
+        stream.wait();
+    }
+};
+
+// mkcache calls through the C ABI; the tensors are released at the end.
+struct Cached : Bench {
+    std::vector<std::vector<float>> data;
+    std::vector<mkc_tensor *> tensors;
+    std::function<void()> fn;
+    ~Cached() override {
+        for (auto *t : tensors) mkc_tensor_destroy(t);
+    }
+    mkc_tensor *wrap(const dims &d, float value, mkc_layout layout = MKC_LAYOUT_NCHW) {
+        size_t n = 1;
+        for (auto v : d) n *= static_cast<size_t>(v);
+        data.emplace_back(n, value);
+        mkc_tensor *t = nullptr;
+        check(mkc_tensor_wrap(MKC_DTYPE_F32, static_cast<int>(d.size()), d.data(), layout,
+                              data.back().data(), &t));
+        tensors.push_back(t);
+        return t;
+    }
+    mkc_tensor *converted(mkc_tensor *plain, const char *format) {
+        mkc_tensor *t = nullptr;
+        check(mkc_tensor_to_layout(plain, format, &t));
+        tensors.push_back(t);
+        return t;
+    }
+    mkc_tensor **slot() {
+        tensors.push_back(nullptr);
+        return &tensors.back();
+    }
+    void call() override { fn(); }
+};
+
+const char *blocked(int64_t c) { return c % 16 == 0 ? "nChw16c" : "nChw8c"; }
+tag blocked_tag(int64_t c) { return c % 16 == 0 ? tag::nChw16c : tag::nChw8c; }
+
+// ---------------------------------------------------------------- the cases
+
+Spec pool_spec(const std::vector<int64_t> &p) { // n, c, h, w, k, stride, pad
+    const dims src = {p[0], p[1], p[2], p[3]};
+    const int64_t oh = (p[2] + 2 * p[6] - p[4]) / p[5] + 1, ow = (p[3] + 2 * p[6] - p[4]) / p[5] + 1;
+    return {[=] {
+                return dnnl::pooling_forward::primitive_desc(
+                    engine(), dnnl::prop_kind::forward_inference, dnnl::algorithm::pooling_max,
+                    dnnl::memory::desc(src, dt::f32, blocked_tag(p[1])),
+                    dnnl::memory::desc({p[0], p[1], oh, ow}, dt::f32, tag::any), {p[5], p[5]},
+                    {p[4], p[4]}, {0, 0}, {p[6], p[6]}, {p[6], p[6]});
+            },
+            {DNNL_ARG_SRC, DNNL_ARG_DST}};
+}
+
+Spec lrn_spec(const std::vector<int64_t> &p) { // n, c, h, w, size
+    const dnnl::memory::desc md({p[0], p[1], p[2], p[3]}, dt::f32, blocked_tag(p[1]));
+    return {[=] {
+                return dnnl::lrn_forward::primitive_desc(
+                    engine(), dnnl::prop_kind::forward_inference,
+                    dnnl::algorithm::lrn_across_channels, md, md, p[4], 1e-4f, 0.75f, 1.f);
+            },
+            {DNNL_ARG_SRC, DNNL_ARG_DST}};
+}
+
+Spec bnorm_spec(const std::vector<int64_t> &p) { // n, c, h, w
+    const dnnl::memory::desc md({p[0], p[1], p[2], p[3]}, dt::f32, tag::abcd);
+    using f = dnnl::normalization_flags;
+    return {[=] {
+                return dnnl::batch_normalization_forward::primitive_desc(
+                    engine(), dnnl::prop_kind::forward_inference, md, md, 1e-5f,
+                    f::use_global_stats | f::use_scale | f::use_shift);
+            },
+            {DNNL_ARG_SRC, DNNL_ARG_MEAN, DNNL_ARG_VARIANCE, DNNL_ARG_SCALE, DNNL_ARG_SHIFT,
+             DNNL_ARG_DST}};
+}
+
+Spec softmax_spec(const std::vector<int64_t> &p) { // 4 dims, softmax over the last
+    const dnnl::memory::desc md({p[0], p[1], p[2], p[3]}, dt::f32, tag::abcd);
+    return {[=] {
+                return dnnl::softmax_forward::primitive_desc(
+                    engine(), dnnl::prop_kind::forward_inference,
+                    dnnl::algorithm::softmax_accurate, md, md, 3);
+            },
+            {DNNL_ARG_SRC, DNNL_ARG_DST}};
+}
+
+Spec linear_spec(const std::vector<int64_t> &p) { // m, k, n
+    return {[=] {
+                return dnnl::inner_product_forward::primitive_desc(
+                    engine(), dnnl::prop_kind::forward_inference,
+                    dnnl::memory::desc({p[0], p[1]}, dt::f32, tag::ab),
+                    dnnl::memory::desc({p[2], p[1]}, dt::f32, tag::any),
+                    dnnl::memory::desc({p[2]}, dt::f32, tag::a),
+                    dnnl::memory::desc({p[0], p[2]}, dt::f32, tag::ab));
+            },
+            {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_BIAS, DNNL_ARG_DST}};
+}
+
+Spec gelu_spec(const std::vector<int64_t> &p) { // m, n
+    const dnnl::memory::desc md({p[0], p[1]}, dt::f32, tag::ab);
+    return {[=] {
+                return dnnl::eltwise_forward::primitive_desc(
+                    engine(), dnnl::prop_kind::forward_inference, dnnl::algorithm::eltwise_gelu_erf,
+                    md, md, 0.f, 0.f);
+            },
+            {DNNL_ARG_SRC, DNNL_ARG_DST}};
+}
+
+Spec lnorm_spec(const std::vector<int64_t> &p) { // m, n
+    const dnnl::memory::desc md({p[0], p[1]}, dt::f32, tag::ab);
+    using f = dnnl::normalization_flags;
+    return {[=] {
+                return dnnl::layer_normalization_forward::primitive_desc(
+                    engine(), dnnl::prop_kind::forward_inference, md, md, 1e-5f,
+                    f::use_scale | f::use_shift);
+            },
+            {DNNL_ARG_SRC, DNNL_ARG_SCALE, DNNL_ARG_SHIFT, DNNL_ARG_DST}};
+}
+
+std::unique_ptr<Cached> cached_case(const std::string &op, const std::vector<int64_t> &p) {
+    auto c = std::make_unique<Cached>();
+    Cached *b = c.get();
+    if (op == "max_pool") {
+        mkc_tensor *x = b->converted(b->wrap({p[0], p[1], p[2], p[3]}, 0.5f), blocked(p[1]));
+        mkc_pool_params pp;
+        check(mkc_pool_params_init(&pp));
+        pp.kernel[0] = pp.kernel[1] = p[4];
+        pp.stride[0] = pp.stride[1] = p[5];
+        pp.pad_begin[0] = pp.pad_begin[1] = pp.pad_end[0] = pp.pad_end[1] = p[6];
+        pp.name = "bench_pool";
+        mkc_tensor **y = b->slot();
+        b->fn = [=] { mkc_pool(&pp, x, y); };
+    } else if (op == "lrn") {
+        mkc_tensor *x = b->converted(b->wrap({p[0], p[1], p[2], p[3]}, 0.5f), blocked(p[1]));
+        mkc_lrn_params lp;
+        check(mkc_lrn_params_init(&lp));
+        lp.size = p[4];
+        lp.name = "bench_lrn";
+        mkc_tensor **y = b->slot();
+        b->fn = [=] { mkc_lrn(&lp, x, y); };
+    } else if (op == "batch_norm") {
+        mkc_tensor *x = b->wrap({p[0], p[1], p[2], p[3]}, 0.5f);
+        mkc_tensor *mean = b->wrap({p[1]}, 0.f), *var = b->wrap({p[1]}, 1.f),
+                   *scale = b->wrap({p[1]}, 1.f), *shift = b->wrap({p[1]}, 0.f);
+        mkc_batch_norm_params bp;
+        check(mkc_batch_norm_params_init(&bp));
+        bp.name = "bench_bn";
+        mkc_tensor **y = b->slot();
+        b->fn = [=] { mkc_batch_norm(&bp, x, mean, var, scale, shift, nullptr, nullptr, y); };
+    } else if (op == "softmax") {
+        mkc_tensor *x = b->wrap({p[0], p[1], p[2], p[3]}, 0.5f);
+        mkc_tensor **y = b->slot();
+        b->fn = [=] { mkc_softmax(-1, 0, "bench_softmax", x, y); };
+    } else if (op == "linear") {
+        mkc_tensor *x = b->wrap({p[0], p[1]}, 0.5f), *w = b->wrap({p[2], p[1]}, 0.01f),
+                   *bias = b->wrap({p[2]}, 0.f);
+        check(mkc_tensor_set_constant(w, 1));
+        mkc_linear_params lp;
+        check(mkc_linear_params_init(&lp));
+        lp.name = "bench_linear";
+        mkc_tensor **y = b->slot();
+        b->fn = [=] { mkc_linear(&lp, x, w, bias, y); };
+    } else if (op == "gelu") {
+        mkc_tensor *x = b->wrap({p[0], p[1]}, 0.5f);
+        mkc_tensor **y = b->slot();
+        b->fn = [=] { mkc_activation(MKC_ACTIVATION_GELU_ERF, 0.f, 0.f, "bench_gelu", x, y); };
+    } else if (op == "layer_norm") {
+        mkc_tensor *x = b->wrap({p[0], p[1]}, 0.5f), *scale = b->wrap({p[1]}, 1.f),
+                   *shift = b->wrap({p[1]}, 0.f);
+        mkc_layer_norm_params lp;
+        check(mkc_layer_norm_params_init(&lp));
+        lp.name = "bench_ln";
+        mkc_tensor **y = b->slot();
+        b->fn = [=] { mkc_layer_norm(&lp, x, scale, shift, y); };
+    } else {
+        return nullptr;
+    }
+    b->fn(); // builds the entry and the output tensor
+    return c;
+}
+
+Spec spec_of(const std::string &op, const std::vector<int64_t> &p) {
+    if (op == "max_pool" && p.size() == 7) return pool_spec(p);
+    if (op == "lrn" && p.size() == 5) return lrn_spec(p);
+    if (op == "batch_norm" && p.size() == 4) return bnorm_spec(p);
+    if (op == "softmax" && p.size() == 4) return softmax_spec(p);
+    if (op == "linear" && p.size() == 3) return linear_spec(p);
+    if (op == "gelu" && p.size() == 2) return gelu_spec(p);
+    if (op == "layer_norm" && p.size() == 2) return lnorm_spec(p);
+    throw std::runtime_error("unknown op or parameter count: " + op);
+}
+
+} // namespace
+
+std::unique_ptr<Bench> make_op_bench(const std::string &op, int mode,
+                                     const std::vector<int64_t> &params) {
+    switch (mode) {
+    case BARE: return std::make_unique<Bare>(spec_of(op, params));
+    case RECREATE: return std::make_unique<Recreate>(spec_of(op, params));
+    case CACHED: {
+        spec_of(op, params); // validates
+        return cached_case(op, params);
+    }
+    default: throw std::runtime_error("mode not available for " + op);
+    }
+}
+
+} // namespace mkcb

@@ -1,0 +1,165 @@
+"""The forward operator cases: the bare oneDNN primitive, mkcache's C call on
+a cache hit, re-creation through oneDNN's own cache, mkcache's Python call,
+numpy, and torch when installed - all in one run, reported as ratios to bare.
+
+    python -m pytest tests/bench --benchmark-enable --benchmark-only
+"""
+import numpy as np
+import pytest
+
+import mkcache
+import numpy_ops
+from conftest import NOTES, RESULTS, record
+from numpy_ops import conv2d_nchw
+
+try:
+    import torch
+    import torch.nn.functional as F
+except ImportError:  # torch is optional
+    torch = None
+
+RNG = np.random.default_rng(0)
+
+
+def _rand(*shape):
+    return RNG.standard_normal(shape, dtype=np.float32)
+
+
+# case -> (helper op, helper params, calls per timed round)
+CASES = {
+    "conv2d 3x3 64->64 56x56 b32": ("conv2d", (32, 64, 64, 56, 56, 3, 1, 1), 1),
+    "conv 1x1 256->64 56x56": ("conv2d", (1, 256, 64, 56, 56, 1, 1, 0), 10),
+    "max pool 3x3 s2 1x64x112x112": ("max_pool", (1, 64, 112, 112, 3, 2, 1), 50),
+    "LRN 5 1x96x55x55": ("lrn", (1, 96, 55, 55, 5), 50),
+    "batch norm 1x64x56x56": ("batch_norm", (1, 64, 56, 56), 100),
+    "softmax 1x12x128x128 last axis": ("softmax", (1, 12, 128, 128), 50),
+    "linear 128x768 -> 3072": ("linear", (128, 768, 3072), 5),
+    "gelu 128x3072": ("gelu", (128, 3072), 100),
+    "layer_norm 128x768": ("layer_norm", (128, 768), 200),
+}
+C_MODES = ["bare", "cached", "recreate"]
+
+
+@pytest.mark.parametrize("mode", C_MODES)
+@pytest.mark.parametrize("case", list(CASES))
+def test_op_c(benchmark, helper, case, mode):
+    benchmark.group = case
+    op, params, calls = CASES[case]
+    handle = helper.create(op, mode, params)
+    try:
+        benchmark.pedantic(helper.lib.mkcb_run, args=(handle, calls), rounds=10, iterations=1,
+                           warmup_rounds=1)
+        record(benchmark, case, mode, calls)
+        if mode == "cached":
+            reorders = helper.lib.mkcb_reorders_since_create(handle)
+            if reorders:
+                NOTES[case].append(f"{reorders} layout conversions during timing")
+    finally:
+        helper.lib.mkcb_destroy(handle)
+
+
+def _python_numpy_torch(case):
+    """-> {mode: zero-argument callable} for the Python-level competitors."""
+    op, p, _ = CASES[case]
+    fns = {}
+    if op == "conv2d":
+        n, ic, oc, h, w, k, s, pad = p
+        x, wt, b = _rand(n, ic, h, w), _rand(oc, ic, k, k) * 0.05, _rand(oc)
+        xt = mkcache.conv2d(np.ascontiguousarray(x.transpose(0, 2, 3, 1)),
+                            np.eye(ic, dtype=np.float32)[:, :, None, None], data_format="NHWC",
+                            name="bench_producer_py")
+        wt_t, b_t = mkcache.Tensor(wt, constant=True), mkcache.Tensor(b, constant=True)
+        fns["python"] = lambda: mkcache.conv2d(xt, wt_t, b_t, padding=pad, data_format="NHWC",
+                                               name="bench_py")
+        fns["numpy"] = lambda: conv2d_nchw(x, wt, b, pad)
+        if torch is not None:
+            tx = torch.from_numpy(x).contiguous(memory_format=torch.channels_last)
+            tw, tb = torch.from_numpy(wt), torch.from_numpy(b)
+            fns["torch"] = lambda: F.conv2d(tx, tw, tb, padding=pad)
+    elif op == "max_pool":
+        n, c, h, w, k, s, pad = p
+        x = _rand(n, c, h, w)
+        xb = mkcache.to_layout(x, "nChw16c" if c % 16 == 0 else "nChw8c")
+        fns["python"] = lambda: mkcache.max_pool2d(xb, k, s, pad, name="bench_py")
+        fns["numpy"] = lambda: numpy_ops.max_pool(x, k, s, pad)
+        if torch is not None:
+            tx = torch.from_numpy(x)
+            fns["torch"] = lambda: F.max_pool2d(tx, k, s, pad)
+    elif op == "lrn":
+        n, c, h, w, size = p
+        x = _rand(n, c, h, w)
+        xb = mkcache.to_layout(x, "nChw16c")
+        fns["python"] = lambda: mkcache.lrn(xb, size, name="bench_py")
+        fns["numpy"] = lambda: numpy_ops.lrn(x, size)
+        if torch is not None:
+            tx = torch.from_numpy(x)
+            fns["torch"] = lambda: F.local_response_norm(tx, size, 1e-4, 0.75, 1.0)
+    elif op == "batch_norm":
+        n, c, h, w = p
+        x, mean, var = _rand(n, c, h, w), _rand(c), np.abs(_rand(c)) + 0.5
+        sc, sh = _rand(c), _rand(c)
+        fns["python"] = lambda: mkcache.batch_norm(x, mean, var, sc, sh, name="bench_py")
+        fns["numpy"] = lambda: numpy_ops.batch_norm(x, mean, var, sc, sh)
+        if torch is not None:
+            t = [torch.from_numpy(v) for v in (x, mean, var, sc, sh)]
+            fns["torch"] = lambda: F.batch_norm(t[0], t[1], t[2], t[3], t[4])
+    elif op == "softmax":
+        x = _rand(*p)
+        fns["python"] = lambda: mkcache.softmax(x, -1, name="bench_py")
+        fns["numpy"] = lambda: numpy_ops.softmax(x)
+        if torch is not None:
+            tx = torch.from_numpy(x)
+            fns["torch"] = lambda: torch.softmax(tx, -1)
+    elif op == "linear":
+        m, k, n = p
+        x, w, b = _rand(m, k), _rand(n, k) * 0.05, _rand(n)
+        wc = mkcache.Tensor(w, constant=True)
+        fns["python"] = lambda: mkcache.linear(x, wc, b, name="bench_py")
+        fns["numpy"] = lambda: numpy_ops.linear(x, w, b)
+        if torch is not None:
+            tx, tw, tb = torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(b)
+            fns["torch"] = lambda: F.linear(tx, tw, tb)
+    elif op == "gelu":
+        x = _rand(*p)
+        fns["python"] = lambda: mkcache.gelu(x, name="bench_py")
+        fns["numpy"] = lambda: numpy_ops.gelu_tanh(x)
+        if torch is not None:
+            tx = torch.from_numpy(x)
+            fns["torch"] = lambda: F.gelu(tx)
+    elif op == "layer_norm":
+        m, n = p
+        x, sc, sh = _rand(m, n), _rand(n), _rand(n)
+        fns["python"] = lambda: mkcache.layer_norm(x, sc, sh, name="bench_py")
+        fns["numpy"] = lambda: numpy_ops.layer_norm(x, sc, sh)
+        if torch is not None:
+            t = [torch.from_numpy(v) for v in (x, sc, sh)]
+            fns["torch"] = lambda: F.layer_norm(t[0], (n,), t[1], t[2])
+    return fns
+
+
+@pytest.mark.parametrize("mode", ["python", "numpy", "torch"])
+@pytest.mark.parametrize("case", list(CASES))
+def test_op_py(benchmark, case, mode):
+    benchmark.group = case
+    fns = _python_numpy_torch(case)
+    if mode not in fns:
+        pytest.skip("torch is not installed")
+    fn = fns[mode]
+    if torch is not None and mode == "torch":
+        with torch.no_grad():
+            benchmark(fn)
+    else:
+        benchmark(fn)
+    record(benchmark, case, mode)
+
+
+def test_op_results_agree(helper):
+    """The benchmarked mkcache calls compute what numpy computes (a smoke
+    check that the suite measures real work)."""
+    for case in ("max pool 3x3 s2 1x64x112x112", "softmax 1x12x128x128 last axis",
+                 "layer_norm 128x768"):
+        fns = _python_numpy_torch(case)
+        ours = fns["python"]()
+        ours = ours.numpy("NCHW") if ours.ndim == 4 else np.asarray(ours)
+        np.testing.assert_allclose(ours, fns["numpy"](), rtol=1e-4, atol=1e-4)
+    assert RESULTS is not None
