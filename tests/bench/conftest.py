@@ -87,7 +87,7 @@ def _fmt_us(seconds):
 
 def render_table() -> str:
     lines = ["| case | " + " | ".join(MODE_TITLES[m] for m in MODES)
-             + " | C hit - bare, paired (us) |",
+             + " | C hit - bare, paired (us, % of bare) |",
              "|---" * (len(MODES) + 2) + "|"]
     for case, res in RESULTS.items():
         bare = res.get("bare")
@@ -102,7 +102,11 @@ def render_table() -> str:
                 cells.append(f"{_fmt_us(v)} ({v / bare:.2f}x)")
         # The overhead figure comes from alternating blocks of bare and cached
         # calls (robust to a noisy machine), not from the two medians above.
-        delta = f"{res['paired_overhead'] * 1e6:+.2f}" if "paired_overhead" in res else "-"
+        delta = "-"
+        if "paired_overhead" in res:
+            delta = f"{res['paired_overhead'] * 1e6:+.2f}"
+            if "paired_bare" in res:
+                delta += f" ({res['paired_overhead'] / res['paired_bare'] * 100:+.1f}%)"
         lines.append(f"| {case} | " + " | ".join(cells) + f" | {delta} |")
     return "\n".join(lines)
 

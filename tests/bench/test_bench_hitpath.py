@@ -69,6 +69,7 @@ def test_hit_overhead_paired(benchmark, helper, case):
         benchmark.pedantic(measure, rounds=1, iterations=1)
         if getattr(benchmark, "stats", None) is not None:
             RESULTS[case]["paired_overhead"] = result["v"][2]
+            RESULTS[case]["paired_bare"] = result["v"][0]
             benchmark.extra_info["overhead_seconds_per_call"] = result["v"][2]
     finally:
         helper.lib.mkcb_destroy(bare)

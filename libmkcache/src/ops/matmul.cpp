@@ -20,6 +20,7 @@ const auto f32 = dnnl::memory::data_type::f32;
 
 struct LinearEntry : PrimitiveEntry {
     dnnl::inner_product_forward::primitive_desc pd;
+    dnnl::memory::desc x_plain, y_md; // src as the caller has it; the result
 };
 struct MatmulEntry : PrimitiveEntry {
     dnnl::matmul::primitive_desc pd;
@@ -63,9 +64,7 @@ void linear(const mkc_linear_params &p, const Tensor &src, const Tensor &weights
     require(src.dtype == MKC_DTYPE_F32 && weights.dtype == MKC_DTYPE_F32 &&
                 (!bias || bias->dtype == MKC_DTYPE_F32),
             "linear: every input must be float32");
-    std::unique_ptr<Tensor> holder;
-    const Tensor &x = row_major(src, holder);
-    const Dims xc = caller_dims(x);
+    const Dims xc = caller_dims(src);
     const Dims &w = onednn_dims(weights);
     require(w.size() == 2, "linear: weights must be 2-D [out, in], got rank ", w.size());
     require(xc.back() == w[1], "linear: src has ", xc.back(), " input features but weights expect ",
@@ -77,17 +76,19 @@ void linear(const mkc_linear_params &p, const Tensor &src, const Tensor &weights
     if (p.activation != MKC_ACTIVATION_NONE) activation_info(p.activation);
     int64_t rows = 1;
     for (size_t i = 0; i + 1 < xc.size(); ++i) rows *= xc[i];
-    const Dims x2 = {rows, w[1]}, y2 = {rows, w[0]};
-    const dnnl::memory::desc x_view(x2, f32, tag::ab);
-    Dims yc(xc.begin(), xc.end() - 1);
-    yc.push_back(w[0]);
+    const Dims x2 = {rows, w[1]};
 
-    std::string default_name = "linear:" + std::to_string(w[1]) + "x" + std::to_string(w[0]);
-    if (bias) default_name += ":bias";
-    if (p.activation != MKC_ACTIVATION_NONE) default_name += std::string(":") + activation_info(p.activation).name;
+    std::string default_name;
+    if (!p.name || !p.name[0]) {
+        default_name = "linear:" + std::to_string(w[1]) + "x" + std::to_string(w[0]);
+        if (bias) default_name += ":bias";
+        if (p.activation != MKC_ACTIVATION_NONE)
+            default_name += std::string(":") + activation_info(p.activation).name;
+    }
     Handler handler("linear", p.name, default_name, nullptr, x2);
     handler.sign(7); // operator id
-    handler.sign(x2);
+    handler.sign(src.dims);
+    handler.sign(src.layout);
     handler.sign(w);
     handler.sign(bias ? 1 : 0);
     handler.sign(p.activation);
@@ -95,15 +96,16 @@ void linear(const mkc_linear_params &p, const Tensor &src, const Tensor &weights
     handler.sign_float(p.activation_beta);
     auto entry = handler.acquire_primitive<LinearEntry>([&] {
         auto e = std::make_shared<LinearEntry>();
-        const dnnl::memory::desc w_md(w, f32, tag::any), y_md(y2, f32, tag::ab);
+        const dnnl::memory::desc x_view(x2, f32, tag::ab), w_md(w, f32, tag::any),
+            y2_md({rows, w[0]}, f32, tag::ab);
         const auto attr = activation_attr(p.activation, p.activation_alpha, p.activation_beta);
         if (bias)
             e->pd = dnnl::inner_product_forward::primitive_desc(
                 cpu_engine(), dnnl::prop_kind::forward_inference, x_view, w_md,
-                dnnl::memory::desc({w[0]}, f32, tag::a), y_md, attr);
+                dnnl::memory::desc({w[0]}, f32, tag::a), y2_md, attr);
         else
             e->pd = dnnl::inner_product_forward::primitive_desc(
-                cpu_engine(), dnnl::prop_kind::forward_inference, x_view, w_md, y_md, attr);
+                cpu_engine(), dnnl::prop_kind::forward_inference, x_view, w_md, y2_md, attr);
         e->primitive = dnnl::inner_product_forward(e->pd);
         std::vector<std::pair<int, dnnl::memory::desc>> args = {
             {DNNL_ARG_SRC, e->pd.src_desc()},
@@ -111,28 +113,36 @@ void linear(const mkc_linear_params &p, const Tensor &src, const Tensor &weights
             {DNNL_ARG_DST, e->pd.dst_desc()}};
         if (bias) args.push_back({DNNL_ARG_BIAS, e->pd.bias_desc()});
         e->set_args(args);
+        e->x_plain = layout::plain_desc(src.dims, f32, src.layout);
+        Dims yc(xc.begin(), xc.end() - 1);
+        yc.push_back(w[0]);
+        // The result is row-major [rows, out]; the caller sees it with x's
+        // leading dims.
+        e->y_md = dnnl::memory::desc(yc, f32, row_major_strides(yc));
         e->bytes = e->pd.scratchpad_desc().get_size();
         return e;
     });
-    // The result is row-major [rows, out]: the caller sees it with x's
-    // leading dims, so the output tensor is described that way.
-    const dnnl::memory::desc y_md(yc, f32, row_major_strides(yc));
+    std::unique_ptr<Tensor> holder;
+    const Tensor *x = &src;
+    if (!entry->matches(src, DNNL_ARG_SRC, entry->x_plain)) {
+        holder = make_owned_tensor(entry->x_plain, src.layout, src.dtype);
+        reorder(src.desc, src.data, holder->desc, holder->data);
+        x = holder.get();
+    }
     std::unique_ptr<Tensor> created;
     Tensor *y = *dst;
     if (y == nullptr) {
-        created = make_owned_tensor(y_md, MKC_LAYOUT_CHANNELS_FIRST, MKC_DTYPE_F32);
+        created = make_owned_tensor(entry->y_md, MKC_LAYOUT_CHANNELS_FIRST, MKC_DTYPE_F32);
         y = created.get();
-    } else {
-        require(y->dtype == MKC_DTYPE_F32 && y->dims == yc, "linear: dst must have shape ",
-                shape_text(yc));
-        if (!(y->desc == y_md)) {
-            require(static_cast<bool>(y->owned), "linear: dst must be row-major");
-            adopt_result_layout(*y, y_md);
-        }
+    } else if (!entry->matches(*y, DNNL_ARG_DST, entry->y_md)) {
+        require(y->dtype == MKC_DTYPE_F32 && y->dims == entry->y_md.get_dims(),
+                "linear: dst must have the result's shape");
+        require(static_cast<bool>(y->owned), "linear: dst must be row-major");
+        adopt_result_layout(*y, entry->y_md);
     }
     {
         Handler::Execution exec(*entry);
-        exec.input(DNNL_ARG_SRC, x, &x_view);
+        exec.raw(DNNL_ARG_SRC, x->data);
         exec.input(DNNL_ARG_WEIGHTS, weights);
         if (bias) exec.input(DNNL_ARG_BIAS, *bias);
         exec.output(DNNL_ARG_DST, y->data);

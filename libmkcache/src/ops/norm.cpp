@@ -20,6 +20,7 @@ const auto f32 = dnnl::memory::data_type::f32;
 
 struct LayerNormEntry : PrimitiveEntry {
     dnnl::layer_normalization_forward::primitive_desc pd;
+    dnnl::memory::desc x_plain, scale_plain, shift_plain; // src (= dst), scale, shift
 };
 struct BatchNormEntry : PrimitiveEntry {
     dnnl::batch_normalization_forward::primitive_desc pd;
@@ -28,29 +29,11 @@ struct LrnEntry : PrimitiveEntry {
     dnnl::lrn_forward::primitive_desc pd;
 };
 
-const Tensor &row_major(const Tensor &t, std::unique_ptr<Tensor> &holder) {
-    const auto plain = layout::plain_desc(t.dims, to_onednn(t.dtype), t.layout);
-    if (t.desc == plain) return t;
-    holder = make_owned_tensor(plain, t.layout, t.dtype);
-    reorder(t.desc, t.data, holder->desc, holder->data);
-    return *holder;
-}
-
 // A 1-D float tensor of `n` values, named `what` in messages.
 void check_vector(const Tensor *t, int64_t n, const char *op, const char *what) {
     if (!t) return;
     require(t->dtype == MKC_DTYPE_F32 && t->dims.size() == 1 && t->dims[0] == n, op, ": ", what,
             " must be a float32 vector of ", n, " values");
-}
-
-// A plain 1-D view of a tensor whose element count is n (e.g. [H, W] scale
-// of a layer norm over the last two dims).
-bool flat_view(const Tensor &t, int64_t n, dnnl::memory::desc &view) {
-    int64_t count = 1;
-    for (auto d : t.dims) count *= d;
-    if (count != n || !(t.desc == layout::plain_desc(t.dims, f32, t.layout))) return false;
-    view = dnnl::memory::desc({n}, f32, tag::a);
-    return true;
 }
 
 } // namespace
@@ -59,28 +42,32 @@ void layer_norm(const mkc_layer_norm_params &p, const Tensor &src, const Tensor 
                 const Tensor *shift, mkc_tensor **dst) {
     require(src.dtype == MKC_DTYPE_F32, "layer_norm: src must be float32");
     require(p.epsilon >= 0.f, "layer_norm: epsilon must be >= 0");
-    std::unique_ptr<Tensor> holder;
-    const Tensor &x = row_major(src, holder);
-    const Dims xc = caller_dims(x);
+    const Dims xc = caller_dims(src);
     const int n = static_cast<int>(xc.size());
     require(p.begin_norm_axis >= -n && p.begin_norm_axis < n, "layer_norm: begin_norm_axis ",
             p.begin_norm_axis, " is out of range for rank ", n);
     const int axis = p.begin_norm_axis < 0 ? p.begin_norm_axis + n : p.begin_norm_axis;
     int64_t rows = 1, cols = 1;
     for (int i = 0; i < n; ++i) (i < axis ? rows : cols) *= xc[i];
-    dnnl::memory::desc scale_view, shift_view;
-    require(!scale || flat_view(*scale, cols, scale_view), "layer_norm: scale must hold ", cols,
-            " values (the normalized dims), plain float32");
-    require(!shift || flat_view(*shift, cols, shift_view), "layer_norm: shift must hold ", cols,
-            " values (the normalized dims), plain float32");
-    const dnnl::memory::desc x2({rows, cols}, f32, tag::ab);
+    for (const Tensor *v : {scale, shift}) {
+        if (!v) continue;
+        int64_t count = 1;
+        for (auto d : v->dims) count *= d;
+        require(v->dtype == MKC_DTYPE_F32 && count == cols, "layer_norm: ",
+                v == scale ? "scale" : "shift", " must hold ", cols,
+                " float32 values (one per normalized element)");
+    }
     Handler handler("layer_norm", p.name, "layer_norm", nullptr, Dims{rows, cols});
     handler.sign(9); // operator id
-    handler.sign(scale ? 1 : 0);
-    handler.sign(shift ? 1 : 0);
+    handler.sign(src.dims);
+    handler.sign(src.layout);
+    handler.sign(rows);
+    handler.sign(scale ? static_cast<int64_t>(scale->dims.size()) : -1);
+    handler.sign(shift ? static_cast<int64_t>(shift->dims.size()) : -1);
     handler.sign_float(p.epsilon);
     auto entry = handler.acquire_primitive<LayerNormEntry>([&] {
         auto e = std::make_shared<LayerNormEntry>();
+        const dnnl::memory::desc x2({rows, cols}, f32, tag::ab), vec({cols}, f32, tag::a);
         flags f = flags::none;
         if (scale) f |= flags::use_scale;
         if (shift) f |= flags::use_shift;
@@ -89,32 +76,44 @@ void layer_norm(const mkc_layer_norm_params &p, const Tensor &src, const Tensor 
         e->primitive = dnnl::layer_normalization_forward(e->pd);
         std::vector<std::pair<int, dnnl::memory::desc>> args = {{DNNL_ARG_SRC, x2},
                                                                 {DNNL_ARG_DST, x2}};
-        if (scale) args.push_back({DNNL_ARG_SCALE, scale_view});
-        if (shift) args.push_back({DNNL_ARG_SHIFT, shift_view});
+        if (scale) args.push_back({DNNL_ARG_SCALE, vec});
+        if (shift) args.push_back({DNNL_ARG_SHIFT, vec});
         e->set_args(args);
+        e->x_plain = layout::plain_desc(src.dims, f32, src.layout);
+        if (scale) e->scale_plain = layout::plain_desc(scale->dims, f32, scale->layout);
+        if (shift) e->shift_plain = layout::plain_desc(shift->dims, f32, shift->layout);
         e->bytes = e->pd.scratchpad_desc().get_size();
         return e;
     });
-    const dnnl::memory::desc y_md = layout::plain_desc(x.dims, f32, x.layout);
+    // src, scale, shift and dst are all used as plain bytes; the entry holds
+    // their expected plain descriptors, matched once per tensor.
+    std::unique_ptr<Tensor> holder;
+    const Tensor *x = &src;
+    if (!entry->matches(src, DNNL_ARG_SRC, entry->x_plain)) {
+        holder = make_owned_tensor(entry->x_plain, src.layout, src.dtype);
+        reorder(src.desc, src.data, holder->desc, holder->data);
+        x = holder.get();
+    }
+    require(!scale || entry->matches(*scale, DNNL_ARG_SCALE, entry->scale_plain),
+            "layer_norm: scale must be plain (row-major)");
+    require(!shift || entry->matches(*shift, DNNL_ARG_SHIFT, entry->shift_plain),
+            "layer_norm: shift must be plain (row-major)");
     std::unique_ptr<Tensor> created;
     Tensor *y = *dst;
     if (!y) {
-        created = make_owned_tensor(y_md, x.layout, MKC_DTYPE_F32);
+        created = make_owned_tensor(entry->x_plain, src.layout, MKC_DTYPE_F32);
         y = created.get();
-    } else {
-        require(y->dtype == MKC_DTYPE_F32 && caller_dims(*y) == xc,
-                "layer_norm: dst must have src's shape");
-        if (!(y->desc == y_md)) {
-            require(static_cast<bool>(y->owned), "layer_norm: dst must be row-major");
-            adopt_result_layout(*y, y_md);
-            y->layout = x.layout;
-        }
+    } else if (!entry->matches(*y, DNNL_ARG_DST, entry->x_plain)) {
+        require(y->dtype == MKC_DTYPE_F32 && y->dims == src.dims && y->layout == src.layout,
+                "layer_norm: dst must have src's shape and layout");
+        require(static_cast<bool>(y->owned), "layer_norm: dst must be row-major");
+        adopt_result_layout(*y, entry->x_plain);
     }
     {
         Handler::Execution exec(*entry);
-        exec.input(DNNL_ARG_SRC, x, &x2);
-        if (scale) exec.input(DNNL_ARG_SCALE, *scale, &scale_view);
-        if (shift) exec.input(DNNL_ARG_SHIFT, *shift, &shift_view);
+        exec.raw(DNNL_ARG_SRC, x->data);
+        if (scale) exec.raw(DNNL_ARG_SCALE, scale->data);
+        if (shift) exec.raw(DNNL_ARG_SHIFT, shift->data);
         exec.output(DNNL_ARG_DST, y->data);
         exec.run();
     }
