@@ -1,7 +1,9 @@
 // Shared pieces of libmkcache_bench (the benchmark suite's timing helper).
 #pragma once
 
+#include <cstdlib>
 #include <memory>
+#include <new>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -22,6 +24,21 @@ inline const dnnl::engine &engine() {
 inline void check(mkc_status s) {
     if (s != MKC_STATUS_OK) throw std::runtime_error(mkc_last_error());
 }
+
+// 64-byte aligned float buffers, like oneDNN's own allocations: the bare and
+// the cached paths then read equally aligned data.
+struct AlignedBuffer {
+    float *data = nullptr;
+    explicit AlignedBuffer(size_t n, float value) {
+        void *p = nullptr;
+        if (posix_memalign(&p, 64, n * sizeof(float) + 64) != 0) throw std::bad_alloc();
+        data = static_cast<float *>(p);
+        for (size_t i = 0; i < n; ++i) data[i] = value;
+    }
+    ~AlignedBuffer() { free(data); }
+    AlignedBuffer(const AlignedBuffer &) = delete;
+    AlignedBuffer &operator=(const AlignedBuffer &) = delete;
+};
 
 struct Bench {
     virtual ~Bench() = default;

@@ -102,7 +102,7 @@ struct ConvRecreate : Bench {
 };
 
 struct ConvCached : Bench {
-    std::vector<float> xs, ws, bs, ids;
+    AlignedBuffer xs, ws, bs, ids;
     mkc_tensor *x_plain = nullptr, *w = nullptr, *b = nullptr, *w_id = nullptr, *x = nullptr,
                *y = nullptr;
     mkc_conv_params p;
@@ -113,10 +113,10 @@ struct ConvCached : Bench {
         try {
             const int64_t xd[4] = {s.n, s.h, s.w, s.ic}, wd[4] = {s.oc, s.ic, s.k, s.k},
                           bd[1] = {s.oc}, idd[4] = {s.ic, s.ic, 1, 1};
-            check(mkc_tensor_wrap(MKC_DTYPE_F32, 4, xd, MKC_LAYOUT_NHWC, xs.data(), &x_plain));
-            check(mkc_tensor_wrap(MKC_DTYPE_F32, 4, wd, MKC_LAYOUT_NCHW, ws.data(), &w));
-            check(mkc_tensor_wrap(MKC_DTYPE_F32, 1, bd, MKC_LAYOUT_NCHW, bs.data(), &b));
-            check(mkc_tensor_wrap(MKC_DTYPE_F32, 4, idd, MKC_LAYOUT_NCHW, ids.data(), &w_id));
+            check(mkc_tensor_wrap(MKC_DTYPE_F32, 4, xd, MKC_LAYOUT_NHWC, xs.data, &x_plain));
+            check(mkc_tensor_wrap(MKC_DTYPE_F32, 4, wd, MKC_LAYOUT_NCHW, ws.data, &w));
+            check(mkc_tensor_wrap(MKC_DTYPE_F32, 1, bd, MKC_LAYOUT_NCHW, bs.data, &b));
+            check(mkc_tensor_wrap(MKC_DTYPE_F32, 4, idd, MKC_LAYOUT_NCHW, ids.data, &w_id));
             check(mkc_tensor_set_constant(w, 1));
             check(mkc_tensor_set_constant(w_id, 1));
             // The input comes from a library op (a 1x1 conv), as inside a
@@ -196,19 +196,21 @@ struct ReluRecreate : Bench {
 };
 
 struct ReluCached : Bench {
-    std::vector<float> src, dst;
-    mkc_tensor *x = nullptr, *y = nullptr;
-    bool new_output;
-    ReluCached(const dnnl::memory::dims &dims, bool new_out) : new_output(new_out) {
+    static size_t count(const dnnl::memory::dims &dims) {
         size_t n = 1;
         for (auto d : dims) n *= static_cast<size_t>(d);
-        src.assign(n, -1.f);
-        dst.assign(n, 0.f);
+        return n;
+    }
+    AlignedBuffer src, dst;
+    mkc_tensor *x = nullptr, *y = nullptr;
+    bool new_output;
+    ReluCached(const dnnl::memory::dims &dims, bool new_out)
+        : src(count(dims), -1.f), dst(count(dims), 0.f), new_output(new_out) {
         try {
             check(mkc_tensor_wrap(MKC_DTYPE_F32, static_cast<int>(dims.size()), dims.data(),
-                                  MKC_LAYOUT_NCHW, src.data(), &x));
+                                  MKC_LAYOUT_NCHW, src.data, &x));
             check(mkc_tensor_wrap(MKC_DTYPE_F32, static_cast<int>(dims.size()), dims.data(),
-                                  MKC_LAYOUT_NCHW, dst.data(), &y));
+                                  MKC_LAYOUT_NCHW, dst.data, &y));
             check(mkc_activation(MKC_ACTIVATION_RELU, 0.f, 0.f, "bench_relu", x, &y));
         } catch (...) {
             release();

@@ -82,7 +82,7 @@ struct Recreate : Bench {
 
 // mkcache calls through the C ABI; the tensors are released at the end.
 struct Cached : Bench {
-    std::vector<std::vector<float>> data;
+    std::vector<std::unique_ptr<AlignedBuffer>> data;
     std::vector<mkc_tensor *> tensors;
     std::function<void()> fn;
     ~Cached() override {
@@ -91,10 +91,10 @@ struct Cached : Bench {
     mkc_tensor *wrap(const dims &d, float value, mkc_layout layout = MKC_LAYOUT_NCHW) {
         size_t n = 1;
         for (auto v : d) n *= static_cast<size_t>(v);
-        data.emplace_back(n, value);
+        data.push_back(std::make_unique<AlignedBuffer>(n, value));
         mkc_tensor *t = nullptr;
         check(mkc_tensor_wrap(MKC_DTYPE_F32, static_cast<int>(d.size()), d.data(), layout,
-                              data.back().data(), &t));
+                              data.back()->data, &t));
         tensors.push_back(t);
         return t;
     }
