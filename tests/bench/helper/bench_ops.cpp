@@ -41,11 +41,13 @@ struct Bare : Bench {
         for (int a : s.args) {
             auto md = pd.query_md(dnnl::query::exec_arg_md, a);
             mems.emplace_back(md, engine());
-            std::memset(mems.back().get_data_handle(), 0, md.get_size());
-            if (a == DNNL_ARG_VARIANCE) { // a valid variance
-                float *v = static_cast<float *>(mems.back().get_data_handle());
-                for (size_t i = 0; i < md.get_size() / 4; ++i) v[i] = 1.f;
-            }
+            // The same values the cached side uses (no all-zero fast paths).
+            const float value = a == DNNL_ARG_SRC                                 ? 0.5f
+                                : a == DNNL_ARG_WEIGHTS                           ? 0.01f
+                                : a == DNNL_ARG_VARIANCE || a == DNNL_ARG_SCALE ? 1.f
+                                                                                  : 0.f;
+            float *v = static_cast<float *>(mems.back().get_data_handle());
+            for (size_t i = 0; i < md.get_size() / 4; ++i) v[i] = value;
             args.push_back({a, mems.back().get()});
         }
     }
