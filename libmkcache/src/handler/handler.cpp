@@ -46,6 +46,12 @@ void PrimitiveEntry::set_args(const std::vector<std::pair<int, dnnl::memory::des
     }
 }
 
+void PrimitiveEntry::set_args(const dnnl::primitive_desc &pd, const std::vector<int> &ids) {
+    std::vector<std::pair<int, dnnl::memory::desc>> args;
+    for (int arg : ids) args.push_back({arg, pd.query_md(dnnl::query::exec_arg_md, arg)});
+    set_args(args);
+}
+
 int PrimitiveEntry::arg_index(int arg_id) const {
     for (size_t i = 0; i < arg_ids.size(); ++i)
         if (arg_ids[i] == arg_id) return static_cast<int>(i);
@@ -244,12 +250,54 @@ Handler::Output Handler::prepare_output(mkc_tensor **dst, const PrimitiveEntry &
     return out;
 }
 
+void Handler::run_src_dst(PrimitiveEntry &entry, const Tensor &src, mkc_tensor **dst,
+                          mkc_layout out_layout, const char *op) {
+    Output out = prepare_output(dst, entry, DNNL_ARG_DST, out_layout, src.dtype, op);
+    {
+        Execution exec(entry);
+        exec.input(DNNL_ARG_SRC, src);
+        exec.output(DNNL_ARG_DST, out.data);
+        exec.run();
+    }
+    finish_output(out, dst);
+}
+
+const Tensor &Handler::plain_input(const PrimitiveEntry &entry, int arg_id, const Tensor &src,
+                                   const dnnl::memory::desc &plain,
+                                   std::unique_ptr<Tensor> &holder) {
+    if (entry.matches(src, arg_id, plain)) return src;
+    holder = make_owned_tensor(plain, src.layout, src.dtype);
+    reorder(src.desc, src.data, holder->desc, holder->data);
+    return *holder;
+}
+
+Tensor &Handler::plain_output(const PrimitiveEntry &entry, int arg_id, mkc_tensor **dst,
+                              const dnnl::memory::desc &plain, mkc_layout layout,
+                              std::unique_ptr<Tensor> &created, const char *op) {
+    if (*dst == nullptr) {
+        created = make_owned_tensor(plain, layout, MKC_DTYPE_F32);
+        return *created;
+    }
+    Tensor &y = **dst;
+    if (!entry.matches(y, arg_id, plain)) {
+        require(y.dtype == MKC_DTYPE_F32 && y.dims == plain.get_dims(), op,
+                ": dst must have the result's shape ", shape_text(plain.get_dims()));
+        require(static_cast<bool>(y.owned), op, ": dst must be row-major");
+        adopt_result_layout(y, plain);
+        y.layout = layout;
+    }
+    return y;
+}
+
+void Handler::publish(std::unique_ptr<Tensor> &created, mkc_tensor **dst) {
+    if (!created) return;
+    registry<Tensor>().add(created.get());
+    *dst = created.release();
+}
+
 void Handler::finish_output(Output &out, mkc_tensor **dst) {
     if (out.temporary) reorder(*out.desc, out.data, out.tensor->desc, out.tensor->data);
-    if (out.created) {
-        registry<Tensor>().add(out.created.get());
-        *dst = out.created.release();
-    }
+    publish(out.created, dst);
 }
 
 } // namespace mkc

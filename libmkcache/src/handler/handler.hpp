@@ -52,6 +52,8 @@ struct PrimitiveEntry {
 
     // Fills arg_ids/arg_descs/memories from a primitive descriptor query.
     void set_args(const std::vector<std::pair<int, dnnl::memory::desc>> &args);
+    // The same, each argument's layout queried from the primitive descriptor.
+    void set_args(const dnnl::primitive_desc &pd, const std::vector<int> &arg_ids);
     int arg_index(int arg_id) const;
     // The layout the primitive wants for an argument (no descriptor copy).
     const dnnl::memory::desc &arg_desc(int arg_id) const { return arg_descs[arg_index(arg_id)]; }
@@ -158,6 +160,25 @@ public:
     static Output prepare_output(mkc_tensor **dst, const PrimitiveEntry &entry, int arg_id,
                                  mkc_layout layout, mkc_dtype dtype, const char *op);
     static void finish_output(Output &out, mkc_tensor **dst);
+
+    // The whole call of a one-input, one-output primitive (SRC -> DST):
+    // output, binding, execution.
+    static void run_src_dst(PrimitiveEntry &entry, const Tensor &src, mkc_tensor **dst,
+                            mkc_layout out_layout, const char *op);
+
+    // `src` if it is laid out as `plain` (remembered per tensor), else a
+    // converted copy kept in `holder`.
+    static const Tensor &plain_input(const PrimitiveEntry &entry, int arg_id, const Tensor &src,
+                                     const dnnl::memory::desc &plain,
+                                     std::unique_ptr<Tensor> &holder);
+    // The tensor a plain (row-major) result goes to: `*dst` (re-described if
+    // it is owned and laid out otherwise) or a new one kept in `created`
+    // until publish().
+    static Tensor &plain_output(const PrimitiveEntry &entry, int arg_id, mkc_tensor **dst,
+                                const dnnl::memory::desc &plain, mkc_layout layout,
+                                std::unique_ptr<Tensor> &created, const char *op);
+    // Hands a new tensor to the caller (registers the handle).
+    static void publish(std::unique_ptr<Tensor> &created, mkc_tensor **dst);
 
 private:
     static constexpr int kMaxSignature = 64;

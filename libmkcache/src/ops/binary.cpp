@@ -42,12 +42,6 @@ BinaryInfo binary_info(mkc_binary_kind kind) {
     fail(MKC_STATUS_INVALID_ARGUMENT, "binary: unsupported kind ", static_cast<int>(kind));
 }
 
-std::string shape_text(const Dims &d) {
-    std::string s = "[";
-    for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
-    return s + "]";
-}
-
 // Caller-order dims padded with leading 1s to rank n.
 Dims padded(const Dims &caller, int n) {
     Dims out(n - caller.size(), 1);

@@ -242,12 +242,9 @@ void convolution(const char *op, int k, bool transposed, const mkc_conv_params &
             e->primitive = dnnl::convolution_forward(e->conv_pd);
             pd = &e->conv_pd;
         }
-        std::vector<std::pair<int, dnnl::memory::desc>> args = {
-            {DNNL_ARG_SRC, pd->query_md(dnnl::query::src_md)},
-            {DNNL_ARG_WEIGHTS, pd->query_md(dnnl::query::weights_md)},
-            {DNNL_ARG_DST, pd->query_md(dnnl::query::dst_md)}};
-        if (bias) args.push_back({DNNL_ARG_BIAS, pd->query_md(dnnl::query::weights_md, 1)});
-        e->set_args(args);
+        std::vector<int> args = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST};
+        if (bias) args.push_back(DNNL_ARG_BIAS);
+        e->set_args(*pd, args);
         e->bytes = pd->query_md(dnnl::query::scratchpad_md).get_size();
         return e;
     });

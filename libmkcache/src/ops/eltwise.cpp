@@ -74,15 +74,7 @@ void activation(mkc_activation_kind kind, float alpha, float beta, const char *n
         return e;
     });
 
-    Handler::Output out =
-        Handler::prepare_output(dst, *entry, DNNL_ARG_DST, src.layout, src.dtype, "activation");
-    {
-        Handler::Execution exec(*entry);
-        exec.input(DNNL_ARG_SRC, src);
-        exec.output(DNNL_ARG_DST, out.data);
-        exec.run();
-    }
-    Handler::finish_output(out, dst);
+    Handler::run_src_dst(*entry, src, dst, src.layout, "activation");
 }
 
 } // namespace mkc::ops

@@ -6,7 +6,6 @@
 
 #include "common/engine.hpp"
 #include "common/error.hpp"
-#include "common/handles.hpp"
 #include "handler/handler.hpp"
 #include "keys/keys.hpp"
 #include "ops/ops.hpp"
@@ -35,12 +34,6 @@ const Tensor &row_major(const Tensor &t, std::unique_ptr<Tensor> &holder) {
     return *holder;
 }
 
-Dims row_major_strides(const Dims &d) {
-    Dims s(d.size(), 1);
-    for (int i = static_cast<int>(d.size()) - 2; i >= 0; --i) s[i] = s[i + 1] * d[i + 1];
-    return s;
-}
-
 dnnl::primitive_attr activation_attr(mkc_activation_kind kind, float alpha, float beta) {
     dnnl::primitive_attr attr;
     if (kind != MKC_ACTIVATION_NONE) {
@@ -49,12 +42,6 @@ dnnl::primitive_attr activation_attr(mkc_activation_kind kind, float alpha, floa
         attr.set_post_ops(ops);
     }
     return attr;
-}
-
-std::string shape_text(const Dims &d) {
-    std::string s = "[";
-    for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
-    return s + "]";
 }
 
 } // namespace
@@ -107,12 +94,9 @@ void linear(const mkc_linear_params &p, const Tensor &src, const Tensor &weights
             e->pd = dnnl::inner_product_forward::primitive_desc(
                 cpu_engine(), dnnl::prop_kind::forward_inference, x_view, w_md, y2_md, attr);
         e->primitive = dnnl::inner_product_forward(e->pd);
-        std::vector<std::pair<int, dnnl::memory::desc>> args = {
-            {DNNL_ARG_SRC, e->pd.src_desc()},
-            {DNNL_ARG_WEIGHTS, e->pd.weights_desc()},
-            {DNNL_ARG_DST, e->pd.dst_desc()}};
-        if (bias) args.push_back({DNNL_ARG_BIAS, e->pd.bias_desc()});
-        e->set_args(args);
+        std::vector<int> args = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST};
+        if (bias) args.push_back(DNNL_ARG_BIAS);
+        e->set_args(e->pd, args);
         e->x_plain = layout::plain_desc(src.dims, f32, src.layout);
         Dims yc(xc.begin(), xc.end() - 1);
         yc.push_back(w[0]);
@@ -122,36 +106,19 @@ void linear(const mkc_linear_params &p, const Tensor &src, const Tensor &weights
         e->bytes = e->pd.scratchpad_desc().get_size();
         return e;
     });
-    std::unique_ptr<Tensor> holder;
-    const Tensor *x = &src;
-    if (!entry->matches(src, DNNL_ARG_SRC, entry->x_plain)) {
-        holder = make_owned_tensor(entry->x_plain, src.layout, src.dtype);
-        reorder(src.desc, src.data, holder->desc, holder->data);
-        x = holder.get();
-    }
-    std::unique_ptr<Tensor> created;
-    Tensor *y = *dst;
-    if (y == nullptr) {
-        created = make_owned_tensor(entry->y_md, MKC_LAYOUT_CHANNELS_FIRST, MKC_DTYPE_F32);
-        y = created.get();
-    } else if (!entry->matches(*y, DNNL_ARG_DST, entry->y_md)) {
-        require(y->dtype == MKC_DTYPE_F32 && y->dims == entry->y_md.get_dims(),
-                "linear: dst must have the result's shape");
-        require(static_cast<bool>(y->owned), "linear: dst must be row-major");
-        adopt_result_layout(*y, entry->y_md);
-    }
+    std::unique_ptr<Tensor> holder, created;
+    const Tensor &x = Handler::plain_input(*entry, DNNL_ARG_SRC, src, entry->x_plain, holder);
+    Tensor &y = Handler::plain_output(*entry, DNNL_ARG_DST, dst, entry->y_md,
+                                      MKC_LAYOUT_CHANNELS_FIRST, created, "linear");
     {
         Handler::Execution exec(*entry);
-        exec.raw(DNNL_ARG_SRC, x->data);
+        exec.raw(DNNL_ARG_SRC, x.data); // plain [..., in] is the [rows, in] the primitive wants
         exec.input(DNNL_ARG_WEIGHTS, weights);
         if (bias) exec.input(DNNL_ARG_BIAS, *bias);
-        exec.output(DNNL_ARG_DST, y->data);
+        exec.output(DNNL_ARG_DST, y.data);
         exec.run();
     }
-    if (created) {
-        registry<Tensor>().add(created.get());
-        *dst = created.release();
-    }
+    Handler::publish(created, dst);
 }
 
 void matmul(const mkc_matmul_params &p, const Tensor &a_in, const Tensor &b_in, const Tensor *bias,
@@ -222,12 +189,9 @@ void matmul(const mkc_matmul_params &p, const Tensor &a_in, const Tensor &b_in, 
         else
             e->pd = dnnl::matmul::primitive_desc(cpu_engine(), a_view, b_view, y_md, attr);
         e->primitive = dnnl::matmul(e->pd);
-        std::vector<std::pair<int, dnnl::memory::desc>> args = {
-            {DNNL_ARG_SRC, e->pd.src_desc()},
-            {DNNL_ARG_WEIGHTS, e->pd.weights_desc()},
-            {DNNL_ARG_DST, e->pd.dst_desc()}};
-        if (bias) args.push_back({DNNL_ARG_BIAS, e->pd.bias_desc()});
-        e->set_args(args);
+        std::vector<int> args = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST};
+        if (bias) args.push_back(DNNL_ARG_BIAS);
+        e->set_args(e->pd, args);
         e->bytes = e->pd.scratchpad_desc().get_size();
         return e;
     });

@@ -5,7 +5,6 @@
 
 #include "common/engine.hpp"
 #include "common/error.hpp"
-#include "common/handles.hpp"
 #include "handler/handler.hpp"
 #include "keys/keys.hpp"
 #include "ops/ops.hpp"
@@ -87,40 +86,23 @@ void layer_norm(const mkc_layer_norm_params &p, const Tensor &src, const Tensor 
     });
     // src, scale, shift and dst are all used as plain bytes; the entry holds
     // their expected plain descriptors, matched once per tensor.
-    std::unique_ptr<Tensor> holder;
-    const Tensor *x = &src;
-    if (!entry->matches(src, DNNL_ARG_SRC, entry->x_plain)) {
-        holder = make_owned_tensor(entry->x_plain, src.layout, src.dtype);
-        reorder(src.desc, src.data, holder->desc, holder->data);
-        x = holder.get();
-    }
+    std::unique_ptr<Tensor> holder, created;
+    const Tensor &x = Handler::plain_input(*entry, DNNL_ARG_SRC, src, entry->x_plain, holder);
     require(!scale || entry->matches(*scale, DNNL_ARG_SCALE, entry->scale_plain),
             "layer_norm: scale must be plain (row-major)");
     require(!shift || entry->matches(*shift, DNNL_ARG_SHIFT, entry->shift_plain),
             "layer_norm: shift must be plain (row-major)");
-    std::unique_ptr<Tensor> created;
-    Tensor *y = *dst;
-    if (!y) {
-        created = make_owned_tensor(entry->x_plain, src.layout, MKC_DTYPE_F32);
-        y = created.get();
-    } else if (!entry->matches(*y, DNNL_ARG_DST, entry->x_plain)) {
-        require(y->dtype == MKC_DTYPE_F32 && y->dims == src.dims && y->layout == src.layout,
-                "layer_norm: dst must have src's shape and layout");
-        require(static_cast<bool>(y->owned), "layer_norm: dst must be row-major");
-        adopt_result_layout(*y, entry->x_plain);
-    }
+    Tensor &y = Handler::plain_output(*entry, DNNL_ARG_DST, dst, entry->x_plain, src.layout,
+                                      created, "layer_norm");
     {
         Handler::Execution exec(*entry);
-        exec.raw(DNNL_ARG_SRC, x->data);
+        exec.raw(DNNL_ARG_SRC, x.data); // plain src is the [rows, cols] the primitive wants
         if (scale) exec.raw(DNNL_ARG_SCALE, scale->data);
         if (shift) exec.raw(DNNL_ARG_SHIFT, shift->data);
-        exec.output(DNNL_ARG_DST, y->data);
+        exec.output(DNNL_ARG_DST, y.data);
         exec.run();
     }
-    if (created) {
-        registry<Tensor>().add(created.get());
-        *dst = created.release();
-    }
+    Handler::publish(created, dst);
 }
 
 void batch_norm(const mkc_batch_norm_params &p, const Tensor &src, Tensor *mean,
@@ -248,15 +230,7 @@ void lrn(const mkc_lrn_params &p, const Tensor &src, mkc_tensor **dst) {
         e->bytes = e->pd.scratchpad_desc().get_size();
         return e;
     });
-    Handler::Output out =
-        Handler::prepare_output(dst, *entry, DNNL_ARG_DST, data_format, src.dtype, op);
-    {
-        Handler::Execution exec(*entry);
-        exec.input(DNNL_ARG_SRC, src);
-        exec.output(DNNL_ARG_DST, out.data);
-        exec.run();
-    }
-    Handler::finish_output(out, dst);
+    Handler::run_src_dst(*entry, src, dst, data_format, op);
     layout::set_target(data_format);
 }
 

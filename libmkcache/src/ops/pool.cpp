@@ -119,15 +119,7 @@ void pool(const mkc_pool_params &p, const Tensor &src, mkc_tensor **dst) {
         e->bytes = e->pd.scratchpad_desc().get_size();
         return e;
     });
-    Handler::Output out =
-        Handler::prepare_output(dst, *entry, DNNL_ARG_DST, data_format, src.dtype, op);
-    {
-        Handler::Execution exec(*entry);
-        exec.input(DNNL_ARG_SRC, src);
-        exec.output(DNNL_ARG_DST, out.data);
-        exec.run();
-    }
-    Handler::finish_output(out, dst);
+    Handler::run_src_dst(*entry, src, dst, data_format, op);
     layout::set_target(data_format);
 }
 

@@ -7,7 +7,6 @@
 
 #include "common/engine.hpp"
 #include "common/error.hpp"
-#include "common/handles.hpp"
 #include "handler/handler.hpp"
 #include "keys/keys.hpp"
 #include "ops/ops.hpp"
@@ -30,17 +29,6 @@ std::vector<int> onednn_to_caller_perm(int n, mkc_layout layout) {
         for (int i = 2; i < n; ++i) perm[i] = i - 1;
     }
     return perm;
-}
-
-Dims row_major_strides(const Dims &d) {
-    Dims s(d.size(), 1);
-    for (int i = static_cast<int>(d.size()) - 2; i >= 0; --i) s[i] = s[i + 1] * d[i + 1];
-    return s;
-}
-
-void publish(std::unique_ptr<Tensor> t, mkc_tensor **dst) {
-    registry<Tensor>().add(t.get());
-    *dst = t.release();
 }
 
 } // namespace
@@ -139,7 +127,7 @@ void transpose(int n, const int *perm, const Tensor &src, mkc_tensor **dst) {
     }
     require(y != &src, "transpose: dst must not be src");
     reorder(src_caller, src.data, dst_view, y->data);
-    if (created) publish(std::move(created), dst);
+    Handler::publish(created, dst);
 }
 
 void to_layout(const char *format, const Tensor &src, mkc_tensor **dst) {
@@ -172,7 +160,7 @@ void to_layout(const char *format, const Tensor &src, mkc_tensor **dst) {
     auto t = make_owned_tensor(want, label, src.dtype);
     if (src.desc == want) std::memcpy(t->data, src.data, want.get_size());
     else reorder(src.desc, src.data, want, t->data);
-    publish(std::move(t), dst);
+    Handler::publish(t, dst);
 }
 
 } // namespace mkc::ops

@@ -42,15 +42,7 @@ void softmax(int axis, bool log, const char *name, const Tensor &src, mkc_tensor
         e->bytes = e->pd.scratchpad_desc().get_size();
         return e;
     });
-    Handler::Output out =
-        Handler::prepare_output(dst, *entry, DNNL_ARG_DST, src.layout, src.dtype, op);
-    {
-        Handler::Execution exec(*entry);
-        exec.input(DNNL_ARG_SRC, src);
-        exec.output(DNNL_ARG_DST, out.data);
-        exec.run();
-    }
-    Handler::finish_output(out, dst);
+    Handler::run_src_dst(*entry, src, dst, src.layout, op);
 }
 
 } // namespace mkc::ops

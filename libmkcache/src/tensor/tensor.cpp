@@ -75,6 +75,18 @@ size_t plain_nbytes(const Tensor &t) {
     return n;
 }
 
+Dims row_major_strides(const Dims &dims) {
+    Dims s(dims.size(), 1);
+    for (int i = static_cast<int>(dims.size()) - 2; i >= 0; --i) s[i] = s[i + 1] * dims[i + 1];
+    return s;
+}
+
+std::string shape_text(const Dims &dims) {
+    std::string s = "[";
+    for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+    return s + "]";
+}
+
 std::string format_name(const dnnl::memory::desc &desc) {
     // Name the arrangement the way oneDNN's format tags do: dims as letters
     // ordered outermost to innermost by stride, then inner blocks.

@@ -65,6 +65,8 @@ void set_desc(Tensor &t, const dnnl::memory::desc &desc);
 Dims caller_dims(const Tensor &t);
 std::string format_name(const dnnl::memory::desc &desc); // "abcd", "aBcd16b", ...
 size_t plain_nbytes(const Tensor &t);
+Dims row_major_strides(const Dims &dims);
+std::string shape_text(const Dims &dims); // "[2, 3, 4]" for messages
 
 // Makes `dst` hold a result of `desc`: if it is owned and its storage is big
 // enough it is re-described in place (no allocation), otherwise it must be a
