@@ -202,8 +202,102 @@ static void test_cache(void) {
     OK(mkc_cache_set_session(0));
 }
 
+/* The rest of the core API: thread-local context, tensor queries, keys
+ * listing, executor reset, and a few operators with known answers. */
+static void test_core_api(void) {
+    mkc_layout layout = MKC_LAYOUT_TARGET;
+    OK(mkc_get_target_layout(&layout));
+    CHECK(layout == MKC_LAYOUT_NCHW);
+    OK(mkc_set_target_layout(MKC_LAYOUT_NHWC));
+    OK(mkc_get_target_layout(&layout));
+    CHECK(layout == MKC_LAYOUT_NHWC);
+    CHECK(mkc_set_target_layout(MKC_LAYOUT_TARGET) == MKC_STATUS_INVALID_ARGUMENT);
+    OK(mkc_set_target_layout(MKC_LAYOUT_NCHW));
+
+    uint64_t executor = 1;
+    int64_t value = -1;
+    const char *shape = NULL;
+    OK(mkc_set_executor(42));
+    OK(mkc_get_executor(&executor));
+    CHECK(executor == 42);
+    OK(mkc_cache_set_session(5));
+    OK(mkc_cache_get_session(&value));
+    CHECK(value == 5);
+    OK(mkc_cache_set_input_shape("2x3"));
+    OK(mkc_cache_get_input_shape(&shape));
+    CHECK(strcmp(shape, "2x3") == 0);
+    OK(mkc_cache_get_capacity(&value));
+    CHECK(value == 0);
+
+    /* An NHWC tensor reports its shape in NHWC order. */
+    float data[2 * 4 * 5 * 3];
+    for (int i = 0; i < 2 * 4 * 5 * 3; ++i) data[i] = (float)i - 50.f;
+    const int64_t d[4] = {2, 4, 5, 3};
+    mkc_tensor *t = NULL, *y = NULL, *z = NULL;
+    OK(mkc_tensor_wrap(MKC_DTYPE_F32, 4, d, MKC_LAYOUT_NHWC, data, &t));
+    mkc_dtype dtype;
+    size_t nbytes = 0, plain = 0;
+    OK(mkc_tensor_get_dtype(t, &dtype));
+    OK(mkc_tensor_get_layout(t, &layout));
+    OK(mkc_tensor_get_nbytes(t, &nbytes));
+    OK(mkc_tensor_get_plain_nbytes(t, &plain));
+    CHECK(dtype == MKC_DTYPE_F32 && layout == MKC_LAYOUT_NHWC);
+    CHECK(nbytes == sizeof data && plain == sizeof data);
+    const char *format = NULL;
+    OK(mkc_tensor_get_format(t, &format));
+    CHECK(strcmp(format, "acdb") == 0);
+    OK(mkc_tensor_set_constant(t, 1));
+
+    /* softmax over C (axis -1 in NHWC): every pixel's values sum to 1. */
+    OK(mkc_softmax(-1, 0, "c_softmax", t, &y));
+    float out[2 * 4 * 5 * 3];
+    OK(mkc_tensor_export(y, MKC_LAYOUT_NHWC, out, sizeof out));
+    int sums_ok = 1;
+    for (int px = 0; px < 2 * 4 * 5; ++px) {
+        float sum = out[px * 3] + out[px * 3 + 1] + out[px * 3 + 2];
+        if (fabsf(sum - 1.f) > 1e-5f) sums_ok = 0;
+    }
+    CHECK(sums_ok);
+
+    /* y - y = 0 with broadcasting of a [3] vector of zeros: y again. */
+    float zeros[3] = {0.f, 0.f, 0.f};
+    const int64_t c3[1] = {3};
+    mkc_tensor *tz = NULL;
+    OK(mkc_tensor_wrap(MKC_DTYPE_F32, 1, c3, MKC_LAYOUT_NCHW, zeros, &tz));
+    OK(mkc_binary(MKC_BINARY_SUB, "c_sub", y, tz, &z));
+    float out2[2 * 4 * 5 * 3];
+    OK(mkc_tensor_export(z, MKC_LAYOUT_NHWC, out2, sizeof out2));
+    CHECK(memcmp(out, out2, sizeof out) == 0);
+
+    /* Keys of this session: the entries above, under group "2x3". */
+    char keys[4096];
+    size_t needed = 0;
+    OK(mkc_cache_get_keys(5, keys, sizeof keys, &needed));
+    CHECK(strstr(keys, "2x3\tc_softmax|3|2x3x4x5|e2a") != NULL); /* axis -1 -> 3 */
+    CHECK(strstr(keys, "|e2a|") != NULL);
+    OK(mkc_cache_reset_executor(42));
+    mkc_cache_stats s;
+    OK(mkc_cache_get_session_stats(5, &s));
+    CHECK(s.entries == 0);
+    uint64_t before = 0, after = 0;
+    OK(mkc_get_reorder_count(&before));
+    OK(mkc_tensor_export(z, MKC_LAYOUT_NCHW, out2, sizeof out2)); /* NHWC -> NCHW */
+    OK(mkc_get_reorder_count(&after));
+    CHECK(after == before + 1);
+    CHECK(out2[1] == out[3]); /* NCHW [0,0,0,1] is NHWC [0,0,1,0] */
+
+    OK(mkc_tensor_destroy(z));
+    OK(mkc_tensor_destroy(tz));
+    OK(mkc_tensor_destroy(y));
+    OK(mkc_tensor_destroy(t));
+    OK(mkc_set_executor(0));
+    OK(mkc_cache_set_session(0));
+    OK(mkc_cache_set_input_shape(NULL));
+}
+
 int main(void) {
     test_version();
+    test_core_api();
     test_conv_and_relu();
     test_cache();
     if (failures) {
