@@ -1,4 +1,4 @@
-"""python -m mkcache info | demo"""
+"""python -m mkcache info | demo | bench"""
 from __future__ import annotations
 
 import argparse
@@ -85,14 +85,39 @@ def demo(args) -> int:
     return 0
 
 
+def bench(args) -> int:
+    from . import bench as b
+    print(f"mkcache {mkcache.__version__} short benchmark (full suite: pytest tests/bench "
+          "--benchmark-enable --benchmark-only)")
+    rows = b.run(budget=args.budget)
+    text = b.table(rows)
+    print(text)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(text + "\n")
+        print(f"wrote {args.markdown}")
+    if args.plot:
+        try:
+            b.plot(rows, args.plot)
+            print(f"wrote {args.plot}")
+        except ImportError:
+            print("--plot needs matplotlib (pip install 'mkcache[plot]')", file=sys.stderr)
+            return 1
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m mkcache")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("info", help="print versions, ISA and threads")
     d = sub.add_parser("demo", help="run a small CNN block and show the cache at work")
     d.add_argument("--iterations", type=int, default=50)
+    bp = sub.add_parser("bench", help="time mkcache against bare oneDNN, numpy and torch")
+    bp.add_argument("--budget", type=float, default=0.15, help="seconds per measurement")
+    bp.add_argument("--markdown", help="also write the table to this file")
+    bp.add_argument("--plot", help="also draw the ratios to this PNG (needs matplotlib)")
     args = parser.parse_args(argv)
-    return {"info": info, "demo": demo}[args.command](args)
+    return {"info": info, "demo": demo, "bench": bench}[args.command](args)
 
 
 if __name__ == "__main__":

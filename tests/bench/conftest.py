@@ -3,13 +3,11 @@ printed at the end of the run (and written as markdown with
 --bench-report=FILE)."""
 from __future__ import annotations
 
-import ctypes
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
-from mkcache import _loader
 
 MODES = ["bare", "cached", "cached_new", "recreate", "python", "numpy", "torch"]
 MODE_TITLES = {
@@ -31,45 +29,9 @@ def pytest_addoption(parser):
                      help="write the ratio table as markdown to this file")
 
 
-class Helper:
-    """libmkcache_bench: times operator calls in C loops (see bench_helper.cpp)."""
-
-    MODES = {"bare": 0, "cached": 1, "cached_new": 2, "recreate": 3}
-
-    def __init__(self):
-        self.lib = _loader.load_bench_helper()
-        self.lib.mkcb_create.argtypes = [ctypes.c_char_p, ctypes.c_int,
-                                         ctypes.POINTER(ctypes.c_int64), ctypes.c_int]
-        self.lib.mkcb_create.restype = ctypes.c_void_p
-        self.lib.mkcb_run.argtypes = [ctypes.c_void_p, ctypes.c_int64]
-        self.lib.mkcb_run.restype = None
-        self.lib.mkcb_destroy.argtypes = [ctypes.c_void_p]
-        self.lib.mkcb_destroy.restype = None
-        self.lib.mkcb_reorders_since_create.argtypes = [ctypes.c_void_p]
-        self.lib.mkcb_reorders_since_create.restype = ctypes.c_uint64
-        self.lib.mkcb_last_error.argtypes = []
-        self.lib.mkcb_last_error.restype = ctypes.c_char_p
-        self.lib.mkcb_paired.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
-                                         ctypes.c_int] + [ctypes.POINTER(ctypes.c_double)] * 3
-        self.lib.mkcb_paired.restype = None
-
-    def paired(self, a, b, calls: int, blocks: int):
-        """(median a, median b, median of per-block b - a), seconds per call."""
-        out = [ctypes.c_double() for _ in range(3)]
-        self.lib.mkcb_paired(a, b, calls, blocks, *out)
-        return tuple(v.value for v in out)
-
-    def create(self, op: str, mode: str, params):
-        arr = (ctypes.c_int64 * len(params))(*params)
-        handle = self.lib.mkcb_create(op.encode(), self.MODES[mode], arr, len(params))
-        if not handle:
-            raise RuntimeError(self.lib.mkcb_last_error().decode())
-        return handle
-
-
 @pytest.fixture(scope="session")
 def helper():
-    import mkcache  # noqa: F401  (loads libmkcache before the helper)
+    from mkcache.bench import Helper
     return Helper()
 
 

@@ -36,3 +36,15 @@ def test_cli_demo_runs():
     out = subprocess.run([sys.executable, "-m", "mkcache", "demo", "--iterations", "3"],
                          capture_output=True, text=True, check=True, timeout=300).stdout
     assert "cached call" in out and "hits=" in out
+
+
+def test_cli_bench_short(tmp_path):
+    md = tmp_path / "bench.md"
+    out = subprocess.run([sys.executable, "-m", "mkcache", "bench", "--budget", "0.01",
+                          "--markdown", str(md)], capture_output=True, text=True, check=True,
+                         timeout=600).stdout
+    table = md.read_text()
+    assert "| relu 1x16 |" in table and "x) |" in table
+    for line in table.splitlines()[2:]:
+        assert line.count("|") == 8, line  # case + 6 modes, every cell filled or "-"
+    assert "layer_norm 128x768" in out
