@@ -204,6 +204,13 @@ for _name, _fn in fast.items():
     _fn.argtypes = _SIGNATURES[_name]
     _fn.restype = status_t
 
+# The hottest calls without argtypes at all: ctypes then converts nothing,
+# so callers pass exactly typed values (c_void_p for pointers, c_float for
+# floats; a bare Python int is a C int and would truncate a pointer).
+raw = {name: lib[name] for name in ("mkc_tensor_wrap", "mkc_tensor_destroy", "mkc_activation",
+                                    "mkc_tensor_export")}
+for _fn in raw.values():
+    _fn.restype = status_t
 
 def call_with_buffer(fn, *args) -> str:
     """Calls a function following the (buf, size, needed) convention."""

@@ -12,11 +12,11 @@ from .errors import InvalidArgumentError
 from .tensor import Tensor, check_array, wrap_handle
 
 _lib = _capi.lib
-_destroy = _capi.fast["mkc_tensor_destroy"]
+_destroy = _capi.raw["mkc_tensor_destroy"]
 _conv2d = _capi.fast["mkc_conv2d"]
 _conv3d = _capi.fast["mkc_conv3d"]
 _conv2d_transpose = _capi.fast["mkc_conv2d_transpose"]
-_activation = _capi.fast["mkc_activation"]
+_activation = _capi.raw["mkc_activation"]  # (int, float, float, char*, void*, void**)
 _softmax = _capi.fast["mkc_softmax"]
 _binary = _capi.fast["mkc_binary"]
 
@@ -208,7 +208,8 @@ def activation(x, kind: str, alpha=None, beta=None, *, name=None, out=None) -> T
         hx = temporary = wrap_handle(check_array(x, "x"), _default_layout())
     try:
         dst = _out_handle(out)
-        status = _activation(k, a, b, _name(name), hx, ctypes.byref(dst))
+        status = _activation(k, ctypes.c_float(a), ctypes.c_float(b), _name(name), hx,
+                             ctypes.byref(dst))
         if status:
             _capi.raise_for(status)
         return _result(out, dst)

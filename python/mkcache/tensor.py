@@ -53,18 +53,19 @@ def data_pointer(array: np.ndarray) -> int:
         return array.__array_interface__["data"][0]
 
 
-_wrap = _capi.fast["mkc_tensor_wrap"]
-_export = _capi.fast["mkc_tensor_export"]
-_destroy = _capi.fast["mkc_tensor_destroy"]
+_wrap = _capi.raw["mkc_tensor_wrap"]          # (int, int, int64*, int, void*, void**)
+_export = _capi.raw["mkc_tensor_export"]      # (void*, int, void*, size_t)
+_destroy = _capi.raw["mkc_tensor_destroy"]    # (void*)
+_dims_types = [ctypes.c_int64 * n for n in range(_capi.MAX_NDIMS + 1)]
 
 
 def wrap_handle(array: np.ndarray, layout_value: int):
     """A C handle wrapping a checked array (the caller destroys it)."""
     ndim = array.ndim
-    dims = (ctypes.c_int64 * ndim)(*array.shape)
+    dims = _dims_types[ndim](*array.shape)
     handle = _capi.tensor_p()
-    status = _wrap(_capi.DTYPE_F32, ndim, dims, layout_value, data_pointer(array),
-                   ctypes.byref(handle))
+    status = _wrap(_capi.DTYPE_F32, ndim, dims, layout_value,
+                   ctypes.c_void_p(data_pointer(array)), ctypes.byref(handle))
     if status:
         _capi.raise_for(status)
     return handle
@@ -173,7 +174,8 @@ class Tensor:
             else:
                 shape = (shape[0], shape[-1]) + shape[1:-1]
         out = np.empty(shape, dtype=np.float32)
-        status = _export(self.handle, value, data_pointer(out), out.nbytes)
+        status = _export(self.handle, value, ctypes.c_void_p(data_pointer(out)),
+                         ctypes.c_size_t(out.nbytes))
         if status:
             _capi.raise_for(status)
         return out
