@@ -101,3 +101,34 @@ def test_shared_tensor_inputs_across_threads(rng):
 
     _run([threading.Thread(target=work) for _ in range(4)])
     assert errors == []
+
+
+def test_cached_primitive_used_by_threads_other_than_its_creator(rng):
+    """A clearing-mode session driven by one thread after another (as a
+    thread pool serves a model), and reset from yet another thread. The
+    primitives need a scratchpad: oneDNN's default one belongs to the thread
+    that created the primitive, which is why the library supplies its own."""
+    x = rng.standard_normal((2, 16, 12, 12), dtype=np.float32)
+    w = rng.standard_normal((32, 16, 3, 3), dtype=np.float32)
+    exact, mag = conv2d_nchw(x, w, pads=(1, 1, 1, 1))
+    bound = 4 * (16 * 9 + 1) * np.finfo(np.float32).eps * mag + 1e-30
+    errors = []
+
+    def step(i):
+        try:
+            with mkcache.cache.session(77), mkcache.cache.clearing_mode(2):
+                with mkcache.cache.input_shape(x.shape):
+                    y = np.asarray(mkcache.conv2d(x, w, padding=1, name="pooled"))
+                    if not np.all(np.abs(y - exact) <= bound):
+                        errors.append(f"step {i}: wrong result")
+                    if mkcache.cache.stats(session=77)["bytes"] == 0:
+                        errors.append("the primitive uses no scratchpad: the test tests nothing")
+        except Exception as exc:  # pragma: no cover
+            errors.append(repr(exc))
+
+    for i in range(12):  # a new thread each time, reusing the entry
+        _run([threading.Thread(target=step, args=(i,))])
+        if i % 4 == 3:
+            _run([threading.Thread(target=mkcache.cache.clear)])
+    assert errors == []
+    assert mkcache.cache.stats(session=77)["hits"] >= 6

@@ -35,6 +35,15 @@ struct ThreadState {
     int key_depth = 0;
 
     std::unique_ptr<dnnl::stream> stream; // created on first execution
+
+    // Scratchpad for the primitive this thread executes (one at a time):
+    // grows to the largest need, freed with the thread. Primitives are built
+    // with scratchpad_mode::user, because oneDNN's default (a scratchpad
+    // global to the *creating* thread) breaks when another thread executes
+    // or destroys a cached primitive.
+    void *scratchpad(size_t nbytes);
+    std::shared_ptr<void> scratch;
+    size_t scratch_size = 0;
 };
 
 ThreadState &thread_state();

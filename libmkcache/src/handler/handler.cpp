@@ -52,6 +52,19 @@ void PrimitiveEntry::set_args(const dnnl::primitive_desc &pd, const std::vector<
     set_args(args);
 }
 
+void PrimitiveEntry::add_scratchpad(const dnnl::primitive_desc_base &pd) {
+    const auto md = pd.query_md(dnnl::query::scratchpad_md);
+    scratchpad_bytes = md.get_size();
+    bytes = scratchpad_bytes;
+    if (scratchpad_bytes > 0) set_args({{DNNL_ARG_SCRATCHPAD, md}});
+}
+
+dnnl::primitive_attr user_scratchpad_attr() {
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    return attr;
+}
+
 int PrimitiveEntry::arg_index(int arg_id) const {
     for (size_t i = 0; i < arg_ids.size(); ++i)
         if (arg_ids[i] == arg_id) return static_cast<int>(i);
@@ -70,9 +83,11 @@ void reorder(const dnnl::memory::desc &from, const void *src_data, const dnnl::m
     handler.sign_layout(to);
     auto entry = handler.acquire_primitive<ReorderEntry>([&] {
         auto e = std::make_shared<ReorderEntry>();
-        dnnl::reorder::primitive_desc pd(cpu_engine(), from, cpu_engine(), to);
+        dnnl::reorder::primitive_desc pd(cpu_engine(), from, cpu_engine(), to,
+                                         user_scratchpad_attr());
         e->primitive = dnnl::reorder(pd);
         e->set_args({{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}});
+        e->add_scratchpad(pd);
         return e;
     });
     Handler::Execution exec(*entry);
@@ -213,6 +228,8 @@ void Handler::Execution::input(int arg_id, const Tensor &tensor,
 }
 
 void Handler::Execution::run() {
+    if (entry_.scratchpad_bytes > 0)
+        raw(DNNL_ARG_SCRATCHPAD, thread_state().scratchpad(entry_.scratchpad_bytes));
     check(dnnl_primitive_execute(entry_.primitive.get(), thread_stream().get(),
                                  nargs_, args_),
           "executing primitive");

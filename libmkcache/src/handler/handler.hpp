@@ -50,6 +50,11 @@ struct PrimitiveEntry {
     std::atomic<bool> busy{false};
     std::vector<dnnl::memory> memories;
 
+    // Registers the scratchpad argument the primitive needs (if any) and
+    // records its size; Execution::run binds the thread's scratchpad to it.
+    void add_scratchpad(const dnnl::primitive_desc_base &pd);
+    size_t scratchpad_bytes = 0;
+
     // Fills arg_ids/arg_descs/memories from a primitive descriptor query.
     void set_args(const std::vector<std::pair<int, dnnl::memory::desc>> &args);
     // The same, each argument's layout queried from the primitive descriptor.
@@ -58,6 +63,10 @@ struct PrimitiveEntry {
     // The layout the primitive wants for an argument (no descriptor copy).
     const dnnl::memory::desc &arg_desc(int arg_id) const { return arg_descs[arg_index(arg_id)]; }
 };
+
+// Attributes every primitive is built with: the scratchpad is ours (see
+// ThreadState::scratchpad), passed at execution.
+dnnl::primitive_attr user_scratchpad_attr();
 
 // A library-wide count of layout conversions (reorders) executed, so tests
 // can prove a chain of operators performs none between them.

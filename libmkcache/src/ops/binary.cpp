@@ -139,7 +139,7 @@ void binary(mkc_binary_kind kind, const char *name, const Tensor &a, const Tenso
     handler.sign_layout(view);
     auto entry = handler.acquire_primitive<BinaryEntry>([&] {
         auto e = std::make_shared<BinaryEntry>();
-        dnnl::primitive_attr attr;
+        dnnl::primitive_attr attr = user_scratchpad_attr();
         if (swapped && !info.commutative) {
             // We computed b op a; turn it into a op b.
             dnnl::post_ops ops;
@@ -153,7 +153,7 @@ void binary(mkc_binary_kind kind, const char *name, const Tensor &a, const Tenso
         e->set_args({{DNNL_ARG_SRC_0, e->pd.src0_desc()},
                      {DNNL_ARG_SRC_1, e->pd.src1_desc()},
                      {DNNL_ARG_DST, e->pd.dst_desc()}});
-        e->bytes = e->pd.scratchpad_desc().get_size();
+        e->add_scratchpad(e->pd);
         return e;
     });
     Handler::Output result =

@@ -213,7 +213,7 @@ void convolution(const char *op, int k, bool transposed, const mkc_conv_params &
         if (p.activation != MKC_ACTIVATION_NONE)
             ops.append_eltwise(activation_info(p.activation).alg, p.activation_alpha,
                                p.activation_beta);
-        dnnl::primitive_attr attr;
+        dnnl::primitive_attr attr = user_scratchpad_attr();
         attr.set_post_ops(ops);
         const dnnl::memory::desc src_md(g.x, f32, tag::any), w_md(g.onednn_w, f32, tag::any),
             dst_md(g.y, f32, tag::any), b_md(bias ? Dims{g.y[1]} : Dims{}, f32, tag::a);
@@ -245,7 +245,7 @@ void convolution(const char *op, int k, bool transposed, const mkc_conv_params &
         std::vector<int> args = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST};
         if (bias) args.push_back(DNNL_ARG_BIAS);
         e->set_args(*pd, args);
-        e->bytes = pd->query_md(dnnl::query::scratchpad_md).get_size();
+        e->add_scratchpad(*pd);
         return e;
     });
 

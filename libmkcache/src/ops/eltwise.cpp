@@ -67,10 +67,11 @@ void activation(mkc_activation_kind kind, float alpha, float beta, const char *n
         auto e = std::make_shared<EltwiseEntry>();
         e->pd = dnnl::eltwise_forward::primitive_desc(cpu_engine(),
                                                       dnnl::prop_kind::forward_inference, a.alg,
-                                                      src.desc, src.desc, alpha, beta);
+                                                      src.desc, src.desc, alpha, beta,
+                                                      user_scratchpad_attr());
         e->primitive = dnnl::eltwise_forward(e->pd);
         e->set_args({{DNNL_ARG_SRC, e->pd.src_desc()}, {DNNL_ARG_DST, e->pd.dst_desc()}});
-        e->bytes = e->pd.scratchpad_desc().get_size();
+        e->add_scratchpad(e->pd);
         return e;
     });
 

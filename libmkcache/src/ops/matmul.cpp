@@ -35,7 +35,7 @@ const Tensor &row_major(const Tensor &t, std::unique_ptr<Tensor> &holder) {
 }
 
 dnnl::primitive_attr activation_attr(mkc_activation_kind kind, float alpha, float beta) {
-    dnnl::primitive_attr attr;
+    dnnl::primitive_attr attr = user_scratchpad_attr();
     if (kind != MKC_ACTIVATION_NONE) {
         dnnl::post_ops ops;
         ops.append_eltwise(activation_info(kind).alg, alpha, beta);
@@ -103,7 +103,7 @@ void linear(const mkc_linear_params &p, const Tensor &src, const Tensor &weights
         // The result is row-major [rows, out]; the caller sees it with x's
         // leading dims.
         e->y_md = dnnl::memory::desc(yc, f32, row_major_strides(yc));
-        e->bytes = e->pd.scratchpad_desc().get_size();
+        e->add_scratchpad(e->pd);
         return e;
     });
     std::unique_ptr<Tensor> holder, created;
@@ -192,7 +192,7 @@ void matmul(const mkc_matmul_params &p, const Tensor &a_in, const Tensor &b_in, 
         std::vector<int> args = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST};
         if (bias) args.push_back(DNNL_ARG_BIAS);
         e->set_args(e->pd, args);
-        e->bytes = e->pd.scratchpad_desc().get_size();
+        e->add_scratchpad(e->pd);
         return e;
     });
     Handler::Output out = Handler::prepare_output(dst, *entry, DNNL_ARG_DST,

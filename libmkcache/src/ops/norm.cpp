@@ -71,7 +71,8 @@ void layer_norm(const mkc_layer_norm_params &p, const Tensor &src, const Tensor 
         if (scale) f |= flags::use_scale;
         if (shift) f |= flags::use_shift;
         e->pd = dnnl::layer_normalization_forward::primitive_desc(
-            cpu_engine(), dnnl::prop_kind::forward_inference, x2, x2, p.epsilon, f);
+            cpu_engine(), dnnl::prop_kind::forward_inference, x2, x2, p.epsilon, f,
+            user_scratchpad_attr());
         e->primitive = dnnl::layer_normalization_forward(e->pd);
         std::vector<std::pair<int, dnnl::memory::desc>> args = {{DNNL_ARG_SRC, x2},
                                                                 {DNNL_ARG_DST, x2}};
@@ -81,7 +82,7 @@ void layer_norm(const mkc_layer_norm_params &p, const Tensor &src, const Tensor 
         e->x_plain = layout::plain_desc(src.dims, f32, src.layout);
         if (scale) e->scale_plain = layout::plain_desc(scale->dims, f32, scale->layout);
         if (shift) e->shift_plain = layout::plain_desc(shift->dims, f32, shift->layout);
-        e->bytes = e->pd.scratchpad_desc().get_size();
+        e->add_scratchpad(e->pd);
         return e;
     });
     // src, scale, shift and dst are all used as plain bytes; the entry holds
@@ -142,7 +143,7 @@ void batch_norm(const mkc_batch_norm_params &p, const Tensor &src, Tensor *mean,
         e->pd = dnnl::batch_normalization_forward::primitive_desc(
             cpu_engine(),
             training ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference,
-            src.desc, src.desc, p.epsilon, f);
+            src.desc, src.desc, p.epsilon, f, user_scratchpad_attr());
         e->primitive = dnnl::batch_normalization_forward(e->pd);
         const dnnl::memory::desc vec({c}, f32, tag::a);
         std::vector<std::pair<int, dnnl::memory::desc>> args = {
@@ -153,7 +154,7 @@ void batch_norm(const mkc_batch_norm_params &p, const Tensor &src, Tensor *mean,
         if (training && e->pd.workspace_desc().get_size() > 0)
             args.push_back({DNNL_ARG_WORKSPACE, e->pd.workspace_desc()});
         e->set_args(args);
-        e->bytes = e->pd.scratchpad_desc().get_size();
+        e->add_scratchpad(e->pd);
         return e;
     });
     Handler::Output out = Handler::prepare_output(dst, *entry, DNNL_ARG_DST, data_format,
@@ -224,10 +225,10 @@ void lrn(const mkc_lrn_params &p, const Tensor &src, mkc_tensor **dst) {
         auto e = std::make_shared<LrnEntry>();
         e->pd = dnnl::lrn_forward::primitive_desc(
             cpu_engine(), dnnl::prop_kind::forward_inference, dnnl::algorithm::lrn_across_channels,
-            src.desc, src.desc, p.size, p.alpha, p.beta, p.k);
+            src.desc, src.desc, p.size, p.alpha, p.beta, p.k, user_scratchpad_attr());
         e->primitive = dnnl::lrn_forward(e->pd);
         e->set_args({{DNNL_ARG_SRC, e->pd.src_desc()}, {DNNL_ARG_DST, e->pd.dst_desc()}});
-        e->bytes = e->pd.scratchpad_desc().get_size();
+        e->add_scratchpad(e->pd);
         return e;
     });
     Handler::run_src_dst(*entry, src, dst, data_format, op);

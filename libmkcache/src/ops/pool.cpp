@@ -113,10 +113,10 @@ void pool(const mkc_pool_params &p, const Tensor &src, mkc_tensor **dst) {
                                         dnnl::memory::format_tag::any);
         e->pd = dnnl::pooling_forward::primitive_desc(
             cpu_engine(), dnnl::prop_kind::forward_inference, pool_algorithm(p.kind), src.desc,
-            dst_md, stride, kernel, Dims(k, 0), pb, pe);
+            dst_md, stride, kernel, Dims(k, 0), pb, pe, user_scratchpad_attr());
         e->primitive = dnnl::pooling_forward(e->pd);
         e->set_args({{DNNL_ARG_SRC, e->pd.src_desc()}, {DNNL_ARG_DST, e->pd.dst_desc()}});
-        e->bytes = e->pd.scratchpad_desc().get_size();
+        e->add_scratchpad(e->pd);
         return e;
     });
     Handler::run_src_dst(*entry, src, dst, data_format, op);

@@ -74,13 +74,14 @@ void concat(int axis, int n, const Tensor *const *srcs, const char *name, mkc_te
         auto e = std::make_shared<ConcatEntry>();
         const dnnl::memory::desc dst_md(out, dnnl::memory::data_type::f32,
                                         dnnl::memory::format_tag::any);
-        e->pd = dnnl::concat::primitive_desc(cpu_engine(), dst_md, onednn_axis, src_mds);
+        e->pd = dnnl::concat::primitive_desc(cpu_engine(), dst_md, onednn_axis, src_mds,
+                                             user_scratchpad_attr());
         e->primitive = dnnl::concat(e->pd);
         std::vector<std::pair<int, dnnl::memory::desc>> args;
         for (int i = 0; i < n; ++i) args.push_back({DNNL_ARG_MULTIPLE_SRC + i, e->pd.src_desc(i)});
         args.push_back({DNNL_ARG_DST, e->pd.dst_desc()});
         e->set_args(args);
-        e->bytes = e->pd.scratchpad_desc().get_size();
+        e->add_scratchpad(e->pd);
         return e;
     });
     Handler::Output result =

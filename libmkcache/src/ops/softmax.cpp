@@ -36,10 +36,10 @@ void softmax(int axis, bool log, const char *name, const Tensor &src, mkc_tensor
         e->pd = dnnl::softmax_forward::primitive_desc(
             cpu_engine(), dnnl::prop_kind::forward_inference,
             log ? dnnl::algorithm::softmax_log : dnnl::algorithm::softmax_accurate, src.desc,
-            src.desc, onednn_axis);
+            src.desc, onednn_axis, user_scratchpad_attr());
         e->primitive = dnnl::softmax_forward(e->pd);
         e->set_args({{DNNL_ARG_SRC, e->pd.src_desc()}, {DNNL_ARG_DST, e->pd.dst_desc()}});
-        e->bytes = e->pd.scratchpad_desc().get_size();
+        e->add_scratchpad(e->pd);
         return e;
     });
     Handler::run_src_dst(*entry, src, dst, src.layout, op);
