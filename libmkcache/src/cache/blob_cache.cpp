@@ -5,6 +5,7 @@
 
 #include <oneapi/dnnl/dnnl.h>
 
+#include "common/engine.hpp"
 #include "keys/keys.hpp"
 
 namespace mkc {
@@ -189,6 +190,7 @@ std::string BlobCache::keys(int64_t session) const {
 }
 
 void flush_onednn_primitive_cache() {
+    std::unique_lock<std::shared_mutex> no_creation(primitive_creation_mutex());
     int capacity = 0;
     if (dnnl_get_primitive_cache_capacity(&capacity) != dnnl_success || capacity == 0) return;
     dnnl_set_primitive_cache_capacity(0);

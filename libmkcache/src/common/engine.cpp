@@ -9,6 +9,11 @@ const dnnl::engine &cpu_engine() {
     return engine;
 }
 
+std::shared_mutex &primitive_creation_mutex() {
+    static auto *mutex = new std::shared_mutex(); // leaked: used until exit
+    return *mutex;
+}
+
 dnnl::stream &thread_stream() {
     auto &stream = thread_state().stream;
     if (!stream) stream = std::make_unique<dnnl::stream>(cpu_engine());

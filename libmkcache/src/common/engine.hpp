@@ -1,12 +1,19 @@
 // The CPU engine and a per-thread stream every primitive runs on.
 #pragma once
 
+#include <shared_mutex>
+
 #include <oneapi/dnnl/dnnl.hpp>
 
 namespace mkc {
 
 // One process-wide CPU engine (created on first use, thread-safe).
 const dnnl::engine &cpu_engine();
+
+// Held shared while a primitive is created and exclusively while oneDNN's
+// primitive cache is flushed: oneDNN v3.2 crashes when its cache capacity is
+// changed while another thread creates a primitive through it.
+std::shared_mutex &primitive_creation_mutex();
 
 // A stream per thread: oneDNN streams are not meant to be shared between
 // threads that submit at the same time.

@@ -16,6 +16,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "common/engine.hpp"
 #include "common/thread_state.hpp"
 #include "layout/layout.hpp"
 #include "tensor/tensor.hpp"
@@ -123,7 +124,11 @@ public:
     std::shared_ptr<Entry> acquire_primitive(const std::function<std::shared_ptr<Entry>()> &build) {
         auto found = lookup();
         if (found) return std::static_pointer_cast<Entry>(found);
-        std::shared_ptr<Entry> entry = build();
+        std::shared_ptr<Entry> entry;
+        {
+            std::shared_lock<std::shared_mutex> creating(primitive_creation_mutex());
+            entry = build();
+        }
         store(entry);
         return entry;
     }
