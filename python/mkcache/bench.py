@@ -42,6 +42,16 @@ class Helper:
         lib.mkcb_paired.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
                                     ctypes.c_int] + [ctypes.POINTER(ctypes.c_double)] * 3
         lib.mkcb_paired.restype = None
+        lib.mkcb_cache_lookups.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                                           ctypes.c_double]
+        lib.mkcb_cache_lookups.restype = ctypes.c_double
+
+    def cache_lookups(self, entries: int, threads: int, hit: bool, seconds: float) -> float:
+        """Lookups per second through mkc_cache_get_blob (+ release on a hit)."""
+        rate = self.lib.mkcb_cache_lookups(entries, threads, 1 if hit else 0, seconds)
+        if rate <= 0:
+            raise RuntimeError("cache microbenchmark failed")
+        return rate
 
     def create(self, op: str, mode: str, params):
         arr = (ctypes.c_int64 * len(params))(*params)

@@ -22,6 +22,8 @@ MODE_TITLES = {
 # case -> mode -> seconds per call (median)
 RESULTS: dict = defaultdict(dict)
 NOTES: dict = defaultdict(list)
+# (entries, threads, "hit"/"miss") -> lookups per second
+CACHE_RESULTS: dict = {}
 
 
 def pytest_addoption(parser):
@@ -73,7 +75,20 @@ def render_table() -> str:
     return "\n".join(lines)
 
 
+def render_cache_table() -> str:
+    lines = ["| entries | threads | hit (M lookups/s) | miss (M lookups/s) |", "|---|---|---|---|"]
+    for entries, threads in sorted({(e, t) for e, t, _ in CACHE_RESULTS}):
+        hit = CACHE_RESULTS.get((entries, threads, "hit"))
+        miss = CACHE_RESULTS.get((entries, threads, "miss"))
+        fmt = lambda v: f"{v / 1e6:.2f}" if v else "-"  # noqa: E731
+        lines.append(f"| {entries} | {threads} | {fmt(hit)} | {fmt(miss)} |")
+    return "\n".join(lines)
+
+
 def pytest_terminal_summary(terminalreporter, config):
+    if CACHE_RESULTS:
+        terminalreporter.write_sep("=", "mkcache: blob cache lookups through the C ABI")
+        terminalreporter.write_line(render_cache_table())
     if not RESULTS:
         return
     table = render_table()
@@ -86,4 +101,6 @@ def pytest_terminal_summary(terminalreporter, config):
     if path:
         Path(path).write_text(
             "Medians per call on this machine; ratios are to the bare oneDNN primitive "
-            "measured in the same run.\n\n" + table + "\n")
+            "measured in the same run.\n\n" + table + "\n"
+            + ("\nBlob cache lookups through the C ABI:\n\n" + render_cache_table() + "\n"
+               if CACHE_RESULTS else ""))

@@ -8,6 +8,8 @@
 // A bench is set up once (mkcb_create: build, warm up); mkcb_run(bench, n)
 // then makes n calls. Not part of the library's ABI.
 #include <algorithm>
+#include <atomic>
+#include <thread>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -313,4 +315,52 @@ MKCB_API void mkcb_paired(void *a, void *b, int64_t calls, int blocks, double *m
     *median_a = median(ta);
     *median_b = median(tb);
     *median_diff = median(diff);
+}
+
+// Cache microbenchmark through the C ABI: `threads` threads look up keys
+// of `entries` caller blobs (hit) or absent keys (miss) in one session for
+// about `seconds`; returns lookups per second (0 on failure). A hit includes
+// taking and releasing the blob reference.
+MKCB_API double mkcb_cache_lookups(int entries, int threads, int hit, double seconds) {
+    static int payload = 0;
+    const uint64_t executor = 0xBE7C4;
+    const int64_t session = 0x5E55;
+    std::vector<std::string> keys(entries), absent(entries);
+    for (int i = 0; i < entries; ++i) {
+        keys[i] = "bench_key_" + std::to_string(i);
+        absent[i] = "bench_absent_" + std::to_string(i);
+    }
+    mkc_set_executor(executor);
+    mkc_cache_set_session(session);
+    for (int i = 0; i < entries; ++i)
+        if (mkc_cache_set_blob(keys[i].c_str(), &payload, 0, nullptr) != MKC_STATUS_OK) return 0;
+    std::atomic<bool> stop{false};
+    std::atomic<uint64_t> total{0};
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t) {
+        pool.emplace_back([&, t] {
+            mkc_cache_set_session(session);
+            const auto &names = hit ? keys : absent;
+            uint64_t n = 0;
+            size_t i = static_cast<size_t>(t) * 7919;
+            while (!stop.load(std::memory_order_relaxed)) {
+                for (int k = 0; k < 256; ++k, ++n) {
+                    mkc_blob *blob = nullptr;
+                    mkc_cache_get_blob(names[i++ % names.size()].c_str(), &blob);
+                    mkc_blob_release(blob);
+                }
+            }
+            total.fetch_add(n);
+        });
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+    stop = true;
+    for (auto &th : pool) th.join();
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    mkc_cache_reset_executor(executor);
+    mkc_set_executor(0);
+    mkc_cache_set_session(0);
+    return static_cast<double>(total.load()) / elapsed;
 }
