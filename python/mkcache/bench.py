@@ -196,22 +196,28 @@ def _progress(out, done, total, label):
     out.flush()
 
 
+def cells(res: dict, modes) -> list:
+    """Table cells of one case: microseconds per call, and the ratio to
+    res["bare"] for the other modes ("-" where a mode did not run)."""
+    bare = res.get("bare")
+    out = []
+    for m in modes:
+        v = res.get(m)
+        if v is None:
+            out.append("-")
+        elif m == "bare" or bare is None:
+            out.append(f"{v * 1e6:.2f}")
+        else:
+            out.append(f"{v * 1e6:.2f} ({v / bare:.2f}x)")
+    return out
+
+
 def table(rows) -> str:
     """A markdown table: medians in us, ratios to bare."""
-    head = "| case | " + " | ".join(MODES) + " |"
+    head = "| case | bare (us) | " + " | ".join(MODES[1:]) + " |"
     lines = [head, "|---" * (len(MODES) + 1) + "|"]
     for name, res in rows:
-        bare = res.get("bare")
-        cells = []
-        for m in MODES:
-            v = res.get(m)
-            if v is None:
-                cells.append("-")
-            elif m == "bare":
-                cells.append(f"{v * 1e6:.2f} us")
-            else:
-                cells.append(f"{v * 1e6:.2f} ({v / bare:.2f}x)")
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        lines.append(f"| {name} | " + " | ".join(cells(res, MODES)) + " |")
     return "\n".join(lines)
 
 

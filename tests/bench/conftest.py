@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from mkcache.bench import cells
+
 
 MODES = ["bare", "cached", "cached_new", "recreate", "python", "numpy", "torch"]
 MODE_TITLES = {
@@ -45,25 +47,12 @@ def record(benchmark, case: str, mode: str, calls_per_round: int = 1):
     benchmark.extra_info["seconds_per_call"] = RESULTS[case][mode]
 
 
-def _fmt_us(seconds):
-    return f"{seconds * 1e6:.2f}" if seconds is not None else "-"
-
-
 def render_table() -> str:
     lines = ["| case | " + " | ".join(MODE_TITLES[m] for m in MODES)
              + " | C hit - bare, paired (us, % of bare) |",
              "|---" * (len(MODES) + 2) + "|"]
     for case, res in RESULTS.items():
-        bare = res.get("bare")
-        cells = []
-        for m in MODES:
-            v = res.get(m)
-            if v is None:
-                cells.append("-")
-            elif m == "bare" or bare is None:
-                cells.append(_fmt_us(v))
-            else:
-                cells.append(f"{_fmt_us(v)} ({v / bare:.2f}x)")
+        row = cells(res, MODES)
         # The overhead figure comes from alternating blocks of bare and cached
         # calls (robust to a noisy machine), not from the two medians above.
         delta = "-"
@@ -71,7 +60,7 @@ def render_table() -> str:
             delta = f"{res['paired_overhead'] * 1e6:+.2f}"
             if "paired_bare" in res:
                 delta += f" ({res['paired_overhead'] / res['paired_bare'] * 100:+.1f}%)"
-        lines.append(f"| {case} | " + " | ".join(cells) + f" | {delta} |")
+        lines.append(f"| {case} | " + " | ".join(row) + f" | {delta} |")
     return "\n".join(lines)
 
 

@@ -46,10 +46,11 @@ void PrimitiveEntry::set_args(const std::vector<std::pair<int, dnnl::memory::des
     }
 }
 
-void PrimitiveEntry::set_args(const dnnl::primitive_desc &pd, const std::vector<int> &ids) {
+void PrimitiveEntry::set_args(const dnnl::primitive_desc_base &pd, const std::vector<int> &ids) {
     std::vector<std::pair<int, dnnl::memory::desc>> args;
     for (int arg : ids) args.push_back({arg, pd.query_md(dnnl::query::exec_arg_md, arg)});
     set_args(args);
+    add_scratchpad(pd);
 }
 
 void PrimitiveEntry::add_scratchpad(const dnnl::primitive_desc_base &pd) {
@@ -71,6 +72,18 @@ int PrimitiveEntry::arg_index(int arg_id) const {
     fail(MKC_STATUS_INTERNAL_ERROR, "primitive has no argument ", arg_id);
 }
 
+const Tensor &as_layout(const Tensor &t, const dnnl::memory::desc &want,
+                        std::unique_ptr<Tensor> &holder) {
+    if (t.desc == want) return t;
+    holder = make_owned_tensor(want, t.layout, t.dtype);
+    reorder(t.desc, t.data, holder->desc, holder->data);
+    return *holder;
+}
+
+const Tensor &row_major(const Tensor &t, std::unique_ptr<Tensor> &holder) {
+    return as_layout(t, layout::plain_desc(t.dims, to_onednn(t.dtype), t.layout), holder);
+}
+
 uint64_t reorder_count() { return reorders_executed.load(std::memory_order_relaxed); }
 
 void reorder(const dnnl::memory::desc &from, const void *src_data, const dnnl::memory::desc &to,
@@ -86,8 +99,7 @@ void reorder(const dnnl::memory::desc &from, const void *src_data, const dnnl::m
         dnnl::reorder::primitive_desc pd(cpu_engine(), from, cpu_engine(), to,
                                          user_scratchpad_attr());
         e->primitive = dnnl::reorder(pd);
-        e->set_args({{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}});
-        e->add_scratchpad(pd);
+        e->set_args(pd, {DNNL_ARG_FROM, DNNL_ARG_TO});
         return e;
     });
     Handler::Execution exec(*entry);
@@ -283,9 +295,7 @@ const Tensor &Handler::plain_input(const PrimitiveEntry &entry, int arg_id, cons
                                    const dnnl::memory::desc &plain,
                                    std::unique_ptr<Tensor> &holder) {
     if (entry.matches(src, arg_id, plain)) return src;
-    holder = make_owned_tensor(plain, src.layout, src.dtype);
-    reorder(src.desc, src.data, holder->desc, holder->data);
-    return *holder;
+    return as_layout(src, plain, holder);
 }
 
 Tensor &Handler::plain_output(const PrimitiveEntry &entry, int arg_id, mkc_tensor **dst,

@@ -58,8 +58,9 @@ struct PrimitiveEntry {
 
     // Fills arg_ids/arg_descs/memories from a primitive descriptor query.
     void set_args(const std::vector<std::pair<int, dnnl::memory::desc>> &args);
-    // The same, each argument's layout queried from the primitive descriptor.
-    void set_args(const dnnl::primitive_desc &pd, const std::vector<int> &arg_ids);
+    // The same, each argument's layout queried from the primitive
+    // descriptor, plus the scratchpad it needs (add_scratchpad).
+    void set_args(const dnnl::primitive_desc_base &pd, const std::vector<int> &arg_ids);
     int arg_index(int arg_id) const;
     // The layout the primitive wants for an argument (no descriptor copy).
     const dnnl::memory::desc &arg_desc(int arg_id) const { return arg_descs[arg_index(arg_id)]; }
@@ -68,6 +69,13 @@ struct PrimitiveEntry {
 // Attributes every primitive is built with: the scratchpad is ours (see
 // ThreadState::scratchpad), passed at execution.
 dnnl::primitive_attr user_scratchpad_attr();
+
+// `t` if it is laid out as `want` (same dims), else a converted copy kept
+// in `holder`.
+const Tensor &as_layout(const Tensor &t, const dnnl::memory::desc &want,
+                        std::unique_ptr<Tensor> &holder);
+// `t` if it is row-major in its caller's order, else a row-major copy.
+const Tensor &row_major(const Tensor &t, std::unique_ptr<Tensor> &holder);
 
 // A library-wide count of layout conversions (reorders) executed, so tests
 // can prove a chain of operators performs none between them.

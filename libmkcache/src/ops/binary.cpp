@@ -72,14 +72,6 @@ bool broadcast_view(const Tensor &t, int n, mkc_layout out_layout, dnnl::memory:
     return true;
 }
 
-// A plain (caller-order) copy of a blocked tensor, for broadcast_view.
-std::unique_ptr<Tensor> plain_copy(const Tensor &t) {
-    auto copy = make_owned_tensor(layout::plain_desc(t.dims, to_onednn(t.dtype), t.layout),
-                                  t.layout, t.dtype);
-    reorder(t.desc, t.data, copy->desc, copy->data);
-    return copy;
-}
-
 } // namespace
 
 void binary(mkc_binary_kind kind, const char *name, const Tensor &a, const Tensor &b,
@@ -125,8 +117,7 @@ void binary(mkc_binary_kind kind, const char *name, const Tensor &a, const Tenso
     dnnl::memory::desc view;
     std::unique_ptr<Tensor> src1_plain;
     if (!broadcast_view(*src1, n, out_layout, view)) {
-        src1_plain = plain_copy(*src1);
-        src1 = src1_plain.get();
+        src1 = &row_major(*src1, src1_plain);
         broadcast_view(*src1, n, out_layout, view);
     }
 
@@ -150,10 +141,7 @@ void binary(mkc_binary_kind kind, const char *name, const Tensor &a, const Tenso
         e->pd = dnnl::binary::primitive_desc(cpu_engine(), info.alg, src0->desc, view, src0->desc,
                                              attr);
         e->primitive = dnnl::binary(e->pd);
-        e->set_args({{DNNL_ARG_SRC_0, e->pd.src0_desc()},
-                     {DNNL_ARG_SRC_1, e->pd.src1_desc()},
-                     {DNNL_ARG_DST, e->pd.dst_desc()}});
-        e->add_scratchpad(e->pd);
+        e->set_args(e->pd, {DNNL_ARG_SRC_0, DNNL_ARG_SRC_1, DNNL_ARG_DST});
         return e;
     });
     Handler::Output result =

@@ -245,7 +245,6 @@ void convolution(const char *op, int k, bool transposed, const mkc_conv_params &
         std::vector<int> args = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST};
         if (bias) args.push_back(DNNL_ARG_BIAS);
         e->set_args(*pd, args);
-        e->add_scratchpad(*pd);
         return e;
     });
 

@@ -70,8 +70,7 @@ void activation(mkc_activation_kind kind, float alpha, float beta, const char *n
                                                       src.desc, src.desc, alpha, beta,
                                                       user_scratchpad_attr());
         e->primitive = dnnl::eltwise_forward(e->pd);
-        e->set_args({{DNNL_ARG_SRC, e->pd.src_desc()}, {DNNL_ARG_DST, e->pd.dst_desc()}});
-        e->add_scratchpad(e->pd);
+        e->set_args(e->pd, {DNNL_ARG_SRC, DNNL_ARG_DST});
         return e;
     });
 

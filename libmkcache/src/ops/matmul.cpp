@@ -25,15 +25,6 @@ struct MatmulEntry : PrimitiveEntry {
     dnnl::matmul::primitive_desc pd;
 };
 
-// `t` if it is row-major in its caller's order, else a row-major copy.
-const Tensor &row_major(const Tensor &t, std::unique_ptr<Tensor> &holder) {
-    const auto plain = layout::plain_desc(t.dims, to_onednn(t.dtype), t.layout);
-    if (t.desc == plain) return t;
-    holder = make_owned_tensor(plain, t.layout, t.dtype);
-    reorder(t.desc, t.data, holder->desc, holder->data);
-    return *holder;
-}
-
 dnnl::primitive_attr activation_attr(mkc_activation_kind kind, float alpha, float beta) {
     dnnl::primitive_attr attr = user_scratchpad_attr();
     if (kind != MKC_ACTIVATION_NONE) {
@@ -192,7 +183,6 @@ void matmul(const mkc_matmul_params &p, const Tensor &a_in, const Tensor &b_in, 
         std::vector<int> args = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST};
         if (bias) args.push_back(DNNL_ARG_BIAS);
         e->set_args(e->pd, args);
-        e->add_scratchpad(e->pd);
         return e;
     });
     Handler::Output out = Handler::prepare_output(dst, *entry, DNNL_ARG_DST,

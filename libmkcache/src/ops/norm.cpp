@@ -227,8 +227,7 @@ void lrn(const mkc_lrn_params &p, const Tensor &src, mkc_tensor **dst) {
             cpu_engine(), dnnl::prop_kind::forward_inference, dnnl::algorithm::lrn_across_channels,
             src.desc, src.desc, p.size, p.alpha, p.beta, p.k, user_scratchpad_attr());
         e->primitive = dnnl::lrn_forward(e->pd);
-        e->set_args({{DNNL_ARG_SRC, e->pd.src_desc()}, {DNNL_ARG_DST, e->pd.dst_desc()}});
-        e->add_scratchpad(e->pd);
+        e->set_args(e->pd, {DNNL_ARG_SRC, DNNL_ARG_DST});
         return e;
     });
     Handler::run_src_dst(*entry, src, dst, data_format, op);

@@ -115,8 +115,7 @@ void pool(const mkc_pool_params &p, const Tensor &src, mkc_tensor **dst) {
             cpu_engine(), dnnl::prop_kind::forward_inference, pool_algorithm(p.kind), src.desc,
             dst_md, stride, kernel, Dims(k, 0), pb, pe, user_scratchpad_attr());
         e->primitive = dnnl::pooling_forward(e->pd);
-        e->set_args({{DNNL_ARG_SRC, e->pd.src_desc()}, {DNNL_ARG_DST, e->pd.dst_desc()}});
-        e->add_scratchpad(e->pd);
+        e->set_args(e->pd, {DNNL_ARG_SRC, DNNL_ARG_DST});
         return e;
     });
     Handler::run_src_dst(*entry, src, dst, data_format, op);

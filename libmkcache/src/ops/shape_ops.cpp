@@ -77,11 +77,10 @@ void concat(int axis, int n, const Tensor *const *srcs, const char *name, mkc_te
         e->pd = dnnl::concat::primitive_desc(cpu_engine(), dst_md, onednn_axis, src_mds,
                                              user_scratchpad_attr());
         e->primitive = dnnl::concat(e->pd);
-        std::vector<std::pair<int, dnnl::memory::desc>> args;
-        for (int i = 0; i < n; ++i) args.push_back({DNNL_ARG_MULTIPLE_SRC + i, e->pd.src_desc(i)});
-        args.push_back({DNNL_ARG_DST, e->pd.dst_desc()});
-        e->set_args(args);
-        e->add_scratchpad(e->pd);
+        std::vector<int> args;
+        for (int i = 0; i < n; ++i) args.push_back(DNNL_ARG_MULTIPLE_SRC + i);
+        args.push_back(DNNL_ARG_DST);
+        e->set_args(e->pd, args);
         return e;
     });
     Handler::Output result =

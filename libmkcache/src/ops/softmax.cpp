@@ -38,8 +38,7 @@ void softmax(int axis, bool log, const char *name, const Tensor &src, mkc_tensor
             log ? dnnl::algorithm::softmax_log : dnnl::algorithm::softmax_accurate, src.desc,
             src.desc, onednn_axis, user_scratchpad_attr());
         e->primitive = dnnl::softmax_forward(e->pd);
-        e->set_args({{DNNL_ARG_SRC, e->pd.src_desc()}, {DNNL_ARG_DST, e->pd.dst_desc()}});
-        e->add_scratchpad(e->pd);
+        e->set_args(e->pd, {DNNL_ARG_SRC, DNNL_ARG_DST});
         return e;
     });
     Handler::run_src_dst(*entry, src, dst, src.layout, op);
