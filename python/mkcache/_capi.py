@@ -104,6 +104,7 @@ class ConvParams(Structure):
         ("activation_alpha", c_float),
         ("activation_beta", c_float),
         ("sum", c_int),
+        ("training", c_int),
         ("name", c_char_p),
     ]
 
@@ -185,6 +186,13 @@ _SIGNATURES = {
     "mkc_concat": [c_int, c_int, POINTER(tensor_p), c_char_p, POINTER(tensor_p)],
     "mkc_transpose": [c_int, POINTER(c_int), tensor_p, POINTER(tensor_p)],
     "mkc_tensor_to_layout": [tensor_p, c_char_p, POINTER(tensor_p)],
+    # Backward operators: every POINTER(tensor_p) gradient may be None.
+    "mkc_conv2d_backward": [POINTER(ConvParams), tensor_p, tensor_p, tensor_p, POINTER(tensor_p),
+                            POINTER(tensor_p), POINTER(tensor_p)],
+    "mkc_conv3d_backward": [POINTER(ConvParams), tensor_p, tensor_p, tensor_p, POINTER(tensor_p),
+                            POINTER(tensor_p), POINTER(tensor_p)],
+    "mkc_conv2d_transpose_backward": [POINTER(ConvParams), tensor_p, tensor_p, tensor_p,
+                                      POINTER(tensor_p), POINTER(tensor_p), POINTER(tensor_p)],
 }
 
 for _name, _argtypes in _SIGNATURES.items():

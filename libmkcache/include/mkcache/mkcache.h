@@ -357,6 +357,8 @@ typedef struct mkc_conv_params {
     int sum;                   /* != 0: dst += conv(src) (residual add): *dst
                                   must exist and hold the residual; the sum
                                   happens before the activation             */
+    int training;              /* != 0: forward_training; leaves its primitive
+                                  descriptor for the *_backward call        */
     const char *name;          /* cache name; may be NULL                     */
 } mkc_conv_params;
 
@@ -560,6 +562,52 @@ MKC_API mkc_status mkc_transpose(int n, const int *perm, const mkc_tensor *src,
  * "nCdhw8c", "nCdhw16c"). `*dst` must be NULL. */
 MKC_API mkc_status mkc_tensor_to_layout(const mkc_tensor *src, const char *format,
                                         mkc_tensor **dst);
+
+/* ------------------------------------------------------------------------
+ * Training: backward (grad) operators
+ *
+ * Each takes what its forward took plus diff_dst (the gradient of the loss
+ * with respect to the forward's output) and computes the gradients asked
+ * for: every `mkc_tensor **diff_*` may be NULL (not computed) and otherwise
+ * follows the operators' convention (*diff_x NULL: a new tensor; else an
+ * existing tensor of the right shape, written into). At least one gradient
+ * must be requested; no output may be an input.
+ *
+ * Forward -> backward: a forward run with `training` set leaves its
+ * primitive descriptor (and, for max pooling, LRN and layer norm, the data
+ * its backward needs) in the cache under a key without thread id: same
+ * name, same shapes, same executor, session and input-shape group. The
+ * backward call with the same parameters finds it, on any thread, so both
+ * agree on layouts. If nothing (or something left by a forward with other
+ * arguments or another src) is there, the backward recomputes what it
+ * needs; it never uses a mismatched entry. Gradients come back in the
+ * forward's layouts: diff_src like dst of the forward (data_format label),
+ * weight and bias gradients always plain in the forward's weights shape.
+ * ------------------------------------------------------------------------ */
+
+/* Gradients of mkc_conv2d with the same params (no fused activation or
+ * sum: run those as their own ops). diff_bias, when requested, needs
+ * diff_weights too. */
+MKC_API mkc_status mkc_conv2d_backward(const mkc_conv_params *params,
+                                       const mkc_tensor *src, const mkc_tensor *weights,
+                                       const mkc_tensor *diff_dst, mkc_tensor **diff_src,
+                                       mkc_tensor **diff_weights, mkc_tensor **diff_bias);
+
+/* Gradients of mkc_conv3d; as mkc_conv2d_backward. */
+MKC_API mkc_status mkc_conv3d_backward(const mkc_conv_params *params,
+                                       const mkc_tensor *src, const mkc_tensor *weights,
+                                       const mkc_tensor *diff_dst, mkc_tensor **diff_src,
+                                       mkc_tensor **diff_weights, mkc_tensor **diff_bias);
+
+/* Gradients of mkc_conv2d_transpose; diff_weights is [C_in, C_out/groups,
+ * KH, KW] like its weights. */
+MKC_API mkc_status mkc_conv2d_transpose_backward(const mkc_conv_params *params,
+                                                 const mkc_tensor *src,
+                                                 const mkc_tensor *weights,
+                                                 const mkc_tensor *diff_dst,
+                                                 mkc_tensor **diff_src,
+                                                 mkc_tensor **diff_weights,
+                                                 mkc_tensor **diff_bias);
 
 #ifdef __cplusplus
 } /* extern "C" */

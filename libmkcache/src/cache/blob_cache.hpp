@@ -20,7 +20,11 @@ namespace mkc {
 
 // What a blob is, so a key set by a C caller can never be taken for a
 // primitive entry (or the other way round).
-enum class BlobKind : uint32_t { caller = 0, primitive = 1 };
+enum class BlobKind : uint32_t {
+    caller = 0,    // set by a C caller (mkc_cache_set_blob)
+    primitive = 1, // a PrimitiveEntry
+    transfer = 2,  // what a training forward leaves its grad op (handler/transfer.hpp)
+};
 
 struct BlobInfo {
     BlobKind kind = BlobKind::caller;

@@ -139,12 +139,7 @@ std::shared_ptr<PrimitiveEntry> Handler::lookup() {
     if (!blob) return nullptr;
     auto entry = std::static_pointer_cast<PrimitiveEntry>(blob);
     // Same name, other arguments: never reuse a primitive built for others.
-    const auto &sig = entry->signature;
-    if (sig.size() != signature_size_ + signature_spill_.size() ||
-        (signature_size_ > 0 &&
-         std::memcmp(sig.data(), signature_, sizeof(int64_t) * signature_size_) != 0) ||
-        !std::equal(signature_spill_.begin(), signature_spill_.end(), sig.begin() + signature_size_))
-        return nullptr;
+    if (!signature_equals(entry->signature)) return nullptr;
     if (entry->exact_inputs.size() != static_cast<size_t>(exact_size_)) return nullptr;
     for (int i = 0; i < exact_size_; ++i) {
         const bool same = exact_tensors_[i]
@@ -155,10 +150,48 @@ std::shared_ptr<PrimitiveEntry> Handler::lookup() {
     return entry;
 }
 
+bool Handler::signature_equals(const std::vector<int64_t> &sig) const {
+    return sig.size() == signature_size_ + signature_spill_.size() &&
+           (signature_size_ == 0 ||
+            std::memcmp(sig.data(), signature_, sizeof(int64_t) * signature_size_) == 0) &&
+           std::equal(signature_spill_.begin(), signature_spill_.end(),
+                      sig.begin() + signature_size_);
+}
+
+std::vector<int64_t> Handler::signature() const {
+    std::vector<int64_t> sig(signature_, signature_ + signature_size_);
+    sig.insert(sig.end(), signature_spill_.begin(), signature_spill_.end());
+    return sig;
+}
+
+std::string Handler::transfer_key() const {
+    std::string key = *key_;
+    if (!state_.clearing_mode()) key.erase(key.rfind("|t")); // names are escaped: '|' is ours
+    key += "|train";
+    return key;
+}
+
+void Handler::leave_transfer(const std::shared_ptr<Transfer> &t) {
+    t->signature = signature();
+    BlobInfo info;
+    info.kind = BlobKind::transfer;
+    info.bytes = t->bytes;
+    info.executor = state_.executor;
+    info.thread_bound = false; // outlives the forward's thread: the grad op may run elsewhere
+    BlobCache::instance().set(state_.session, state_.input_shape, state_.capacity, transfer_key(),
+                              std::static_pointer_cast<void>(t), info);
+}
+
+std::shared_ptr<Transfer> Handler::find_transfer() {
+    auto blob = BlobCache::instance().get(state_.session, state_.input_shape, transfer_key(),
+                                          BlobKind::transfer);
+    if (!blob) return nullptr;
+    auto t = std::static_pointer_cast<Transfer>(blob);
+    return signature_equals(t->signature) ? t : nullptr;
+}
+
 void Handler::store(const std::shared_ptr<PrimitiveEntry> &entry) {
-    entry->signature.assign(signature_, signature_ + signature_size_);
-    entry->signature.insert(entry->signature.end(), signature_spill_.begin(),
-                            signature_spill_.end());
+    entry->signature = signature();
     entry->exact_inputs.clear();
     for (int i = 0; i < exact_size_; ++i) entry->exact_inputs.push_back(*exact_inputs_[i]);
     BlobInfo info;
@@ -320,6 +353,24 @@ void Handler::publish(std::unique_ptr<Tensor> &created, mkc_tensor **dst) {
     if (!created) return;
     registry<Tensor>().add(created.get());
     *dst = created.release();
+}
+
+Handler::PlainResult::PlainResult(const PrimitiveEntry &entry, int arg_id, mkc_tensor **dst,
+                                  const dnnl::memory::desc &plain,
+                                  const dnnl::memory::desc &view, const char *op)
+    : dst_(dst), have_(&entry.arg_desc(arg_id)), view_(view) {
+    tensor_ = &plain_output(entry, arg_id, dst, plain, MKC_LAYOUT_CHANNELS_FIRST, created_, op);
+    if (*have_ == view_) {
+        data_ = tensor_->data;
+    } else {
+        temporary_ = allocate(have_->get_size(), false);
+        data_ = temporary_.get();
+    }
+}
+
+void Handler::PlainResult::finish() {
+    if (temporary_) reorder(*have_, temporary_.get(), view_, tensor_->data);
+    publish(created_, dst_);
 }
 
 void Handler::finish_output(Output &out, mkc_tensor **dst) {

@@ -86,6 +86,18 @@ uint64_t reorder_count();
 void reorder(const dnnl::memory::desc &from, const void *src_data,
              const dnnl::memory::desc &to, void *dst_data);
 
+// What a training forward leaves its grad op (see Handler::leave_transfer).
+struct Transfer {
+    std::vector<int64_t> signature;          // the forward's (set by leave_transfer)
+    std::shared_ptr<PrimitiveEntry> forward; // its entry: the training primitive descriptor
+    // Data that belongs to one execution (max-pool indices, LRN workspace,
+    // layer-norm statistics): valid only for the input it was computed from.
+    const void *src_data = nullptr;
+    std::shared_ptr<void> workspace;
+    std::shared_ptr<void> mean, variance;
+    size_t bytes = 0; // of the data above, for the cache figures
+};
+
 class Handler {
 public:
     // `name` may be null/empty: `default_name` is used then. `key_dims` is
@@ -126,6 +138,14 @@ public:
     }
 
     const std::string &key() const { return *key_; }
+
+    // Seed 000 §3, forward -> backward: a forward op in training mode leaves
+    // `t` under this handler's key without the thread field (the grad op may
+    // run on another thread), stamped with the signature. find_transfer()
+    // returns it only if the signature matches this handler's exactly, so a
+    // grad op never takes what a forward with other arguments left.
+    void leave_transfer(const std::shared_ptr<Transfer> &t);
+    std::shared_ptr<Transfer> find_transfer();
 
     // Fetches the entry for this key and signature, or builds and stores it.
     template <typename Entry>
@@ -202,12 +222,38 @@ public:
     // Hands a new tensor to the caller (registers the handle).
     static void publish(std::unique_ptr<Tensor> &created, mkc_tensor **dst);
 
+    // A result the caller receives row-major (weight gradients, statistics)
+    // with caller dims `plain`. `view` describes those bytes with the dims
+    // the primitive uses (e.g. OIHW weights as goihw); the primitive writes
+    // straight into the result when its layout for `arg_id` is `view`, else
+    // into a temporary that finish() reorders.
+    class PlainResult {
+    public:
+        PlainResult(const PrimitiveEntry &entry, int arg_id, mkc_tensor **dst,
+                    const dnnl::memory::desc &plain, const dnnl::memory::desc &view,
+                    const char *op);
+        void *data() const { return data_; }
+        void finish(); // after the execution: converts, hands the tensor over
+
+    private:
+        mkc_tensor **dst_;
+        std::unique_ptr<Tensor> created_;
+        Tensor *tensor_;
+        const dnnl::memory::desc *have_;
+        dnnl::memory::desc view_;
+        std::shared_ptr<void> temporary_;
+        void *data_;
+    };
+
 private:
     static constexpr int kMaxSignature = 64;
     static constexpr int kMaxExact = 4;
 
     std::shared_ptr<PrimitiveEntry> lookup();
     void store(const std::shared_ptr<PrimitiveEntry> &entry);
+    bool signature_equals(const std::vector<int64_t> &sig) const;
+    std::vector<int64_t> signature() const;
+    std::string transfer_key() const;
     [[noreturn]] void overflow() const;
 
     const char *op_;

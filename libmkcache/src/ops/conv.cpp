@@ -3,6 +3,7 @@
 // the output stays in that layout until exported. Options: groups,
 // dilation, asymmetric padding, bias, a fused activation, and accumulation
 // into dst (the residual "sum" post-op).
+#include <atomic>
 #include <cstring>
 #include <string>
 
@@ -22,6 +23,7 @@ const auto f32 = dnnl::memory::data_type::f32;
 struct ConvEntry : PrimitiveEntry {
     dnnl::convolution_forward::primitive_desc conv_pd;
     dnnl::deconvolution_forward::primitive_desc deconv_pd;
+    std::atomic<bool> transferred{false}; // training: left for the grad op
 };
 
 struct Geometry {
@@ -106,15 +108,11 @@ Geometry geometry(const char *op, const mkc_conv_params &p, const Tensor &src,
     return g;
 }
 
-// The caller's weights bytes described with the dims oneDNN wants. Plain
-// OIHW (conv) or IOHW (transpose, [C_in, C_out/g, k...]) weights only.
-dnnl::memory::desc weights_view(const char *op, const Tensor &weights, const Geometry &g,
-                                int64_t groups, bool transposed) {
+// Plain OIHW (conv) or IOHW (transpose, [C_in, C_out/g, k...]) weight bytes
+// described with the dims oneDNN wants (goihw for groups).
+dnnl::memory::desc plain_weights_view(const Geometry &g, int64_t groups, bool transposed) {
     const Dims &w = g.w;
-    const auto plain = layout::plain_desc(w, f32, MKC_LAYOUT_CHANNELS_FIRST);
-    if (!transposed && groups == 1) return weights.desc; // any layout: converted as needed
-    require(weights.desc == plain, op, ": ", transposed ? "transposed" : "grouped",
-            " convolution weights must be plain (row-major)");
+    if (!transposed && groups == 1) return layout::plain_desc(w, f32, MKC_LAYOUT_CHANNELS_FIRST);
     int64_t ks = 1; // product of kernel dims
     for (int i = 0; i < g.k; ++i) ks *= w[2 + i];
     Dims ksd(g.k), kst(g.k);
@@ -136,13 +134,20 @@ dnnl::memory::desc weights_view(const char *op, const Tensor &weights, const Geo
             strides.erase(strides.begin());
         }
     }
-    if (!transposed && groups == 1) {
-        dims.erase(dims.begin());
-        strides.erase(strides.begin());
-    }
     dims.insert(dims.end(), ksd.begin(), ksd.end());
     strides.insert(strides.end(), kst.begin(), kst.end());
     return dnnl::memory::desc(dims, f32, strides);
+}
+
+// The caller's weights as oneDNN sees them: any layout for a plain
+// convolution (converted as needed), plain bytes otherwise.
+dnnl::memory::desc weights_view(const char *op, const Tensor &weights, const Geometry &g,
+                                int64_t groups, bool transposed) {
+    if (!transposed && groups == 1) return weights.desc;
+    require(weights.desc == layout::plain_desc(g.w, f32, MKC_LAYOUT_CHANNELS_FIRST), op, ": ",
+            transposed ? "transposed" : "grouped",
+            " convolution weights must be plain (row-major)");
+    return plain_weights_view(g, groups, transposed);
 }
 
 std::string default_name(const char *op, const mkc_conv_params &p, const Geometry &g, bool bias) {
@@ -176,6 +181,60 @@ std::string default_name(const char *op, const mkc_conv_params &p, const Geometr
     return n;
 }
 
+// Everything a forward primitive depends on (the grad ops sign the same, so
+// they find what a training forward left them).
+void sign_forward(Handler &h, const mkc_conv_params &p, const Geometry &g, bool transposed,
+                  bool bias, bool training) {
+    h.sign(transposed ? 13 : 1); // operator id
+    h.sign(g.x);
+    h.sign(g.w);
+    h.sign(bias ? 1 : 0);
+    h.sign(g.stride);
+    h.sign(g.dilation);
+    h.sign(g.pad_l);
+    h.sign(g.pad_r);
+    h.sign(p.groups);
+    h.sign(p.activation);
+    h.sign_float(p.activation_alpha);
+    h.sign_float(p.activation_beta);
+    h.sign(p.sum);
+    h.sign(training ? 1 : 0);
+}
+
+std::shared_ptr<ConvEntry> forward_descriptor(const mkc_conv_params &p, const Geometry &g,
+                                              bool transposed, bool bias, bool training) {
+    dnnl::post_ops ops;
+    if (p.sum) ops.append_sum(1.f);
+    if (p.activation != MKC_ACTIVATION_NONE)
+        ops.append_eltwise(activation_info(p.activation).alg, p.activation_alpha,
+                           p.activation_beta);
+    dnnl::primitive_attr attr = user_scratchpad_attr();
+    attr.set_post_ops(ops);
+    const auto prop = training ? dnnl::prop_kind::forward_training
+                               : dnnl::prop_kind::forward_inference;
+    const dnnl::memory::desc src_md(g.x, f32, tag::any), w_md(g.onednn_w, f32, tag::any),
+        dst_md(g.y, f32, tag::any), b_md(bias ? Dims{g.y[1]} : Dims{}, f32, tag::a);
+    auto e = std::make_shared<ConvEntry>();
+    if (transposed) {
+        const auto alg = dnnl::algorithm::deconvolution_direct;
+        e->deconv_pd = bias ? dnnl::deconvolution_forward::primitive_desc(
+                                  cpu_engine(), prop, alg, src_md, w_md, b_md, dst_md, g.stride,
+                                  g.dilation, g.pad_l, g.pad_r, attr)
+                            : dnnl::deconvolution_forward::primitive_desc(
+                                  cpu_engine(), prop, alg, src_md, w_md, dst_md, g.stride,
+                                  g.dilation, g.pad_l, g.pad_r, attr);
+    } else {
+        const auto alg = dnnl::algorithm::convolution_direct;
+        e->conv_pd = bias ? dnnl::convolution_forward::primitive_desc(
+                                cpu_engine(), prop, alg, src_md, w_md, b_md, dst_md, g.stride,
+                                g.dilation, g.pad_l, g.pad_r, attr)
+                          : dnnl::convolution_forward::primitive_desc(
+                                cpu_engine(), prop, alg, src_md, w_md, dst_md, g.stride,
+                                g.dilation, g.pad_l, g.pad_r, attr);
+    }
+    return e;
+}
+
 } // namespace
 
 void convolution(const char *op, int k, bool transposed, const mkc_conv_params &p,
@@ -194,51 +253,14 @@ void convolution(const char *op, int k, bool transposed, const mkc_conv_params &
 
     Handler handler(op, p.name, p.name && p.name[0] ? std::string() : default_name(op, p, g, bias),
                     nullptr, g.x);
-    handler.sign(transposed ? 13 : 1); // operator id
-    handler.sign(g.x);
-    handler.sign(g.w);
-    handler.sign(bias ? 1 : 0);
-    handler.sign(g.stride);
-    handler.sign(g.dilation);
-    handler.sign(g.pad_l);
-    handler.sign(g.pad_r);
-    handler.sign(p.groups);
-    handler.sign(p.activation);
-    handler.sign_float(p.activation_alpha);
-    handler.sign_float(p.activation_beta);
-    handler.sign(p.sum);
+    sign_forward(handler, p, g, transposed, bias, p.training);
     auto entry = handler.acquire_primitive<ConvEntry>([&] {
-        dnnl::post_ops ops;
-        if (p.sum) ops.append_sum(1.f);
-        if (p.activation != MKC_ACTIVATION_NONE)
-            ops.append_eltwise(activation_info(p.activation).alg, p.activation_alpha,
-                               p.activation_beta);
-        dnnl::primitive_attr attr = user_scratchpad_attr();
-        attr.set_post_ops(ops);
-        const dnnl::memory::desc src_md(g.x, f32, tag::any), w_md(g.onednn_w, f32, tag::any),
-            dst_md(g.y, f32, tag::any), b_md(bias ? Dims{g.y[1]} : Dims{}, f32, tag::a);
-        auto e = std::make_shared<ConvEntry>();
+        auto e = forward_descriptor(p, g, transposed, bias, p.training);
         const dnnl::primitive_desc *pd;
         if (transposed) {
-            e->deconv_pd = bias ? dnnl::deconvolution_forward::primitive_desc(
-                                      cpu_engine(), dnnl::prop_kind::forward_inference,
-                                      dnnl::algorithm::deconvolution_direct, src_md, w_md, b_md,
-                                      dst_md, g.stride, g.dilation, g.pad_l, g.pad_r, attr)
-                                : dnnl::deconvolution_forward::primitive_desc(
-                                      cpu_engine(), dnnl::prop_kind::forward_inference,
-                                      dnnl::algorithm::deconvolution_direct, src_md, w_md, dst_md,
-                                      g.stride, g.dilation, g.pad_l, g.pad_r, attr);
             e->primitive = dnnl::deconvolution_forward(e->deconv_pd);
             pd = &e->deconv_pd;
         } else {
-            e->conv_pd = bias ? dnnl::convolution_forward::primitive_desc(
-                                    cpu_engine(), dnnl::prop_kind::forward_inference,
-                                    dnnl::algorithm::convolution_direct, src_md, w_md, b_md, dst_md,
-                                    g.stride, g.dilation, g.pad_l, g.pad_r, attr)
-                              : dnnl::convolution_forward::primitive_desc(
-                                    cpu_engine(), dnnl::prop_kind::forward_inference,
-                                    dnnl::algorithm::convolution_direct, src_md, w_md, dst_md,
-                                    g.stride, g.dilation, g.pad_l, g.pad_r, attr);
             e->primitive = dnnl::convolution_forward(e->conv_pd);
             pd = &e->conv_pd;
         }
@@ -247,7 +269,12 @@ void convolution(const char *op, int k, bool transposed, const mkc_conv_params &
         e->set_args(*pd, args);
         return e;
     });
-
+    if (p.training && !entry->transferred.exchange(true)) {
+        // The descriptor is the same for every call: leave it once per entry.
+        auto t = std::make_shared<Transfer>();
+        t->forward = entry;
+        handler.leave_transfer(t);
+    }
     const dnnl::memory::desc &y_want = entry->arg_desc(DNNL_ARG_DST);
     std::shared_ptr<void> residual; // sum into a dst of another layout
     if (p.sum && !entry->matches(**dst, DNNL_ARG_DST, y_want)) {
@@ -280,6 +307,136 @@ void convolution(const char *op, int k, bool transposed, const mkc_conv_params &
         Handler::finish_output(out, dst);
     }
     layout::set_target(data_format); // seed 001: the model's layout is the thread's target
+}
+
+} // namespace mkc::ops
+
+namespace mkc::ops {
+
+void convolution_backward(const char *op, int k, bool transposed, const mkc_conv_params &p,
+                          const Tensor &src, const Tensor &weights, const Tensor &diff_dst,
+                          mkc_tensor **diff_src, mkc_tensor **diff_weights,
+                          mkc_tensor **diff_bias) {
+    check_params(op, p, k, transposed);
+    require(p.activation == MKC_ACTIVATION_NONE && !p.sum, op,
+            ": a fused activation or sum has no backward; run the activation as its own op");
+    require(src.dtype == MKC_DTYPE_F32 && weights.dtype == MKC_DTYPE_F32 &&
+                diff_dst.dtype == MKC_DTYPE_F32,
+            op, ": every input must be float32");
+    const mkc_layout data_format = layout::resolve(p.data_format, k + 2);
+    const bool bias = diff_bias != nullptr;
+    const Geometry g = geometry(op, p, src, weights, nullptr, k, transposed);
+    require(diff_dst.dims == g.y, op, ": diff_dst has shape ", shape_text(diff_dst.dims),
+            " (oneDNN order) but the forward output is ", shape_text(g.y));
+    const dnnl::memory::desc w_view = weights_view(op, weights, g, p.groups, transposed);
+    const std::string name =
+        p.name && p.name[0] ? std::string(p.name) : default_name(op, p, g, bias);
+
+    // On a miss: the forward's training descriptor is the hint (seed 000
+    // §3), taken from the cache when a training forward left it, else made
+    // here (a descriptor only, no primitive).
+    auto hint = [&]() -> std::shared_ptr<ConvEntry> {
+        Handler forward(op, name.c_str(), name, nullptr, g.x);
+        sign_forward(forward, p, g, transposed, bias, true);
+        if (auto t = forward.find_transfer()) return std::static_pointer_cast<ConvEntry>(t->forward);
+        return forward_descriptor(p, g, transposed, bias, true);
+    };
+    const auto alg = transposed ? dnnl::algorithm::deconvolution_direct
+                                : dnnl::algorithm::convolution_direct;
+
+    if (diff_src) {
+        Handler handler(op, name.c_str(), name, "bwd_data", g.x);
+        sign_forward(handler, p, g, transposed, bias, true);
+        handler.sign(100); // backward data
+        auto entry = handler.acquire_primitive<PrimitiveEntry>([&] {
+            auto fwd = hint();
+            auto e = std::make_shared<PrimitiveEntry>();
+            const dnnl::memory::desc dx(g.x, f32, tag::any), w(g.onednn_w, f32, tag::any),
+                dy(g.y, f32, tag::any);
+            const auto attr = user_scratchpad_attr();
+            const std::vector<int> args = {DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC};
+            if (transposed) {
+                dnnl::deconvolution_backward_data::primitive_desc pd(
+                    cpu_engine(), alg, dx, w, dy, g.stride, g.dilation, g.pad_l, g.pad_r,
+                    fwd->deconv_pd, attr);
+                e->primitive = dnnl::deconvolution_backward_data(pd);
+                e->set_args(pd, args);
+            } else {
+                dnnl::convolution_backward_data::primitive_desc pd(
+                    cpu_engine(), alg, dx, w, dy, g.stride, g.dilation, g.pad_l, g.pad_r,
+                    fwd->conv_pd, attr);
+                e->primitive = dnnl::convolution_backward_data(pd);
+                e->set_args(pd, args);
+            }
+            return e;
+        });
+        Handler::Output out = Handler::prepare_output(diff_src, *entry, DNNL_ARG_DIFF_SRC,
+                                                      data_format, MKC_DTYPE_F32, op);
+        {
+            Handler::Execution exec(*entry);
+            exec.input(DNNL_ARG_DIFF_DST, diff_dst);
+            if (!transposed && p.groups == 1) exec.input(DNNL_ARG_WEIGHTS, weights);
+            else exec.input(DNNL_ARG_WEIGHTS, weights, &w_view);
+            exec.output(DNNL_ARG_DIFF_SRC, out.data);
+            exec.run();
+        }
+        Handler::finish_output(out, diff_src);
+    }
+
+    if (diff_weights || diff_bias) {
+        require(diff_weights != nullptr, op, ": diff_bias needs diff_weights too");
+        Handler handler(op, name.c_str(), name, "bwd_weights", g.x);
+        sign_forward(handler, p, g, transposed, bias, true);
+        handler.sign(101); // backward weights
+        auto entry = handler.acquire_primitive<PrimitiveEntry>([&] {
+            auto fwd = hint();
+            auto e = std::make_shared<PrimitiveEntry>();
+            const dnnl::memory::desc x(g.x, f32, tag::any), dw(g.onednn_w, f32, tag::any),
+                dy(g.y, f32, tag::any), db(Dims{g.y[1]}, f32, tag::a);
+            const auto attr = user_scratchpad_attr();
+            std::vector<int> args = {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS};
+            if (bias) args.push_back(DNNL_ARG_DIFF_BIAS);
+            if (transposed) {
+                auto pd = bias ? dnnl::deconvolution_backward_weights::primitive_desc(
+                                     cpu_engine(), alg, x, dw, db, dy, g.stride, g.dilation,
+                                     g.pad_l, g.pad_r, fwd->deconv_pd, attr)
+                               : dnnl::deconvolution_backward_weights::primitive_desc(
+                                     cpu_engine(), alg, x, dw, dy, g.stride, g.dilation, g.pad_l,
+                                     g.pad_r, fwd->deconv_pd, attr);
+                e->primitive = dnnl::deconvolution_backward_weights(pd);
+                e->set_args(pd, args);
+            } else {
+                auto pd = bias ? dnnl::convolution_backward_weights::primitive_desc(
+                                     cpu_engine(), alg, x, dw, db, dy, g.stride, g.dilation,
+                                     g.pad_l, g.pad_r, fwd->conv_pd, attr)
+                               : dnnl::convolution_backward_weights::primitive_desc(
+                                     cpu_engine(), alg, x, dw, dy, g.stride, g.dilation, g.pad_l,
+                                     g.pad_r, fwd->conv_pd, attr);
+                e->primitive = dnnl::convolution_backward_weights(pd);
+                e->set_args(pd, args);
+            }
+            return e;
+        });
+        Handler::PlainResult dw(*entry, DNNL_ARG_DIFF_WEIGHTS, diff_weights,
+                                layout::plain_desc(g.w, f32, MKC_LAYOUT_CHANNELS_FIRST),
+                                plain_weights_view(g, p.groups, transposed), op);
+        const dnnl::memory::desc b_plain(Dims{g.y[1]}, f32, tag::a);
+        std::unique_ptr<Handler::PlainResult> db;
+        if (bias)
+            db = std::make_unique<Handler::PlainResult>(*entry, DNNL_ARG_DIFF_BIAS, diff_bias,
+                                                        b_plain, b_plain, op);
+        {
+            Handler::Execution exec(*entry);
+            exec.input(DNNL_ARG_SRC, src);
+            exec.input(DNNL_ARG_DIFF_DST, diff_dst);
+            exec.output(DNNL_ARG_DIFF_WEIGHTS, dw.data());
+            if (db) exec.output(DNNL_ARG_DIFF_BIAS, db->data());
+            exec.run();
+        }
+        dw.finish();
+        if (db) db->finish();
+    }
+    layout::set_target(data_format);
 }
 
 } // namespace mkc::ops

@@ -19,6 +19,13 @@ ActivationInfo activation_info(mkc_activation_kind kind);
 void convolution(const char *op, int k, bool transposed, const mkc_conv_params &params,
                  const Tensor &src, const Tensor &weights, const Tensor *bias, mkc_tensor **dst);
 
+// Gradients of a convolution (each output optional; diff_bias needs
+// diff_weights).
+void convolution_backward(const char *op, int k, bool transposed, const mkc_conv_params &params,
+                          const Tensor &src, const Tensor &weights, const Tensor &diff_dst,
+                          mkc_tensor **diff_src, mkc_tensor **diff_weights,
+                          mkc_tensor **diff_bias);
+
 void activation(mkc_activation_kind kind, float alpha, float beta, const char *name,
                 const Tensor &src, mkc_tensor **dst);
 
