@@ -15,6 +15,7 @@ __version__ = "0.1.0"
 
 from . import _capi  # noqa: E402  (loads the library)
 from . import cache  # noqa: E402
+from . import grad  # noqa: E402
 from ._layout import get_target_layout, target_layout  # noqa: E402
 from .errors import (BufferTooSmallError, DTypeError, Error, InternalError,  # noqa: E402
                      InvalidArgumentError, InvalidHandleError, OneDNNError, OutOfMemoryError,
@@ -50,7 +51,7 @@ if library_version() != __version__:
         f"but the mkcache package is {__version__}; reinstall, or fix MKCACHE_LIBRARY")
 
 __all__ = [
-    "__version__", "build_info", "cache", "conv2d", "activation", "ACTIVATIONS", "relu",
+    "__version__", "build_info", "cache", "grad", "conv2d", "activation", "ACTIVATIONS", "relu",
     "leaky_relu", "elu", "gelu", "tanh", "sigmoid", "swish", "silu", "hardswish", "mish",
     "clip", "relu6", "sqrt", "abs", "exp", "log", "square", "softmax", "log_softmax",
     "add", "sub", "mul", "div", "maximum", "minimum", "max_pool2d", "avg_pool2d",

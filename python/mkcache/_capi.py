@@ -53,6 +53,7 @@ class PoolParams(Structure):
         ("ceil_mode", c_int),
         ("global_", c_int),
         ("data_format", c_int),
+        ("training", c_int),
         ("name", c_char_p),
     ]
 
@@ -62,6 +63,7 @@ class LinearParams(Structure):
         ("activation", c_int),
         ("activation_alpha", c_float),
         ("activation_beta", c_float),
+        ("training", c_int),
         ("name", c_char_p),
     ]
 
@@ -78,7 +80,8 @@ class MatmulParams(Structure):
 
 
 class LayerNormParams(Structure):
-    _fields_ = [("begin_norm_axis", c_int), ("epsilon", c_float), ("name", c_char_p)]
+    _fields_ = [("begin_norm_axis", c_int), ("epsilon", c_float), ("training", c_int),
+                ("name", c_char_p)]
 
 
 class BatchNormParams(Structure):
@@ -88,7 +91,7 @@ class BatchNormParams(Structure):
 
 class LrnParams(Structure):
     _fields_ = [("size", c_int64), ("alpha", c_float), ("beta", c_float), ("k", c_float),
-                ("data_format", c_int), ("name", c_char_p)]
+                ("data_format", c_int), ("training", c_int), ("name", c_char_p)]
 
 
 class ConvParams(Structure):
@@ -193,6 +196,18 @@ _SIGNATURES = {
                             POINTER(tensor_p), POINTER(tensor_p)],
     "mkc_conv2d_transpose_backward": [POINTER(ConvParams), tensor_p, tensor_p, tensor_p,
                                       POINTER(tensor_p), POINTER(tensor_p), POINTER(tensor_p)],
+    "mkc_pool_backward": [POINTER(PoolParams), tensor_p, tensor_p, POINTER(tensor_p)],
+    "mkc_activation_backward": [c_int, c_float, c_float, c_char_p, tensor_p, tensor_p,
+                                POINTER(tensor_p)],
+    "mkc_softmax_backward": [c_int, c_int, c_char_p, tensor_p, tensor_p, POINTER(tensor_p)],
+    "mkc_linear_backward": [POINTER(LinearParams), tensor_p, tensor_p, tensor_p,
+                            POINTER(tensor_p), POINTER(tensor_p), POINTER(tensor_p)],
+    "mkc_layer_norm_backward": [POINTER(LayerNormParams), tensor_p, tensor_p, tensor_p, tensor_p,
+                                POINTER(tensor_p), POINTER(tensor_p), POINTER(tensor_p)],
+    "mkc_batch_norm_backward": [POINTER(BatchNormParams), tensor_p, tensor_p, tensor_p, tensor_p,
+                                tensor_p, tensor_p, POINTER(tensor_p), POINTER(tensor_p),
+                                POINTER(tensor_p)],
+    "mkc_lrn_backward": [POINTER(LrnParams), tensor_p, tensor_p, POINTER(tensor_p)],
 }
 
 for _name, _argtypes in _SIGNATURES.items():

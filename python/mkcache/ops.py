@@ -98,8 +98,9 @@ def _conv_padding(padding, k, kernel, stride, dilation, spatial) -> tuple:
     return _pool_padding(padding, k)
 
 
-def _convolution(fn, op, k, x, weight, bias, stride, padding, dilation, groups, data_format,
-                 activation, name, out, output_padding=0, residual=None) -> Tensor:
+def _conv_params(op, k, x, weight, stride, padding, dilation, groups, data_format, activation,
+                 name, output_padding=0, training=False):
+    """The mkc_conv_params of a convolution call (shared with mkcache.grad)."""
     fmt = _layout.to_enum(data_format, "data_format")
     if fmt == _capi.LAYOUT_TARGET:
         raise InvalidArgumentError("data_format must be given")
@@ -116,8 +117,6 @@ def _convolution(fn, op, k, x, weight, bias, stride, padding, dilation, groups, 
         begins, ends = _conv_padding(padding, k, weight.shape[2:2 + k], s, d, spatial)
     else:
         begins, ends = _pool_padding(padding, k)
-    if residual is not None and out is not None:
-        raise InvalidArgumentError("give either residual or out, not both")
     p = _capi.ConvParams()
     _lib.mkc_conv_params_init(ctypes.byref(p))
     p.stride[:k] = s
@@ -128,7 +127,18 @@ def _convolution(fn, op, k, x, weight, bias, stride, padding, dilation, groups, 
     p.groups = int(groups)
     p.data_format = fmt
     p.activation, p.activation_alpha, p.activation_beta = act
+    p.training = 1 if training else 0
     p.name = _name(name)
+    return p
+
+
+def _convolution(fn, op, k, x, weight, bias, stride, padding, dilation, groups, data_format,
+                 activation, name, out, output_padding=0, residual=None, training=False) -> Tensor:
+    p = _conv_params(op, k, x, weight, stride, padding, dilation, groups, data_format, activation,
+                     name, output_padding, training)
+    fmt = p.data_format
+    if residual is not None and out is not None:
+        raise InvalidArgumentError("give either residual or out, not both")
     if residual is not None:
         # The sum post-op accumulates into dst: a Tensor residual is updated
         # in place, an array is copied first (the caller's array is kept).
@@ -150,7 +160,8 @@ def _convolution(fn, op, k, x, weight, bias, stride, padding, dilation, groups, 
 
 
 def conv2d(x, weight, bias=None, *, stride=1, padding=0, dilation=1, groups=1,
-           data_format="NCHW", activation=None, residual=None, name=None, out=None) -> Tensor:
+           data_format="NCHW", activation=None, residual=None, training=False, name=None,
+           out=None) -> Tensor:
     """2-D convolution.
 
     x: [N, C, H, W] (or [N, H, W, C] with ``data_format="NHWC"``).
@@ -168,23 +179,24 @@ def conv2d(x, weight, bias=None, *, stride=1, padding=0, dilation=1, groups=1,
 
 
 def conv3d(x, weight, bias=None, *, stride=1, padding=0, dilation=1, groups=1,
-           data_format="NCDHW", activation=None, residual=None, name=None, out=None) -> Tensor:
+           data_format="NCDHW", activation=None, residual=None, training=False, name=None,
+           out=None) -> Tensor:
     """3-D convolution: x [N, C, D, H, W] (or NDHWC), weight [O, C/groups,
     KD, KH, KW]; padding: int, 3 values, or 6 (front, back, top, bottom,
     left, right). Otherwise as conv2d."""
     return _convolution(_conv3d, "conv", 3, x, weight, bias, stride, padding, dilation, groups,
-                        data_format, activation, name, out, residual=residual)
+                        data_format, activation, name, out, residual=residual, training=training)
 
 
 def conv2d_transpose(x, weight, bias=None, *, stride=1, padding=0, output_padding=0,
-                     dilation=1, groups=1, data_format="NCHW", activation=None, name=None,
-                     out=None) -> Tensor:
+                     dilation=1, groups=1, data_format="NCHW", activation=None, training=False,
+                     name=None, out=None) -> Tensor:
     """Transposed 2-D convolution (PyTorch's conv_transpose2d): weight
     [C_in, C_out/groups, KH, KW]; output size (in - 1) * stride - pad_begin
     - pad_end + dilation * (k - 1) + 1 + output_padding."""
     return _convolution(_conv2d_transpose, "deconv", 2, x, weight, bias, stride, padding,
                         dilation, groups, data_format, activation, name, out,
-                        output_padding=output_padding)
+                        output_padding=output_padding, training=training)
 
 
 def activation(x, kind: str, alpha=None, beta=None, *, name=None, out=None) -> Tensor:
@@ -413,8 +425,9 @@ def _pool_padding(padding, k: int) -> tuple:
         f"padding must have {k} (symmetric) or {2 * k} (begin, end per dim) values, got {padding!r}")
 
 
-def _pool(kind: int, x, k: int, kernel_size, stride, padding, ceil_mode, data_format, name,
-          out, global_=False) -> Tensor:
+def _pool_params(kind: int, k: int, kernel_size, stride, padding, ceil_mode, data_format, name,
+                 global_=False, training=False):
+    """The mkc_pool_params of a pooling call (shared with mkcache.grad)."""
     fmt = _layout.to_enum(data_format, "data_format")
     if fmt == _capi.LAYOUT_TARGET:
         raise InvalidArgumentError("data_format must be given")
@@ -432,10 +445,18 @@ def _pool(kind: int, x, k: int, kernel_size, stride, padding, ceil_mode, data_fo
     p.ceil_mode = 1 if ceil_mode else 0
     p.global_ = 1 if global_ else 0
     p.data_format = fmt
+    p.training = 1 if training else 0
     p.name = _name(name)
+    return p
+
+
+def _pool(kind: int, x, k: int, kernel_size, stride, padding, ceil_mode, data_format, name,
+          out, global_=False, training=False) -> Tensor:
+    p = _pool_params(kind, k, kernel_size, stride, padding, ceil_mode, data_format, name, global_,
+                     training)
     args = _Args()
     try:
-        hx = args.handle(x, "x", fmt)
+        hx = args.handle(x, "x", p.data_format)
         dst = _out_handle(out)
         _lib.mkc_pool(ctypes.byref(p), hx, ctypes.byref(dst))
         return _result(out, dst)
@@ -444,29 +465,36 @@ def _pool(kind: int, x, k: int, kernel_size, stride, padding, ceil_mode, data_fo
 
 
 def max_pool2d(x, kernel_size, stride=None, padding=0, *, ceil_mode=False, data_format="NCHW",
-               name=None, out=None) -> Tensor:
-    """Max pooling over H, W. stride defaults to kernel_size (as PyTorch)."""
-    return _pool(1, x, 2, kernel_size, stride, padding, ceil_mode, data_format, name, out)
+               training=False, name=None, out=None) -> Tensor:
+    """Max pooling over H, W. stride defaults to kernel_size (as PyTorch).
+    training: keep the indices of the maxima for ``mkcache.grad.max_pool2d``."""
+    return _pool(1, x, 2, kernel_size, stride, padding, ceil_mode, data_format, name, out,
+                 training=training)
 
 
 def avg_pool2d(x, kernel_size, stride=None, padding=0, *, ceil_mode=False,
-               count_include_pad=True, data_format="NCHW", name=None, out=None) -> Tensor:
+               count_include_pad=True, data_format="NCHW", training=False, name=None,
+               out=None) -> Tensor:
     """Average pooling over H, W; count_include_pad as PyTorch."""
     kind = 2 if count_include_pad else 3
-    return _pool(kind, x, 2, kernel_size, stride, padding, ceil_mode, data_format, name, out)
+    return _pool(kind, x, 2, kernel_size, stride, padding, ceil_mode, data_format, name, out,
+                 training=training)
 
 
 def max_pool3d(x, kernel_size, stride=None, padding=0, *, ceil_mode=False, data_format="NCDHW",
-               name=None, out=None) -> Tensor:
+               training=False, name=None, out=None) -> Tensor:
     """Max pooling over D, H, W."""
-    return _pool(1, x, 3, kernel_size, stride, padding, ceil_mode, data_format, name, out)
+    return _pool(1, x, 3, kernel_size, stride, padding, ceil_mode, data_format, name, out,
+                 training=training)
 
 
 def avg_pool3d(x, kernel_size, stride=None, padding=0, *, ceil_mode=False,
-               count_include_pad=True, data_format="NCDHW", name=None, out=None) -> Tensor:
+               count_include_pad=True, data_format="NCDHW", training=False, name=None,
+               out=None) -> Tensor:
     """Average pooling over D, H, W."""
     kind = 2 if count_include_pad else 3
-    return _pool(kind, x, 3, kernel_size, stride, padding, ceil_mode, data_format, name, out)
+    return _pool(kind, x, 3, kernel_size, stride, padding, ceil_mode, data_format, name, out,
+                 training=training)
 
 
 def global_max_pool(x, *, data_format="NCHW", name=None, out=None) -> Tensor:
@@ -479,15 +507,22 @@ def global_avg_pool(x, *, data_format="NCHW", name=None, out=None) -> Tensor:
     return _pool(2, x, 0, None, None, 0, False, data_format, name, out, global_=True)
 
 
-def linear(x, weight, bias=None, *, activation=None, name=None, out=None) -> Tensor:
-    """x[..., in] @ weight[out, in]^T + bias[out], with an optional fused
-    activation. Mark weight ``constant=True`` (a Tensor) to convert it to
-    oneDNN's layout once."""
-    act = _fused_activation(activation)
+def _linear_params(activation, name, training=False):
     p = _capi.LinearParams()
     _lib.mkc_linear_params_init(ctypes.byref(p))
-    p.activation, p.activation_alpha, p.activation_beta = act
+    p.activation, p.activation_alpha, p.activation_beta = _fused_activation(activation)
+    p.training = 1 if training else 0
     p.name = _name(name)
+    return p
+
+
+def linear(x, weight, bias=None, *, activation=None, training=False, name=None,
+           out=None) -> Tensor:
+    """x[..., in] @ weight[out, in]^T + bias[out], with an optional fused
+    activation. Mark weight ``constant=True`` (a Tensor) to convert it to
+    oneDNN's layout once. training: oneDNN's training forward, its
+    descriptor left for ``mkcache.grad.linear``."""
+    p = _linear_params(activation, name, training)
     args = _Args()
     try:
         hx = args.handle(x, "x", _default_layout())
@@ -523,16 +558,23 @@ def matmul(a, b, bias=None, *, transpose_a=False, transpose_b=False, activation=
         args.close()
 
 
-def layer_norm(x, scale=None, shift=None, *, begin_norm_axis=-1, epsilon=1e-5, name=None,
-               out=None) -> Tensor:
-    """Normalizes over dims [begin_norm_axis, rank): (x - mean) /
-    sqrt(var + epsilon) * scale + shift (scale/shift hold one value per
-    normalized element)."""
+def _layer_norm_params(begin_norm_axis, epsilon, name, training=False):
     p = _capi.LayerNormParams()
     _lib.mkc_layer_norm_params_init(ctypes.byref(p))
     p.begin_norm_axis = _axis(begin_norm_axis)
     p.epsilon = float(epsilon)
+    p.training = 1 if training else 0
     p.name = _name(name)
+    return p
+
+
+def layer_norm(x, scale=None, shift=None, *, begin_norm_axis=-1, epsilon=1e-5, training=False,
+               name=None, out=None) -> Tensor:
+    """Normalizes over dims [begin_norm_axis, rank): (x - mean) /
+    sqrt(var + epsilon) * scale + shift (scale/shift hold one value per
+    normalized element). training: keep this call's statistics for
+    ``mkcache.grad.layer_norm``."""
+    p = _layer_norm_params(begin_norm_axis, epsilon, name, training)
     args = _Args()
     try:
         hx = args.handle(x, "x", _default_layout())
@@ -589,11 +631,7 @@ def batch_norm(x, mean=None, variance=None, scale=None, shift=None, *, epsilon=1
         args.close()
 
 
-def lrn(x, size=5, alpha=1e-4, beta=0.75, k=1.0, *, data_format="NCHW", name=None,
-        out=None) -> Tensor:
-    """Local response normalization across channels:
-    x / (k + alpha / size * sum over `size` neighbouring channels of x^2)^beta
-    (Caffe's and PyTorch's formula; PaddlePaddle's alpha is alpha / size)."""
+def _lrn_params(size, alpha, beta, k, data_format, name, training=False):
     fmt = _layout.to_enum(data_format, "data_format")
     if not isinstance(size, numbers.Integral):
         raise InvalidArgumentError(f"size must be an int, got {size!r}")
@@ -602,7 +640,19 @@ def lrn(x, size=5, alpha=1e-4, beta=0.75, k=1.0, *, data_format="NCHW", name=Non
     p.size = int(size)
     p.alpha, p.beta, p.k = float(alpha), float(beta), float(k)
     p.data_format = fmt
+    p.training = 1 if training else 0
     p.name = _name(name)
+    return p
+
+
+def lrn(x, size=5, alpha=1e-4, beta=0.75, k=1.0, *, data_format="NCHW", training=False,
+        name=None, out=None) -> Tensor:
+    """Local response normalization across channels:
+    x / (k + alpha / size * sum over `size` neighbouring channels of x^2)^beta
+    (Caffe's and PyTorch's formula; PaddlePaddle's alpha is alpha / size).
+    training: keep the workspace for ``mkcache.grad.lrn``."""
+    p = _lrn_params(size, alpha, beta, k, data_format, name, training)
+    fmt = p.data_format
     args = _Args()
     try:
         hx = args.handle(x, "x", fmt)

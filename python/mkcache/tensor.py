@@ -133,9 +133,13 @@ class Tensor:
     @property
     def layout(self) -> str:
         """The plain layout the shape is expressed in: "NCHW", "NHWC", ..."""
+        return _layout.to_name(self._layout_value, self.ndim)
+
+    @property
+    def _layout_value(self) -> int:
         value = ctypes.c_int()
         _lib.mkc_tensor_get_layout(self.handle, ctypes.byref(value))
-        return _layout.to_name(value.value, self.ndim)
+        return value.value
 
     @property
     def format(self) -> str:

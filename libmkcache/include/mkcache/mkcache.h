@@ -441,6 +441,8 @@ typedef struct mkc_pool_params {
     int ceil_mode;          /* != 0: output size rounds up (as PyTorch)      */
     int global;             /* != 0: kernel = the whole spatial extent       */
     mkc_layout data_format; /* NCHW/NCDHW or NHWC/NDHWC                      */
+    int training;           /* != 0: forward_training; max pooling leaves its
+                               indices for mkc_pool_backward                 */
     const char *name;       /* cache name; may be NULL                       */
 } mkc_pool_params;
 
@@ -456,6 +458,7 @@ typedef struct mkc_linear_params {
     mkc_activation_kind activation; /* fused post-op (NONE: none)            */
     float activation_alpha;
     float activation_beta;
+    int training;                   /* != 0: forward_training (see below)    */
     const char *name;               /* cache name; may be NULL               */
 } mkc_linear_params;
 
@@ -492,6 +495,7 @@ MKC_API mkc_status mkc_matmul(const mkc_matmul_params *params, const mkc_tensor 
 typedef struct mkc_layer_norm_params {
     int begin_norm_axis; /* normalize over dims [axis, rank) (negative: from end) */
     float epsilon;
+    int training;        /* != 0: leaves mean/variance for the backward       */
     const char *name;    /* cache name; may be NULL                          */
 } mkc_layer_norm_params;
 
@@ -533,6 +537,7 @@ typedef struct mkc_lrn_params {
     int64_t size;            /* channels in the window (odd sizes centre it) */
     float alpha, beta, k;    /* dst = src / (k + alpha / size * sum(src^2))^beta */
     mkc_layout data_format;
+    int training;            /* != 0: leaves its workspace for the backward  */
     const char *name;        /* cache name; may be NULL                      */
 } mkc_lrn_params;
 
@@ -608,6 +613,56 @@ MKC_API mkc_status mkc_conv2d_transpose_backward(const mkc_conv_params *params,
                                                  mkc_tensor **diff_src,
                                                  mkc_tensor **diff_weights,
                                                  mkc_tensor **diff_bias);
+
+/* Gradient of mkc_pool with the same params. Max pooling uses the indices
+ * its training forward left for this src (recomputed when there are none). */
+MKC_API mkc_status mkc_pool_backward(const mkc_pool_params *params, const mkc_tensor *src,
+                                     const mkc_tensor *diff_dst, mkc_tensor **diff_src);
+
+/* Gradient of mkc_activation, computed from the forward's src (in place:
+ * `*diff_src == diff_dst` is allowed). */
+MKC_API mkc_status mkc_activation_backward(mkc_activation_kind kind, float alpha,
+                                           float beta, const char *name,
+                                           const mkc_tensor *src, const mkc_tensor *diff_dst,
+                                           mkc_tensor **diff_src);
+
+/* Gradient of mkc_softmax (log != 0: log-softmax), computed from the
+ * forward's output `dst`. */
+MKC_API mkc_status mkc_softmax_backward(int axis, int log, const char *name,
+                                        const mkc_tensor *dst, const mkc_tensor *diff_dst,
+                                        mkc_tensor **diff_src);
+
+/* Gradients of mkc_linear (no fused activation): diff_src in src's shape,
+ * diff_weights [out, in], diff_bias [out] (needs diff_weights). */
+MKC_API mkc_status mkc_linear_backward(const mkc_linear_params *params,
+                                       const mkc_tensor *src, const mkc_tensor *weights,
+                                       const mkc_tensor *diff_dst, mkc_tensor **diff_src,
+                                       mkc_tensor **diff_weights, mkc_tensor **diff_bias);
+
+/* Gradients of mkc_layer_norm. scale and shift are the forward's (shift
+ * only tells whether there was one); diff_scale/diff_shift have the shape
+ * of the normalized trailing dims. The statistics come from the training
+ * forward of this src, or are recomputed. */
+MKC_API mkc_status mkc_layer_norm_backward(const mkc_layer_norm_params *params,
+                                           const mkc_tensor *src, const mkc_tensor *scale,
+                                           const mkc_tensor *shift,
+                                           const mkc_tensor *diff_dst, mkc_tensor **diff_src,
+                                           mkc_tensor **diff_scale, mkc_tensor **diff_shift);
+
+/* Gradients of a training mkc_batch_norm: mean and variance are the batch
+ * statistics that forward returned (batch_mean, batch_variance); scale and
+ * shift as in the forward (diff_scale needs scale, diff_shift needs shift). */
+MKC_API mkc_status mkc_batch_norm_backward(const mkc_batch_norm_params *params,
+                                           const mkc_tensor *src, const mkc_tensor *mean,
+                                           const mkc_tensor *variance,
+                                           const mkc_tensor *scale, const mkc_tensor *shift,
+                                           const mkc_tensor *diff_dst, mkc_tensor **diff_src,
+                                           mkc_tensor **diff_scale, mkc_tensor **diff_shift);
+
+/* Gradient of mkc_lrn, with the workspace its training forward left for
+ * this src (recomputed when there is none). */
+MKC_API mkc_status mkc_lrn_backward(const mkc_lrn_params *params, const mkc_tensor *src,
+                                    const mkc_tensor *diff_dst, mkc_tensor **diff_src);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -81,4 +81,117 @@ MKC_API mkc_status mkc_conv2d_transpose_backward(const mkc_conv_params *params,
                                     diff_dst, diff_src, diff_weights, diff_bias);
 }
 
+MKC_API mkc_status mkc_pool_backward(const mkc_pool_params *params, const mkc_tensor *src,
+                                     const mkc_tensor *diff_dst, mkc_tensor **diff_src) {
+    return guard([&] {
+        const char *op = "pool_backward";
+        require(params != nullptr, op, ": params is NULL");
+        const Tensor &x = tensor_arg(src, "pool_backward: src");
+        const Tensor &dy = tensor_arg(diff_dst, "pool_backward: diff_dst");
+        require_some(op, {diff_src});
+        check_grad_out(diff_src, "pool_backward: diff_src", {src, diff_dst});
+        ops::pool_backward(*params, x, dy, diff_src);
+    });
+}
+
+MKC_API mkc_status mkc_activation_backward(mkc_activation_kind kind, float alpha, float beta,
+                                           const char *name, const mkc_tensor *src,
+                                           const mkc_tensor *diff_dst, mkc_tensor **diff_src) {
+    return guard([&] {
+        const Tensor &x = tensor_arg(src, "activation_backward: src");
+        const Tensor &dy = tensor_arg(diff_dst, "activation_backward: diff_dst");
+        require_some("activation_backward", {diff_src});
+        check_grad_out(diff_src, "activation_backward: diff_src", {src});
+        ops::activation_backward(kind, alpha, beta, name, x, dy, diff_src);
+    });
+}
+
+MKC_API mkc_status mkc_softmax_backward(int axis, int log, const char *name,
+                                        const mkc_tensor *dst, const mkc_tensor *diff_dst,
+                                        mkc_tensor **diff_src) {
+    return guard([&] {
+        const Tensor &y = tensor_arg(dst, "softmax_backward: dst");
+        const Tensor &dy = tensor_arg(diff_dst, "softmax_backward: diff_dst");
+        require_some("softmax_backward", {diff_src});
+        check_grad_out(diff_src, "softmax_backward: diff_src", {dst, diff_dst});
+        ops::softmax_backward(axis, log != 0, name, y, dy, diff_src);
+    });
+}
+
+MKC_API mkc_status mkc_linear_backward(const mkc_linear_params *params, const mkc_tensor *src,
+                                       const mkc_tensor *weights, const mkc_tensor *diff_dst,
+                                       mkc_tensor **diff_src, mkc_tensor **diff_weights,
+                                       mkc_tensor **diff_bias) {
+    return guard([&] {
+        const char *op = "linear_backward";
+        require(params != nullptr, op, ": params is NULL");
+        const Tensor &x = tensor_arg(src, "linear_backward: src");
+        const Tensor &w = tensor_arg(weights, "linear_backward: weights");
+        const Tensor &dy = tensor_arg(diff_dst, "linear_backward: diff_dst");
+        require_some(op, {diff_src, diff_weights, diff_bias});
+        for (auto [out, what] : {std::pair{diff_src, "linear_backward: diff_src"},
+                                 std::pair{diff_weights, "linear_backward: diff_weights"},
+                                 std::pair{diff_bias, "linear_backward: diff_bias"}})
+            check_grad_out(out, what, {src, weights, diff_dst});
+        ops::linear_backward(*params, x, w, dy, diff_src, diff_weights, diff_bias);
+    });
+}
+
+MKC_API mkc_status mkc_layer_norm_backward(const mkc_layer_norm_params *params,
+                                           const mkc_tensor *src, const mkc_tensor *scale,
+                                           const mkc_tensor *shift, const mkc_tensor *diff_dst,
+                                           mkc_tensor **diff_src, mkc_tensor **diff_scale,
+                                           mkc_tensor **diff_shift) {
+    return guard([&] {
+        const char *op = "layer_norm_backward";
+        require(params != nullptr, op, ": params is NULL");
+        const Tensor &x = tensor_arg(src, "layer_norm_backward: src");
+        const Tensor *sc = scale ? &tensor_arg(scale, "layer_norm_backward: scale") : nullptr;
+        const Tensor *sh = shift ? &tensor_arg(shift, "layer_norm_backward: shift") : nullptr;
+        const Tensor &dy = tensor_arg(diff_dst, "layer_norm_backward: diff_dst");
+        require_some(op, {diff_src, diff_scale, diff_shift});
+        for (auto [out, what] : {std::pair{diff_src, "layer_norm_backward: diff_src"},
+                                 std::pair{diff_scale, "layer_norm_backward: diff_scale"},
+                                 std::pair{diff_shift, "layer_norm_backward: diff_shift"}})
+            check_grad_out(out, what, {src, scale, shift, diff_dst});
+        ops::layer_norm_backward(*params, x, sc, sh, dy, diff_src, diff_scale, diff_shift);
+    });
+}
+
+MKC_API mkc_status mkc_batch_norm_backward(const mkc_batch_norm_params *params,
+                                           const mkc_tensor *src, const mkc_tensor *mean,
+                                           const mkc_tensor *variance, const mkc_tensor *scale,
+                                           const mkc_tensor *shift, const mkc_tensor *diff_dst,
+                                           mkc_tensor **diff_src, mkc_tensor **diff_scale,
+                                           mkc_tensor **diff_shift) {
+    return guard([&] {
+        const char *op = "batch_norm_backward";
+        require(params != nullptr, op, ": params is NULL");
+        const Tensor &x = tensor_arg(src, "batch_norm_backward: src");
+        const Tensor &m = tensor_arg(mean, "batch_norm_backward: mean");
+        const Tensor &v = tensor_arg(variance, "batch_norm_backward: variance");
+        const Tensor *sc = scale ? &tensor_arg(scale, "batch_norm_backward: scale") : nullptr;
+        const Tensor *sh = shift ? &tensor_arg(shift, "batch_norm_backward: shift") : nullptr;
+        const Tensor &dy = tensor_arg(diff_dst, "batch_norm_backward: diff_dst");
+        require_some(op, {diff_src, diff_scale, diff_shift});
+        for (auto [out, what] : {std::pair{diff_src, "batch_norm_backward: diff_src"},
+                                 std::pair{diff_scale, "batch_norm_backward: diff_scale"},
+                                 std::pair{diff_shift, "batch_norm_backward: diff_shift"}})
+            check_grad_out(out, what, {src, mean, variance, scale, shift, diff_dst});
+        ops::batch_norm_backward(*params, x, m, v, sc, sh, dy, diff_src, diff_scale, diff_shift);
+    });
+}
+
+MKC_API mkc_status mkc_lrn_backward(const mkc_lrn_params *params, const mkc_tensor *src,
+                                    const mkc_tensor *diff_dst, mkc_tensor **diff_src) {
+    return guard([&] {
+        require(params != nullptr, "lrn_backward: params is NULL");
+        const Tensor &x = tensor_arg(src, "lrn_backward: src");
+        const Tensor &dy = tensor_arg(diff_dst, "lrn_backward: diff_dst");
+        require_some("lrn_backward", {diff_src});
+        check_grad_out(diff_src, "lrn_backward: diff_src", {src, diff_dst});
+        ops::lrn_backward(*params, x, dy, diff_src);
+    });
+}
+
 } // extern "C"

@@ -78,3 +78,56 @@ void activation(mkc_activation_kind kind, float alpha, float beta, const char *n
 }
 
 } // namespace mkc::ops
+
+namespace mkc::ops {
+
+void activation_backward(mkc_activation_kind kind, float alpha, float beta, const char *name,
+                         const Tensor &src, const Tensor &diff_dst, mkc_tensor **diff_src) {
+    const ActivationInfo a = activation_info(kind);
+    const char *op = "activation_backward";
+    require(src.dtype == MKC_DTYPE_F32 && diff_dst.dtype == MKC_DTYPE_F32, op,
+            ": src and diff_dst must be float32");
+    require(diff_dst.dims == src.dims && diff_dst.layout == src.layout, op,
+            ": diff_dst must have src's shape ", shape_text(caller_dims(src)), ", got ",
+            shape_text(caller_dims(diff_dst)));
+    std::string suffix = "bwd";
+    keys::append_int(suffix, kind);
+    std::string default_name;
+    if (name == nullptr || name[0] == '\0') {
+        default_name = a.name;
+        if (alpha != 0.f || beta != 0.f)
+            default_name += ':' + std::to_string(alpha) + ':' + std::to_string(beta);
+    }
+    Handler handler("activation", name, default_name, suffix.c_str(), src.dims);
+    handler.sign(102); // operator id: activation backward
+    handler.sign(kind);
+    handler.sign_float(alpha);
+    handler.sign_float(beta);
+    handler.sign_layout(src, DNNL_ARG_SRC);
+    auto entry = handler.acquire_primitive<PrimitiveEntry>([&] {
+        // Element-wise ops choose no layout: the hint is made here (no
+        // transfer needed); the gradient is computed from src.
+        dnnl::eltwise_forward::primitive_desc hint(cpu_engine(), dnnl::prop_kind::forward_training,
+                                                   a.alg, src.desc, src.desc, alpha, beta,
+                                                   user_scratchpad_attr());
+        dnnl::eltwise_backward::primitive_desc pd(cpu_engine(), a.alg, src.desc, src.desc,
+                                                  src.desc, alpha, beta, hint,
+                                                  user_scratchpad_attr());
+        auto e = std::make_shared<PrimitiveEntry>();
+        e->primitive = dnnl::eltwise_backward(pd);
+        e->set_args(pd, {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_SRC});
+        return e;
+    });
+    Handler::Output out =
+        Handler::prepare_output(diff_src, *entry, DNNL_ARG_DIFF_SRC, src.layout, MKC_DTYPE_F32, op);
+    {
+        Handler::Execution exec(*entry);
+        exec.input(DNNL_ARG_SRC, src);
+        exec.input(DNNL_ARG_DIFF_DST, diff_dst);
+        exec.output(DNNL_ARG_DIFF_SRC, out.data);
+        exec.run();
+    }
+    Handler::finish_output(out, diff_src);
+}
+
+} // namespace mkc::ops

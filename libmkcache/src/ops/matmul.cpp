@@ -2,6 +2,7 @@
 // and batched matmul (transpose flags, broadcast batch dims), both with an
 // optional bias and a fused activation.
 #include <algorithm>
+#include <atomic>
 #include <string>
 
 #include "common/engine.hpp"
@@ -20,6 +21,7 @@ const auto f32 = dnnl::memory::data_type::f32;
 struct LinearEntry : PrimitiveEntry {
     dnnl::inner_product_forward::primitive_desc pd;
     dnnl::memory::desc x_plain, y_md; // src as the caller has it; the result
+    std::atomic<bool> transferred{false}; // training: left for the grad op
 };
 struct MatmulEntry : PrimitiveEntry {
     dnnl::matmul::primitive_desc pd;
@@ -37,66 +39,100 @@ dnnl::primitive_attr activation_attr(mkc_activation_kind kind, float alpha, floa
 
 } // namespace
 
-void linear(const mkc_linear_params &p, const Tensor &src, const Tensor &weights,
-            const Tensor *bias, mkc_tensor **dst) {
-    require(src.dtype == MKC_DTYPE_F32 && weights.dtype == MKC_DTYPE_F32 &&
-                (!bias || bias->dtype == MKC_DTYPE_F32),
-            "linear: every input must be float32");
-    const Dims xc = caller_dims(src);
-    const Dims &w = onednn_dims(weights);
-    require(w.size() == 2, "linear: weights must be 2-D [out, in], got rank ", w.size());
-    require(xc.back() == w[1], "linear: src has ", xc.back(), " input features but weights expect ",
-            w[1], " (weights shape ", shape_text(w), ")");
-    if (bias) {
-        const Dims &b = onednn_dims(*bias);
-        require(b.size() == 1 && b[0] == w[0], "linear: bias must have shape [", w[0], "]");
-    }
-    if (p.activation != MKC_ACTIVATION_NONE) activation_info(p.activation);
-    int64_t rows = 1;
-    for (size_t i = 0; i + 1 < xc.size(); ++i) rows *= xc[i];
-    const Dims x2 = {rows, w[1]};
+namespace {
 
+struct LinearGeometry {
+    Dims xc, w;
+    int64_t rows;
     std::string default_name;
+};
+
+LinearGeometry linear_geometry(const char *op, const mkc_linear_params &p, const Tensor &src,
+                               const Tensor &weights, bool bias) {
+    require(src.dtype == MKC_DTYPE_F32 && weights.dtype == MKC_DTYPE_F32, op,
+            ": every input must be float32");
+    LinearGeometry g;
+    g.xc = caller_dims(src);
+    g.w = onednn_dims(weights);
+    const Dims &w = g.w;
+    require(w.size() == 2, op, ": weights must be 2-D [out, in], got rank ", w.size());
+    require(g.xc.back() == w[1], op, ": src has ", g.xc.back(),
+            " input features but weights expect ", w[1], " (weights shape ", shape_text(w), ")");
+    if (p.activation != MKC_ACTIVATION_NONE) activation_info(p.activation);
+    g.rows = 1;
+    for (size_t i = 0; i + 1 < g.xc.size(); ++i) g.rows *= g.xc[i];
     if (!p.name || !p.name[0]) {
-        default_name = "linear:" + std::to_string(w[1]) + "x" + std::to_string(w[0]);
-        if (bias) default_name += ":bias";
+        g.default_name = "linear:" + std::to_string(w[1]) + "x" + std::to_string(w[0]);
+        if (bias) g.default_name += ":bias";
         if (p.activation != MKC_ACTIVATION_NONE)
-            default_name += std::string(":") + activation_info(p.activation).name;
+            g.default_name += std::string(":") + activation_info(p.activation).name;
     }
-    Handler handler("linear", p.name, default_name, nullptr, x2);
+    return g;
+}
+
+void sign_linear(Handler &handler, const mkc_linear_params &p, const LinearGeometry &g,
+                 const Tensor &src, bool bias, bool training) {
     handler.sign(7); // operator id
     handler.sign(src.dims);
     handler.sign(src.layout);
-    handler.sign(w);
+    handler.sign(g.w);
     handler.sign(bias ? 1 : 0);
     handler.sign(p.activation);
     handler.sign_float(p.activation_alpha);
     handler.sign_float(p.activation_beta);
+    handler.sign(training ? 1 : 0);
+}
+
+dnnl::inner_product_forward::primitive_desc linear_descriptor(const mkc_linear_params &p,
+                                                              const LinearGeometry &g, bool bias,
+                                                              bool training) {
+    const Dims &w = g.w;
+    const dnnl::memory::desc x_view({g.rows, w[1]}, f32, tag::ab), w_md(w, f32, tag::any),
+        y2_md({g.rows, w[0]}, f32, tag::ab);
+    const auto attr = activation_attr(p.activation, p.activation_alpha, p.activation_beta);
+    const auto prop =
+        training ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference;
+    if (bias)
+        return dnnl::inner_product_forward::primitive_desc(
+            cpu_engine(), prop, x_view, w_md, dnnl::memory::desc({w[0]}, f32, tag::a), y2_md,
+            attr);
+    return dnnl::inner_product_forward::primitive_desc(cpu_engine(), prop, x_view, w_md, y2_md,
+                                                       attr);
+}
+
+} // namespace
+
+void linear(const mkc_linear_params &p, const Tensor &src, const Tensor &weights,
+            const Tensor *bias, mkc_tensor **dst) {
+    const LinearGeometry g = linear_geometry("linear", p, src, weights, bias);
+    const Dims &w = g.w;
+    if (bias) {
+        require(bias->dtype == MKC_DTYPE_F32, "linear: every input must be float32");
+        const Dims &b = onednn_dims(*bias);
+        require(b.size() == 1 && b[0] == w[0], "linear: bias must have shape [", w[0], "]");
+    }
+    Handler handler("linear", p.name, g.default_name, nullptr, Dims{g.rows, w[1]});
+    sign_linear(handler, p, g, src, bias, p.training);
     auto entry = handler.acquire_primitive<LinearEntry>([&] {
         auto e = std::make_shared<LinearEntry>();
-        const dnnl::memory::desc x_view(x2, f32, tag::ab), w_md(w, f32, tag::any),
-            y2_md({rows, w[0]}, f32, tag::ab);
-        const auto attr = activation_attr(p.activation, p.activation_alpha, p.activation_beta);
-        if (bias)
-            e->pd = dnnl::inner_product_forward::primitive_desc(
-                cpu_engine(), dnnl::prop_kind::forward_inference, x_view, w_md,
-                dnnl::memory::desc({w[0]}, f32, tag::a), y2_md, attr);
-        else
-            e->pd = dnnl::inner_product_forward::primitive_desc(
-                cpu_engine(), dnnl::prop_kind::forward_inference, x_view, w_md, y2_md, attr);
+        e->pd = linear_descriptor(p, g, bias, p.training);
         e->primitive = dnnl::inner_product_forward(e->pd);
         std::vector<int> args = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST};
         if (bias) args.push_back(DNNL_ARG_BIAS);
         e->set_args(e->pd, args);
         e->x_plain = layout::plain_desc(src.dims, f32, src.layout);
-        Dims yc(xc.begin(), xc.end() - 1);
+        Dims yc(g.xc.begin(), g.xc.end() - 1);
         yc.push_back(w[0]);
         // The result is row-major [rows, out]; the caller sees it with x's
         // leading dims.
         e->y_md = dnnl::memory::desc(yc, f32, row_major_strides(yc));
-        e->add_scratchpad(e->pd);
         return e;
     });
+    if (p.training && !entry->transferred.exchange(true)) {
+        auto t = std::make_shared<Transfer>(); // seed 000 §3: the descriptor
+        t->forward = entry;
+        handler.leave_transfer(t);
+    }
     std::unique_ptr<Tensor> holder, created;
     const Tensor &x = Handler::plain_input(*entry, DNNL_ARG_SRC, src, entry->x_plain, holder);
     Tensor &y = Handler::plain_output(*entry, DNNL_ARG_DST, dst, entry->y_md,
@@ -110,6 +146,101 @@ void linear(const mkc_linear_params &p, const Tensor &src, const Tensor &weights
         exec.run();
     }
     Handler::publish(created, dst);
+}
+
+void linear_backward(const mkc_linear_params &p, const Tensor &src, const Tensor &weights,
+                     const Tensor &diff_dst, mkc_tensor **diff_src, mkc_tensor **diff_weights,
+                     mkc_tensor **diff_bias) {
+    const char *op = "linear_backward";
+    require(p.activation == MKC_ACTIVATION_NONE, op,
+            ": a fused activation has no backward; run the activation as its own op");
+    const bool bias = diff_bias != nullptr;
+    const LinearGeometry g = linear_geometry(op, p, src, weights, bias);
+    const Dims &w = g.w;
+    Dims yc(g.xc.begin(), g.xc.end() - 1);
+    yc.push_back(w[0]);
+    require(diff_dst.dtype == MKC_DTYPE_F32 && caller_dims(diff_dst) == yc, op,
+            ": diff_dst must be float32 with the forward output's shape ", shape_text(yc),
+            ", got ", shape_text(caller_dims(diff_dst)));
+    const std::string name = p.name && p.name[0] ? std::string(p.name) : g.default_name;
+    const Dims key_dims{g.rows, w[1]};
+    const dnnl::memory::desc x2({g.rows, w[1]}, f32, tag::ab), y2({g.rows, w[0]}, f32, tag::ab);
+
+    auto hint = [&]() {
+        Handler forward("linear", name.c_str(), name, nullptr, key_dims);
+        sign_linear(forward, p, g, src, bias, true);
+        if (auto t = forward.find_transfer())
+            return std::static_pointer_cast<LinearEntry>(t->forward)->pd;
+        return linear_descriptor(p, g, bias, true);
+    };
+    std::unique_ptr<Tensor> hx, hdy;
+    const Tensor &dy = row_major(diff_dst, hdy); // the [rows, out] the primitives want
+
+    if (diff_src) {
+        Handler handler("linear", name.c_str(), name, "bwd_data", key_dims);
+        sign_linear(handler, p, g, src, bias, true);
+        handler.sign(100); // backward data
+        auto entry = handler.acquire_primitive<LinearEntry>([&] {
+            auto fwd = hint();
+            dnnl::inner_product_backward_data::primitive_desc pd(
+                cpu_engine(), x2, dnnl::memory::desc(w, f32, tag::any), y2, fwd,
+                user_scratchpad_attr());
+            auto e = std::make_shared<LinearEntry>();
+            e->primitive = dnnl::inner_product_backward_data(pd);
+            e->set_args(pd, {DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC});
+            e->x_plain = layout::plain_desc(src.dims, f32, src.layout);
+            return e;
+        });
+        std::unique_ptr<Tensor> created;
+        Tensor &dx = Handler::plain_output(*entry, DNNL_ARG_DIFF_SRC, diff_src, entry->x_plain,
+                                           src.layout, created, op);
+        {
+            Handler::Execution exec(*entry);
+            exec.raw(DNNL_ARG_DIFF_DST, dy.data);
+            exec.input(DNNL_ARG_WEIGHTS, weights);
+            exec.output(DNNL_ARG_DIFF_SRC, dx.data);
+            exec.run();
+        }
+        Handler::publish(created, diff_src);
+    }
+    if (diff_weights || diff_bias) {
+        require(diff_weights != nullptr, op, ": diff_bias needs diff_weights too");
+        Handler handler("linear", name.c_str(), name, "bwd_weights", key_dims);
+        sign_linear(handler, p, g, src, bias, true);
+        handler.sign(101); // backward weights
+        auto entry = handler.acquire_primitive<LinearEntry>([&] {
+            auto fwd = hint();
+            const dnnl::memory::desc dw(w, f32, tag::any), db({w[0]}, f32, tag::a);
+            auto pd = bias ? dnnl::inner_product_backward_weights::primitive_desc(
+                                 cpu_engine(), x2, dw, db, y2, fwd, user_scratchpad_attr())
+                           : dnnl::inner_product_backward_weights::primitive_desc(
+                                 cpu_engine(), x2, dw, y2, fwd, user_scratchpad_attr());
+            auto e = std::make_shared<LinearEntry>();
+            e->primitive = dnnl::inner_product_backward_weights(pd);
+            std::vector<int> args = {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS};
+            if (bias) args.push_back(DNNL_ARG_DIFF_BIAS);
+            e->set_args(pd, args);
+            e->x_plain = layout::plain_desc(src.dims, f32, src.layout);
+            return e;
+        });
+        const Tensor &x = Handler::plain_input(*entry, DNNL_ARG_SRC, src, entry->x_plain, hx);
+        const dnnl::memory::desc w_plain(w, f32, tag::ab), b_plain({w[0]}, f32, tag::a);
+        Handler::PlainResult dw(*entry, DNNL_ARG_DIFF_WEIGHTS, diff_weights, w_plain, w_plain, op);
+        std::unique_ptr<Handler::PlainResult> db;
+        if (bias)
+            db = std::make_unique<Handler::PlainResult>(*entry, DNNL_ARG_DIFF_BIAS, diff_bias,
+                                                        b_plain, b_plain, op);
+        {
+            Handler::Execution exec(*entry);
+            exec.raw(DNNL_ARG_SRC, x.data);
+            exec.raw(DNNL_ARG_DIFF_DST, dy.data);
+            exec.output(DNNL_ARG_DIFF_WEIGHTS, dw.data());
+            if (db) exec.output(DNNL_ARG_DIFF_BIAS, db->data());
+            exec.run();
+        }
+        dw.finish();
+        if (db) db->finish();
+    }
 }
 
 void matmul(const mkc_matmul_params &p, const Tensor &a_in, const Tensor &b_in, const Tensor *bias,

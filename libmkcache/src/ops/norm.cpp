@@ -1,6 +1,7 @@
 // Normalizations: layer_norm (over trailing dims), batch_norm (inference with
 // running statistics, or training forward with batch statistics and a
 // momentum update of the running ones), and LRN across channels.
+#include <atomic>
 #include <string>
 
 #include "common/engine.hpp"
@@ -23,6 +24,7 @@ struct LayerNormEntry : PrimitiveEntry {
 };
 struct BatchNormEntry : PrimitiveEntry {
     dnnl::batch_normalization_forward::primitive_desc pd;
+    std::atomic<bool> transferred{false}; // training: left for the grad op
 };
 struct LrnEntry : PrimitiveEntry {
     dnnl::lrn_forward::primitive_desc pd;
@@ -37,47 +39,71 @@ void check_vector(const Tensor *t, int64_t n, const char *op, const char *what) 
 
 } // namespace
 
-void layer_norm(const mkc_layer_norm_params &p, const Tensor &src, const Tensor *scale,
-                const Tensor *shift, mkc_tensor **dst) {
-    require(src.dtype == MKC_DTYPE_F32, "layer_norm: src must be float32");
-    require(p.epsilon >= 0.f, "layer_norm: epsilon must be >= 0");
-    const Dims xc = caller_dims(src);
-    const int n = static_cast<int>(xc.size());
-    require(p.begin_norm_axis >= -n && p.begin_norm_axis < n, "layer_norm: begin_norm_axis ",
+namespace {
+
+struct LayerNormGeometry {
+    Dims xc;            // caller dims of src
+    int axis;           // first normalized caller axis
+    int64_t rows, cols; // src seen as [rows, cols]
+};
+
+LayerNormGeometry layer_norm_geometry(const char *op, const mkc_layer_norm_params &p,
+                                      const Tensor &src, const Tensor *scale,
+                                      const Tensor *shift) {
+    require(src.dtype == MKC_DTYPE_F32, op, ": src must be float32");
+    require(p.epsilon >= 0.f, op, ": epsilon must be >= 0");
+    LayerNormGeometry g;
+    g.xc = caller_dims(src);
+    const int n = static_cast<int>(g.xc.size());
+    require(p.begin_norm_axis >= -n && p.begin_norm_axis < n, op, ": begin_norm_axis ",
             p.begin_norm_axis, " is out of range for rank ", n);
-    const int axis = p.begin_norm_axis < 0 ? p.begin_norm_axis + n : p.begin_norm_axis;
-    int64_t rows = 1, cols = 1;
-    for (int i = 0; i < n; ++i) (i < axis ? rows : cols) *= xc[i];
+    g.axis = p.begin_norm_axis < 0 ? p.begin_norm_axis + n : p.begin_norm_axis;
+    g.rows = g.cols = 1;
+    for (int i = 0; i < n; ++i) (i < g.axis ? g.rows : g.cols) *= g.xc[i];
     for (const Tensor *v : {scale, shift}) {
         if (!v) continue;
         int64_t count = 1;
         for (auto d : v->dims) count *= d;
-        require(v->dtype == MKC_DTYPE_F32 && count == cols, "layer_norm: ",
-                v == scale ? "scale" : "shift", " must hold ", cols,
+        require(v->dtype == MKC_DTYPE_F32 && count == g.cols, op, ": ",
+                v == scale ? "scale" : "shift", " must hold ", g.cols,
                 " float32 values (one per normalized element)");
     }
-    Handler handler("layer_norm", p.name, "layer_norm", nullptr, Dims{rows, cols});
+    return g;
+}
+
+std::shared_ptr<LayerNormEntry> acquire_layer_norm(Handler &handler,
+                                                   const mkc_layer_norm_params &p,
+                                                   const LayerNormGeometry &g, const Tensor &src,
+                                                   const Tensor *scale, const Tensor *shift,
+                                                   bool training) {
     handler.sign(9); // operator id
     handler.sign(src.dims);
     handler.sign(src.layout);
-    handler.sign(rows);
+    handler.sign(g.rows);
     handler.sign(scale ? static_cast<int64_t>(scale->dims.size()) : -1);
     handler.sign(shift ? static_cast<int64_t>(shift->dims.size()) : -1);
     handler.sign_float(p.epsilon);
-    auto entry = handler.acquire_primitive<LayerNormEntry>([&] {
+    handler.sign(training ? 1 : 0);
+    return handler.acquire_primitive<LayerNormEntry>([&] {
         auto e = std::make_shared<LayerNormEntry>();
-        const dnnl::memory::desc x2({rows, cols}, f32, tag::ab), vec({cols}, f32, tag::a);
+        const dnnl::memory::desc x2({g.rows, g.cols}, f32, tag::ab), vec({g.cols}, f32, tag::a),
+            stat({g.rows}, f32, tag::a);
         flags f = flags::none;
         if (scale) f |= flags::use_scale;
         if (shift) f |= flags::use_shift;
         e->pd = dnnl::layer_normalization_forward::primitive_desc(
-            cpu_engine(), dnnl::prop_kind::forward_inference, x2, x2, p.epsilon, f,
-            user_scratchpad_attr());
+            cpu_engine(),
+            training ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference, x2,
+            x2, p.epsilon, f, user_scratchpad_attr());
         e->primitive = dnnl::layer_normalization_forward(e->pd);
         std::vector<std::pair<int, dnnl::memory::desc>> args = {{DNNL_ARG_SRC, x2},
                                                                 {DNNL_ARG_DST, x2}};
         if (scale) args.push_back({DNNL_ARG_SCALE, vec});
         if (shift) args.push_back({DNNL_ARG_SHIFT, vec});
+        if (training) {
+            args.push_back({DNNL_ARG_MEAN, stat});
+            args.push_back({DNNL_ARG_VARIANCE, stat});
+        }
         e->set_args(args);
         e->x_plain = layout::plain_desc(src.dims, f32, src.layout);
         if (scale) e->scale_plain = layout::plain_desc(scale->dims, f32, scale->layout);
@@ -85,26 +111,207 @@ void layer_norm(const mkc_layer_norm_params &p, const Tensor &src, const Tensor 
         e->add_scratchpad(e->pd);
         return e;
     });
+}
+
+// Runs the forward on plain src bytes; training writes the statistics.
+void execute_layer_norm(LayerNormEntry &entry, const void *x, const Tensor *scale,
+                        const Tensor *shift, void *y, void *mean, void *variance) {
+    Handler::Execution exec(entry);
+    exec.raw(DNNL_ARG_SRC, const_cast<void *>(x)); // plain src is the [rows, cols] it wants
+    if (scale) exec.raw(DNNL_ARG_SCALE, scale->data);
+    if (shift) exec.raw(DNNL_ARG_SHIFT, shift->data);
+    if (mean) {
+        exec.raw(DNNL_ARG_MEAN, mean);
+        exec.raw(DNNL_ARG_VARIANCE, variance);
+    }
+    exec.output(DNNL_ARG_DST, y);
+    exec.run();
+}
+
+void check_plain_vectors(const LayerNormEntry &entry, const Tensor *scale, const Tensor *shift,
+                         const char *op) {
+    require(!scale || entry.matches(*scale, DNNL_ARG_SCALE, entry.scale_plain), op,
+            ": scale must be plain (row-major)");
+    require(!shift || entry.matches(*shift, DNNL_ARG_SHIFT, entry.shift_plain), op,
+            ": shift must be plain (row-major)");
+}
+
+} // namespace
+
+void layer_norm(const mkc_layer_norm_params &p, const Tensor &src, const Tensor *scale,
+                const Tensor *shift, mkc_tensor **dst) {
+    const LayerNormGeometry g = layer_norm_geometry("layer_norm", p, src, scale, shift);
+    Handler handler("layer_norm", p.name, "layer_norm", nullptr, Dims{g.rows, g.cols});
+    auto entry = acquire_layer_norm(handler, p, g, src, scale, shift, p.training);
     // src, scale, shift and dst are all used as plain bytes; the entry holds
     // their expected plain descriptors, matched once per tensor.
     std::unique_ptr<Tensor> holder, created;
     const Tensor &x = Handler::plain_input(*entry, DNNL_ARG_SRC, src, entry->x_plain, holder);
-    require(!scale || entry->matches(*scale, DNNL_ARG_SCALE, entry->scale_plain),
-            "layer_norm: scale must be plain (row-major)");
-    require(!shift || entry->matches(*shift, DNNL_ARG_SHIFT, entry->shift_plain),
-            "layer_norm: shift must be plain (row-major)");
+    check_plain_vectors(*entry, scale, shift, "layer_norm");
     Tensor &y = Handler::plain_output(*entry, DNNL_ARG_DST, dst, entry->x_plain, src.layout,
                                       created, "layer_norm");
-    {
-        Handler::Execution exec(*entry);
-        exec.raw(DNNL_ARG_SRC, x.data); // plain src is the [rows, cols] the primitive wants
-        if (scale) exec.raw(DNNL_ARG_SCALE, scale->data);
-        if (shift) exec.raw(DNNL_ARG_SHIFT, shift->data);
-        exec.output(DNNL_ARG_DST, y.data);
-        exec.run();
+    std::shared_ptr<Transfer> t;
+    if (p.training) {
+        // Seed 000 §3: this call's statistics go to the grad op.
+        t = std::make_shared<Transfer>();
+        t->forward = entry;
+        t->src_data = src.data;
+        t->mean = allocate(g.rows * sizeof(float), false);
+        t->variance = allocate(g.rows * sizeof(float), false);
+        t->bytes = 2 * g.rows * sizeof(float);
     }
+    execute_layer_norm(*entry, x.data, scale, shift, y.data, t ? t->mean.get() : nullptr,
+                       t ? t->variance.get() : nullptr);
+    if (t) handler.leave_transfer(t);
     Handler::publish(created, dst);
 }
+
+void layer_norm_backward(const mkc_layer_norm_params &p, const Tensor &src, const Tensor *scale,
+                         const Tensor *shift, const Tensor &diff_dst, mkc_tensor **diff_src,
+                         mkc_tensor **diff_scale, mkc_tensor **diff_shift) {
+    const char *op = "layer_norm_backward";
+    const LayerNormGeometry g = layer_norm_geometry(op, p, src, scale, shift);
+    require(diff_dst.dtype == MKC_DTYPE_F32 && caller_dims(diff_dst) == g.xc, op,
+            ": diff_dst must be float32 with src's shape ", shape_text(g.xc));
+    require(!diff_scale || scale, op, ": diff_scale needs scale (the forward used none)");
+    require(!diff_shift || shift, op, ": diff_shift needs shift (the forward used none)");
+    const Dims key_dims{g.rows, g.cols};
+    const char *name = p.name && p.name[0] ? p.name : "layer_norm";
+
+    Handler forward("layer_norm", name, name, nullptr, key_dims);
+    auto fwd = acquire_layer_norm(forward, p, g, src, scale, shift, true);
+    check_plain_vectors(*fwd, scale, shift, op);
+    std::shared_ptr<Transfer> t = forward.find_transfer();
+
+    const bool params_grad = scale || shift;
+    Handler handler("layer_norm", name, name, "bwd", key_dims);
+    handler.sign(109); // operator id: layer norm backward
+    handler.sign(src.dims);
+    handler.sign(src.layout);
+    handler.sign(g.rows);
+    handler.sign(scale ? 1 : 0);
+    handler.sign(shift ? 1 : 0);
+    handler.sign_float(p.epsilon);
+    auto entry = handler.acquire_primitive<PrimitiveEntry>([&] {
+        const dnnl::memory::desc x2({g.rows, g.cols}, f32, tag::ab);
+        flags f = flags::none;
+        if (scale) f |= flags::use_scale;
+        if (shift) f |= flags::use_shift;
+        dnnl::layer_normalization_backward::primitive_desc pd(
+            cpu_engine(), params_grad ? dnnl::prop_kind::backward : dnnl::prop_kind::backward_data,
+            x2, x2, x2, p.epsilon, f, fwd->pd, user_scratchpad_attr());
+        auto e = std::make_shared<PrimitiveEntry>();
+        e->primitive = dnnl::layer_normalization_backward(pd);
+        std::vector<int> args = {DNNL_ARG_SRC, DNNL_ARG_MEAN, DNNL_ARG_VARIANCE,
+                                 DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_SRC};
+        if (scale) args.insert(args.end(), {DNNL_ARG_SCALE, DNNL_ARG_DIFF_SCALE});
+        // oneDNN v3.2 counts shift among the backward's inputs (unused).
+        if (shift) args.insert(args.end(), {DNNL_ARG_SHIFT, DNNL_ARG_DIFF_SHIFT});
+        e->set_args(pd, args);
+        return e;
+    });
+
+    std::unique_ptr<Tensor> hx, hdy;
+    const Tensor &x = Handler::plain_input(*fwd, DNNL_ARG_SRC, src, fwd->x_plain, hx);
+    const Tensor &dy = Handler::plain_input(*fwd, DNNL_ARG_DST, diff_dst,
+                                            layout::plain_desc(src.dims, f32, src.layout), hdy);
+    std::shared_ptr<void> mean, variance;
+    if (t && t->mean && t->src_data == src.data) {
+        mean = t->mean;
+        variance = t->variance;
+    } else {
+        // No statistics left for this src: recompute them.
+        mean = allocate(g.rows * sizeof(float), false);
+        variance = allocate(g.rows * sizeof(float), false);
+        auto y = allocate(g.rows * g.cols * sizeof(float), false);
+        execute_layer_norm(*fwd, x.data, scale, shift, y.get(), mean.get(), variance.get());
+    }
+    std::unique_ptr<Tensor> created;
+    Tensor *dx = nullptr;
+    std::shared_ptr<void> dx_scratch;
+    if (diff_src)
+        dx = &Handler::plain_output(*entry, DNNL_ARG_DIFF_SRC, diff_src, fwd->x_plain, src.layout,
+                                    created, op);
+    else
+        dx_scratch = allocate(g.rows * g.cols * sizeof(float), false);
+    // Parameter gradients come back with the normalized dims' shape.
+    const Dims trailing(g.xc.begin() + g.axis, g.xc.end());
+    const auto param_plain = layout::plain_desc(trailing, f32, MKC_LAYOUT_CHANNELS_FIRST);
+    const dnnl::memory::desc vec({g.cols}, f32, tag::a);
+    std::unique_ptr<Handler::PlainResult> dscale, dshift;
+    std::shared_ptr<void> param_scratch;
+    if (scale && diff_scale)
+        dscale = std::make_unique<Handler::PlainResult>(*entry, DNNL_ARG_DIFF_SCALE, diff_scale,
+                                                        param_plain, vec, op);
+    if (shift && diff_shift)
+        dshift = std::make_unique<Handler::PlainResult>(*entry, DNNL_ARG_DIFF_SHIFT, diff_shift,
+                                                        param_plain, vec, op);
+    if ((scale && !dscale) || (shift && !dshift))
+        param_scratch = allocate(2 * g.cols * sizeof(float), false); // [scale | shift]
+    {
+        Handler::Execution exec(*entry);
+        exec.raw(DNNL_ARG_SRC, x.data);
+        exec.raw(DNNL_ARG_MEAN, mean.get());
+        exec.raw(DNNL_ARG_VARIANCE, variance.get());
+        exec.raw(DNNL_ARG_DIFF_DST, dy.data);
+        exec.output(DNNL_ARG_DIFF_SRC, dx ? dx->data : dx_scratch.get());
+        if (scale) {
+            exec.raw(DNNL_ARG_SCALE, scale->data);
+            exec.output(DNNL_ARG_DIFF_SCALE, dscale ? dscale->data() : param_scratch.get());
+        }
+        if (shift) exec.raw(DNNL_ARG_SHIFT, shift->data);
+        if (shift)
+            exec.output(DNNL_ARG_DIFF_SHIFT, dshift ? dshift->data()
+                                                    : static_cast<float *>(param_scratch.get()) +
+                                                          g.cols);
+        exec.run();
+    }
+    Handler::publish(created, diff_src);
+    if (dscale) dscale->finish();
+    if (dshift) dshift->finish();
+}
+
+namespace {
+
+void sign_batch_norm(Handler &handler, float epsilon, bool scale, bool shift, bool training) {
+    handler.sign(10); // operator id
+    handler.sign(training ? 1 : 0);
+    handler.sign(scale ? 1 : 0);
+    handler.sign(shift ? 1 : 0);
+    handler.sign_float(epsilon);
+}
+
+std::shared_ptr<BatchNormEntry> acquire_batch_norm(Handler &handler, float epsilon,
+                                                   const Tensor &src, bool scale, bool shift,
+                                                   bool training) {
+    const int64_t c = src.dims[1];
+    sign_batch_norm(handler, epsilon, scale, shift, training);
+    handler.sign_layout(src, DNNL_ARG_SRC);
+    return handler.acquire_primitive<BatchNormEntry>([&] {
+        auto e = std::make_shared<BatchNormEntry>();
+        flags f = training ? flags::none : flags::use_global_stats;
+        if (scale) f |= flags::use_scale;
+        if (shift) f |= flags::use_shift;
+        e->pd = dnnl::batch_normalization_forward::primitive_desc(
+            cpu_engine(),
+            training ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference,
+            src.desc, src.desc, epsilon, f, user_scratchpad_attr());
+        e->primitive = dnnl::batch_normalization_forward(e->pd);
+        const dnnl::memory::desc vec({c}, f32, tag::a);
+        std::vector<std::pair<int, dnnl::memory::desc>> args = {
+            {DNNL_ARG_SRC, e->pd.src_desc()}, {DNNL_ARG_DST, e->pd.dst_desc()},
+            {DNNL_ARG_MEAN, vec}, {DNNL_ARG_VARIANCE, vec}};
+        if (scale) args.push_back({DNNL_ARG_SCALE, vec});
+        if (shift) args.push_back({DNNL_ARG_SHIFT, vec});
+        if (training && e->pd.workspace_desc().get_size() > 0)
+            args.push_back({DNNL_ARG_WORKSPACE, e->pd.workspace_desc()});
+        e->set_args(args);
+        e->add_scratchpad(e->pd);
+        return e;
+    });
+}
+
+} // namespace
 
 void batch_norm(const mkc_batch_norm_params &p, const Tensor &src, Tensor *mean,
                 Tensor *variance, const Tensor *scale, const Tensor *shift, mkc_tensor **dst,
@@ -129,34 +336,15 @@ void batch_norm(const mkc_batch_norm_params &p, const Tensor &src, Tensor *mean,
     if (training) require(p.momentum >= 0.f && p.momentum <= 1.f, op, ": momentum must be in [0, 1]");
 
     Handler handler(op, p.name, training ? "batch_norm:train" : "batch_norm", nullptr, x);
-    handler.sign(10); // operator id
-    handler.sign(training ? 1 : 0);
-    handler.sign(scale ? 1 : 0);
-    handler.sign(shift ? 1 : 0);
-    handler.sign_float(p.epsilon);
-    handler.sign_layout(src, DNNL_ARG_SRC);
-    auto entry = handler.acquire_primitive<BatchNormEntry>([&] {
-        auto e = std::make_shared<BatchNormEntry>();
-        flags f = training ? flags::none : flags::use_global_stats;
-        if (scale) f |= flags::use_scale;
-        if (shift) f |= flags::use_shift;
-        e->pd = dnnl::batch_normalization_forward::primitive_desc(
-            cpu_engine(),
-            training ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference,
-            src.desc, src.desc, p.epsilon, f, user_scratchpad_attr());
-        e->primitive = dnnl::batch_normalization_forward(e->pd);
-        const dnnl::memory::desc vec({c}, f32, tag::a);
-        std::vector<std::pair<int, dnnl::memory::desc>> args = {
-            {DNNL_ARG_SRC, e->pd.src_desc()}, {DNNL_ARG_DST, e->pd.dst_desc()},
-            {DNNL_ARG_MEAN, vec}, {DNNL_ARG_VARIANCE, vec}};
-        if (scale) args.push_back({DNNL_ARG_SCALE, vec});
-        if (shift) args.push_back({DNNL_ARG_SHIFT, vec});
-        if (training && e->pd.workspace_desc().get_size() > 0)
-            args.push_back({DNNL_ARG_WORKSPACE, e->pd.workspace_desc()});
-        e->set_args(args);
-        e->add_scratchpad(e->pd);
-        return e;
-    });
+    auto entry = acquire_batch_norm(handler, p.epsilon, src, scale != nullptr, shift != nullptr,
+                                    training);
+    if (training && !entry->transferred.exchange(true)) {
+        // Seed 000 §3: the descriptor (the same every call) for the grad op;
+        // the statistics travel as the caller's batch_mean/batch_variance.
+        auto t = std::make_shared<Transfer>();
+        t->forward = entry;
+        handler.leave_transfer(t);
+    }
     Handler::Output out = Handler::prepare_output(dst, *entry, DNNL_ARG_DST, data_format,
                                                   MKC_DTYPE_F32, op);
     // Training writes the batch statistics; they go to the caller's tensors
@@ -205,32 +393,235 @@ void batch_norm(const mkc_batch_norm_params &p, const Tensor &src, Tensor *mean,
     layout::set_target(data_format);
 }
 
-void lrn(const mkc_lrn_params &p, const Tensor &src, mkc_tensor **dst) {
-    const char *op = "lrn";
-    require(src.dtype == MKC_DTYPE_F32, op, ": src must be float32");
+void batch_norm_backward(const mkc_batch_norm_params &p, const Tensor &src, const Tensor &mean,
+                         const Tensor &variance, const Tensor *scale, const Tensor *shift,
+                         const Tensor &diff_dst, mkc_tensor **diff_src, mkc_tensor **diff_scale,
+                         mkc_tensor **diff_shift) {
+    const char *op = "batch_norm_backward";
+    require(src.dtype == MKC_DTYPE_F32 && diff_dst.dtype == MKC_DTYPE_F32, op,
+            ": src and diff_dst must be float32");
+    require(p.epsilon >= 0.f, op, ": epsilon must be >= 0");
     const Dims &x = onednn_dims(src);
-    require(x.size() >= 3 && x.size() <= 5, op, ": src must have rank 3..5 (N, C, ...), got ",
+    require(x.size() >= 2 && x.size() <= 5, op, ": src must have rank 2..5 (N, C, ...), got ",
             x.size());
+    require(diff_dst.dims == src.dims, op, ": diff_dst must have src's shape");
+    const int64_t c = x[1];
+    check_vector(&mean, c, op, "mean");
+    check_vector(&variance, c, op, "variance");
+    check_vector(scale, c, op, "scale");
+    check_vector(shift, c, op, "shift");
+    require(!diff_scale || scale, op, ": diff_scale needs scale (the forward used none)");
+    require(!diff_shift || shift, op, ": diff_shift needs shift (the forward used none)");
+    const mkc_layout data_format = layout::resolve(p.data_format, static_cast<int>(x.size()));
+    const char *name = p.name && p.name[0] ? p.name : "batch_norm:train";
+
+    Handler handler(op, name, name, "bwd", x);
+    handler.sign(110); // operator id: batch norm backward
+    handler.sign(scale ? 1 : 0);
+    handler.sign(shift ? 1 : 0);
+    handler.sign_float(p.epsilon);
+    handler.sign_layout(src, DNNL_ARG_SRC);
+    auto entry = handler.acquire_primitive<PrimitiveEntry>([&] {
+        std::shared_ptr<BatchNormEntry> fwd;
+        {
+            Handler forward(op, name, name, nullptr, x);
+            sign_batch_norm(forward, p.epsilon, scale, shift, true);
+            if (auto t = forward.find_transfer())
+                fwd = std::static_pointer_cast<BatchNormEntry>(t->forward);
+        }
+        flags f = flags::none;
+        if (scale) f |= flags::use_scale;
+        if (shift) f |= flags::use_shift;
+        dnnl::batch_normalization_forward::primitive_desc hint =
+            fwd && fwd->pd.src_desc() == src.desc
+                ? fwd->pd
+                : dnnl::batch_normalization_forward::primitive_desc(
+                      cpu_engine(), dnnl::prop_kind::forward_training, src.desc, src.desc,
+                      p.epsilon, f, user_scratchpad_attr());
+        dnnl::batch_normalization_backward::primitive_desc pd(
+            cpu_engine(),
+            scale || shift ? dnnl::prop_kind::backward : dnnl::prop_kind::backward_data,
+            src.desc, src.desc, src.desc, p.epsilon, f, hint, user_scratchpad_attr());
+        auto e = std::make_shared<PrimitiveEntry>();
+        e->primitive = dnnl::batch_normalization_backward(pd);
+        std::vector<int> args = {DNNL_ARG_SRC, DNNL_ARG_MEAN, DNNL_ARG_VARIANCE,
+                                 DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_SRC};
+        if (scale) args.insert(args.end(), {DNNL_ARG_SCALE, DNNL_ARG_DIFF_SCALE});
+        if (shift) args.push_back(DNNL_ARG_DIFF_SHIFT);
+        e->set_args(pd, args);
+        return e;
+    });
+    Handler::Output out;
+    std::shared_ptr<void> dx_scratch;
+    if (diff_src)
+        out = Handler::prepare_output(diff_src, *entry, DNNL_ARG_DIFF_SRC, data_format,
+                                      MKC_DTYPE_F32, op);
+    else
+        dx_scratch = allocate(entry->arg_desc(DNNL_ARG_DIFF_SRC).get_size(), false);
+    const dnnl::memory::desc vec({c}, f32, tag::a);
+    std::unique_ptr<Handler::PlainResult> dscale, dshift;
+    std::shared_ptr<void> param_scratch = allocate(2 * c * sizeof(float), false);
+    if (diff_scale)
+        dscale = std::make_unique<Handler::PlainResult>(*entry, DNNL_ARG_DIFF_SCALE, diff_scale,
+                                                        vec, vec, op);
+    if (diff_shift)
+        dshift = std::make_unique<Handler::PlainResult>(*entry, DNNL_ARG_DIFF_SHIFT, diff_shift,
+                                                        vec, vec, op);
+    {
+        Handler::Execution exec(*entry);
+        exec.input(DNNL_ARG_SRC, src);
+        exec.input(DNNL_ARG_MEAN, mean);
+        exec.input(DNNL_ARG_VARIANCE, variance);
+        exec.input(DNNL_ARG_DIFF_DST, diff_dst);
+        exec.output(DNNL_ARG_DIFF_SRC, diff_src ? out.data : dx_scratch.get());
+        float *scratch = static_cast<float *>(param_scratch.get());
+        if (scale) {
+            exec.input(DNNL_ARG_SCALE, *scale);
+            exec.output(DNNL_ARG_DIFF_SCALE, dscale ? dscale->data() : scratch);
+        }
+        if (shift) exec.output(DNNL_ARG_DIFF_SHIFT, dshift ? dshift->data() : scratch + c);
+        exec.run();
+    }
+    if (diff_src) Handler::finish_output(out, diff_src);
+    if (dscale) dscale->finish();
+    if (dshift) dshift->finish();
+    layout::set_target(data_format);
+}
+
+namespace {
+
+const char *check_lrn(const mkc_lrn_params &p, const Tensor &src, const char *op) {
+    require(src.dtype == MKC_DTYPE_F32, op, ": src must be float32");
+    require(src.dims.size() >= 3 && src.dims.size() <= 5, op,
+            ": src must have rank 3..5 (N, C, ...), got ", src.dims.size());
     require(p.size >= 1 && p.size <= 1 << 20, op, ": size must be >= 1, got ", p.size);
     require(p.k > 0.f, op, ": k must be > 0");
-    const mkc_layout data_format = layout::resolve(p.data_format, static_cast<int>(x.size()));
-    Handler handler(op, p.name, "lrn:" + std::to_string(p.size), nullptr, x);
+    return op;
+}
+
+std::shared_ptr<LrnEntry> acquire_lrn(Handler &handler, const mkc_lrn_params &p,
+                                      const Tensor &src, bool training) {
     handler.sign(11); // operator id
     handler.sign(p.size);
     handler.sign_float(p.alpha);
     handler.sign_float(p.beta);
     handler.sign_float(p.k);
+    handler.sign(training ? 1 : 0);
     handler.sign_layout(src, DNNL_ARG_SRC);
-    auto entry = handler.acquire_primitive<LrnEntry>([&] {
+    return handler.acquire_primitive<LrnEntry>([&] {
         auto e = std::make_shared<LrnEntry>();
         e->pd = dnnl::lrn_forward::primitive_desc(
-            cpu_engine(), dnnl::prop_kind::forward_inference, dnnl::algorithm::lrn_across_channels,
-            src.desc, src.desc, p.size, p.alpha, p.beta, p.k, user_scratchpad_attr());
+            cpu_engine(),
+            training ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference,
+            dnnl::algorithm::lrn_across_channels, src.desc, src.desc, p.size, p.alpha, p.beta,
+            p.k, user_scratchpad_attr());
         e->primitive = dnnl::lrn_forward(e->pd);
-        e->set_args(e->pd, {DNNL_ARG_SRC, DNNL_ARG_DST});
+        std::vector<int> args = {DNNL_ARG_SRC, DNNL_ARG_DST};
+        if (e->pd.workspace_desc().get_size() > 0) args.push_back(DNNL_ARG_WORKSPACE);
+        e->set_args(e->pd, args);
         return e;
     });
-    Handler::run_src_dst(*entry, src, dst, data_format, op);
+}
+
+bool has_workspace(const PrimitiveEntry &e) {
+    for (int id : e.arg_ids)
+        if (id == DNNL_ARG_WORKSPACE) return true;
+    return false;
+}
+
+// A training forward into `dst_data`; the workspace goes to a new buffer.
+void execute_lrn_training(LrnEntry &entry, const Tensor &src, void *dst_data,
+                          std::shared_ptr<void> &workspace) {
+    Handler::Execution exec(entry);
+    exec.input(DNNL_ARG_SRC, src);
+    exec.output(DNNL_ARG_DST, dst_data);
+    if (has_workspace(entry)) {
+        workspace = allocate(entry.arg_desc(DNNL_ARG_WORKSPACE).get_size(), false);
+        exec.raw(DNNL_ARG_WORKSPACE, workspace.get());
+    }
+    exec.run();
+}
+
+} // namespace
+
+void lrn(const mkc_lrn_params &p, const Tensor &src, mkc_tensor **dst) {
+    const char *op = check_lrn(p, src, "lrn");
+    const mkc_layout data_format = layout::resolve(p.data_format, static_cast<int>(src.dims.size()));
+    Handler handler(op, p.name, "lrn:" + std::to_string(p.size), nullptr, src.dims);
+    auto entry = acquire_lrn(handler, p, src, p.training);
+    if (p.training) {
+        // Seed 000 §3: descriptor and this call's workspace for the grad op.
+        auto t = std::make_shared<Transfer>();
+        t->forward = entry;
+        t->src_data = src.data;
+        Handler::Output out = Handler::prepare_output(dst, *entry, DNNL_ARG_DST, data_format,
+                                                      MKC_DTYPE_F32, op);
+        execute_lrn_training(*entry, src, out.data, t->workspace);
+        Handler::finish_output(out, dst);
+        if (t->workspace) t->bytes = entry->arg_desc(DNNL_ARG_WORKSPACE).get_size();
+        handler.leave_transfer(t);
+    } else {
+        Handler::run_src_dst(*entry, src, dst, data_format, op);
+    }
+    layout::set_target(data_format);
+}
+
+void lrn_backward(const mkc_lrn_params &p, const Tensor &src, const Tensor &diff_dst,
+                  mkc_tensor **diff_src) {
+    const char *op = check_lrn(p, src, "lrn_backward");
+    require(diff_dst.dtype == MKC_DTYPE_F32 && diff_dst.dims == src.dims, op,
+            ": diff_dst must be float32 with src's shape");
+    const mkc_layout data_format = layout::resolve(p.data_format, static_cast<int>(src.dims.size()));
+    const std::string default_name = "lrn:" + std::to_string(p.size);
+    const char *name = p.name && p.name[0] ? p.name : default_name.c_str();
+
+    Handler forward("lrn", name, name, nullptr, src.dims);
+    auto fwd = acquire_lrn(forward, p, src, true); // this thread's training forward
+    std::shared_ptr<Transfer> t = forward.find_transfer();
+
+    Handler handler("lrn", name, name, "bwd", src.dims);
+    handler.sign(111); // operator id: LRN backward
+    handler.sign(p.size);
+    handler.sign_float(p.alpha);
+    handler.sign_float(p.beta);
+    handler.sign_float(p.k);
+    handler.sign_layout(src, DNNL_ARG_SRC);
+    auto entry = handler.acquire_primitive<PrimitiveEntry>([&] {
+        const auto &hint = t ? std::static_pointer_cast<LrnEntry>(t->forward)->pd : fwd->pd;
+        dnnl::lrn_backward::primitive_desc pd(cpu_engine(), dnnl::algorithm::lrn_across_channels,
+                                              src.desc, hint.dst_desc(), src.desc, p.size,
+                                              p.alpha, p.beta, p.k, hint, user_scratchpad_attr());
+        auto e = std::make_shared<PrimitiveEntry>();
+        e->primitive = dnnl::lrn_backward(pd);
+        std::vector<int> args = {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_SRC};
+        if (hint.workspace_desc().get_size() > 0) args.push_back(DNNL_ARG_WORKSPACE);
+        e->set_args(pd, args);
+        return e;
+    });
+    std::shared_ptr<void> workspace;
+    if (has_workspace(*entry)) {
+        const auto &want = entry->arg_desc(DNNL_ARG_WORKSPACE);
+        if (t && t->workspace && t->src_data == src.data &&
+            t->forward->arg_desc(DNNL_ARG_WORKSPACE) == want) {
+            workspace = t->workspace;
+        } else { // nothing (valid) left for this src: recompute
+            require(fwd->arg_desc(DNNL_ARG_WORKSPACE) == want, op,
+                    ": internal: the forward's workspace layout does not match the backward's");
+            auto scratch_dst = allocate(fwd->arg_desc(DNNL_ARG_DST).get_size(), false);
+            execute_lrn_training(*fwd, src, scratch_dst.get(), workspace);
+        }
+    }
+    Handler::Output out = Handler::prepare_output(diff_src, *entry, DNNL_ARG_DIFF_SRC,
+                                                  data_format, MKC_DTYPE_F32, op);
+    {
+        Handler::Execution exec(*entry);
+        exec.input(DNNL_ARG_SRC, src);
+        exec.input(DNNL_ARG_DIFF_DST, diff_dst);
+        if (workspace) exec.raw(DNNL_ARG_WORKSPACE, workspace.get());
+        exec.output(DNNL_ARG_DIFF_SRC, out.data);
+        exec.run();
+    }
+    Handler::finish_output(out, diff_src);
     layout::set_target(data_format);
 }
 

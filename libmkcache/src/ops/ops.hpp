@@ -55,6 +55,26 @@ void concat(int axis, int n, const Tensor *const *srcs, const char *name, mkc_te
 void transpose(int n, const int *perm, const Tensor &src, mkc_tensor **dst);
 void to_layout(const char *format, const Tensor &src, mkc_tensor **dst);
 
+// Backward (grad) operators; see mkcache.h for the conventions.
+void pool_backward(const mkc_pool_params &params, const Tensor &src, const Tensor &diff_dst,
+                   mkc_tensor **diff_src);
+void activation_backward(mkc_activation_kind kind, float alpha, float beta, const char *name,
+                         const Tensor &src, const Tensor &diff_dst, mkc_tensor **diff_src);
+void softmax_backward(int axis, bool log, const char *name, const Tensor &dst,
+                      const Tensor &diff_dst, mkc_tensor **diff_src);
+void linear_backward(const mkc_linear_params &params, const Tensor &src, const Tensor &weights,
+                     const Tensor &diff_dst, mkc_tensor **diff_src, mkc_tensor **diff_weights,
+                     mkc_tensor **diff_bias);
+void layer_norm_backward(const mkc_layer_norm_params &params, const Tensor &src,
+                         const Tensor *scale, const Tensor *shift, const Tensor &diff_dst,
+                         mkc_tensor **diff_src, mkc_tensor **diff_scale, mkc_tensor **diff_shift);
+void batch_norm_backward(const mkc_batch_norm_params &params, const Tensor &src,
+                         const Tensor &mean, const Tensor &variance, const Tensor *scale,
+                         const Tensor *shift, const Tensor &diff_dst, mkc_tensor **diff_src,
+                         mkc_tensor **diff_scale, mkc_tensor **diff_shift);
+void lrn_backward(const mkc_lrn_params &params, const Tensor &src, const Tensor &diff_dst,
+                  mkc_tensor **diff_src);
+
 // Dense plain copy of `src` in `layout` (the reorder behind export).
 void export_plain(const Tensor &src, mkc_layout layout, void *dst, size_t dst_bytes);
 

@@ -1,6 +1,7 @@
 // Max / average pooling over 2-D (NCHW/NHWC) and 3-D (NCDHW/NDHWC) inputs,
 // global pooling and ceil mode. Runs on the input's layout (a blocked conv
 // output stays blocked: oneDNN's fastest case).
+#include <memory>
 #include <string>
 
 #include "common/engine.hpp"
@@ -37,15 +38,28 @@ dnnl::algorithm pool_algorithm(mkc_pool_kind kind) {
 
 } // namespace
 
-void pool(const mkc_pool_params &p, const Tensor &src, mkc_tensor **dst) {
-    const char *op = pool_name(p.kind);
+namespace {
+
+// Everything pooling derives from its parameters and src.
+struct PoolGeometry {
+    const char *op;
+    int k;
+    mkc_layout data_format;
+    Dims x, y, kernel, stride, pb, pe;
+    std::string default_name;
+};
+
+PoolGeometry pool_geometry(const mkc_pool_params &p, const Tensor &src) {
+    PoolGeometry g;
+    const char *op = g.op = pool_name(p.kind);
     require(src.dtype == MKC_DTYPE_F32, op, ": src must be float32");
-    const Dims &x = onednn_dims(src);
+    g.x = onednn_dims(src);
+    const Dims &x = g.x;
     const int rank = static_cast<int>(x.size());
     require(rank == 4 || rank == 5, op, ": src must be 4-D (N,C,H,W) or 5-D (N,C,D,H,W), got rank ",
             rank);
-    const int k = rank - 2;
-    const mkc_layout data_format = layout::resolve(p.data_format, rank);
+    const int k = g.k = rank - 2;
+    g.data_format = layout::resolve(p.data_format, rank);
     Dims kernel(k), stride(k), pb(k), pe(k), y = {x[0], x[1]};
     for (int i = 0; i < k; ++i) {
         const int64_t in = x[2 + i];
@@ -86,40 +100,170 @@ void pool(const mkc_pool_params &p, const Tensor &src, mkc_tensor **dst) {
         }
         y.push_back(out);
     }
+    g.y = y;
+    g.kernel = kernel;
+    g.stride = stride;
+    g.pb = pb;
+    g.pe = pe;
 
-    std::string default_name = op;
-    if (p.global) default_name += ":global";
+    std::string &name = g.default_name;
+    name = op;
+    if (p.global) name += ":global";
     else {
-        default_name += ":k";
-        keys::append_shape(default_name, kernel.data(), k);
-        default_name += ":s";
-        keys::append_shape(default_name, stride.data(), k);
-        default_name += ":p";
-        keys::append_shape(default_name, pb.data(), k);
-        default_name += ',';
-        keys::append_shape(default_name, pe.data(), k);
+        name += ":k";
+        keys::append_shape(name, kernel.data(), k);
+        name += ":s";
+        keys::append_shape(name, stride.data(), k);
+        name += ":p";
+        keys::append_shape(name, pb.data(), k);
+        name += ',';
+        keys::append_shape(name, pe.data(), k);
     }
-    Handler handler(op, p.name, default_name, nullptr, x);
-    handler.sign(6); // operator id
-    handler.sign(p.kind);
-    handler.sign(kernel);
-    handler.sign(stride);
-    handler.sign(pb);
-    handler.sign(pe);
-    handler.sign_layout(src, DNNL_ARG_SRC);
-    auto entry = handler.acquire_primitive<PoolEntry>([&] {
+    return g;
+}
+
+void sign_forward(Handler &h, const mkc_pool_params &p, const PoolGeometry &g, bool training) {
+    h.sign(6); // operator id
+    h.sign(p.kind);
+    h.sign(g.kernel);
+    h.sign(g.stride);
+    h.sign(g.pb);
+    h.sign(g.pe);
+    h.sign(training ? 1 : 0);
+}
+
+std::shared_ptr<PoolEntry> acquire_forward(Handler &h, const mkc_pool_params &p,
+                                           const PoolGeometry &g, const Tensor &src,
+                                           bool training) {
+    sign_forward(h, p, g, training);
+    h.sign_layout(src, DNNL_ARG_SRC);
+    return h.acquire_primitive<PoolEntry>([&] {
         auto e = std::make_shared<PoolEntry>();
-        const dnnl::memory::desc dst_md(y, dnnl::memory::data_type::f32,
+        const dnnl::memory::desc dst_md(g.y, dnnl::memory::data_type::f32,
                                         dnnl::memory::format_tag::any);
         e->pd = dnnl::pooling_forward::primitive_desc(
-            cpu_engine(), dnnl::prop_kind::forward_inference, pool_algorithm(p.kind), src.desc,
-            dst_md, stride, kernel, Dims(k, 0), pb, pe, user_scratchpad_attr());
+            cpu_engine(),
+            training ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference,
+            pool_algorithm(p.kind), src.desc, dst_md, g.stride, g.kernel, Dims(g.k, 0), g.pb,
+            g.pe, user_scratchpad_attr());
         e->primitive = dnnl::pooling_forward(e->pd);
-        e->set_args(e->pd, {DNNL_ARG_SRC, DNNL_ARG_DST});
+        std::vector<int> args = {DNNL_ARG_SRC, DNNL_ARG_DST};
+        if (e->pd.workspace_desc().get_size() > 0) args.push_back(DNNL_ARG_WORKSPACE);
+        e->set_args(e->pd, args);
         return e;
     });
-    Handler::run_src_dst(*entry, src, dst, data_format, op);
-    layout::set_target(data_format);
+}
+
+bool has_arg(const PrimitiveEntry &e, int arg) {
+    for (int id : e.arg_ids)
+        if (id == arg) return true;
+    return false;
+}
+
+// Executes a training forward into `dst_data`; its workspace (max pooling's
+// indices) goes to a new buffer returned in `workspace`.
+void execute_training(PoolEntry &entry, const Tensor &src, void *dst_data,
+                      std::shared_ptr<void> &workspace) {
+    Handler::Execution exec(entry);
+    exec.input(DNNL_ARG_SRC, src);
+    exec.output(DNNL_ARG_DST, dst_data);
+    if (has_arg(entry, DNNL_ARG_WORKSPACE)) {
+        workspace = allocate(entry.arg_desc(DNNL_ARG_WORKSPACE).get_size(), false);
+        exec.raw(DNNL_ARG_WORKSPACE, workspace.get());
+    }
+    exec.run();
+}
+
+} // namespace
+
+void pool(const mkc_pool_params &p, const Tensor &src, mkc_tensor **dst) {
+    const PoolGeometry g = pool_geometry(p, src);
+    Handler handler(g.op, p.name, g.default_name, nullptr, g.x);
+    auto entry = acquire_forward(handler, p, g, src, p.training);
+    if (p.training) {
+        // Seed 000 §3: the descriptor and this call's workspace (the indices
+        // of the maxima) go to the grad op through the cache. A new buffer
+        // each call: a grad op still reading the previous one keeps it.
+        auto t = std::make_shared<Transfer>();
+        t->forward = entry;
+        t->src_data = src.data;
+        Handler::Output out = Handler::prepare_output(dst, *entry, DNNL_ARG_DST, g.data_format,
+                                                      MKC_DTYPE_F32, g.op);
+        execute_training(*entry, src, out.data, t->workspace);
+        Handler::finish_output(out, dst);
+        if (t->workspace) t->bytes = entry->arg_desc(DNNL_ARG_WORKSPACE).get_size();
+        handler.leave_transfer(t);
+    } else {
+        Handler::run_src_dst(*entry, src, dst, g.data_format, g.op);
+    }
+    layout::set_target(g.data_format);
+}
+
+void pool_backward(const mkc_pool_params &p, const Tensor &src, const Tensor &diff_dst,
+                   mkc_tensor **diff_src) {
+    const PoolGeometry g = pool_geometry(p, src);
+    const std::string op = std::string(g.op) + "_backward";
+    require(diff_dst.dtype == MKC_DTYPE_F32 && diff_dst.dims == g.y, op,
+            ": diff_dst must be float32 with the forward output's shape ", shape_text(g.y),
+            " (oneDNN order), got ", shape_text(diff_dst.dims));
+    const char *name = p.name && p.name[0] ? p.name : g.default_name.c_str();
+
+    Handler forward(g.op, name, g.default_name, nullptr, g.x);
+    sign_forward(forward, p, g, true);
+    std::shared_ptr<Transfer> t = forward.find_transfer();
+
+    Handler handler(g.op, name, g.default_name, "bwd", g.x);
+    sign_forward(handler, p, g, true);
+    handler.sign(100); // backward
+    handler.sign_layout(src, DNNL_ARG_SRC);
+    std::shared_ptr<PoolEntry> recomputed; // the forward, when nothing was left
+    auto entry = handler.acquire_primitive<PrimitiveEntry>([&] {
+        dnnl::pooling_forward::primitive_desc hint;
+        if (t) hint = std::static_pointer_cast<PoolEntry>(t->forward)->pd;
+        else hint = dnnl::pooling_forward::primitive_desc(
+                 cpu_engine(), dnnl::prop_kind::forward_training, pool_algorithm(p.kind),
+                 src.desc, dnnl::memory::desc(g.y, dnnl::memory::data_type::f32,
+                                              dnnl::memory::format_tag::any),
+                 g.stride, g.kernel, Dims(g.k, 0), g.pb, g.pe, user_scratchpad_attr());
+        auto e = std::make_shared<PrimitiveEntry>();
+        dnnl::pooling_backward::primitive_desc pd(cpu_engine(), pool_algorithm(p.kind), src.desc,
+                                                  hint.dst_desc(), g.stride, g.kernel,
+                                                  Dims(g.k, 0), g.pb, g.pe, hint,
+                                                  user_scratchpad_attr());
+        e->primitive = dnnl::pooling_backward(pd);
+        std::vector<int> args = {DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_SRC};
+        if (hint.workspace_desc().get_size() > 0) args.push_back(DNNL_ARG_WORKSPACE);
+        e->set_args(pd, args);
+        return e;
+    });
+
+    std::shared_ptr<void> workspace;
+    if (has_arg(*entry, DNNL_ARG_WORKSPACE)) {
+        const auto &want = entry->arg_desc(DNNL_ARG_WORKSPACE);
+        if (t && t->workspace && t->src_data == src.data &&
+            t->forward->arg_desc(DNNL_ARG_WORKSPACE) == want) {
+            workspace = t->workspace;
+        } else {
+            // Nothing (valid) left for this src: recompute the indices.
+            Handler again(g.op, name, g.default_name, nullptr, g.x);
+            auto fwd = acquire_forward(again, p, g, src, true);
+            require(fwd->arg_desc(DNNL_ARG_WORKSPACE) == want, op,
+                    ": internal: the forward's workspace layout does not match the backward's");
+            auto scratch_dst = allocate(fwd->arg_desc(DNNL_ARG_DST).get_size(), false);
+            execute_training(*fwd, src, scratch_dst.get(), workspace);
+        }
+    }
+    Handler::Output out = Handler::prepare_output(diff_src, *entry, DNNL_ARG_DIFF_SRC,
+                                                  g.data_format, MKC_DTYPE_F32, op.c_str());
+    {
+        Handler::Execution exec(*entry);
+        exec.input(DNNL_ARG_DIFF_DST, diff_dst);
+        if (workspace) exec.raw(DNNL_ARG_WORKSPACE, workspace.get());
+        exec.output(DNNL_ARG_DIFF_SRC, out.data);
+        exec.run();
+    }
+    Handler::finish_output(out, diff_src);
+    layout::set_target(g.data_format);
 }
 
 } // namespace mkc::ops

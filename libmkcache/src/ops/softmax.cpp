@@ -45,3 +45,53 @@ void softmax(int axis, bool log, const char *name, const Tensor &src, mkc_tensor
 }
 
 } // namespace mkc::ops
+
+namespace mkc::ops {
+
+void softmax_backward(int axis, bool log, const char *name, const Tensor &dst,
+                      const Tensor &diff_dst, mkc_tensor **diff_src) {
+    const char *op = log ? "log_softmax_backward" : "softmax_backward";
+    require(dst.dtype == MKC_DTYPE_F32 && diff_dst.dtype == MKC_DTYPE_F32, op,
+            ": dst and diff_dst must be float32");
+    require(diff_dst.dims == dst.dims && diff_dst.layout == dst.layout, op,
+            ": diff_dst must have dst's shape ", shape_text(caller_dims(dst)), ", got ",
+            shape_text(caller_dims(diff_dst)));
+    const Dims &x = onednn_dims(dst);
+    const int n = static_cast<int>(x.size());
+    require(axis >= -n && axis < n, op, ": axis ", axis, " is out of range for rank ", n);
+    const int caller_axis = axis < 0 ? axis + n : axis;
+    const int onednn_axis = layout::to_onednn_axis(caller_axis, n, dst.layout);
+    const auto alg = log ? dnnl::algorithm::softmax_log : dnnl::algorithm::softmax_accurate;
+    std::string suffix = "bwd";
+    keys::append_int(suffix, caller_axis);
+    Handler handler(log ? "log_softmax" : "softmax", name, log ? "log_softmax" : "softmax",
+                    suffix.c_str(), x);
+    handler.sign(104); // operator id: softmax backward
+    handler.sign(log ? 1 : 0);
+    handler.sign(onednn_axis);
+    handler.sign_layout(dst, DNNL_ARG_DST);
+    auto entry = handler.acquire_primitive<PrimitiveEntry>([&] {
+        dnnl::softmax_forward::primitive_desc hint(cpu_engine(), dnnl::prop_kind::forward_training,
+                                                   alg, dst.desc, dst.desc, onednn_axis,
+                                                   user_scratchpad_attr());
+        dnnl::softmax_backward::primitive_desc pd(cpu_engine(), alg, dst.desc, dst.desc,
+                                                  dst.desc, onednn_axis, hint,
+                                                  user_scratchpad_attr());
+        auto e = std::make_shared<PrimitiveEntry>();
+        e->primitive = dnnl::softmax_backward(pd);
+        e->set_args(pd, {DNNL_ARG_DST, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_SRC});
+        return e;
+    });
+    Handler::Output out =
+        Handler::prepare_output(diff_src, *entry, DNNL_ARG_DIFF_SRC, dst.layout, MKC_DTYPE_F32, op);
+    {
+        Handler::Execution exec(*entry);
+        exec.input(DNNL_ARG_DST, dst);
+        exec.input(DNNL_ARG_DIFF_DST, diff_dst);
+        exec.output(DNNL_ARG_DIFF_SRC, out.data);
+        exec.run();
+    }
+    Handler::finish_output(out, diff_src);
+}
+
+} // namespace mkc::ops

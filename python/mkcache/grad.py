@@ -1,0 +1,360 @@
+"""Backward (grad) operators: the gradients of the forward ops.
+
+Each function takes ``dy`` (the gradient of the loss with respect to the
+forward's output) followed by the forward's own arguments, and returns the
+gradients with respect to the forward's inputs. Ops with several inputs
+return a named tuple (``None`` for what was not asked with ``wrt``)::
+
+    y = mkcache.conv2d(x, w, b, padding=1, training=True, name="conv1")
+    g = mkcache.grad.conv2d(dy, x, w, b, padding=1, name="conv1")
+    g.x, g.weight, g.bias
+
+Forward -> backward (seed 000 section 3): a forward run with
+``training=True`` leaves its oneDNN primitive descriptor (and, for max
+pooling, LRN and layer norm, the data its backward needs) in the cache under
+a key without thread id; the grad call with the same arguments and name finds
+it on any thread. Without it the grad op recomputes what it needs, and it
+never uses what a forward with other arguments (or another x) left.
+Gradients come back like the forward's outputs: dx in the forward's layout,
+weight/bias/scale gradients plain in the parameter's shape. Fused
+activations and residual sums have no backward: run them as separate ops.
+"""
+from __future__ import annotations
+
+import ctypes
+from collections import namedtuple
+
+from . import _capi, ops
+from .errors import InvalidArgumentError
+from .tensor import Tensor
+
+_lib = _capi.lib
+
+ConvGrads = namedtuple("ConvGrads", "x weight bias")
+LinearGrads = namedtuple("LinearGrads", "x weight bias")
+NormGrads = namedtuple("NormGrads", "x scale shift")
+
+__all__ = [
+    "ConvGrads", "LinearGrads", "NormGrads", "conv2d", "conv3d", "conv2d_transpose",
+    "max_pool2d", "avg_pool2d", "max_pool3d", "avg_pool3d", "global_max_pool", "global_avg_pool",
+    "activation", "softmax", "log_softmax", "linear", "layer_norm", "batch_norm", "lrn",
+]
+
+
+def _wants(wrt, allowed: tuple) -> set:
+    if isinstance(wrt, str):
+        wrt = (wrt,)
+    chosen = set(wrt)
+    unknown = chosen - set(allowed)
+    if unknown or not chosen:
+        raise InvalidArgumentError(
+            f"wrt must name some of {allowed}, got {tuple(wrt)!r}")
+    return chosen
+
+
+def _outs(names, wanted):
+    """One out-pointer per gradient: a c_void_p to fill, or None."""
+    return [(_capi.tensor_p() if n in wanted else None) for n in names]
+
+
+def _ref(ptr):
+    return None if ptr is None else ctypes.byref(ptr)
+
+
+def _adopt(ptr):
+    return None if ptr is None or not ptr.value else Tensor._adopt(ptr)
+
+
+def _call(fn, *args):
+    status = fn(*args)
+    if status:
+        _capi.raise_for(status)
+
+
+# ------------------------------------------------------------------ convolution
+
+def _convolution(fn, op, k, dy, x, weight, bias, stride, padding, dilation, groups,
+                 data_format, name, wrt, output_padding=0) -> ConvGrads:
+    wanted = _wants(wrt, ("x", "weight", "bias"))
+    if bias is None:
+        wanted.discard("bias")
+        if not wanted:
+            raise InvalidArgumentError("wrt asks only for the bias gradient but bias is None")
+    elif "bias" in wanted:
+        wanted.add("weight")  # oneDNN computes them together
+    p = ops._conv_params(op, k, x, weight, stride, padding, dilation, groups, data_format, None,
+                         name, output_padding, training=True)
+    args = ops._Args()
+    try:
+        hx = args.handle(x, "x", p.data_format)
+        hw = args.handle(weight, "weight")
+        hdy = args.handle(dy, "dy", p.data_format)
+        dx, dw, db = _outs(("x", "weight", "bias"), wanted)
+        _call(fn, ctypes.byref(p), hx, hw, hdy, _ref(dx), _ref(dw), _ref(db))
+        return ConvGrads(_adopt(dx), _adopt(dw), _adopt(db))
+    finally:
+        args.close()
+
+
+def conv2d(dy, x, weight, bias=None, *, stride=1, padding=0, dilation=1, groups=1,
+           data_format="NCHW", name=None, wrt=("x", "weight", "bias")) -> ConvGrads:
+    """Gradients of ``mkcache.conv2d`` called with the same arguments: a
+    ConvGrads(x, weight, bias); bias only when the forward had one."""
+    return _convolution(_lib.mkc_conv2d_backward, "conv", 2, dy, x, weight, bias, stride,
+                        padding, dilation, groups, data_format, name, wrt)
+
+
+def conv3d(dy, x, weight, bias=None, *, stride=1, padding=0, dilation=1, groups=1,
+           data_format="NCDHW", name=None, wrt=("x", "weight", "bias")) -> ConvGrads:
+    """Gradients of ``mkcache.conv3d``."""
+    return _convolution(_lib.mkc_conv3d_backward, "conv", 3, dy, x, weight, bias, stride,
+                        padding, dilation, groups, data_format, name, wrt)
+
+
+def conv2d_transpose(dy, x, weight, bias=None, *, stride=1, padding=0, output_padding=0,
+                     dilation=1, groups=1, data_format="NCHW", name=None,
+                     wrt=("x", "weight", "bias")) -> ConvGrads:
+    """Gradients of ``mkcache.conv2d_transpose`` (weight [C_in, C_out/groups,
+    KH, KW])."""
+    return _convolution(_lib.mkc_conv2d_transpose_backward, "deconv", 2, dy, x, weight, bias,
+                        stride, padding, dilation, groups, data_format, name, wrt,
+                        output_padding)
+
+
+# ---------------------------------------------------------------------- pooling
+
+def _pool(kind, k, dy, x, kernel_size, stride, padding, ceil_mode, data_format, name,
+          global_=False) -> Tensor:
+    p = ops._pool_params(kind, k, kernel_size, stride, padding, ceil_mode, data_format, name,
+                         global_, training=True)
+    args = ops._Args()
+    try:
+        hx = args.handle(x, "x", p.data_format)
+        hdy = args.handle(dy, "dy", p.data_format)
+        dx = _capi.tensor_p()
+        _call(_lib.mkc_pool_backward, ctypes.byref(p), hx, hdy, ctypes.byref(dx))
+        return Tensor._adopt(dx)
+    finally:
+        args.close()
+
+
+def max_pool2d(dy, x, kernel_size, stride=None, padding=0, *, ceil_mode=False,
+               data_format="NCHW", name=None) -> Tensor:
+    """Gradient of ``mkcache.max_pool2d`` with respect to x. Uses the
+    indices a ``training=True`` forward of this x left (recomputed when
+    there are none)."""
+    return _pool(1, 2, dy, x, kernel_size, stride, padding, ceil_mode, data_format, name)
+
+
+def avg_pool2d(dy, x, kernel_size, stride=None, padding=0, *, ceil_mode=False,
+               count_include_pad=True, data_format="NCHW", name=None) -> Tensor:
+    """Gradient of ``mkcache.avg_pool2d`` with respect to x."""
+    return _pool(2 if count_include_pad else 3, 2, dy, x, kernel_size, stride, padding,
+                 ceil_mode, data_format, name)
+
+
+def max_pool3d(dy, x, kernel_size, stride=None, padding=0, *, ceil_mode=False,
+               data_format="NCDHW", name=None) -> Tensor:
+    """Gradient of ``mkcache.max_pool3d``."""
+    return _pool(1, 3, dy, x, kernel_size, stride, padding, ceil_mode, data_format, name)
+
+
+def avg_pool3d(dy, x, kernel_size, stride=None, padding=0, *, ceil_mode=False,
+               count_include_pad=True, data_format="NCDHW", name=None) -> Tensor:
+    """Gradient of ``mkcache.avg_pool3d``."""
+    return _pool(2 if count_include_pad else 3, 3, dy, x, kernel_size, stride, padding,
+                 ceil_mode, data_format, name)
+
+
+def global_max_pool(dy, x, *, data_format="NCHW", name=None) -> Tensor:
+    """Gradient of ``mkcache.global_max_pool``."""
+    return _pool(1, 0, dy, x, None, None, 0, False, data_format, name, global_=True)
+
+
+def global_avg_pool(dy, x, *, data_format="NCHW", name=None) -> Tensor:
+    """Gradient of ``mkcache.global_avg_pool``."""
+    return _pool(2, 0, dy, x, None, None, 0, False, data_format, name, global_=True)
+
+
+# ------------------------------------------------------------- element-wise ops
+
+def activation(dy, x, kind: str, alpha=None, beta=None, *, name=None) -> Tensor:
+    """Gradient of ``mkcache.activation(x, kind, alpha, beta)``, computed from
+    the forward's input x."""
+    try:
+        k, a, b = _capi.ACTIVATIONS[kind]
+    except (KeyError, TypeError):
+        raise InvalidArgumentError(
+            f"activation kind must be one of {sorted(_capi.ACTIVATIONS)}, got {kind!r}") from None
+    a = a if alpha is None else float(alpha)
+    b = b if beta is None else float(beta)
+    args = ops._Args()
+    try:
+        layout = x._layout_value if isinstance(x, Tensor) else ops._default_layout()
+        hx = args.handle(x, "x", layout)
+        hdy = args.handle(dy, "dy", layout)
+        dx = _capi.tensor_p()
+        _call(_lib.mkc_activation_backward, k, a, b, ops._name(name), hx, hdy, ctypes.byref(dx))
+        return Tensor._adopt(dx)
+    finally:
+        args.close()
+
+
+def _make_activation_grad(kind: str):
+    def grad(dy, x, *, name=None) -> Tensor:
+        return activation(dy, x, kind, name=name)
+    grad.__name__ = grad.__qualname__ = kind
+    grad.__doc__ = f"Gradient of ``mkcache.{kind}`` with respect to x."
+    return grad
+
+
+for _kind in ("relu", "elu", "gelu", "gelu_tanh", "tanh", "sigmoid", "swish", "silu",
+              "hardswish", "mish", "relu6", "sqrt", "abs", "exp", "log", "square"):
+    globals()[_kind] = _make_activation_grad(_kind)
+    __all__.append(_kind)
+
+
+def leaky_relu(dy, x, negative_slope=0.01, *, name=None) -> Tensor:
+    """Gradient of ``mkcache.leaky_relu``."""
+    return activation(dy, x, "leaky_relu", negative_slope, name=name)
+
+
+def clip(dy, x, min, max, *, name=None) -> Tensor:  # noqa: A002 (numpy's names)
+    """Gradient of ``mkcache.clip``."""
+    return activation(dy, x, "clip", min, max, name=name)
+
+
+__all__ += ["leaky_relu", "clip"]
+
+
+def _softmax(log: int, dy, y, axis, name) -> Tensor:
+    a = ops._axis(axis)
+    args = ops._Args()
+    try:
+        layout = y._layout_value if isinstance(y, Tensor) else ops._default_layout()
+        hy = args.handle(y, "y", layout)
+        hdy = args.handle(dy, "dy", layout)
+        dx = _capi.tensor_p()
+        _call(_lib.mkc_softmax_backward, a, log, ops._name(name), hy, hdy, ctypes.byref(dx))
+        return Tensor._adopt(dx)
+    finally:
+        args.close()
+
+
+def softmax(dy, y, axis=-1, *, name=None) -> Tensor:
+    """Gradient of ``mkcache.softmax``, from the forward's *output* y."""
+    return _softmax(0, dy, y, axis, name)
+
+
+def log_softmax(dy, y, axis=-1, *, name=None) -> Tensor:
+    """Gradient of ``mkcache.log_softmax``, from the forward's *output* y."""
+    return _softmax(1, dy, y, axis, name)
+
+
+# ---------------------------------------------------------------- dense layers
+
+def linear(dy, x, weight, bias=None, *, name=None, wrt=("x", "weight", "bias")) -> LinearGrads:
+    """Gradients of ``mkcache.linear``: LinearGrads(x, weight [out, in],
+    bias [out])."""
+    wanted = _wants(wrt, ("x", "weight", "bias"))
+    if bias is None:
+        wanted.discard("bias")
+        if not wanted:
+            raise InvalidArgumentError("wrt asks only for the bias gradient but bias is None")
+    elif "bias" in wanted:
+        wanted.add("weight")
+    p = ops._linear_params(None, name, training=True)
+    args = ops._Args()
+    try:
+        layout = ops._default_layout()
+        hx = args.handle(x, "x", layout)
+        hw = args.handle(weight, "weight")
+        hdy = args.handle(dy, "dy", layout)
+        dx, dw, db = _outs(("x", "weight", "bias"), wanted)
+        _call(_lib.mkc_linear_backward, ctypes.byref(p), hx, hw, hdy, _ref(dx), _ref(dw),
+              _ref(db))
+        return LinearGrads(_adopt(dx), _adopt(dw), _adopt(db))
+    finally:
+        args.close()
+
+
+# ------------------------------------------------------------------ normalizers
+
+def _norm_wants(wrt, scale, shift) -> set:
+    wanted = _wants(wrt, ("x", "scale", "shift"))
+    if scale is None:
+        wanted.discard("scale")
+    if shift is None:
+        wanted.discard("shift")
+    if not wanted:
+        raise InvalidArgumentError("wrt asks only for gradients of parameters that are None")
+    return wanted
+
+
+def layer_norm(dy, x, scale=None, shift=None, *, begin_norm_axis=-1, epsilon=1e-5, name=None,
+               wrt=("x", "scale", "shift")) -> NormGrads:
+    """Gradients of ``mkcache.layer_norm``: NormGrads(x, scale, shift), the
+    parameter gradients shaped as the normalized trailing dims. Uses the
+    statistics a ``training=True`` forward of this x left (else recomputes
+    them)."""
+    wanted = _norm_wants(wrt, scale, shift)
+    p = ops._layer_norm_params(begin_norm_axis, epsilon, name, training=True)
+    args = ops._Args()
+    try:
+        layout = x._layout_value if isinstance(x, Tensor) else ops._default_layout()
+        hx = args.handle(x, "x", layout)
+        hs = None if scale is None else args.handle(scale, "scale")
+        hb = None if shift is None else args.handle(shift, "shift")
+        hdy = args.handle(dy, "dy", layout)
+        dx, ds, db = _outs(("x", "scale", "shift"), wanted)
+        _call(_lib.mkc_layer_norm_backward, ctypes.byref(p), hx, hs, hb, hdy, _ref(dx),
+              _ref(ds), _ref(db))
+        return NormGrads(_adopt(dx), _adopt(ds), _adopt(db))
+    finally:
+        args.close()
+
+
+def batch_norm(dy, x, batch_mean, batch_variance, scale=None, shift=None, *, epsilon=1e-5,
+               data_format="NCHW", name=None, wrt=("x", "scale", "shift")) -> NormGrads:
+    """Gradients of a training ``mkcache.batch_norm``; batch_mean and
+    batch_variance are the statistics that forward returned."""
+    from . import _layout
+
+    wanted = _norm_wants(wrt, scale, shift)
+    fmt = _layout.to_enum(data_format, "data_format")
+    p = _capi.BatchNormParams()
+    _lib.mkc_batch_norm_params_init(ctypes.byref(p))
+    p.epsilon = float(epsilon)
+    p.training = 1
+    p.data_format = fmt
+    p.name = ops._name(name)
+    args = ops._Args()
+    try:
+        hx = args.handle(x, "x", fmt)
+        hm = args.handle(batch_mean, "batch_mean")
+        hv = args.handle(batch_variance, "batch_variance")
+        hs = None if scale is None else args.handle(scale, "scale")
+        hb = None if shift is None else args.handle(shift, "shift")
+        hdy = args.handle(dy, "dy", fmt)
+        dx, ds, db = _outs(("x", "scale", "shift"), wanted)
+        _call(_lib.mkc_batch_norm_backward, ctypes.byref(p), hx, hm, hv, hs, hb, hdy, _ref(dx),
+              _ref(ds), _ref(db))
+        return NormGrads(_adopt(dx), _adopt(ds), _adopt(db))
+    finally:
+        args.close()
+
+
+def lrn(dy, x, size=5, alpha=1e-4, beta=0.75, k=1.0, *, data_format="NCHW",
+        name=None) -> Tensor:
+    """Gradient of ``mkcache.lrn`` with respect to x."""
+    p = ops._lrn_params(size, alpha, beta, k, data_format, name, training=True)
+    args = ops._Args()
+    try:
+        hx = args.handle(x, "x", p.data_format)
+        hdy = args.handle(dy, "dy", p.data_format)
+        dx = _capi.tensor_p()
+        _call(_lib.mkc_lrn_backward, ctypes.byref(p), hx, hdy, ctypes.byref(dx))
+        return Tensor._adopt(dx)
+    finally:
+        args.close()
+
