@@ -24,7 +24,7 @@ from ._capi import ACTIVATIONS  # noqa: E402
 from .ops import (abs, activation, add, clip, conv2d, div, elu, exp, gelu,  # noqa: E402,A004
                   hardswish, maximum, minimum, mul, sub, max_pool2d, avg_pool2d, max_pool3d,
                   avg_pool3d, global_max_pool, global_avg_pool, linear, matmul, layer_norm,
-                  batch_norm, lrn, concat, transpose, to_layout, conv3d, conv2d_transpose,
+                  batch_norm, lrn, concat, transpose, to_layout, reshape, flatten, conv3d, conv2d_transpose,
                   leaky_relu, log, log_softmax, mish, relu, relu6, sigmoid, silu, softmax, sqrt,
                   square, swish, tanh)
 from .tensor import Tensor  # noqa: E402
@@ -51,7 +51,7 @@ if library_version() != __version__:
         f"but the mkcache package is {__version__}; reinstall, or fix MKCACHE_LIBRARY")
 
 __all__ = [
-    "__version__", "build_info", "cache", "grad", "conv2d", "activation", "ACTIVATIONS", "relu",
+    "__version__", "build_info", "cache", "grad", "reshape", "flatten", "conv2d", "activation", "ACTIVATIONS", "relu",
     "leaky_relu", "elu", "gelu", "tanh", "sigmoid", "swish", "silu", "hardswish", "mish",
     "clip", "relu6", "sqrt", "abs", "exp", "log", "square", "softmax", "log_softmax",
     "add", "sub", "mul", "div", "maximum", "minimum", "max_pool2d", "avg_pool2d",

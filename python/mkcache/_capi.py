@@ -208,6 +208,12 @@ _SIGNATURES = {
                                 tensor_p, tensor_p, POINTER(tensor_p), POINTER(tensor_p),
                                 POINTER(tensor_p)],
     "mkc_lrn_backward": [POINTER(LrnParams), tensor_p, tensor_p, POINTER(tensor_p)],
+    "mkc_binary_backward": [c_int, c_char_p, tensor_p, tensor_p, tensor_p, POINTER(tensor_p),
+                            POINTER(tensor_p)],
+    "mkc_matmul_backward": [POINTER(MatmulParams), tensor_p, tensor_p, tensor_p, tensor_p,
+                            POINTER(tensor_p), POINTER(tensor_p), POINTER(tensor_p)],
+    "mkc_concat_backward": [c_int, c_int, POINTER(tensor_p), tensor_p, POINTER(tensor_p)],
+    "mkc_reshape": [tensor_p, c_int, POINTER(c_int64), POINTER(tensor_p)],
 }
 
 for _name, _argtypes in _SIGNATURES.items():

@@ -31,11 +31,14 @@ from .tensor import Tensor
 _lib = _capi.lib
 
 ConvGrads = namedtuple("ConvGrads", "x weight bias")
+BinaryGrads = namedtuple("BinaryGrads", "a b")
+MatmulGrads = namedtuple("MatmulGrads", "a b bias")
 LinearGrads = namedtuple("LinearGrads", "x weight bias")
 NormGrads = namedtuple("NormGrads", "x scale shift")
 
 __all__ = [
-    "ConvGrads", "LinearGrads", "NormGrads", "conv2d", "conv3d", "conv2d_transpose",
+    "ConvGrads", "LinearGrads", "NormGrads", "BinaryGrads", "MatmulGrads",
+    "add", "sub", "mul", "div", "maximum", "minimum", "matmul", "concat", "reshape", "conv2d", "conv3d", "conv2d_transpose",
     "max_pool2d", "avg_pool2d", "max_pool3d", "avg_pool3d", "global_max_pool", "global_avg_pool",
     "activation", "softmax", "log_softmax", "linear", "layer_norm", "batch_norm", "lrn",
 ]
@@ -358,3 +361,89 @@ def lrn(dy, x, size=5, alpha=1e-4, beta=0.75, k=1.0, *, data_format="NCHW",
     finally:
         args.close()
 
+
+
+# ------------------------------------------------------------ binary and matmul
+
+def _binary(kind: str, dy, a, b, name, wrt) -> BinaryGrads:
+    wanted = _wants(wrt, ("a", "b"))
+    args = ops._Args()
+    try:
+        ha = ops._operand(a, "a", args)
+        hb = ops._operand(b, "b", args)
+        hdy = args.handle(dy, "dy", ops._default_layout())
+        da, db = _outs(("a", "b"), wanted)
+        _call(_lib.mkc_binary_backward, _capi.BINARY[kind], ops._name(name), ha, hb, hdy,
+              _ref(da), _ref(db))
+        return BinaryGrads(_adopt(da), _adopt(db))
+    finally:
+        args.close()
+
+
+def _make_binary_grad(kind: str):
+    def grad(dy, a, b, *, name=None, wrt=("a", "b")) -> BinaryGrads:
+        return _binary(kind, dy, a, b, name, wrt)
+    grad.__name__ = grad.__qualname__ = kind
+    grad.__doc__ = (f"Gradients of ``mkcache.{kind}(a, b)``: BinaryGrads(a, b), each summed "
+                    "over the dims it was broadcast along (a Python-number operand gets a "
+                    "[1] gradient).")
+    return grad
+
+
+for _kind in ("add", "sub", "mul", "div", "maximum", "minimum"):
+    globals()[_kind] = _make_binary_grad(_kind)
+
+
+def matmul(dy, a, b, bias=None, *, transpose_a=False, transpose_b=False, name=None,
+           wrt=("a", "b", "bias")) -> MatmulGrads:
+    """Gradients of ``mkcache.matmul``: MatmulGrads(a, b, bias), summed over
+    broadcast batch dims."""
+    wanted = _wants(wrt, ("a", "b", "bias"))
+    if bias is None:
+        wanted.discard("bias")
+        if not wanted:
+            raise InvalidArgumentError("wrt asks only for the bias gradient but bias is None")
+    p = _capi.MatmulParams()
+    _lib.mkc_matmul_params_init(ctypes.byref(p))
+    p.transpose_a = 1 if transpose_a else 0
+    p.transpose_b = 1 if transpose_b else 0
+    p.name = ops._name(name)
+    args = ops._Args()
+    try:
+        layout = ops._default_layout()
+        ha = args.handle(a, "a", layout)
+        hb = args.handle(b, "b", layout)
+        hbias = None if bias is None else args.handle(bias, "bias")
+        hdy = args.handle(dy, "dy", layout)
+        da, db, dbias = _outs(("a", "b", "bias"), wanted)
+        _call(_lib.mkc_matmul_backward, ctypes.byref(p), ha, hb, hbias, hdy, _ref(da), _ref(db),
+              _ref(dbias))
+        return MatmulGrads(_adopt(da), _adopt(db), _adopt(dbias))
+    finally:
+        args.close()
+
+
+def concat(dy, tensors, axis=0) -> list:
+    """Gradients of ``mkcache.concat(tensors, axis)``: one Tensor per input,
+    the slice of dy it contributed."""
+    a = ops._axis(axis)
+    items = list(tensors)
+    if not items:
+        raise InvalidArgumentError("concat needs at least one input")
+    args = ops._Args()
+    try:
+        layout = ops._default_layout()
+        handles = (_capi.tensor_p * len(items))(
+            *[args.handle(t, f"tensors[{i}]", layout) for i, t in enumerate(items)])
+        hdy = args.handle(dy, "dy", layout)
+        outs = (_capi.tensor_p * len(items))()
+        _call(_lib.mkc_concat_backward, a, len(items), handles, hdy, outs)
+        return [Tensor._adopt(_capi.tensor_p(h)) for h in outs]
+    finally:
+        args.close()
+
+
+def reshape(dy, x) -> Tensor:
+    """Gradient of ``mkcache.reshape(x, shape)`` (or flatten): dy reshaped to
+    x's shape."""
+    return ops.reshape(dy, tuple(x.shape))

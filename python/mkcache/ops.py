@@ -700,6 +700,34 @@ def transpose(x, axes=None) -> Tensor:
         args.close()
 
 
+def reshape(x, shape) -> Tensor:
+    """x's values in row-major order of its shape (as reported) with a new
+    shape, as numpy.reshape (one dim may be -1). Returns a row-major copy."""
+    try:
+        dims = tuple(int(d) for d in shape)
+    except TypeError:
+        raise InvalidArgumentError(f"shape must be a sequence of ints, got {shape!r}") from None
+    args = _Args()
+    try:
+        hx = args.handle(x, "x", _default_layout())
+        arr = (ctypes.c_int64 * max(len(dims), 1))(*dims)
+        dst = _capi.tensor_p()
+        _lib.mkc_reshape(hx, len(dims), arr, ctypes.byref(dst))
+        return Tensor._adopt(dst)
+    finally:
+        args.close()
+
+
+def flatten(x, start_dim=1) -> Tensor:
+    """x with dims [start_dim, rank) merged into one (PyTorch's flatten;
+    [N, C, H, W] -> [N, C*H*W] by default)."""
+    shape = tuple(x.shape)
+    if not isinstance(start_dim, numbers.Integral) or not -len(shape) <= start_dim < len(shape):
+        raise InvalidArgumentError(f"start_dim {start_dim!r} is out of range for rank {len(shape)}")
+    start = int(start_dim) % len(shape)
+    return reshape(x, shape[:start] + (-1,))
+
+
 def to_layout(x, layout: str) -> Tensor:
     """A new Tensor in `layout`: "NCHW", "NHWC", "NCDHW", "NDHWC" (plain) or
     "nChw8c", "nChw16c", "nCdhw8c", "nCdhw16c" (oneDNN blocked)."""

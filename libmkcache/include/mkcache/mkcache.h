@@ -562,6 +562,13 @@ MKC_API mkc_status mkc_concat(int axis, int n, const mkc_tensor *const *srcs,
 MKC_API mkc_status mkc_transpose(int n, const int *perm, const mkc_tensor *src,
                                  mkc_tensor **dst);
 
+/* src's values in the caller's row-major order viewed with new dims
+ * [ndims] (one may be -1: inferred), as numpy.reshape; the element counts
+ * must match. The result is a row-major copy (NCHW label). Its gradient is
+ * the reshape of diff_dst back to src's shape. */
+MKC_API mkc_status mkc_reshape(const mkc_tensor *src, int ndims, const int64_t *dims,
+                               mkc_tensor **dst);
+
 /* A new tensor with src's values in `format`: a plain layout ("NCHW",
  * "NHWC", "NCDHW", "NDHWC") or a oneDNN blocked one ("nChw8c", "nChw16c",
  * "nCdhw8c", "nCdhw16c"). `*dst` must be NULL. */
@@ -663,6 +670,29 @@ MKC_API mkc_status mkc_batch_norm_backward(const mkc_batch_norm_params *params,
  * this src (recomputed when there is none). */
 MKC_API mkc_status mkc_lrn_backward(const mkc_lrn_params *params, const mkc_tensor *src,
                                     const mkc_tensor *diff_dst, mkc_tensor **diff_src);
+
+/* Gradients of mkc_binary: diff_a / diff_b have the shapes (and layout
+ * labels) of a and b, summed over the dims each was broadcast along. For
+ * maximum/minimum a tie splits the gradient in halves (as PyTorch). */
+MKC_API mkc_status mkc_binary_backward(mkc_binary_kind kind, const char *name,
+                                       const mkc_tensor *a, const mkc_tensor *b,
+                                       const mkc_tensor *diff_dst, mkc_tensor **diff_a,
+                                       mkc_tensor **diff_b);
+
+/* Gradients of mkc_matmul with the same params (no fused activation):
+ * diff_a and diff_b in the shapes of a and b (summed over broadcast batch
+ * dims), diff_bias [N] (needs the forward's bias). Row-major results. */
+MKC_API mkc_status mkc_matmul_backward(const mkc_matmul_params *params,
+                                       const mkc_tensor *a, const mkc_tensor *b,
+                                       const mkc_tensor *bias, const mkc_tensor *diff_dst,
+                                       mkc_tensor **diff_a, mkc_tensor **diff_b,
+                                       mkc_tensor **diff_bias);
+
+/* Gradients of mkc_concat: diff_srcs is an array of n slots, each NULL (a
+ * new tensor, plain, in srcs[i]'s shape and layout label) or an existing
+ * tensor of srcs[i]'s shape. */
+MKC_API mkc_status mkc_concat_backward(int axis, int n, const mkc_tensor *const *srcs,
+                                       const mkc_tensor *diff_dst, mkc_tensor **diff_srcs);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -3,6 +3,7 @@
 // (*out NULL: a new tensor; else an existing one written into).
 #include <initializer_list>
 #include <string>
+#include <vector>
 
 #include "api/guard.hpp"
 #include "ops/ops.hpp"
@@ -191,6 +192,70 @@ MKC_API mkc_status mkc_lrn_backward(const mkc_lrn_params *params, const mkc_tens
         require_some("lrn_backward", {diff_src});
         check_grad_out(diff_src, "lrn_backward: diff_src", {src, diff_dst});
         ops::lrn_backward(*params, x, dy, diff_src);
+    });
+}
+
+MKC_API mkc_status mkc_binary_backward(mkc_binary_kind kind, const char *name,
+                                       const mkc_tensor *a, const mkc_tensor *b,
+                                       const mkc_tensor *diff_dst, mkc_tensor **diff_a,
+                                       mkc_tensor **diff_b) {
+    return guard([&] {
+        const char *op = "binary_backward";
+        const Tensor &ta = tensor_arg(a, "binary_backward: a");
+        const Tensor &tb = tensor_arg(b, "binary_backward: b");
+        const Tensor &dy = tensor_arg(diff_dst, "binary_backward: diff_dst");
+        require_some(op, {diff_a, diff_b});
+        check_grad_out(diff_a, "binary_backward: diff_a", {a, b, diff_dst});
+        check_grad_out(diff_b, "binary_backward: diff_b", {a, b, diff_dst});
+        require(!diff_a || !diff_b || *diff_a == nullptr || *diff_a != *diff_b, op,
+                ": diff_a and diff_b must be different tensors");
+        ops::binary_backward(kind, name, ta, tb, dy, diff_a, diff_b);
+    });
+}
+
+MKC_API mkc_status mkc_matmul_backward(const mkc_matmul_params *params, const mkc_tensor *a,
+                                       const mkc_tensor *b, const mkc_tensor *bias,
+                                       const mkc_tensor *diff_dst, mkc_tensor **diff_a,
+                                       mkc_tensor **diff_b, mkc_tensor **diff_bias) {
+    return guard([&] {
+        const char *op = "matmul_backward";
+        require(params != nullptr, op, ": params is NULL");
+        const Tensor &ta = tensor_arg(a, "matmul_backward: a");
+        const Tensor &tb = tensor_arg(b, "matmul_backward: b");
+        const Tensor *tbias = bias ? &tensor_arg(bias, "matmul_backward: bias") : nullptr;
+        const Tensor &dy = tensor_arg(diff_dst, "matmul_backward: diff_dst");
+        require_some(op, {diff_a, diff_b, diff_bias});
+        for (auto [out, what] : {std::pair{diff_a, "matmul_backward: diff_a"},
+                                 std::pair{diff_b, "matmul_backward: diff_b"},
+                                 std::pair{diff_bias, "matmul_backward: diff_bias"}})
+            check_grad_out(out, what, {a, b, bias, diff_dst});
+        ops::matmul_backward(*params, ta, tb, tbias, dy, diff_a, diff_b, diff_bias);
+    });
+}
+
+MKC_API mkc_status mkc_concat_backward(int axis, int n, const mkc_tensor *const *srcs,
+                                       const mkc_tensor *diff_dst, mkc_tensor **diff_srcs) {
+    return guard([&] {
+        const char *op = "concat_backward";
+        require(srcs != nullptr, op, ": srcs is NULL");
+        require(diff_srcs != nullptr, op, ": diff_srcs is NULL");
+        require(n >= 1 && n <= 4096, op, ": needs 1..4096 inputs, got ", n);
+        std::vector<const Tensor *> tensors;
+        for (int i = 0; i < n; ++i) {
+            const std::string what = "concat_backward: srcs[" + std::to_string(i) + "]";
+            tensors.push_back(&tensor_arg(srcs[i], what.c_str()));
+        }
+        const Tensor &dy = tensor_arg(diff_dst, "concat_backward: diff_dst");
+        for (int i = 0; i < n; ++i) {
+            if (!diff_srcs[i]) continue;
+            const std::string what = "concat_backward: diff_srcs[" + std::to_string(i) + "]";
+            tensor_arg(diff_srcs[i], what.c_str());
+            require(diff_srcs[i] != diff_dst, what, " must not be diff_dst");
+            for (int j = 0; j < n; ++j)
+                require(diff_srcs[i] != srcs[j] && (j == i || diff_srcs[i] != diff_srcs[j]), what,
+                        " must be neither an input nor another output");
+        }
+        ops::concat_backward(axis, n, tensors.data(), dy, diff_srcs);
     });
 }
 

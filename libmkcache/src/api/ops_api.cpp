@@ -276,4 +276,14 @@ MKC_API mkc_status mkc_tensor_to_layout(const mkc_tensor *src, const char *forma
     });
 }
 
+MKC_API mkc_status mkc_reshape(const mkc_tensor *src, int ndims, const int64_t *dims,
+                               mkc_tensor **dst) {
+    return guard([&] {
+        const Tensor &x = tensor_arg(src, "reshape: src");
+        require(dims != nullptr, "reshape: dims is NULL");
+        check_dst(dst);
+        ops::reshape(ndims, dims, x, dst);
+    });
+}
+
 } // extern "C"

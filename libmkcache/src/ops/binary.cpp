@@ -26,21 +26,29 @@ struct BinaryInfo {
     const char *name;
     const char *suffix; // seed 002: elementwise mul carries "M"
     bool commutative;
+    dnnl::algorithm mirrored; // b op' a == a op b (comparisons); else alg
 };
+
+// Comparisons used by the maximum/minimum gradients (1.0 where true).
+// Kinds outside the public enum: reachable only from inside the library.
+constexpr auto kGreater = static_cast<mkc_binary_kind>(1001);
+constexpr auto kGreaterEqual = static_cast<mkc_binary_kind>(1002);
 
 BinaryInfo binary_info(mkc_binary_kind kind) {
     using a = dnnl::algorithm;
     switch (kind) {
-    case MKC_BINARY_ADD: return {a::binary_add, "add", "A", true};
-    case MKC_BINARY_SUB: return {a::binary_sub, "sub", "S", false};
-    case MKC_BINARY_MUL: return {a::binary_mul, "mul", "M", true};
-    case MKC_BINARY_DIV: return {a::binary_div, "div", "D", false};
-    case MKC_BINARY_MAX: return {a::binary_max, "maximum", "X", true};
-    case MKC_BINARY_MIN: return {a::binary_min, "minimum", "N", true};
+    case MKC_BINARY_ADD: return {a::binary_add, "add", "A", true, a::binary_add};
+    case MKC_BINARY_SUB: return {a::binary_sub, "sub", "S", false, a::binary_sub};
+    case MKC_BINARY_MUL: return {a::binary_mul, "mul", "M", true, a::binary_mul};
+    case MKC_BINARY_DIV: return {a::binary_div, "div", "D", false, a::binary_div};
+    case MKC_BINARY_MAX: return {a::binary_max, "maximum", "X", true, a::binary_max};
+    case MKC_BINARY_MIN: return {a::binary_min, "minimum", "N", true, a::binary_min};
     default: break;
     }
     fail(MKC_STATUS_INVALID_ARGUMENT, "binary: unsupported kind ", static_cast<int>(kind));
 }
+
+dnnl::memory::data_type f32() { return dnnl::memory::data_type::f32; }
 
 // Caller-order dims padded with leading 1s to rank n.
 Dims padded(const Dims &caller, int n) {
@@ -72,11 +80,20 @@ bool broadcast_view(const Tensor &t, int n, mkc_layout out_layout, dnnl::memory:
     return true;
 }
 
+void binary_with(const BinaryInfo &info, mkc_binary_kind kind, const char *name,
+                 const Tensor &a, const Tensor &b, mkc_tensor **dst);
+
 } // namespace
 
 void binary(mkc_binary_kind kind, const char *name, const Tensor &a, const Tensor &b,
             mkc_tensor **dst) {
-    const BinaryInfo info = binary_info(kind);
+    binary_with(binary_info(kind), kind, name, a, b, dst);
+}
+
+namespace {
+
+void binary_with(const BinaryInfo &info, mkc_binary_kind kind, const char *name,
+                 const Tensor &a, const Tensor &b, mkc_tensor **dst) {
     require(a.dtype == MKC_DTYPE_F32 && b.dtype == MKC_DTYPE_F32, info.name,
             ": a and b must be float32");
     const Dims ca = caller_dims(a), cb = caller_dims(b);
@@ -131,15 +148,15 @@ void binary(mkc_binary_kind kind, const char *name, const Tensor &a, const Tenso
     auto entry = handler.acquire_primitive<BinaryEntry>([&] {
         auto e = std::make_shared<BinaryEntry>();
         dnnl::primitive_attr attr = user_scratchpad_attr();
-        if (swapped && !info.commutative) {
+        if (swapped && !info.commutative && info.mirrored == info.alg) {
             // We computed b op a; turn it into a op b.
             dnnl::post_ops ops;
             if (kind == MKC_BINARY_SUB) ops.append_eltwise(dnnl::algorithm::eltwise_linear, -1.f, 0.f);
             else ops.append_eltwise(dnnl::algorithm::eltwise_pow, 1.f, -1.f); // 1 / (b / a)
             attr.set_post_ops(ops);
         }
-        e->pd = dnnl::binary::primitive_desc(cpu_engine(), info.alg, src0->desc, view, src0->desc,
-                                             attr);
+        e->pd = dnnl::binary::primitive_desc(cpu_engine(), swapped ? info.mirrored : info.alg,
+                                             src0->desc, view, src0->desc, attr);
         e->primitive = dnnl::binary(e->pd);
         e->set_args(e->pd, {DNNL_ARG_SRC_0, DNNL_ARG_SRC_1, DNNL_ARG_DST});
         return e;
@@ -154,6 +171,143 @@ void binary(mkc_binary_kind kind, const char *name, const Tensor &a, const Tenso
         exec.run();
     }
     Handler::finish_output(result, dst);
+}
+
+} // namespace
+
+void reduce_sum_to(const Tensor &full, const Tensor &like, float scale, mkc_tensor **dst,
+                   const char *op) {
+    const Dims fc = caller_dims(full), lc = caller_dims(like);
+    const int n = static_cast<int>(fc.size());
+    require(static_cast<int>(lc.size()) <= n, op, ": cannot reduce ", shape_text(fc), " to ",
+            shape_text(lc));
+    const Dims target = padded(lc, n);
+    for (int i = 0; i < n; ++i)
+        require(target[i] == fc[i] || target[i] == 1, op, ": cannot reduce ", shape_text(fc),
+                " to ", shape_text(lc));
+    std::unique_ptr<Tensor> holder;
+    const Tensor &g = row_major(full, holder); // row-major in caller order
+    // Both sides described in caller order over their row-major bytes.
+    const dnnl::memory::desc from(fc, f32(), row_major_strides(fc)),
+        to(target, f32(), row_major_strides(target));
+    auto result = make_owned_tensor(layout::plain_desc(like.dims, f32(), like.layout),
+                                    like.layout, MKC_DTYPE_F32);
+    Handler handler("reduce_sum", nullptr, "reduce_sum", nullptr, fc);
+    handler.sign(112); // operator id: reduce to a broadcast operand's shape
+    handler.sign(target);
+    handler.sign_float(scale);
+    auto entry = handler.acquire_primitive<PrimitiveEntry>([&] {
+        dnnl::primitive_attr attr = user_scratchpad_attr();
+        if (scale != 1.f) {
+            dnnl::post_ops ops;
+            ops.append_eltwise(dnnl::algorithm::eltwise_linear, scale, 0.f);
+            attr.set_post_ops(ops);
+        }
+        auto e = std::make_shared<PrimitiveEntry>();
+        if (target == fc) { // nothing to reduce: a (scaled) copy
+            dnnl::eltwise_forward::primitive_desc pd(cpu_engine(),
+                                                     dnnl::prop_kind::forward_inference,
+                                                     dnnl::algorithm::eltwise_linear, from, to,
+                                                     scale, 0.f, user_scratchpad_attr());
+            e->primitive = dnnl::eltwise_forward(pd);
+            e->set_args(pd, {DNNL_ARG_SRC, DNNL_ARG_DST});
+        } else {
+            dnnl::reduction::primitive_desc pd(cpu_engine(), dnnl::algorithm::reduction_sum, from,
+                                               to, 0.f, 0.f, attr);
+            e->primitive = dnnl::reduction(pd);
+            e->set_args(pd, {DNNL_ARG_SRC, DNNL_ARG_DST});
+        }
+        return e;
+    });
+    {
+        Handler::Execution exec(*entry);
+        exec.raw(DNNL_ARG_SRC, g.data);
+        exec.output(DNNL_ARG_DST, result->data);
+        exec.run();
+    }
+    if (*dst) {
+        Tensor &t = **dst;
+        require(t.dims == result->dims && t.dtype == MKC_DTYPE_F32, op,
+                ": the gradient output must have the shape ", shape_text(lc));
+        reorder(result->desc, result->data, t.desc, t.data);
+        return;
+    }
+    Handler::publish(result, dst);
+}
+
+void binary_backward(mkc_binary_kind kind, const char *name, const Tensor &a, const Tensor &b,
+                     const Tensor &diff_dst, mkc_tensor **diff_a, mkc_tensor **diff_b) {
+    const BinaryInfo info = binary_info(kind);
+    const std::string op = std::string(info.name) + "_backward";
+    (void)name; // the intermediates are plain binary ops: they share the forward ops' entries
+    require(a.dtype == MKC_DTYPE_F32 && b.dtype == MKC_DTYPE_F32 &&
+                diff_dst.dtype == MKC_DTYPE_F32,
+            op, ": a, b and diff_dst must be float32");
+    const Dims ca = caller_dims(a), cb = caller_dims(b);
+    const int n = static_cast<int>(std::max(ca.size(), cb.size()));
+    const Dims pa = padded(ca, n), pb = padded(cb, n);
+    Dims out(n);
+    for (int i = 0; i < n; ++i) {
+        require(pa[i] == pb[i] || pa[i] == 1 || pb[i] == 1, op, ": shapes ", shape_text(ca),
+                " and ", shape_text(cb), " do not broadcast");
+        out[i] = pa[i] == 1 ? pb[i] : pa[i];
+    }
+    require(caller_dims(diff_dst) == out, op, ": diff_dst must have the broadcast shape ",
+            shape_text(out), ", got ", shape_text(caller_dims(diff_dst)));
+
+    // Full-shape intermediates, released at the end of the call.
+    std::vector<std::unique_ptr<Tensor>> temps;
+    auto run = [&](const BinaryInfo &bi, mkc_binary_kind k, const Tensor &x,
+                   const Tensor &y) -> const Tensor & {
+        mkc_tensor *result = nullptr;
+        binary_with(bi, k, nullptr, x, y, &result); // shared with the forward ops
+        temps.emplace_back(result);
+        return *result;
+    };
+    auto mul = [&](const Tensor &x, const Tensor &y) -> const Tensor & {
+        return run(binary_info(MKC_BINARY_MUL), MKC_BINARY_MUL, x, y);
+    };
+    // 2 where x > y, 1 where x == y, 0 elsewhere (a tie splits the gradient,
+    // as PyTorch).
+    auto wins = [&](const Tensor &x, const Tensor &y) -> const Tensor & {
+        using alg = dnnl::algorithm;
+        const Tensor &gt = run({alg::binary_gt, "greater", "GT", false, alg::binary_lt}, kGreater,
+                               x, y);
+        const Tensor &ge = run({alg::binary_ge, "greater_equal", "GE", false, alg::binary_le},
+                               kGreaterEqual, x, y);
+        return run(binary_info(MKC_BINARY_ADD), MKC_BINARY_ADD, gt, ge);
+    };
+    for (int side = 0; side < 2; ++side) {
+        mkc_tensor **out_ptr = side == 0 ? diff_a : diff_b;
+        if (!out_ptr) continue;
+        const Tensor &self = side == 0 ? a : b, &other = side == 0 ? b : a;
+        switch (kind) {
+        case MKC_BINARY_ADD: reduce_sum_to(diff_dst, self, 1.f, out_ptr, op.c_str()); break;
+        case MKC_BINARY_SUB:
+            reduce_sum_to(diff_dst, self, side == 0 ? 1.f : -1.f, out_ptr, op.c_str());
+            break;
+        case MKC_BINARY_MUL:
+            reduce_sum_to(mul(diff_dst, other), self, 1.f, out_ptr, op.c_str());
+            break;
+        case MKC_BINARY_DIV: {
+            // d(a/b)/da = 1/b; d(a/b)/db = -(a/b)/b
+            const Tensor &q = run(binary_info(MKC_BINARY_DIV), MKC_BINARY_DIV, diff_dst, b);
+            if (side == 0) reduce_sum_to(q, a, 1.f, out_ptr, op.c_str());
+            else
+                reduce_sum_to(run(binary_info(MKC_BINARY_DIV), MKC_BINARY_DIV, mul(q, a), b), b,
+                              -1.f, out_ptr, op.c_str());
+            break;
+        }
+        case MKC_BINARY_MAX:
+        case MKC_BINARY_MIN: {
+            const bool self_wins_when_greater = kind == MKC_BINARY_MAX;
+            const Tensor &w = self_wins_when_greater ? wins(self, other) : wins(other, self);
+            reduce_sum_to(mul(diff_dst, w), self, 0.5f, out_ptr, op.c_str());
+            break;
+        }
+        default: fail(MKC_STATUS_INVALID_ARGUMENT, op, ": unsupported kind");
+        }
+    }
 }
 
 } // namespace mkc::ops

@@ -7,6 +7,7 @@
 
 #include "common/engine.hpp"
 #include "common/error.hpp"
+#include "common/handles.hpp"
 #include "handler/handler.hpp"
 #include "keys/keys.hpp"
 #include "ops/ops.hpp"
@@ -243,36 +244,46 @@ void linear_backward(const mkc_linear_params &p, const Tensor &src, const Tensor
     }
 }
 
-void matmul(const mkc_matmul_params &p, const Tensor &a_in, const Tensor &b_in, const Tensor *bias,
-            mkc_tensor **dst) {
-    require(a_in.dtype == MKC_DTYPE_F32 && b_in.dtype == MKC_DTYPE_F32 &&
-                (!bias || bias->dtype == MKC_DTYPE_F32),
-            "matmul: every input must be float32");
-    std::unique_ptr<Tensor> ha, hb;
-    const Tensor &a = row_major(a_in, ha);
-    const Tensor &b = row_major(b_in, hb);
-    Dims ac = caller_dims(a), bc = caller_dims(b);
+namespace {
+
+// Dims of a matmul call, all padded to the same rank n: a and b as read
+// (transposes applied through the strides of their row-major bytes) and
+// the result.
+struct MatmulGeometry {
+    Dims ac, bc, a_strides, b_strides, yc;
+    int64_t n;
+};
+
+MatmulGeometry matmul_geometry(const mkc_matmul_params &p, const Tensor &a, const Tensor &b,
+                               const Tensor *bias) {
+    MatmulGeometry g;
+    Dims &ac = g.ac, &bc = g.bc;
+    ac = caller_dims(a);
+    bc = caller_dims(b);
     require(ac.size() >= 2 && bc.size() >= 2, "matmul: a and b must have rank >= 2, got ", ac.size(),
             " and ", bc.size());
     const size_t n = std::max(ac.size(), bc.size());
+    g.n = static_cast<int64_t>(n);
     ac.insert(ac.begin(), n - ac.size(), 1);
     bc.insert(bc.begin(), n - bc.size(), 1);
     // Memory order is [..., rows, cols]; the views swap the last two when
     // transposed.
-    Dims a_strides = row_major_strides(ac), b_strides = row_major_strides(bc);
+    g.a_strides = row_major_strides(ac);
+    g.b_strides = row_major_strides(bc);
     if (p.transpose_a) {
         std::swap(ac[n - 1], ac[n - 2]);
-        std::swap(a_strides[n - 1], a_strides[n - 2]);
+        std::swap(g.a_strides[n - 1], g.a_strides[n - 2]);
     }
     if (p.transpose_b) {
         std::swap(bc[n - 1], bc[n - 2]);
-        std::swap(b_strides[n - 1], b_strides[n - 2]);
+        std::swap(g.b_strides[n - 1], g.b_strides[n - 2]);
     }
     const int64_t M = ac[n - 2], K = ac[n - 1], N = bc[n - 1];
     require(bc[n - 2] == K, "matmul: inner dims differ: a is ", shape_text(caller_dims(a)),
             p.transpose_a ? " (transposed)" : "", ", b is ", shape_text(caller_dims(b)),
             p.transpose_b ? " (transposed)" : "", "; need a[..., K] @ b[K, ...]");
-    Dims yc(n);
+    Dims &yc = g.yc;
+    yc.resize(n);
     for (size_t i = 0; i + 2 < n; ++i) {
         require(ac[i] == bc[i] || ac[i] == 1 || bc[i] == 1, "matmul: batch dims ",
                 shape_text(caller_dims(a)), " and ", shape_text(caller_dims(b)), " do not broadcast");
@@ -285,6 +296,24 @@ void matmul(const mkc_matmul_params &p, const Tensor &a_in, const Tensor &b_in, 
         require(bd.size() == 1 && bd[0] == N, "matmul: bias must have shape [", N, "]");
     }
     if (p.activation != MKC_ACTIVATION_NONE) activation_info(p.activation);
+    return g;
+}
+
+} // namespace
+
+void matmul(const mkc_matmul_params &p, const Tensor &a_in, const Tensor &b_in, const Tensor *bias,
+            mkc_tensor **dst) {
+    require(a_in.dtype == MKC_DTYPE_F32 && b_in.dtype == MKC_DTYPE_F32 &&
+                (!bias || bias->dtype == MKC_DTYPE_F32),
+            "matmul: every input must be float32");
+    std::unique_ptr<Tensor> ha, hb;
+    const Tensor &a = row_major(a_in, ha);
+    const Tensor &b = row_major(b_in, hb);
+    const MatmulGeometry g = matmul_geometry(p, a, b, bias);
+    const Dims &ac = g.ac, &bc = g.bc, &yc = g.yc;
+    const auto &a_strides = g.a_strides, &b_strides = g.b_strides;
+    const size_t n = static_cast<size_t>(g.n);
+    const int64_t N = yc[n - 1];
     const dnnl::memory::desc a_view(ac, f32, a_strides), b_view(bc, f32, b_strides);
     const dnnl::memory::desc y_md(yc, f32, row_major_strides(yc));
     Dims bias_dims(n, 1);
@@ -330,6 +359,43 @@ void matmul(const mkc_matmul_params &p, const Tensor &a_in, const Tensor &b_in, 
         exec.run();
     }
     Handler::finish_output(out, dst);
+}
+
+void matmul_backward(const mkc_matmul_params &p, const Tensor &a, const Tensor &b,
+                     const Tensor *bias, const Tensor &diff_dst, mkc_tensor **diff_a,
+                     mkc_tensor **diff_b, mkc_tensor **diff_bias) {
+    const char *op = "matmul_backward";
+    require(p.activation == MKC_ACTIVATION_NONE, op,
+            ": a fused activation has no backward; run the activation as its own op");
+    require(diff_dst.dtype == MKC_DTYPE_F32, op, ": diff_dst must be float32");
+    require(!diff_bias || bias, op, ": diff_bias needs the forward's bias");
+    const Dims yc = matmul_geometry(p, a, b, bias).yc; // checks the forward's shapes too
+    require(caller_dims(diff_dst) == yc, op, ": diff_dst must have the forward output's shape ",
+            shape_text(yc), ", got ", shape_text(caller_dims(diff_dst)));
+    // With op(X) = X or X^T and C = op(A) op(B):
+    //   d op(A) = dC op(B)^T,  d op(B) = op(A)^T dC,
+    // transposed back where A or B was read transposed; then summed over
+    // the batch dims A or B was broadcast along.
+    auto product = [&](const Tensor &x, bool tx, const Tensor &y, bool ty) {
+        mkc_matmul_params q{};
+        q.transpose_a = tx;
+        q.transpose_b = ty;
+        q.activation = MKC_ACTIVATION_NONE;
+        mkc_tensor *result = nullptr;
+        matmul(q, x, y, nullptr, &result);
+        registry<Tensor>().remove(result); // internal: never handed out
+        return std::unique_ptr<Tensor>(result);
+    };
+    const bool ta = p.transpose_a != 0, tb = p.transpose_b != 0;
+    if (diff_a) {
+        auto full = ta ? product(b, tb, diff_dst, true) : product(diff_dst, false, b, !tb);
+        reduce_sum_to(*full, a, 1.f, diff_a, op);
+    }
+    if (diff_b) {
+        auto full = tb ? product(diff_dst, true, a, ta) : product(a, !ta, diff_dst, false);
+        reduce_sum_to(*full, b, 1.f, diff_b, op);
+    }
+    if (diff_bias) reduce_sum_to(diff_dst, *bias, 1.f, diff_bias, op);
 }
 
 } // namespace mkc::ops

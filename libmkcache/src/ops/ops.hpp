@@ -74,6 +74,21 @@ void batch_norm_backward(const mkc_batch_norm_params &params, const Tensor &src,
                          mkc_tensor **diff_scale, mkc_tensor **diff_shift);
 void lrn_backward(const mkc_lrn_params &params, const Tensor &src, const Tensor &diff_dst,
                   mkc_tensor **diff_src);
+void binary_backward(mkc_binary_kind kind, const char *name, const Tensor &a, const Tensor &b,
+                     const Tensor &diff_dst, mkc_tensor **diff_a, mkc_tensor **diff_b);
+void matmul_backward(const mkc_matmul_params &params, const Tensor &a, const Tensor &b,
+                     const Tensor *bias, const Tensor &diff_dst, mkc_tensor **diff_a,
+                     mkc_tensor **diff_b, mkc_tensor **diff_bias);
+void concat_backward(int axis, int n, const Tensor *const *srcs, const Tensor &diff_dst,
+                     mkc_tensor **diff_srcs);
+
+// Sums `full` over the dims `like` was broadcast along (numpy rules, caller
+// order) times `scale`, into a tensor of like's shape and layout label.
+void reduce_sum_to(const Tensor &full, const Tensor &like, float scale, mkc_tensor **dst,
+                   const char *op);
+
+// src's values in the caller's row-major order, with new dims (one may be -1).
+void reshape(int ndims, const int64_t *dims, const Tensor &src, mkc_tensor **dst);
 
 // Dense plain copy of `src` in `layout` (the reorder behind export).
 void export_plain(const Tensor &src, mkc_layout layout, void *dst, size_t dst_bytes);

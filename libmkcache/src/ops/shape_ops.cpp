@@ -163,4 +163,106 @@ void to_layout(const char *format, const Tensor &src, mkc_tensor **dst) {
     Handler::publish(t, dst);
 }
 
+void reshape(int ndims, const int64_t *dims, const Tensor &src, mkc_tensor **dst) {
+    const char *op = "reshape";
+    require(ndims >= 1 && ndims <= MKC_MAX_NDIMS, op, ": ndims must be 1..", MKC_MAX_NDIMS,
+            ", got ", ndims);
+    const Dims cd = caller_dims(src);
+    int64_t count = 1, known = 1;
+    int infer = -1;
+    for (auto d : cd) count *= d;
+    Dims out(dims, dims + ndims);
+    for (int i = 0; i < ndims; ++i) {
+        if (out[i] == -1) {
+            require(infer < 0, op, ": only one dim may be -1");
+            infer = i;
+        } else {
+            require(out[i] >= 1, op, ": dims must be >= 1 (or one -1), got ", out[i]);
+            require(known <= count, op, ": the new shape holds more elements than src");
+            known *= out[i];
+        }
+    }
+    if (infer >= 0) {
+        require(known > 0 && count % known == 0, op, ": cannot infer the -1 dim of ",
+                shape_text(out), " for ", count, " elements");
+        out[infer] = count / known;
+        known *= out[infer];
+    }
+    require(known == count, op, ": ", shape_text(cd), " (", count, " elements) cannot be viewed as ",
+            shape_text(out));
+    // The values in the caller's row-major order, re-read with the new dims.
+    const dnnl::memory::desc src_caller =
+        src.desc.permute_axes(onednn_to_caller_perm(static_cast<int>(cd.size()), src.layout));
+    const dnnl::memory::desc dst_view(cd, to_onednn(src.dtype), row_major_strides(cd));
+    const dnnl::memory::desc out_md(out, to_onednn(src.dtype), row_major_strides(out));
+    std::unique_ptr<Tensor> created;
+    Tensor *y = *dst;
+    if (!y) {
+        created = make_owned_tensor(out_md, MKC_LAYOUT_CHANNELS_FIRST, src.dtype);
+        y = created.get();
+    } else {
+        require(y != &src, op, ": dst must not be src");
+        require(y->dims == out && y->desc == out_md,
+                "reshape: dst must be a row-major tensor of the new shape");
+    }
+    if (src_caller == dst_view) std::memcpy(y->data, src.data, out_md.get_size());
+    else reorder(src_caller, src.data, dst_view, y->data);
+    Handler::publish(created, dst);
+}
+
+void concat_backward(int axis, int n, const Tensor *const *srcs, const Tensor &diff_dst,
+                     mkc_tensor **diff_srcs) {
+    const char *op = "concat_backward";
+    require(n >= 1 && n <= 4096, op, ": needs 1..4096 inputs, got ", n);
+    const Tensor &first = *srcs[0];
+    const int rank = static_cast<int>(first.dims.size());
+    require(axis >= -rank && axis < rank, op, ": axis ", axis, " is out of range for rank ", rank);
+    const int caller_axis = axis < 0 ? axis + rank : axis;
+    Dims out = caller_dims(first);
+    out[caller_axis] = 0;
+    for (int i = 0; i < n; ++i) {
+        const Dims ci = caller_dims(*srcs[i]);
+        require(static_cast<int>(ci.size()) == rank, op, ": input ", i, " has rank ", ci.size(),
+                ", input 0 has rank ", rank);
+        for (int d = 0; d < rank; ++d)
+            require(d == caller_axis || ci[d] == out[d], op, ": input ", i,
+                    " differs from input 0 outside the concat axis");
+        out[caller_axis] += ci[caller_axis];
+    }
+    require(diff_dst.dtype == MKC_DTYPE_F32 && caller_dims(diff_dst) == out, op,
+            ": diff_dst must have the concatenated shape ", shape_text(out), ", got ",
+            shape_text(caller_dims(diff_dst)));
+    for (int i = 0; i < n; ++i)
+        require(!diff_srcs[i] || diff_srcs[i]->dims == srcs[i]->dims, op, ": diff_srcs[", i,
+                "] must have the shape of srcs[", i, "]");
+    // Each gradient is a slice of diff_dst along the axis, read from a
+    // row-major copy seen in caller order (any offset is addressable).
+    std::unique_ptr<Tensor> holder;
+    const Tensor &dy = row_major(diff_dst, holder);
+    const dnnl::memory::desc dy_caller =
+        dy.desc.permute_axes(onednn_to_caller_perm(rank, dy.layout));
+    std::vector<std::unique_ptr<Tensor>> created(n);
+    int64_t offset = 0;
+    for (int i = 0; i < n; ++i) {
+        const Tensor &src = *srcs[i];
+        const Dims ci = caller_dims(src);
+        Dims offsets(rank, 0);
+        offsets[caller_axis] = offset;
+        offset += ci[caller_axis];
+        const dnnl::memory::desc slice = dy_caller.submemory_desc(ci, offsets);
+        Tensor *t = diff_srcs[i];
+        if (!t) {
+            created[i] = make_owned_tensor(layout::plain_desc(src.dims, dnnl::memory::data_type::f32,
+                                                              src.layout),
+                                           src.layout, MKC_DTYPE_F32);
+            t = created[i].get();
+        }
+        // The gradient's bytes seen in caller order (any layout).
+        const dnnl::memory::desc t_caller =
+            t->desc.permute_axes(onednn_to_caller_perm(rank, t->layout));
+        reorder(slice, dy.data, t_caller, t->data);
+    }
+    for (int i = 0; i < n; ++i) Handler::publish(created[i], &diff_srcs[i]);
+}
+
 } // namespace mkc::ops
