@@ -170,12 +170,13 @@ def conv2d(x, weight, bias=None, *, stride=1, padding=0, dilation=1, groups=1,
     activation: None or a name from ``mkcache.ACTIVATIONS`` ("relu", "gelu",
     "relu6", ...), fused as a oneDNN post-op. residual: a tensor of the
     output's shape added to the result before the activation (oneDNN's sum
-    post-op; a Tensor residual is updated in place and returned). name: the
-    cache name (derived from the arguments when None). out: a Tensor to
-    write into.
+    post-op; a Tensor residual is updated in place and returned). training:
+    run oneDNN's training forward and leave its descriptor for
+    ``mkcache.grad.conv2d``. name: the cache name (derived from the
+    arguments when None). out: a Tensor to write into.
     """
     return _convolution(_conv2d, "conv", 2, x, weight, bias, stride, padding, dilation, groups,
-                        data_format, activation, name, out, residual=residual)
+                        data_format, activation, name, out, residual=residual, training=training)
 
 
 def conv3d(x, weight, bias=None, *, stride=1, padding=0, dilation=1, groups=1,
