@@ -38,6 +38,10 @@ CASES = {
     "linear 128x768 -> 3072": ("linear", (128, 768, 3072), 5),
     "gelu 128x3072": ("gelu", (128, 3072), 100),
     "layer_norm 128x768": ("layer_norm", (128, 768), 200),
+    # Training (issue 4): backward data + weights (+ bias), and max-pool
+    # backward with the forward's indices.
+    "conv2d 3x3 64->64 56x56 backward": ("conv_bwd", (1, 64, 64, 56, 56, 3, 1, 1), 1),
+    "max pool 3x3 s2 1x64x112x112 backward": ("max_pool_bwd", (1, 64, 112, 112, 3, 2, 1), 20),
 }
 C_MODES = ["bare", "cached", "recreate"]
 
@@ -151,6 +155,39 @@ def _python_numpy_torch(case):
         if torch is not None:
             tx = torch.from_numpy(x)
             fns["torch"] = lambda: F.gelu(tx)
+    elif op == "conv_bwd":
+        n, ic, oc, h, w, k, s, pad = p
+        x, wt, b = _rand(n, ic, h, w), _rand(oc, ic, k, k) * 0.05, _rand(oc)
+        dy = _rand(n, oc, h, w)
+        xt = mkcache.Tensor(x, constant=True)  # as the forward's output would be: converted once
+        dyt = mkcache.Tensor(dy, constant=True)
+        wt_t = mkcache.Tensor(wt, constant=True)
+        mkcache.conv2d(xt, wt_t, b, padding=pad, training=True, name="bench_py_bwd")
+        fns["python"] = lambda: mkcache.grad.conv2d(dyt, xt, wt_t, b, padding=pad,
+                                                    name="bench_py_bwd")
+        fns["numpy"] = lambda: numpy_ops.conv2d_backward_nchw(x, wt, dy, pad)
+        if torch is not None:
+            tx = torch.from_numpy(x).contiguous(memory_format=torch.channels_last)
+            tx.requires_grad_(True)
+            tw, tb = torch.from_numpy(wt).requires_grad_(True), torch.from_numpy(b).requires_grad_(True)
+            ty = F.conv2d(tx, tw, tb, padding=pad)
+            tdy = torch.from_numpy(dy).contiguous(memory_format=torch.channels_last)
+            fns["torch"] = lambda: torch.autograd.grad(ty, (tx, tw, tb), tdy, retain_graph=True)
+    elif op == "max_pool_bwd":
+        n, c, h, w, k, s, pad = p
+        x = _rand(n, c, h, w)
+        oh = (h + 2 * pad - k) // s + 1
+        dy = _rand(n, c, oh, oh)
+        xb = mkcache.to_layout(x, BLOCKED if c % 16 == 0 else "nChw8c")
+        dyb = mkcache.to_layout(dy, BLOCKED if c % 16 == 0 else "nChw8c")
+        mkcache.max_pool2d(xb, k, s, pad, training=True, name="bench_py_bwd")
+        fns["python"] = lambda: mkcache.grad.max_pool2d(dyb, xb, k, s, pad, name="bench_py_bwd")
+        fns["numpy"] = lambda: numpy_ops.max_pool_backward(x, dy, k, s, pad)
+        if torch is not None:
+            tx = torch.from_numpy(x).requires_grad_(True)
+            ty = F.max_pool2d(tx, k, s, pad)
+            tdy = torch.from_numpy(dy)
+            fns["torch"] = lambda: torch.autograd.grad(ty, (tx,), tdy, retain_graph=True)
     elif op == "layer_norm":
         m, n = p
         x, sc, sh = _rand(m, n), _rand(n), _rand(n)
@@ -170,7 +207,7 @@ def test_op_py(benchmark, case, mode):
     if mode not in fns:
         pytest.skip("torch is not installed")
     fn = fns[mode]
-    if torch is not None and mode == "torch":
+    if torch is not None and mode == "torch" and not case.endswith("backward"):
         with torch.no_grad():
             benchmark(fn)
     else:
@@ -187,4 +224,11 @@ def test_op_results_agree(helper):
         ours = fns["python"]()
         ours = ours.numpy("NCHW") if ours.ndim == 4 else np.asarray(ours)
         np.testing.assert_allclose(ours, fns["numpy"](), rtol=1e-4, atol=1e-4)
+    fns = _python_numpy_torch("max pool 3x3 s2 1x64x112x112 backward")
+    # Overlapping windows add two gradients: the order of the sum may differ.
+    np.testing.assert_allclose(fns["python"]().numpy(), fns["numpy"](), rtol=1e-6, atol=1e-6)
+    fns = _python_numpy_torch("conv2d 3x3 64->64 56x56 backward")
+    ours, theirs = fns["python"](), fns["numpy"]()
+    for got, want in zip(ours, theirs):
+        np.testing.assert_allclose(got.numpy(), want, rtol=2e-3, atol=2e-3)
     assert RESULTS is not None

@@ -4,6 +4,7 @@
 // mkcache on the same problem with inputs already in the layout that
 // primitive uses (for CACHED).
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <unordered_map>
 #include <memory>
@@ -27,65 +28,91 @@ using dims = dnnl::memory::dims;
 struct Spec {
     std::function<dnnl::primitive_desc()> make_pd;
     std::vector<int> args; // DNNL_ARG_* the primitive takes
+    std::vector<Spec> then; // further primitives of the same case (e.g. backward weights)
 };
 
 // Created once, executed directly through the C API.
 struct Bare : Bench {
-    dnnl::primitive prim;
-    std::vector<dnnl::memory> mems;
-    std::vector<dnnl_exec_arg_t> args;
+    struct Stage {
+        dnnl::primitive prim;
+        std::vector<dnnl::memory> mems;
+        std::vector<dnnl_exec_arg_t> args;
+    };
+    std::vector<Stage> stages;
     dnnl::stream stream{engine()};
     explicit Bare(const Spec &s) {
+        add(s);
+        for (const Spec &next : s.then) add(next);
+    }
+    void add(const Spec &s) {
+        stages.emplace_back();
+        Stage &st = stages.back();
         auto pd = s.make_pd();
-        prim = dnnl::primitive(pd.get());
+        st.prim = dnnl::primitive(pd.get());
+        st.mems.reserve(s.args.size());
         for (int a : s.args) {
             auto md = pd.query_md(dnnl::query::exec_arg_md, a);
-            mems.emplace_back(md, engine());
+            st.mems.emplace_back(md, engine());
             // The same values the cached side uses (no all-zero fast paths).
-            const float value = a == DNNL_ARG_SRC                                 ? 0.5f
+            const float value = a == DNNL_ARG_SRC || a == DNNL_ARG_DIFF_DST      ? 0.5f
                                 : a == DNNL_ARG_WEIGHTS                           ? 0.01f
                                 : a == DNNL_ARG_VARIANCE || a == DNNL_ARG_SCALE ? 1.f
                                                                                   : 0.f;
-            float *v = static_cast<float *>(mems.back().get_data_handle());
-            for (size_t i = 0; i < md.get_size() / 4; ++i) v[i] = value;
-            args.push_back({a, mems.back().get()});
+            if (a == DNNL_ARG_WORKSPACE) std::memset(st.mems.back().get_data_handle(), 0,
+                                                     md.get_size());
+            else {
+                float *v = static_cast<float *>(st.mems.back().get_data_handle());
+                for (size_t i = 0; i < md.get_size() / 4; ++i) v[i] = value;
+            }
+            st.args.push_back({a, st.mems.back().get()});
         }
     }
     void call() override {
-        dnnl_primitive_execute(prim.get(), stream.get(), static_cast<int>(args.size()),
-                               args.data());
-        dnnl_stream_wait(stream.get());
+        for (Stage &st : stages) {
+            dnnl_primitive_execute(st.prim.get(), stream.get(), static_cast<int>(st.args.size()),
+                                   st.args.data());
+            dnnl_stream_wait(stream.get());
+        }
     }
 };
 
 // Descriptor + primitive re-created every call (oneDNN's own cache serves
 // the primitive), memory objects created around fixed buffers.
 struct Recreate : Bench {
-    Spec spec;
-    std::vector<std::vector<char>> buffers;
+    std::vector<Spec> specs;
+    std::vector<std::vector<std::vector<char>>> buffers; // per stage, per argument
     dnnl::stream stream{engine()};
-    explicit Recreate(Spec s) : spec(std::move(s)) {
-        auto pd = spec.make_pd();
-        for (int a : spec.args)
-            buffers.emplace_back(pd.query_md(dnnl::query::exec_arg_md, a).get_size() + 64, 0);
+    explicit Recreate(const Spec &s) {
+        specs.push_back(s);
+        specs.insert(specs.end(), s.then.begin(), s.then.end());
+        for (const Spec &spec : specs) {
+            auto pd = spec.make_pd();
+            buffers.emplace_back();
+            for (int a : spec.args)
+                buffers.back().emplace_back(
+                    pd.query_md(dnnl::query::exec_arg_md, a).get_size() + 64, 0);
+        }
     }
     void call() override {
-        auto pd = spec.make_pd();
-        dnnl::primitive prim(pd.get());
-        std::unordered_map<int, dnnl::memory> args;
-        for (size_t i = 0; i < spec.args.size(); ++i)
-            args.emplace(spec.args[i], dnnl::memory(pd.query_md(dnnl::query::exec_arg_md,
-                                                                spec.args[i]),
-                                                    engine(), buffers[i].data()));
-        prim.execute(stream, args);
-        stream.wait();
+        for (size_t k = 0; k < specs.size(); ++k) {
+            const Spec &spec = specs[k];
+            auto pd = spec.make_pd();
+            dnnl::primitive prim(pd.get());
+            std::unordered_map<int, dnnl::memory> args;
+            for (size_t i = 0; i < spec.args.size(); ++i)
+                args.emplace(spec.args[i],
+                             dnnl::memory(pd.query_md(dnnl::query::exec_arg_md, spec.args[i]),
+                                          engine(), buffers[k][i].data()));
+            prim.execute(stream, args);
+            stream.wait();
+        }
     }
 };
 
 // mkcache calls through the C ABI; the tensors are released at the end.
 struct Cached : Bench {
     std::vector<std::unique_ptr<AlignedBuffer>> data;
-    std::vector<mkc_tensor *> tensors;
+    std::deque<mkc_tensor *> tensors; // slot() pointers stay valid as it grows
     std::function<void()> fn;
     ~Cached() override {
         for (auto *t : tensors) mkc_tensor_destroy(t);
@@ -201,6 +228,56 @@ Spec lnorm_spec(const std::vector<int64_t> &p) { // m, n
             {DNNL_ARG_SRC, DNNL_ARG_SCALE, DNNL_ARG_SHIFT, DNNL_ARG_DST}};
 }
 
+// conv2d backward: data and weights (with bias), the layouts oneDNN picks
+// given the training forward as hint.
+Spec conv_bwd_spec(const std::vector<int64_t> &p) { // n, ic, oc, h, w, k, stride, pad
+    const int64_t n = p[0], ic = p[1], oc = p[2], h = p[3], w = p[4], k = p[5], s = p[6],
+                  pad = p[7];
+    const int64_t oh = (h + 2 * pad - k) / s + 1, ow = (w + 2 * pad - k) / s + 1;
+    const dnnl::memory::desc x({n, ic, h, w}, dt::f32, tag::any), wt({oc, ic, k, k}, dt::f32,
+                                                                      tag::any),
+        b({oc}, dt::f32, tag::a), y({n, oc, oh, ow}, dt::f32, tag::any);
+    const dims st = {s, s}, dil = {0, 0}, pd_ = {pad, pad};
+    auto fwd = [=] {
+        return dnnl::convolution_forward::primitive_desc(
+            engine(), dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, x,
+            wt, b, y, st, dil, pd_, pd_);
+    };
+    Spec data{[=] {
+                  return dnnl::convolution_backward_data::primitive_desc(
+                      engine(), dnnl::algorithm::convolution_direct, x, wt, y, st, dil, pd_, pd_,
+                      fwd());
+              },
+              {DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC},
+              {}};
+    Spec weights{[=] {
+                     return dnnl::convolution_backward_weights::primitive_desc(
+                         engine(), dnnl::algorithm::convolution_direct, x, wt, b, y, st, dil, pd_,
+                         pd_, fwd());
+                 },
+                 {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS, DNNL_ARG_DIFF_BIAS},
+                 {}};
+    data.then.push_back(weights);
+    return data;
+}
+
+Spec pool_bwd_spec(const std::vector<int64_t> &p) { // n, c, h, w, k, stride, pad
+    const dims src = {p[0], p[1], p[2], p[3]};
+    const int64_t oh = (p[2] + 2 * p[6] - p[4]) / p[5] + 1, ow = (p[3] + 2 * p[6] - p[4]) / p[5] + 1;
+    const dnnl::memory::desc x(src, dt::f32, blocked_tag(p[1]));
+    return {[=] {
+                dnnl::pooling_forward::primitive_desc fwd(
+                    engine(), dnnl::prop_kind::forward_training, dnnl::algorithm::pooling_max, x,
+                    dnnl::memory::desc({p[0], p[1], oh, ow}, dt::f32, tag::any), {p[5], p[5]},
+                    {p[4], p[4]}, {0, 0}, {p[6], p[6]}, {p[6], p[6]});
+                return dnnl::pooling_backward::primitive_desc(
+                    engine(), dnnl::algorithm::pooling_max, x, fwd.dst_desc(), {p[5], p[5]},
+                    {p[4], p[4]}, {0, 0}, {p[6], p[6]}, {p[6], p[6]}, fwd);
+            },
+            {DNNL_ARG_DIFF_DST, DNNL_ARG_WORKSPACE, DNNL_ARG_DIFF_SRC},
+            {}};
+}
+
 std::unique_ptr<Cached> cached_case(const std::string &op, const std::vector<int64_t> &p) {
     auto c = std::make_unique<Cached>();
     Cached *b = c.get();
@@ -256,6 +333,39 @@ std::unique_ptr<Cached> cached_case(const std::string &op, const std::vector<int
         lp.name = "bench_ln";
         mkc_tensor **y = b->slot();
         b->fn = [=] { mkc_layer_norm(&lp, x, scale, shift, y); };
+    } else if (op == "conv_bwd") {
+        const int64_t n = p[0], ic = p[1], oc = p[2], h = p[3], w = p[4], k = p[5], s = p[6],
+                      pad = p[7];
+        const int64_t oh = (h + 2 * pad - k) / s + 1, ow = (w + 2 * pad - k) / s + 1;
+        // Constant inputs: their conversion to the primitives' layouts happens
+        // once, as for activations flowing between library ops.
+        mkc_tensor *x = b->wrap({n, ic, h, w}, 0.5f), *wt = b->wrap({oc, ic, k, k}, 0.01f),
+                   *bias = b->wrap({oc}, 0.f), *dy = b->wrap({n, oc, oh, ow}, 0.5f);
+        for (mkc_tensor *t : {x, wt, dy}) check(mkc_tensor_set_constant(t, 1));
+        mkc_conv_params cp;
+        check(mkc_conv_params_init(&cp));
+        cp.stride[0] = cp.stride[1] = s;
+        cp.pad_begin[0] = cp.pad_begin[1] = cp.pad_end[0] = cp.pad_end[1] = pad;
+        cp.training = 1;
+        cp.name = "bench_conv_bwd";
+        check(mkc_conv2d(&cp, x, wt, bias, b->slot())); // leaves its descriptor
+        mkc_tensor **dx = b->slot(), **dw = b->slot(), **db = b->slot();
+        b->fn = [=] { mkc_conv2d_backward(&cp, x, wt, dy, dx, dw, db); };
+    } else if (op == "max_pool_bwd") {
+        const int64_t oh = (p[2] + 2 * p[6] - p[4]) / p[5] + 1,
+                      ow = (p[3] + 2 * p[6] - p[4]) / p[5] + 1;
+        mkc_tensor *x = b->converted(b->wrap({p[0], p[1], p[2], p[3]}, 0.5f), blocked(p[1]));
+        mkc_tensor *dy = b->converted(b->wrap({p[0], p[1], oh, ow}, 0.5f), blocked(p[1]));
+        mkc_pool_params pp;
+        check(mkc_pool_params_init(&pp));
+        pp.kernel[0] = pp.kernel[1] = p[4];
+        pp.stride[0] = pp.stride[1] = p[5];
+        pp.pad_begin[0] = pp.pad_begin[1] = pp.pad_end[0] = pp.pad_end[1] = p[6];
+        pp.training = 1;
+        pp.name = "bench_pool_bwd";
+        check(mkc_pool(&pp, x, b->slot())); // leaves its indices for x
+        mkc_tensor **dx = b->slot();
+        b->fn = [=] { mkc_pool_backward(&pp, x, dy, dx); };
     } else {
         return nullptr;
     }
@@ -271,6 +381,8 @@ Spec spec_of(const std::string &op, const std::vector<int64_t> &p) {
     if (op == "linear" && p.size() == 3) return linear_spec(p);
     if (op == "gelu" && p.size() == 2) return gelu_spec(p);
     if (op == "layer_norm" && p.size() == 2) return lnorm_spec(p);
+    if (op == "conv_bwd" && p.size() == 8) return conv_bwd_spec(p);
+    if (op == "max_pool_bwd" && p.size() == 7) return pool_bwd_spec(p);
     throw std::runtime_error("unknown op or parameter count: " + op);
 }
 
