@@ -55,6 +55,16 @@ def _wants(wrt, allowed: tuple) -> set:
     return chosen
 
 
+def _wants_with_bias(wrt, allowed: tuple, bias) -> set:
+    """_wants, without "bias" when the forward had none."""
+    wanted = _wants(wrt, allowed)
+    if bias is None:
+        wanted.discard("bias")
+        if not wanted:
+            raise InvalidArgumentError("wrt asks only for the bias gradient but bias is None")
+    return wanted
+
+
 def _outs(names, wanted):
     """One out-pointer per gradient: a c_void_p to fill, or None."""
     return [(_capi.tensor_p() if n in wanted else None) for n in names]
@@ -78,12 +88,8 @@ def _call(fn, *args):
 
 def _convolution(fn, op, k, dy, x, weight, bias, stride, padding, dilation, groups,
                  data_format, name, wrt, output_padding=0) -> ConvGrads:
-    wanted = _wants(wrt, ("x", "weight", "bias"))
-    if bias is None:
-        wanted.discard("bias")
-        if not wanted:
-            raise InvalidArgumentError("wrt asks only for the bias gradient but bias is None")
-    elif "bias" in wanted:
+    wanted = _wants_with_bias(wrt, ("x", "weight", "bias"), bias)
+    if "bias" in wanted:
         wanted.add("weight")  # oneDNN computes them together
     p = ops._conv_params(op, k, x, weight, stride, padding, dilation, groups, data_format, None,
                          name, output_padding, training=True)
@@ -259,12 +265,8 @@ def log_softmax(dy, y, axis=-1, *, name=None) -> Tensor:
 def linear(dy, x, weight, bias=None, *, name=None, wrt=("x", "weight", "bias")) -> LinearGrads:
     """Gradients of ``mkcache.linear``: LinearGrads(x, weight [out, in],
     bias [out])."""
-    wanted = _wants(wrt, ("x", "weight", "bias"))
-    if bias is None:
-        wanted.discard("bias")
-        if not wanted:
-            raise InvalidArgumentError("wrt asks only for the bias gradient but bias is None")
-    elif "bias" in wanted:
+    wanted = _wants_with_bias(wrt, ("x", "weight", "bias"), bias)
+    if "bias" in wanted:
         wanted.add("weight")
     p = ops._linear_params(None, name, training=True)
     args = ops._Args()
@@ -398,11 +400,7 @@ def matmul(dy, a, b, bias=None, *, transpose_a=False, transpose_b=False, name=No
            wrt=("a", "b", "bias")) -> MatmulGrads:
     """Gradients of ``mkcache.matmul``: MatmulGrads(a, b, bias), summed over
     broadcast batch dims."""
-    wanted = _wants(wrt, ("a", "b", "bias"))
-    if bias is None:
-        wanted.discard("bias")
-        if not wanted:
-            raise InvalidArgumentError("wrt asks only for the bias gradient but bias is None")
+    wanted = _wants_with_bias(wrt, ("a", "b", "bias"), bias)
     p = _capi.MatmulParams()
     _lib.mkc_matmul_params_init(ctypes.byref(p))
     p.transpose_a = 1 if transpose_a else 0

@@ -72,6 +72,10 @@ int PrimitiveEntry::arg_index(int arg_id) const {
     fail(MKC_STATUS_INTERNAL_ERROR, "primitive has no argument ", arg_id);
 }
 
+bool PrimitiveEntry::has_arg(int arg_id) const {
+    return std::find(arg_ids.begin(), arg_ids.end(), arg_id) != arg_ids.end();
+}
+
 const Tensor &as_layout(const Tensor &t, const dnnl::memory::desc &want,
                         std::unique_ptr<Tensor> &holder) {
     if (t.desc == want) return t;
@@ -322,6 +326,50 @@ void Handler::run_src_dst(PrimitiveEntry &entry, const Tensor &src, mkc_tensor *
         exec.run();
     }
     finish_output(out, dst);
+}
+
+void Handler::run_two_inputs(PrimitiveEntry &entry, int arg_a, const Tensor &a, int arg_b,
+                             const Tensor &b, int result_arg, mkc_tensor **dst,
+                             mkc_layout out_layout, const char *op) {
+    Output out = prepare_output(dst, entry, result_arg, out_layout, MKC_DTYPE_F32, op);
+    {
+        Execution exec(entry);
+        exec.input(arg_a, a);
+        exec.input(arg_b, b);
+        exec.output(result_arg, out.data);
+        exec.run();
+    }
+    finish_output(out, dst);
+}
+
+void Handler::run_training_forward(PrimitiveEntry &entry, const Tensor &src, void *dst_data,
+                                   std::shared_ptr<void> &workspace) {
+    Execution exec(entry);
+    exec.input(DNNL_ARG_SRC, src);
+    exec.output(DNNL_ARG_DST, dst_data);
+    if (entry.has_arg(DNNL_ARG_WORKSPACE)) {
+        workspace = allocate(entry.arg_desc(DNNL_ARG_WORKSPACE).get_size(), false);
+        exec.raw(DNNL_ARG_WORKSPACE, workspace.get());
+    }
+    exec.run();
+}
+
+std::shared_ptr<void> Handler::workspace_for(
+    const PrimitiveEntry &backward, const Transfer *t, const Tensor &src,
+    const std::function<std::shared_ptr<PrimitiveEntry>()> &forward, const char *op) {
+    if (!backward.has_arg(DNNL_ARG_WORKSPACE)) return nullptr;
+    const auto &want = backward.arg_desc(DNNL_ARG_WORKSPACE);
+    if (t && t->workspace && t->src_data == src.data &&
+        t->forward->arg_desc(DNNL_ARG_WORKSPACE) == want)
+        return t->workspace;
+    // Nothing (valid) left for this src: recompute.
+    auto fwd = forward();
+    require(fwd->arg_desc(DNNL_ARG_WORKSPACE) == want, op,
+            ": internal: the forward's workspace layout does not match the backward's");
+    auto scratch_dst = allocate(fwd->arg_desc(DNNL_ARG_DST).get_size(), false);
+    std::shared_ptr<void> workspace;
+    run_training_forward(*fwd, src, scratch_dst.get(), workspace);
+    return workspace;
 }
 
 const Tensor &Handler::plain_input(const PrimitiveEntry &entry, int arg_id, const Tensor &src,

@@ -62,6 +62,7 @@ struct PrimitiveEntry {
     // descriptor, plus the scratchpad it needs (add_scratchpad).
     void set_args(const dnnl::primitive_desc_base &pd, const std::vector<int> &arg_ids);
     int arg_index(int arg_id) const;
+    bool has_arg(int arg_id) const;
     // The layout the primitive wants for an argument (no descriptor copy).
     const dnnl::memory::desc &arg_desc(int arg_id) const { return arg_descs[arg_index(arg_id)]; }
 };
@@ -207,6 +208,23 @@ public:
     // output, binding, execution.
     static void run_src_dst(PrimitiveEntry &entry, const Tensor &src, mkc_tensor **dst,
                             mkc_layout out_layout, const char *op);
+    // The same for two inputs and a result argument (e.g. a backward:
+    // SRC + DIFF_DST -> DIFF_SRC).
+    static void run_two_inputs(PrimitiveEntry &entry, int arg_a, const Tensor &a, int arg_b,
+                               const Tensor &b, int result_arg, mkc_tensor **dst,
+                               mkc_layout out_layout, const char *op);
+    // Executes a training forward (SRC -> DST) into `dst_data`; when the
+    // primitive has a workspace (max-pool indices, LRN), it goes to a new
+    // buffer returned in `workspace` (new each call: a grad op still reading
+    // the previous one keeps it alive).
+    static void run_training_forward(PrimitiveEntry &entry, const Tensor &src, void *dst_data,
+                                     std::shared_ptr<void> &workspace);
+    // The workspace `backward` needs for `src` (null if it takes none): the
+    // one a training forward left in `t` for this very src and layout, else
+    // recomputed by running the training forward `forward()` returns.
+    static std::shared_ptr<void> workspace_for(
+        const PrimitiveEntry &backward, const Transfer *t, const Tensor &src,
+        const std::function<std::shared_ptr<PrimitiveEntry>()> &forward, const char *op);
 
     // `src` if it is laid out as `plain` (remembered per tensor), else a
     // converted copy kept in `holder`.

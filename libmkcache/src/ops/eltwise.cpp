@@ -118,16 +118,8 @@ void activation_backward(mkc_activation_kind kind, float alpha, float beta, cons
         e->set_args(pd, {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_SRC});
         return e;
     });
-    Handler::Output out =
-        Handler::prepare_output(diff_src, *entry, DNNL_ARG_DIFF_SRC, src.layout, MKC_DTYPE_F32, op);
-    {
-        Handler::Execution exec(*entry);
-        exec.input(DNNL_ARG_SRC, src);
-        exec.input(DNNL_ARG_DIFF_DST, diff_dst);
-        exec.output(DNNL_ARG_DIFF_SRC, out.data);
-        exec.run();
-    }
-    Handler::finish_output(out, diff_src);
+    Handler::run_two_inputs(*entry, DNNL_ARG_SRC, src, DNNL_ARG_DIFF_DST, diff_dst,
+                            DNNL_ARG_DIFF_SRC, diff_src, src.layout, op);
 }
 
 } // namespace mkc::ops

@@ -355,8 +355,7 @@ void batch_norm(const mkc_batch_norm_params &p, const Tensor &src, Tensor *mean,
         bm = batch_mean ? batch_mean->data : (stat_mean = allocate(c * 4, false)).get();
         bv = batch_variance ? batch_variance->data : (stat_var = allocate(c * 4, false)).get();
     }
-    bool has_workspace = false;
-    for (int id : entry->arg_ids) has_workspace |= id == DNNL_ARG_WORKSPACE;
+    const bool has_workspace = entry->has_arg(DNNL_ARG_WORKSPACE);
     {
         Handler::Execution exec(*entry);
         exec.input(DNNL_ARG_SRC, src);
@@ -523,25 +522,6 @@ std::shared_ptr<LrnEntry> acquire_lrn(Handler &handler, const mkc_lrn_params &p,
     });
 }
 
-bool has_workspace(const PrimitiveEntry &e) {
-    for (int id : e.arg_ids)
-        if (id == DNNL_ARG_WORKSPACE) return true;
-    return false;
-}
-
-// A training forward into `dst_data`; the workspace goes to a new buffer.
-void execute_lrn_training(LrnEntry &entry, const Tensor &src, void *dst_data,
-                          std::shared_ptr<void> &workspace) {
-    Handler::Execution exec(entry);
-    exec.input(DNNL_ARG_SRC, src);
-    exec.output(DNNL_ARG_DST, dst_data);
-    if (has_workspace(entry)) {
-        workspace = allocate(entry.arg_desc(DNNL_ARG_WORKSPACE).get_size(), false);
-        exec.raw(DNNL_ARG_WORKSPACE, workspace.get());
-    }
-    exec.run();
-}
-
 } // namespace
 
 void lrn(const mkc_lrn_params &p, const Tensor &src, mkc_tensor **dst) {
@@ -556,7 +536,7 @@ void lrn(const mkc_lrn_params &p, const Tensor &src, mkc_tensor **dst) {
         t->src_data = src.data;
         Handler::Output out = Handler::prepare_output(dst, *entry, DNNL_ARG_DST, data_format,
                                                       MKC_DTYPE_F32, op);
-        execute_lrn_training(*entry, src, out.data, t->workspace);
+        Handler::run_training_forward(*entry, src, out.data, t->workspace);
         Handler::finish_output(out, dst);
         if (t->workspace) t->bytes = entry->arg_desc(DNNL_ARG_WORKSPACE).get_size();
         handler.leave_transfer(t);
@@ -598,19 +578,8 @@ void lrn_backward(const mkc_lrn_params &p, const Tensor &src, const Tensor &diff
         e->set_args(pd, args);
         return e;
     });
-    std::shared_ptr<void> workspace;
-    if (has_workspace(*entry)) {
-        const auto &want = entry->arg_desc(DNNL_ARG_WORKSPACE);
-        if (t && t->workspace && t->src_data == src.data &&
-            t->forward->arg_desc(DNNL_ARG_WORKSPACE) == want) {
-            workspace = t->workspace;
-        } else { // nothing (valid) left for this src: recompute
-            require(fwd->arg_desc(DNNL_ARG_WORKSPACE) == want, op,
-                    ": internal: the forward's workspace layout does not match the backward's");
-            auto scratch_dst = allocate(fwd->arg_desc(DNNL_ARG_DST).get_size(), false);
-            execute_lrn_training(*fwd, src, scratch_dst.get(), workspace);
-        }
-    }
+    const auto workspace = Handler::workspace_for(
+        *entry, t.get(), src, [&] { return std::static_pointer_cast<PrimitiveEntry>(fwd); }, op);
     Handler::Output out = Handler::prepare_output(diff_src, *entry, DNNL_ARG_DIFF_SRC,
                                                   data_format, MKC_DTYPE_F32, op);
     {

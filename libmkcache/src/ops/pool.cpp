@@ -154,26 +154,6 @@ std::shared_ptr<PoolEntry> acquire_forward(Handler &h, const mkc_pool_params &p,
     });
 }
 
-bool has_arg(const PrimitiveEntry &e, int arg) {
-    for (int id : e.arg_ids)
-        if (id == arg) return true;
-    return false;
-}
-
-// Executes a training forward into `dst_data`; its workspace (max pooling's
-// indices) goes to a new buffer returned in `workspace`.
-void execute_training(PoolEntry &entry, const Tensor &src, void *dst_data,
-                      std::shared_ptr<void> &workspace) {
-    Handler::Execution exec(entry);
-    exec.input(DNNL_ARG_SRC, src);
-    exec.output(DNNL_ARG_DST, dst_data);
-    if (has_arg(entry, DNNL_ARG_WORKSPACE)) {
-        workspace = allocate(entry.arg_desc(DNNL_ARG_WORKSPACE).get_size(), false);
-        exec.raw(DNNL_ARG_WORKSPACE, workspace.get());
-    }
-    exec.run();
-}
-
 } // namespace
 
 void pool(const mkc_pool_params &p, const Tensor &src, mkc_tensor **dst) {
@@ -189,7 +169,7 @@ void pool(const mkc_pool_params &p, const Tensor &src, mkc_tensor **dst) {
         t->src_data = src.data;
         Handler::Output out = Handler::prepare_output(dst, *entry, DNNL_ARG_DST, g.data_format,
                                                       MKC_DTYPE_F32, g.op);
-        execute_training(*entry, src, out.data, t->workspace);
+        Handler::run_training_forward(*entry, src, out.data, t->workspace);
         Handler::finish_output(out, dst);
         if (t->workspace) t->bytes = entry->arg_desc(DNNL_ARG_WORKSPACE).get_size();
         handler.leave_transfer(t);
@@ -237,22 +217,10 @@ void pool_backward(const mkc_pool_params &p, const Tensor &src, const Tensor &di
         return e;
     });
 
-    std::shared_ptr<void> workspace;
-    if (has_arg(*entry, DNNL_ARG_WORKSPACE)) {
-        const auto &want = entry->arg_desc(DNNL_ARG_WORKSPACE);
-        if (t && t->workspace && t->src_data == src.data &&
-            t->forward->arg_desc(DNNL_ARG_WORKSPACE) == want) {
-            workspace = t->workspace;
-        } else {
-            // Nothing (valid) left for this src: recompute the indices.
-            Handler again(g.op, name, g.default_name, nullptr, g.x);
-            auto fwd = acquire_forward(again, p, g, src, true);
-            require(fwd->arg_desc(DNNL_ARG_WORKSPACE) == want, op,
-                    ": internal: the forward's workspace layout does not match the backward's");
-            auto scratch_dst = allocate(fwd->arg_desc(DNNL_ARG_DST).get_size(), false);
-            execute_training(*fwd, src, scratch_dst.get(), workspace);
-        }
-    }
+    const auto workspace = Handler::workspace_for(*entry, t.get(), src, [&] {
+        Handler again(g.op, name, g.default_name, nullptr, g.x);
+        return std::static_pointer_cast<PrimitiveEntry>(acquire_forward(again, p, g, src, true));
+    }, op.c_str());
     Handler::Output out = Handler::prepare_output(diff_src, *entry, DNNL_ARG_DIFF_SRC,
                                                   g.data_format, MKC_DTYPE_F32, op.c_str());
     {

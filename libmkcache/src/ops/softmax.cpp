@@ -82,16 +82,8 @@ void softmax_backward(int axis, bool log, const char *name, const Tensor &dst,
         e->set_args(pd, {DNNL_ARG_DST, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_SRC});
         return e;
     });
-    Handler::Output out =
-        Handler::prepare_output(diff_src, *entry, DNNL_ARG_DIFF_SRC, dst.layout, MKC_DTYPE_F32, op);
-    {
-        Handler::Execution exec(*entry);
-        exec.input(DNNL_ARG_DST, dst);
-        exec.input(DNNL_ARG_DIFF_DST, diff_dst);
-        exec.output(DNNL_ARG_DIFF_SRC, out.data);
-        exec.run();
-    }
-    Handler::finish_output(out, diff_src);
+    Handler::run_two_inputs(*entry, DNNL_ARG_DST, dst, DNNL_ARG_DIFF_DST, diff_dst,
+                            DNNL_ARG_DIFF_SRC, diff_src, dst.layout, op);
 }
 
 } // namespace mkc::ops
