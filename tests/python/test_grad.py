@@ -343,6 +343,17 @@ def test_activation_backward_keeps_blocked_layout_and_runs_in_place(rng):
                              ulps=256)
 
 
+def test_activation_backward_in_place_into_another_layout(rng):
+    """dy owned in a plain layout, x blocked: diff_src = dy must read dy
+    before its storage takes the result's layout."""
+    x = mkcache.to_layout(randn(rng, 2, 16, 5, 5), "nChw8c")
+    dy = mkcache.to_layout(randn(rng, 2, 16, 5, 5), "NCHW")  # owned, plain
+    exact = gref.activation_backward("tanh", x.numpy(), dy.numpy())
+    same = mkcache._capi.tensor_p(dy.handle.value)
+    lib.mkc_activation_backward(5, 0.0, 0.0, None, x.handle, dy.handle, ctypes.byref(same))
+    assert_close_elementwise(dy.numpy(), exact, ulps=256)
+
+
 @pytest.mark.parametrize("axis", [0, 1, -1])
 @pytest.mark.parametrize("log", [False, True])
 @pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])

@@ -331,11 +331,15 @@ void Handler::run_src_dst(PrimitiveEntry &entry, const Tensor &src, mkc_tensor *
 void Handler::run_two_inputs(PrimitiveEntry &entry, int arg_a, const Tensor &a, int arg_b,
                              const Tensor &b, int result_arg, mkc_tensor **dst,
                              mkc_layout out_layout, const char *op) {
-    Output out = prepare_output(dst, entry, result_arg, out_layout, MKC_DTYPE_F32, op);
+    Output out;
     {
         Execution exec(entry);
+        // Inputs first: when the result goes into one of them (in place) in
+        // another layout, prepare_output may re-describe that tensor; the
+        // input was bound (or converted) before.
         exec.input(arg_a, a);
         exec.input(arg_b, b);
+        out = prepare_output(dst, entry, result_arg, out_layout, MKC_DTYPE_F32, op);
         exec.output(result_arg, out.data);
         exec.run();
     }
