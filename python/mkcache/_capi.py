@@ -171,6 +171,8 @@ _SIGNATURES = {
     "mkc_conv3d": [POINTER(ConvParams), tensor_p, tensor_p, tensor_p, POINTER(tensor_p)],
     "mkc_conv2d_transpose": [POINTER(ConvParams), tensor_p, tensor_p, tensor_p, POINTER(tensor_p)],
     "mkc_activation": [c_int, c_float, c_float, c_char_p, tensor_p, POINTER(tensor_p)],
+    "mkc_activation_plain": [c_int, c_float, c_float, c_char_p, c_int, POINTER(c_int64),
+                             c_void_p, c_void_p],
     "mkc_softmax": [c_int, c_int, c_char_p, tensor_p, POINTER(tensor_p)],
     "mkc_binary": [c_int, c_char_p, tensor_p, tensor_p, POINTER(tensor_p)],
     "mkc_pool_params_init": [POINTER(PoolParams)],
@@ -237,7 +239,7 @@ for _name, _fn in fast.items():
 # so callers pass exactly typed values (c_void_p for pointers, c_float for
 # floats; a bare Python int is a C int and would truncate a pointer).
 raw = {name: lib[name] for name in ("mkc_tensor_wrap", "mkc_tensor_destroy", "mkc_activation",
-                                    "mkc_tensor_export")}
+                                    "mkc_tensor_export", "mkc_activation_plain")}
 for _fn in raw.values():
     _fn.restype = status_t
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from . import _capi, _layout
 from .errors import InvalidArgumentError
-from .tensor import Tensor, check_array, wrap_handle
+from .tensor import Tensor, check_array, data_pointer, wrap_handle
 
 _lib = _capi.lib
 _destroy = _capi.raw["mkc_tensor_destroy"]
@@ -17,6 +17,46 @@ _conv2d = _capi.fast["mkc_conv2d"]
 _conv3d = _capi.fast["mkc_conv3d"]
 _conv2d_transpose = _capi.fast["mkc_conv2d_transpose"]
 _activation = _capi.raw["mkc_activation"]  # (int, float, float, char*, void*, void**)
+# (int, float, float, char*, int, int64*, void*, void*): plain buffers, no handles
+_activation_plain = _capi.raw["mkc_activation_plain"]
+_F32 = np.dtype(np.float32)
+_dims_of_shape = {}  # shape -> ctypes int64 array, built once per shape
+
+
+# name -> (kind, c_float alpha, c_float beta), built once for the fast path.
+_PLAIN_ACTIVATIONS = {name: (k, ctypes.c_float(a), ctypes.c_float(b))
+                      for name, (k, a, b) in _capi.ACTIVATIONS.items()}
+_addressof, _char_view = ctypes.addressof, ctypes.c_char.from_buffer
+_void_p = ctypes.c_void_p
+
+
+def _plain_activation(kind, alpha, beta, x, name):
+    """The fast path of an activation on a numpy array: one C call on the
+    buffers (mkc_activation_plain), no tensor handle; the result is a Tensor
+    over a new array whose handle is made only if it is used further.
+    Returns None when x does not qualify (the general path then reports
+    what is wrong)."""
+    shape = x.shape
+    if not (x.dtype is _F32 and x.flags.c_contiguous and 0 < len(shape) <= _capi.MAX_NDIMS
+            and x.size):
+        return None
+    y = np.empty_like(x)
+    status = _activation_plain(kind, alpha, beta, name, len(shape), _plain_dims(shape),
+                               _void_p(data_pointer(x)), _void_p(_addressof(_char_view(y))))
+    if status:
+        _capi.raise_for(status)
+    # A layout label matters only from rank 3 on.
+    return Tensor._of_array(y, _capi.LAYOUT_CHANNELS_FIRST if len(shape) < 3
+                            else _default_layout())
+
+
+def _plain_dims(shape):
+    dims = _dims_of_shape.get(shape)
+    if dims is None:
+        if len(_dims_of_shape) > 4096:
+            _dims_of_shape.clear()
+        dims = _dims_of_shape[shape] = (ctypes.c_int64 * len(shape))(*shape)
+    return dims
 _softmax = _capi.fast["mkc_softmax"]
 _binary = _capi.fast["mkc_binary"]
 
@@ -213,6 +253,10 @@ def activation(x, kind: str, alpha=None, beta=None, *, name=None, out=None) -> T
         a = float(alpha)
     if beta is not None:
         b = float(beta)
+    if out is None and type(x) is np.ndarray:
+        result = _plain_activation(k, ctypes.c_float(a), ctypes.c_float(b), x, _name(name))
+        if result is not None:
+            return result
     if isinstance(x, Tensor):
         hx, temporary = x.handle, None
     else:
@@ -231,8 +275,15 @@ def activation(x, kind: str, alpha=None, beta=None, *, name=None, out=None) -> T
             _destroy(temporary)
 
 
+_RELU = _PLAIN_ACTIVATIONS["relu"]
+
+
 def relu(x, *, name=None, out=None) -> Tensor:
     """max(x, 0)."""
+    if out is None and name is None and type(x) is np.ndarray:
+        result = _plain_activation(_RELU[0], _RELU[1], _RELU[2], x, None)
+        if result is not None:
+            return result
     return activation(x, "relu", name=name, out=out)
 
 

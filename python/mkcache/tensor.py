@@ -82,7 +82,7 @@ class Tensor:
     converted copies (e.g. reordered conv weights) and skip that work.
     """
 
-    __slots__ = ("_handle", "_base", "__weakref__")
+    __slots__ = ("_handle", "_base", "_lazy_layout", "__weakref__")
 
     def __init__(self, array, layout=None, *, constant: bool = False):
         self._handle = None
@@ -106,17 +106,32 @@ class Tensor:
         t._base = None
         return t
 
+    @classmethod
+    def _of_array(cls, array: np.ndarray, layout_value: int) -> "Tensor":
+        """A Tensor over a plain array the library just wrote (the fast
+        paths); its C handle is made on first use."""
+        t = cls.__new__(cls)
+        t._handle = None
+        t._base = array
+        t._lazy_layout = layout_value
+        return t
+
     # ------------------------------------------------------------ queries
     @property
     def handle(self):
         """The C handle (``mkc_tensor*``); raises if the tensor was closed."""
-        if self._handle is None:
-            raise InvalidHandleError("tensor was closed (its handle is destroyed)")
-        return self._handle
+        handle = self._handle
+        if handle is None:
+            if self._base is None:
+                raise InvalidHandleError("tensor was closed (its handle is destroyed)")
+            handle = self._handle = wrap_handle(self._base, self._lazy_layout)
+        return handle
 
     @property
     def shape(self) -> tuple:
         """Dims in the tensor's own layout (NHWC tensors report [N,H,W,C])."""
+        if self._handle is None and self._base is not None:
+            return self._base.shape  # not wrapped yet: the array's own shape
         ndims = ctypes.c_int()
         dims = (ctypes.c_int64 * _capi.MAX_NDIMS)()
         _lib.mkc_tensor_get_shape(self.handle, ctypes.byref(ndims), dims)
@@ -165,6 +180,8 @@ class Tensor:
         ``mkcache.target_layout`` block, else the tensor's own layout."""
         if layout is None:
             value = _layout.explicit_target()
+            if value is None and self._handle is None and self._base is not None:
+                return self._base.copy()  # a plain array in its own layout already
             if value is None:
                 value = _layout.to_enum(self.layout if self.ndim >= 3 else "NCHW")
         else:
@@ -209,6 +226,6 @@ class Tensor:
         self.close()
 
     def __repr__(self):
-        if self._handle is None:
+        if self._handle is None and self._base is None:
             return "<mkcache.Tensor closed>"
         return f"<mkcache.Tensor shape={self.shape} layout={self.layout} format={self.format}>"

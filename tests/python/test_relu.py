@@ -47,3 +47,57 @@ def test_relu_into_wrapped_buffer(rng):
     buf = np.full((3, 4), 7, dtype=np.float32)
     mkcache.relu(x, out=mkcache.Tensor(buf))
     np.testing.assert_array_equal(buf, relu(x))
+
+
+def test_numpy_fast_path_result_is_a_full_tensor(rng):
+    """relu(numpy) takes mkc_activation_plain (no handles); its result gets a
+    handle only when used, and then behaves like any Tensor."""
+    x = rng.standard_normal((2, 4, 5, 3), dtype=np.float32)
+    with mkcache.target_layout("NHWC"):
+        y = mkcache.relu(x)
+    assert y._handle is None  # nothing wrapped yet
+    assert y.shape == x.shape
+    np.testing.assert_array_equal(y.numpy(), relu(x))
+    assert y.layout == "NHWC"  # the label a wrapped array would have had
+    assert y._handle is not None
+    z = mkcache.sigmoid(y)  # used as an operator input
+    np.testing.assert_allclose(z.numpy(), 1 / (1 + np.exp(-relu(x))), rtol=1e-6, atol=1e-6)
+    with mkcache.target_layout("NHWC"):
+        mkcache.relu(x, out=z)  # and as out= (x wrapped with the same label)
+    np.testing.assert_array_equal(z.numpy(), relu(x))
+    y.close()
+    with pytest.raises(mkcache.InvalidHandleError):
+        y.numpy("NCHW")
+    lazy = mkcache.gelu(x)
+    lazy.close()  # closing one never wrapped
+    with pytest.raises(mkcache.InvalidHandleError):
+        _ = lazy.handle
+
+
+def test_numpy_fast_path_rejects_like_the_general_path(rng):
+    with pytest.raises(mkcache.InvalidArgumentError, match="C-contiguous"):
+        mkcache.relu(rng.standard_normal((4, 6), dtype=np.float32)[:, ::2])
+    with pytest.raises(mkcache.DTypeError, match="float32"):
+        mkcache.relu(np.ones((3, 3)))
+
+
+def test_activation_plain_c_entry(rng):
+    """The C fast entry: in place (dst == src), and its errors."""
+    import ctypes
+    lib = mkcache._capi.lib
+    x = rng.standard_normal((3, 7), dtype=np.float32)
+    expected = relu(x)
+    dims = (ctypes.c_int64 * 2)(3, 7)
+    ptr = x.ctypes.data
+    lib.mkc_activation_plain(1, 0.0, 0.0, None, 2, dims, ptr, ptr)
+    np.testing.assert_array_equal(x, expected)
+    with pytest.raises(mkcache.InvalidArgumentError, match="NULL"):
+        lib.mkc_activation_plain(1, 0.0, 0.0, None, 2, dims, None, ptr)
+    with pytest.raises(mkcache.InvalidArgumentError, match="ndims"):
+        lib.mkc_activation_plain(1, 0.0, 0.0, None, 0, dims, ptr, ptr)
+    bad = (ctypes.c_int64 * 2)(3, 0)
+    with pytest.raises(mkcache.InvalidArgumentError):
+        lib.mkc_activation_plain(1, 0.0, 0.0, None, 2, bad, ptr, ptr)
+    with pytest.raises(mkcache.InvalidArgumentError, match="unsupported kind"):
+        lib.mkc_activation_plain(77, 0.0, 0.0, None, 2, dims, ptr, ptr)
+    np.testing.assert_array_equal(x, expected)  # nothing written by a failed call

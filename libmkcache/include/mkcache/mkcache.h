@@ -398,6 +398,13 @@ MKC_API mkc_status mkc_activation(mkc_activation_kind kind, float alpha,
                                   float beta, const char *name,
                                   const mkc_tensor *src, mkc_tensor **dst);
 
+/* The same on plain row-major float32 buffers of shape dims[ndims], with no
+ * tensor handles: the cheapest call for small arrays (no allocation, no
+ * handle; a repeated shape builds nothing). dst may equal src. */
+MKC_API mkc_status mkc_activation_plain(mkc_activation_kind kind, float alpha,
+                                        float beta, const char *name, int ndims,
+                                        const int64_t *dims, const float *src, float *dst);
+
 /* Softmax along `axis` of the caller's dims order (negative counts from the
  * end; an NHWC tensor's axis -1 is C). `log` != 0 computes log-softmax.
  * Runs on src's layout; `*dst == src` runs in place. The key's in-place

@@ -1,4 +1,5 @@
 // C ABI: operators.
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,49 @@ MKC_API mkc_status mkc_activation(mkc_activation_kind kind, float alpha, float b
         const Tensor &x = tensor_arg(src, "activation: src");
         check_dst(dst);
         ops::activation(kind, alpha, beta, name, x, dst);
+    });
+}
+
+namespace {
+
+// The fast path's tensors: per thread, re-described only when the shape
+// changes, so a repeated call builds nothing (no descriptor, no handle).
+struct PlainViews {
+    Tensor src, dst;
+    int ndims = 0;
+    int64_t dims[MKC_MAX_NDIMS] = {};
+};
+
+PlainViews &plain_views(int ndims, const int64_t *dims) {
+    thread_local PlainViews v;
+    if (v.ndims != ndims || std::memcmp(v.dims, dims, sizeof(int64_t) * ndims) != 0) {
+        check_dims("dims", ndims, dims, MKC_DTYPE_F32);
+        const Dims d(dims, dims + ndims);
+        const auto desc = layout::plain_desc(d, dnnl::memory::data_type::f32,
+                                             MKC_LAYOUT_CHANNELS_FIRST);
+        set_desc(v.src, desc);
+        set_desc(v.dst, desc);
+        v.ndims = ndims;
+        std::memcpy(v.dims, dims, sizeof(int64_t) * ndims);
+    }
+    return v;
+}
+
+} // namespace
+
+MKC_API mkc_status mkc_activation_plain(mkc_activation_kind kind, float alpha, float beta,
+                                        const char *name, int ndims, const int64_t *dims,
+                                        const float *src, float *dst) {
+    return guard([&] {
+        require(dims != nullptr && src != nullptr && dst != nullptr,
+                "activation_plain: dims, src and dst must not be NULL");
+        require(ndims >= 1 && ndims <= MKC_MAX_NDIMS, "activation_plain: ndims must be 1..",
+                MKC_MAX_NDIMS, ", got ", ndims);
+        PlainViews &v = plain_views(ndims, dims);
+        v.src.data = const_cast<float *>(src);
+        v.dst.data = dst;
+        mkc_tensor *out = &v.dst;
+        ops::activation(kind, alpha, beta, name, v.src, &out);
     });
 }
 
