@@ -34,7 +34,7 @@ std::shared_ptr<void> BlobCache::get(int64_t session, const std::string &group,
     std::shared_ptr<void> found;
     Counters *session_counters = nullptr;
     {
-        std::shared_lock<std::shared_mutex> lock(mutex_);
+        std::shared_lock<StripedSharedMutex> lock(mutex_);
         auto s = sessions_.find(session);
         if (s != sessions_.end()) {
             session_counters = &s->second->counters;
@@ -48,8 +48,8 @@ std::shared_ptr<void> BlobCache::get(int64_t session, const std::string &group,
         // Counters are updated under the shared lock so a concurrent reset
         // cannot free the session they live in.
         auto counter = found ? &Counters::hits : &Counters::misses;
-        (totals_.*counter).fetch_add(1, std::memory_order_relaxed);
-        if (session_counters) (session_counters->*counter).fetch_add(1, std::memory_order_relaxed);
+        (totals_.*counter).add();
+        if (session_counters) (session_counters->*counter).add();
     }
     return found;
 }
@@ -59,7 +59,7 @@ void BlobCache::set(int64_t session, const std::string &group, int64_t capacity,
     std::vector<std::shared_ptr<void>> released; // destroyed after unlocking
     bool evicted = false;
     {
-        std::unique_lock<std::shared_mutex> lock(mutex_);
+        std::unique_lock<StripedSharedMutex> lock(mutex_);
         auto &s = sessions_[session];
         if (!s) s = std::make_unique<Session>();
         auto g = s->index.find(group);
@@ -99,7 +99,7 @@ void BlobCache::set(int64_t session, const std::string &group, int64_t capacity,
 template <typename Pred>
 std::vector<std::shared_ptr<void>> BlobCache::remove_if(Pred pred) {
     std::vector<std::shared_ptr<void>> released;
-    std::unique_lock<std::shared_mutex> lock(mutex_);
+    std::unique_lock<StripedSharedMutex> lock(mutex_);
     for (auto &kv : sessions_) {
         Session &s = *kv.second;
         for (auto g = s.groups.begin(); g != s.groups.end();) {
@@ -137,8 +137,8 @@ void BlobCache::drop_thread(uint64_t thread_hash) {
 }
 
 void BlobCache::fill(mkc_cache_stats &out, const Counters &c) {
-    out.hits += c.hits.load(std::memory_order_relaxed);
-    out.misses += c.misses.load(std::memory_order_relaxed);
+    out.hits += c.hits.load();
+    out.misses += c.misses.load();
     out.insertions += c.insertions.load(std::memory_order_relaxed);
     out.evictions += c.evictions.load(std::memory_order_relaxed);
     out.evicted_entries += c.evicted_entries.load(std::memory_order_relaxed);
@@ -146,7 +146,7 @@ void BlobCache::fill(mkc_cache_stats &out, const Counters &c) {
 
 mkc_cache_stats BlobCache::stats() const {
     mkc_cache_stats out{};
-    std::shared_lock<std::shared_mutex> lock(mutex_);
+    std::shared_lock<StripedSharedMutex> lock(mutex_);
     fill(out, totals_);
     for (auto &kv : sessions_) {
         if (!kv.second->groups.empty()) ++out.sessions;
@@ -161,7 +161,7 @@ mkc_cache_stats BlobCache::stats() const {
 
 mkc_cache_stats BlobCache::session_stats(int64_t session) const {
     mkc_cache_stats out{};
-    std::shared_lock<std::shared_mutex> lock(mutex_);
+    std::shared_lock<StripedSharedMutex> lock(mutex_);
     auto s = sessions_.find(session);
     if (s == sessions_.end()) return out;
     fill(out, s->second->counters);
@@ -176,7 +176,7 @@ mkc_cache_stats BlobCache::session_stats(int64_t session) const {
 
 std::string BlobCache::keys(int64_t session) const {
     std::string out;
-    std::shared_lock<std::shared_mutex> lock(mutex_);
+    std::shared_lock<StripedSharedMutex> lock(mutex_);
     auto s = sessions_.find(session);
     if (s == sessions_.end()) return out;
     for (auto &g : s->second->groups)

@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/striped.hpp"
 #include "mkcache/mkcache.h"
 
 namespace mkc {
@@ -66,7 +67,8 @@ private:
         size_t bytes = 0;
     };
     struct Counters {
-        std::atomic<uint64_t> hits{0}, misses{0}, insertions{0}, evictions{0}, evicted_entries{0};
+        StripedCounter hits, misses; // every lookup: striped, so threads do not contend
+        std::atomic<uint64_t> insertions{0}, evictions{0}, evicted_entries{0};
     };
     struct Session {
         std::list<Group> groups; // insertion order: front is the oldest
@@ -81,7 +83,8 @@ private:
     std::vector<std::shared_ptr<void>> remove_if(Pred pred);
     static void fill(mkc_cache_stats &out, const Counters &c);
 
-    mutable std::shared_mutex mutex_;
+    // Readers (lookups) lock only their thread's stripe; writers all.
+    mutable StripedSharedMutex mutex_;
     std::unordered_map<int64_t, std::unique_ptr<Session>> sessions_;
     Counters totals_;
 };

@@ -2,32 +2,50 @@
 // a destroyed or foreign pointer is reported instead of dereferenced.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <mutex>
 #include <shared_mutex>
 #include <unordered_set>
 
 namespace mkc {
 
+// Sharded by address, so threads creating and destroying handles (every
+// operator output, every blob reference) rarely meet on one lock.
 template <typename T>
 class HandleRegistry {
 public:
     void add(const T *p) {
-        std::unique_lock<std::shared_mutex> lock(mutex_);
-        live_.insert(p);
+        Shard &s = shard(p);
+        std::unique_lock<std::shared_mutex> lock(s.mutex);
+        s.live.insert(p);
     }
     // True if `p` was live and is now removed.
     bool remove(const T *p) {
-        std::unique_lock<std::shared_mutex> lock(mutex_);
-        return live_.erase(p) == 1;
+        Shard &s = shard(p);
+        std::unique_lock<std::shared_mutex> lock(s.mutex);
+        return s.live.erase(p) == 1;
     }
     bool contains(const T *p) const {
-        std::shared_lock<std::shared_mutex> lock(mutex_);
-        return live_.count(p) == 1;
+        const Shard &s = shard(p);
+        std::shared_lock<std::shared_mutex> lock(s.mutex);
+        return s.live.count(p) == 1;
     }
 
 private:
-    mutable std::shared_mutex mutex_;
-    std::unordered_set<const T *> live_;
+    struct alignas(64) Shard {
+        mutable std::shared_mutex mutex;
+        std::unordered_set<const T *> live;
+    };
+    static constexpr size_t kShards = 16;
+    Shard shards_[kShards];
+    static size_t index(const void *p) {
+        // Heap addresses are 16-byte aligned: mix the bits above that.
+        const auto v = reinterpret_cast<uintptr_t>(p) >> 4;
+        return (v ^ (v >> 7) ^ (v >> 13)) % kShards;
+    }
+    Shard &shard(const T *p) { return shards_[index(p)]; }
+    const Shard &shard(const T *p) const { return shards_[index(p)]; }
 };
 
 // Leaked on purpose so handles can be checked during process exit.
