@@ -148,9 +148,11 @@ public:
     void leave_transfer(const std::shared_ptr<Transfer> &t);
     std::shared_ptr<Transfer> find_transfer();
 
-    // Fetches the entry for this key and signature, or builds and stores it.
-    template <typename Entry>
-    std::shared_ptr<Entry> acquire_primitive(const std::function<std::shared_ptr<Entry>()> &build) {
+    // Fetches the entry for this key and signature, or builds and stores it
+    // with `build()` (-> std::shared_ptr<Entry>). A template, not a
+    // std::function: wrapping the builder would allocate on every hit.
+    template <typename Entry, typename Build>
+    std::shared_ptr<Entry> acquire_primitive(Build &&build) {
         auto found = lookup();
         if (found) return std::static_pointer_cast<Entry>(found);
         std::shared_ptr<Entry> entry;

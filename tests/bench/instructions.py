@@ -1,0 +1,88 @@
+"""Noise-free overhead: instructions per call that mkcache adds to a primitive.
+
+Wall-clock overheads of a few hundred nanoseconds drown in the noise of a
+shared machine. Instruction counts do not: this runs each case under
+valgrind's callgrind (one OpenMP thread) with n and 2n calls, for the bare
+primitive and for the cached mkcache call, and reports
+
+    overhead = [I_cached(2n) - I_cached(n) - I_bare(2n) + I_bare(n)] / n
+
+instructions per call (process start-up and the first, building calls
+cancel out). Needs valgrind; takes minutes (a few seconds per run).
+
+    python tests/bench/instructions.py                 # every case
+    python tests/bench/instructions.py relu layer_norm # cases whose name contains these
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+# case -> (helper op, params, n): n calls per measurement, small for heavy cases.
+CASES = {
+    "relu 1x16": ("relu", (1, 16), 2000),
+    "relu 1x64x56x56": ("relu", (1, 64, 56, 56), 200),
+    "conv2d 3x3 64->64 56x56 b1": ("conv2d", (1, 64, 64, 56, 56, 3, 1, 1), 4),
+    "conv 1x1 256->64 56x56": ("conv2d", (1, 256, 64, 56, 56, 1, 1, 0), 4),
+    "max pool 3x3 s2 1x64x112x112": ("max_pool", (1, 64, 112, 112, 3, 2, 1), 40),
+    "LRN 5 1x96x55x55": ("lrn", (1, 96, 55, 55, 5), 10),
+    "batch norm 1x64x56x56": ("batch_norm", (1, 64, 56, 56), 200),
+    "softmax 1x12x128x128 last axis": ("softmax", (1, 12, 128, 128), 20),
+    "gelu 128x3072": ("gelu", (128, 3072), 20),
+    "layer_norm 128x768": ("layer_norm", (128, 768), 200),
+    "max pool 3x3 s2 1x64x112x112 backward": ("max_pool_bwd", (1, 64, 112, 112, 3, 2, 1), 10),
+}
+
+DRIVER = """
+import sys
+from mkcache.bench import Helper
+h = Helper()
+op, mode, n = sys.argv[1], sys.argv[2], int(sys.argv[4])
+params = [int(v) for v in sys.argv[3].split(",")]
+b = h.create(op, mode, params)
+h.lib.mkcb_run(b, n)
+h.lib.mkcb_destroy(b)
+"""
+
+
+def instructions(op, mode, params, n, workdir) -> int:
+    out = os.path.join(workdir, f"cg.{op}.{mode}.{n}")
+    driver = os.path.join(workdir, "driver.py")
+    with open(driver, "w") as f:
+        f.write(DRIVER)
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable,
+                    driver, op, mode, ",".join(map(str, params)), str(n)],
+                   check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with open(out) as f:
+        for line in f:
+            m = re.match(r"(?:summary|totals):\s+(\d+)", line)
+            if m:
+                return int(m.group(1))
+    raise RuntimeError(f"no instruction total in {out}")
+
+
+def main(argv) -> int:
+    if shutil.which("valgrind") is None:
+        print("valgrind is not installed")
+        return 1
+    wanted = [c for c in CASES if not argv[1:] or any(a in c for a in argv[1:])]
+    print("| case | bare instructions / call | mkcache overhead (instructions / call) |")
+    print("|---|---|---|")
+    with tempfile.TemporaryDirectory() as tmp:
+        for case in wanted:
+            op, params, n = CASES[case]
+            count = {(mode, k): instructions(op, mode, params, k * n, tmp)
+                     for mode in ("bare", "cached") for k in (1, 2)}
+            bare = (count["bare", 2] - count["bare", 1]) / n
+            cached = (count["cached", 2] - count["cached", 1]) / n
+            print(f"| {case} | {bare:,.0f} | {cached - bare:+,.0f} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
