@@ -3,12 +3,16 @@
 Wall-clock overheads of a few hundred nanoseconds drown in the noise of a
 shared machine. Instruction counts do not: this runs each case under
 valgrind's callgrind (one OpenMP thread) with n and 2n calls, for the bare
-primitive and for the cached mkcache call, and reports
+primitive and for the cached mkcache call. Instructions executed inside
+oneDNN's dnnl_primitive_execute (the kernels, whose instruction counts may
+differ between two primitives of one problem) are taken out, so what is
+left is the calling code; then
 
-    overhead = [I_cached(2n) - I_cached(n) - I_bare(2n) + I_bare(n)] / n
+    overhead = [O_cached(2n) - O_cached(n) - O_bare(2n) + O_bare(n)] / n
 
-instructions per call (process start-up and the first, building calls
-cancel out). Needs valgrind; takes minutes (a few seconds per run).
+instructions per call, O = total - inside dnnl_primitive_execute (process
+start-up and the first, building calls cancel out). Needs valgrind and
+callgrind_annotate; takes minutes (a few seconds per run).
 
     python tests/bench/instructions.py                 # every case
     python tests/bench/instructions.py relu layer_norm # cases whose name contains these
@@ -49,7 +53,8 @@ h.lib.mkcb_destroy(b)
 """
 
 
-def instructions(op, mode, params, n, workdir) -> int:
+def instructions(op, mode, params, n, workdir) -> tuple:
+    """-> (total instructions, instructions inside dnnl_primitive_execute)."""
     out = os.path.join(workdir, f"cg.{op}.{mode}.{n}")
     driver = os.path.join(workdir, "driver.py")
     with open(driver, "w") as f:
@@ -58,29 +63,41 @@ def instructions(op, mode, params, n, workdir) -> int:
     subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable,
                     driver, op, mode, ",".join(map(str, params)), str(n)],
                    check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    total = execute = None
     with open(out) as f:
         for line in f:
             m = re.match(r"(?:summary|totals):\s+(\d+)", line)
             if m:
-                return int(m.group(1))
-    raise RuntimeError(f"no instruction total in {out}")
+                total = int(m.group(1))
+    report = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", out],
+                            check=True, capture_output=True, text=True).stdout
+    for line in report.splitlines():
+        if ":dnnl_primitive_execute [" in line:
+            execute = int(line.split()[0].replace(",", ""))
+            break
+    if total is None or execute is None:
+        raise RuntimeError(f"no instruction totals in {out}")
+    return total, execute
 
 
 def main(argv) -> int:
-    if shutil.which("valgrind") is None:
-        print("valgrind is not installed")
+    if shutil.which("valgrind") is None or shutil.which("callgrind_annotate") is None:
+        print("valgrind (with callgrind_annotate) is not installed")
         return 1
     wanted = [c for c in CASES if not argv[1:] or any(a in c for a in argv[1:])]
-    print("| case | bare instructions / call | mkcache overhead (instructions / call) |")
+    print("| case | primitive execution (instructions / call) | mkcache overhead (instructions / call) |")
     print("|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for case in wanted:
             op, params, n = CASES[case]
             count = {(mode, k): instructions(op, mode, params, k * n, tmp)
                      for mode in ("bare", "cached") for k in (1, 2)}
-            bare = (count["bare", 2] - count["bare", 1]) / n
-            cached = (count["cached", 2] - count["cached", 1]) / n
-            print(f"| {case} | {bare:,.0f} | {cached - bare:+,.0f} |", flush=True)
+            def per_call(mode, outside):
+                (t2, e2), (t1, e1) = count[mode, 2], count[mode, 1]
+                return ((t2 - e2) - (t1 - e1)) / n if outside else (e2 - e1) / n
+
+            overhead = per_call("cached", True) - per_call("bare", True)
+            print(f"| {case} | {per_call('bare', False):,.0f} | {overhead:+,.0f} |", flush=True)
     return 0
 
 
