@@ -36,6 +36,9 @@ template <typename... Args>
     throw Error(status, detail::concat(std::forward<Args>(args)...));
 }
 
+// The message arguments are evaluated even when the condition holds: on a
+// hot path, write `if (!condition) fail(...)` for messages that format
+// (e.g. shape_text).
 template <typename... Args>
 void require(bool condition, Args &&...args) {
     if (!condition) fail(MKC_STATUS_INVALID_ARGUMENT, std::forward<Args>(args)...);

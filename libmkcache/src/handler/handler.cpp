@@ -392,8 +392,9 @@ Tensor &Handler::plain_output(const PrimitiveEntry &entry, int arg_id, mkc_tenso
     }
     Tensor &y = **dst;
     if (!entry.matches(y, arg_id, plain)) {
-        require(y.dtype == MKC_DTYPE_F32 && y.dims == plain.get_dims(), op,
-                ": dst must have the result's shape ", shape_text(plain.get_dims()));
+        if (!(y.dtype == MKC_DTYPE_F32 && y.dims == plain.get_dims()))
+            fail(MKC_STATUS_INVALID_ARGUMENT, op,
+                 ": dst must have the result's shape ", shape_text(plain.get_dims()));
         require(static_cast<bool>(y.owned), op, ": dst must be row-major");
         adopt_result_layout(y, plain);
         y.layout = layout;

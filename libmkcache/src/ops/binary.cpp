@@ -179,12 +179,14 @@ void reduce_sum_to(const Tensor &full, const Tensor &like, float scale, mkc_tens
                    const char *op) {
     const Dims fc = caller_dims(full), lc = caller_dims(like);
     const int n = static_cast<int>(fc.size());
-    require(static_cast<int>(lc.size()) <= n, op, ": cannot reduce ", shape_text(fc), " to ",
-            shape_text(lc));
+    if (!(static_cast<int>(lc.size()) <= n))
+        fail(MKC_STATUS_INVALID_ARGUMENT, op, ": cannot reduce ", shape_text(fc), " to ",
+             shape_text(lc));
     const Dims target = padded(lc, n);
     for (int i = 0; i < n; ++i)
-        require(target[i] == fc[i] || target[i] == 1, op, ": cannot reduce ", shape_text(fc),
-                " to ", shape_text(lc));
+        if (!(target[i] == fc[i] || target[i] == 1))
+            fail(MKC_STATUS_INVALID_ARGUMENT, op, ": cannot reduce ", shape_text(fc),
+                 " to ", shape_text(lc));
     std::unique_ptr<Tensor> holder;
     const Tensor &g = row_major(full, holder); // row-major in caller order
     // Both sides described in caller order over their row-major bytes.
@@ -227,8 +229,9 @@ void reduce_sum_to(const Tensor &full, const Tensor &like, float scale, mkc_tens
     }
     if (*dst) {
         Tensor &t = **dst;
-        require(t.dims == result->dims && t.dtype == MKC_DTYPE_F32, op,
-                ": the gradient output must have the shape ", shape_text(lc));
+        if (!(t.dims == result->dims && t.dtype == MKC_DTYPE_F32))
+            fail(MKC_STATUS_INVALID_ARGUMENT, op,
+                 ": the gradient output must have the shape ", shape_text(lc));
         reorder(result->desc, result->data, t.desc, t.data);
         return;
     }
@@ -248,12 +251,14 @@ void binary_backward(mkc_binary_kind kind, const char *name, const Tensor &a, co
     const Dims pa = padded(ca, n), pb = padded(cb, n);
     Dims out(n);
     for (int i = 0; i < n; ++i) {
-        require(pa[i] == pb[i] || pa[i] == 1 || pb[i] == 1, op, ": shapes ", shape_text(ca),
-                " and ", shape_text(cb), " do not broadcast");
+        if (!(pa[i] == pb[i] || pa[i] == 1 || pb[i] == 1))
+            fail(MKC_STATUS_INVALID_ARGUMENT, op, ": shapes ", shape_text(ca),
+                 " and ", shape_text(cb), " do not broadcast");
         out[i] = pa[i] == 1 ? pb[i] : pa[i];
     }
-    require(caller_dims(diff_dst) == out, op, ": diff_dst must have the broadcast shape ",
-            shape_text(out), ", got ", shape_text(caller_dims(diff_dst)));
+    if (!(caller_dims(diff_dst) == out))
+        fail(MKC_STATUS_INVALID_ARGUMENT, op, ": diff_dst must have the broadcast shape ",
+             shape_text(out), ", got ", shape_text(caller_dims(diff_dst)));
 
     // Full-shape intermediates, released at the end of the call.
     std::vector<std::unique_ptr<Tensor>> temps;

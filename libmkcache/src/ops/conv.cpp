@@ -326,8 +326,9 @@ void convolution_backward(const char *op, int k, bool transposed, const mkc_conv
     const mkc_layout data_format = layout::resolve(p.data_format, k + 2);
     const bool bias = diff_bias != nullptr;
     const Geometry g = geometry(op, p, src, weights, nullptr, k, transposed);
-    require(diff_dst.dims == g.y, op, ": diff_dst has shape ", shape_text(diff_dst.dims),
-            " (oneDNN order) but the forward output is ", shape_text(g.y));
+    if (!(diff_dst.dims == g.y))
+        fail(MKC_STATUS_INVALID_ARGUMENT, op, ": diff_dst has shape ", shape_text(diff_dst.dims),
+             " (oneDNN order) but the forward output is ", shape_text(g.y));
     const dnnl::memory::desc w_view = weights_view(op, weights, g, p.groups, transposed);
     const std::string name =
         p.name && p.name[0] ? std::string(p.name) : default_name(op, p, g, bias);

@@ -87,9 +87,10 @@ void activation_backward(mkc_activation_kind kind, float alpha, float beta, cons
     const char *op = "activation_backward";
     require(src.dtype == MKC_DTYPE_F32 && diff_dst.dtype == MKC_DTYPE_F32, op,
             ": src and diff_dst must be float32");
-    require(diff_dst.dims == src.dims && diff_dst.layout == src.layout, op,
-            ": diff_dst must have src's shape ", shape_text(caller_dims(src)), ", got ",
-            shape_text(caller_dims(diff_dst)));
+    if (!(diff_dst.dims == src.dims && diff_dst.layout == src.layout))
+        fail(MKC_STATUS_INVALID_ARGUMENT, op,
+             ": diff_dst must have src's shape ", shape_text(caller_dims(src)), ", got ",
+             shape_text(caller_dims(diff_dst)));
     std::string suffix = "bwd";
     keys::append_int(suffix, kind);
     std::string default_name;

@@ -57,8 +57,9 @@ LinearGeometry linear_geometry(const char *op, const mkc_linear_params &p, const
     g.w = onednn_dims(weights);
     const Dims &w = g.w;
     require(w.size() == 2, op, ": weights must be 2-D [out, in], got rank ", w.size());
-    require(g.xc.back() == w[1], op, ": src has ", g.xc.back(),
-            " input features but weights expect ", w[1], " (weights shape ", shape_text(w), ")");
+    if (!(g.xc.back() == w[1]))
+        fail(MKC_STATUS_INVALID_ARGUMENT, op, ": src has ", g.xc.back(),
+             " input features but weights expect ", w[1], " (weights shape ", shape_text(w), ")");
     if (p.activation != MKC_ACTIVATION_NONE) activation_info(p.activation);
     g.rows = 1;
     for (size_t i = 0; i + 1 < g.xc.size(); ++i) g.rows *= g.xc[i];
@@ -160,9 +161,10 @@ void linear_backward(const mkc_linear_params &p, const Tensor &src, const Tensor
     const Dims &w = g.w;
     Dims yc(g.xc.begin(), g.xc.end() - 1);
     yc.push_back(w[0]);
-    require(diff_dst.dtype == MKC_DTYPE_F32 && caller_dims(diff_dst) == yc, op,
-            ": diff_dst must be float32 with the forward output's shape ", shape_text(yc),
-            ", got ", shape_text(caller_dims(diff_dst)));
+    if (!(diff_dst.dtype == MKC_DTYPE_F32 && caller_dims(diff_dst) == yc))
+        fail(MKC_STATUS_INVALID_ARGUMENT, op,
+             ": diff_dst must be float32 with the forward output's shape ", shape_text(yc),
+             ", got ", shape_text(caller_dims(diff_dst)));
     const std::string name = p.name && p.name[0] ? std::string(p.name) : g.default_name;
     const Dims key_dims{g.rows, w[1]};
     const dnnl::memory::desc x2({g.rows, w[1]}, f32, tag::ab), y2({g.rows, w[0]}, f32, tag::ab);
@@ -279,14 +281,16 @@ MatmulGeometry matmul_geometry(const mkc_matmul_params &p, const Tensor &a, cons
         std::swap(g.b_strides[n - 1], g.b_strides[n - 2]);
     }
     const int64_t M = ac[n - 2], K = ac[n - 1], N = bc[n - 1];
-    require(bc[n - 2] == K, "matmul: inner dims differ: a is ", shape_text(caller_dims(a)),
-            p.transpose_a ? " (transposed)" : "", ", b is ", shape_text(caller_dims(b)),
-            p.transpose_b ? " (transposed)" : "", "; need a[..., K] @ b[K, ...]");
+    if (!(bc[n - 2] == K))
+        fail(MKC_STATUS_INVALID_ARGUMENT, "matmul: inner dims differ: a is ", shape_text(caller_dims(a)),
+             p.transpose_a ? " (transposed)" : "", ", b is ", shape_text(caller_dims(b)),
+             p.transpose_b ? " (transposed)" : "", "; need a[..., K] @ b[K, ...]");
     Dims &yc = g.yc;
     yc.resize(n);
     for (size_t i = 0; i + 2 < n; ++i) {
-        require(ac[i] == bc[i] || ac[i] == 1 || bc[i] == 1, "matmul: batch dims ",
-                shape_text(caller_dims(a)), " and ", shape_text(caller_dims(b)), " do not broadcast");
+        if (!(ac[i] == bc[i] || ac[i] == 1 || bc[i] == 1))
+            fail(MKC_STATUS_INVALID_ARGUMENT, "matmul: batch dims ",
+                 shape_text(caller_dims(a)), " and ", shape_text(caller_dims(b)), " do not broadcast");
         yc[i] = std::max(ac[i], bc[i]);
     }
     yc[n - 2] = M;
@@ -370,8 +374,9 @@ void matmul_backward(const mkc_matmul_params &p, const Tensor &a, const Tensor &
     require(diff_dst.dtype == MKC_DTYPE_F32, op, ": diff_dst must be float32");
     require(!diff_bias || bias, op, ": diff_bias needs the forward's bias");
     const Dims yc = matmul_geometry(p, a, b, bias).yc; // checks the forward's shapes too
-    require(caller_dims(diff_dst) == yc, op, ": diff_dst must have the forward output's shape ",
-            shape_text(yc), ", got ", shape_text(caller_dims(diff_dst)));
+    if (!(caller_dims(diff_dst) == yc))
+        fail(MKC_STATUS_INVALID_ARGUMENT, op, ": diff_dst must have the forward output's shape ",
+             shape_text(yc), ", got ", shape_text(caller_dims(diff_dst)));
     // With op(X) = X or X^T and C = op(A) op(B):
     //   d op(A) = dC op(B)^T,  d op(B) = op(A)^T dC,
     // transposed back where A or B was read transposed; then summed over

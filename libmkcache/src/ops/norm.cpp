@@ -171,8 +171,9 @@ void layer_norm_backward(const mkc_layer_norm_params &p, const Tensor &src, cons
                          mkc_tensor **diff_scale, mkc_tensor **diff_shift) {
     const char *op = "layer_norm_backward";
     const LayerNormGeometry g = layer_norm_geometry(op, p, src, scale, shift);
-    require(diff_dst.dtype == MKC_DTYPE_F32 && caller_dims(diff_dst) == g.xc, op,
-            ": diff_dst must be float32 with src's shape ", shape_text(g.xc));
+    if (!(diff_dst.dtype == MKC_DTYPE_F32 && caller_dims(diff_dst) == g.xc))
+        fail(MKC_STATUS_INVALID_ARGUMENT, op,
+             ": diff_dst must be float32 with src's shape ", shape_text(g.xc));
     require(!diff_scale || scale, op, ": diff_scale needs scale (the forward used none)");
     require(!diff_shift || shift, op, ": diff_shift needs shift (the forward used none)");
     const Dims key_dims{g.rows, g.cols};

@@ -106,6 +106,7 @@ PoolGeometry pool_geometry(const mkc_pool_params &p, const Tensor &src) {
     g.pb = pb;
     g.pe = pe;
 
+    if (p.name && p.name[0]) return g; // the default name is not needed
     std::string &name = g.default_name;
     name = op;
     if (p.global) name += ":global";
@@ -183,9 +184,10 @@ void pool_backward(const mkc_pool_params &p, const Tensor &src, const Tensor &di
                    mkc_tensor **diff_src) {
     const PoolGeometry g = pool_geometry(p, src);
     const std::string op = std::string(g.op) + "_backward";
-    require(diff_dst.dtype == MKC_DTYPE_F32 && diff_dst.dims == g.y, op,
-            ": diff_dst must be float32 with the forward output's shape ", shape_text(g.y),
-            " (oneDNN order), got ", shape_text(diff_dst.dims));
+    if (!(diff_dst.dtype == MKC_DTYPE_F32 && diff_dst.dims == g.y))
+        fail(MKC_STATUS_INVALID_ARGUMENT, op,
+             ": diff_dst must be float32 with the forward output's shape ", shape_text(g.y),
+             " (oneDNN order), got ", shape_text(diff_dst.dims));
     const char *name = p.name && p.name[0] ? p.name : g.default_name.c_str();
 
     Handler forward(g.op, name, g.default_name, nullptr, g.x);

@@ -183,13 +183,15 @@ void reshape(int ndims, const int64_t *dims, const Tensor &src, mkc_tensor **dst
         }
     }
     if (infer >= 0) {
-        require(known > 0 && count % known == 0, op, ": cannot infer the -1 dim of ",
-                shape_text(out), " for ", count, " elements");
+        if (!(known > 0 && count % known == 0))
+            fail(MKC_STATUS_INVALID_ARGUMENT, op, ": cannot infer the -1 dim of ",
+                 shape_text(out), " for ", count, " elements");
         out[infer] = count / known;
         known *= out[infer];
     }
-    require(known == count, op, ": ", shape_text(cd), " (", count, " elements) cannot be viewed as ",
-            shape_text(out));
+    if (!(known == count))
+        fail(MKC_STATUS_INVALID_ARGUMENT, op, ": ", shape_text(cd), " (", count, " elements) cannot be viewed as ",
+             shape_text(out));
     // The values in the caller's row-major order, re-read with the new dims.
     const dnnl::memory::desc src_caller =
         src.desc.permute_axes(onednn_to_caller_perm(static_cast<int>(cd.size()), src.layout));
@@ -229,9 +231,10 @@ void concat_backward(int axis, int n, const Tensor *const *srcs, const Tensor &d
                     " differs from input 0 outside the concat axis");
         out[caller_axis] += ci[caller_axis];
     }
-    require(diff_dst.dtype == MKC_DTYPE_F32 && caller_dims(diff_dst) == out, op,
-            ": diff_dst must have the concatenated shape ", shape_text(out), ", got ",
-            shape_text(caller_dims(diff_dst)));
+    if (!(diff_dst.dtype == MKC_DTYPE_F32 && caller_dims(diff_dst) == out))
+        fail(MKC_STATUS_INVALID_ARGUMENT, op,
+             ": diff_dst must have the concatenated shape ", shape_text(out), ", got ",
+             shape_text(caller_dims(diff_dst)));
     for (int i = 0; i < n; ++i)
         require(!diff_srcs[i] || diff_srcs[i]->dims == srcs[i]->dims, op, ": diff_srcs[", i,
                 "] must have the shape of srcs[", i, "]");

@@ -53,9 +53,10 @@ void softmax_backward(int axis, bool log, const char *name, const Tensor &dst,
     const char *op = log ? "log_softmax_backward" : "softmax_backward";
     require(dst.dtype == MKC_DTYPE_F32 && diff_dst.dtype == MKC_DTYPE_F32, op,
             ": dst and diff_dst must be float32");
-    require(diff_dst.dims == dst.dims && diff_dst.layout == dst.layout, op,
-            ": diff_dst must have dst's shape ", shape_text(caller_dims(dst)), ", got ",
-            shape_text(caller_dims(diff_dst)));
+    if (!(diff_dst.dims == dst.dims && diff_dst.layout == dst.layout))
+        fail(MKC_STATUS_INVALID_ARGUMENT, op,
+             ": diff_dst must have dst's shape ", shape_text(caller_dims(dst)), ", got ",
+             shape_text(caller_dims(diff_dst)));
     const Dims &x = onednn_dims(dst);
     const int n = static_cast<int>(x.size());
     require(axis >= -n && axis < n, op, ": axis ", axis, " is out of range for rank ", n);
