@@ -33,7 +33,7 @@ PrimitiveEntry::PrimitiveEntry() : id(next_entry_id.fetch_add(1, std::memory_ord
 bool PrimitiveEntry::matches(const Tensor &t, int arg_id, const dnnl::memory::desc &want) const {
     const uint64_t key = layout_match_key(id, arg_id);
     if (t.layout_match.load(std::memory_order_relaxed) == key) return true;
-    if (!(t.desc == want)) return false;
+    if (t.desc != want) return false;
     t.layout_match.store(key, std::memory_order_relaxed);
     return true;
 }

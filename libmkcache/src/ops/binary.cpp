@@ -179,7 +179,7 @@ void reduce_sum_to(const Tensor &full, const Tensor &like, float scale, mkc_tens
                    const char *op) {
     const Dims fc = caller_dims(full), lc = caller_dims(like);
     const int n = static_cast<int>(fc.size());
-    if (!(static_cast<int>(lc.size()) <= n))
+    if (static_cast<int>(lc.size()) > n)
         fail(MKC_STATUS_INVALID_ARGUMENT, op, ": cannot reduce ", shape_text(fc), " to ",
              shape_text(lc));
     const Dims target = padded(lc, n);
@@ -256,7 +256,7 @@ void binary_backward(mkc_binary_kind kind, const char *name, const Tensor &a, co
                  " and ", shape_text(cb), " do not broadcast");
         out[i] = pa[i] == 1 ? pb[i] : pa[i];
     }
-    if (!(caller_dims(diff_dst) == out))
+    if (caller_dims(diff_dst) != out)
         fail(MKC_STATUS_INVALID_ARGUMENT, op, ": diff_dst must have the broadcast shape ",
              shape_text(out), ", got ", shape_text(caller_dims(diff_dst)));
 

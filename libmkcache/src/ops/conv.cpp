@@ -313,6 +313,39 @@ void convolution(const char *op, int k, bool transposed, const mkc_conv_params &
 
 namespace mkc::ops {
 
+namespace {
+
+// The backward primitives of a convolution; Prim is the convolution or the
+// deconvolution flavour (their descriptors take the same arguments).
+template <typename Prim, typename Hint>
+void build_backward_data(PrimitiveEntry &e, const Geometry &g, dnnl::algorithm alg,
+                         const Hint &hint) {
+    const dnnl::memory::desc dx(g.x, f32, tag::any), w(g.onednn_w, f32, tag::any),
+        dy(g.y, f32, tag::any);
+    typename Prim::primitive_desc pd(cpu_engine(), alg, dx, w, dy, g.stride, g.dilation, g.pad_l,
+                                     g.pad_r, hint, user_scratchpad_attr());
+    e.primitive = Prim(pd);
+    e.set_args(pd, {DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC});
+}
+
+template <typename Prim, typename Hint>
+void build_backward_weights(PrimitiveEntry &e, const Geometry &g, dnnl::algorithm alg, bool bias,
+                            const Hint &hint) {
+    const dnnl::memory::desc x(g.x, f32, tag::any), dw(g.onednn_w, f32, tag::any),
+        dy(g.y, f32, tag::any), db(Dims{g.y[1]}, f32, tag::a);
+    const auto attr = user_scratchpad_attr();
+    auto pd = bias ? typename Prim::primitive_desc(cpu_engine(), alg, x, dw, db, dy, g.stride,
+                                                   g.dilation, g.pad_l, g.pad_r, hint, attr)
+                   : typename Prim::primitive_desc(cpu_engine(), alg, x, dw, dy, g.stride,
+                                                   g.dilation, g.pad_l, g.pad_r, hint, attr);
+    e.primitive = Prim(pd);
+    std::vector<int> args = {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS};
+    if (bias) args.push_back(DNNL_ARG_DIFF_BIAS);
+    e.set_args(pd, args);
+}
+
+} // namespace
+
 void convolution_backward(const char *op, int k, bool transposed, const mkc_conv_params &p,
                           const Tensor &src, const Tensor &weights, const Tensor &diff_dst,
                           mkc_tensor **diff_src, mkc_tensor **diff_weights,
@@ -326,7 +359,7 @@ void convolution_backward(const char *op, int k, bool transposed, const mkc_conv
     const mkc_layout data_format = layout::resolve(p.data_format, k + 2);
     const bool bias = diff_bias != nullptr;
     const Geometry g = geometry(op, p, src, weights, nullptr, k, transposed);
-    if (!(diff_dst.dims == g.y))
+    if (diff_dst.dims != g.y)
         fail(MKC_STATUS_INVALID_ARGUMENT, op, ": diff_dst has shape ", shape_text(diff_dst.dims),
              " (oneDNN order) but the forward output is ", shape_text(g.y));
     const dnnl::memory::desc w_view = weights_view(op, weights, g, p.groups, transposed);
@@ -352,23 +385,10 @@ void convolution_backward(const char *op, int k, bool transposed, const mkc_conv
         auto entry = handler.acquire_primitive<PrimitiveEntry>([&] {
             auto fwd = hint();
             auto e = std::make_shared<PrimitiveEntry>();
-            const dnnl::memory::desc dx(g.x, f32, tag::any), w(g.onednn_w, f32, tag::any),
-                dy(g.y, f32, tag::any);
-            const auto attr = user_scratchpad_attr();
-            const std::vector<int> args = {DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC};
-            if (transposed) {
-                dnnl::deconvolution_backward_data::primitive_desc pd(
-                    cpu_engine(), alg, dx, w, dy, g.stride, g.dilation, g.pad_l, g.pad_r,
-                    fwd->deconv_pd, attr);
-                e->primitive = dnnl::deconvolution_backward_data(pd);
-                e->set_args(pd, args);
-            } else {
-                dnnl::convolution_backward_data::primitive_desc pd(
-                    cpu_engine(), alg, dx, w, dy, g.stride, g.dilation, g.pad_l, g.pad_r,
-                    fwd->conv_pd, attr);
-                e->primitive = dnnl::convolution_backward_data(pd);
-                e->set_args(pd, args);
-            }
+            if (transposed)
+                build_backward_data<dnnl::deconvolution_backward_data>(*e, g, alg, fwd->deconv_pd);
+            else
+                build_backward_data<dnnl::convolution_backward_data>(*e, g, alg, fwd->conv_pd);
             return e;
         });
         Handler::Output out = Handler::prepare_output(diff_src, *entry, DNNL_ARG_DIFF_SRC,
@@ -392,30 +412,12 @@ void convolution_backward(const char *op, int k, bool transposed, const mkc_conv
         auto entry = handler.acquire_primitive<PrimitiveEntry>([&] {
             auto fwd = hint();
             auto e = std::make_shared<PrimitiveEntry>();
-            const dnnl::memory::desc x(g.x, f32, tag::any), dw(g.onednn_w, f32, tag::any),
-                dy(g.y, f32, tag::any), db(Dims{g.y[1]}, f32, tag::a);
-            const auto attr = user_scratchpad_attr();
-            std::vector<int> args = {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS};
-            if (bias) args.push_back(DNNL_ARG_DIFF_BIAS);
-            if (transposed) {
-                auto pd = bias ? dnnl::deconvolution_backward_weights::primitive_desc(
-                                     cpu_engine(), alg, x, dw, db, dy, g.stride, g.dilation,
-                                     g.pad_l, g.pad_r, fwd->deconv_pd, attr)
-                               : dnnl::deconvolution_backward_weights::primitive_desc(
-                                     cpu_engine(), alg, x, dw, dy, g.stride, g.dilation, g.pad_l,
-                                     g.pad_r, fwd->deconv_pd, attr);
-                e->primitive = dnnl::deconvolution_backward_weights(pd);
-                e->set_args(pd, args);
-            } else {
-                auto pd = bias ? dnnl::convolution_backward_weights::primitive_desc(
-                                     cpu_engine(), alg, x, dw, db, dy, g.stride, g.dilation,
-                                     g.pad_l, g.pad_r, fwd->conv_pd, attr)
-                               : dnnl::convolution_backward_weights::primitive_desc(
-                                     cpu_engine(), alg, x, dw, dy, g.stride, g.dilation, g.pad_l,
-                                     g.pad_r, fwd->conv_pd, attr);
-                e->primitive = dnnl::convolution_backward_weights(pd);
-                e->set_args(pd, args);
-            }
+            if (transposed)
+                build_backward_weights<dnnl::deconvolution_backward_weights>(*e, g, alg, bias,
+                                                                             fwd->deconv_pd);
+            else
+                build_backward_weights<dnnl::convolution_backward_weights>(*e, g, alg, bias,
+                                                                           fwd->conv_pd);
             return e;
         });
         Handler::PlainResult dw(*entry, DNNL_ARG_DIFF_WEIGHTS, diff_weights,

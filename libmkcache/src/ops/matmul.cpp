@@ -57,7 +57,7 @@ LinearGeometry linear_geometry(const char *op, const mkc_linear_params &p, const
     g.w = onednn_dims(weights);
     const Dims &w = g.w;
     require(w.size() == 2, op, ": weights must be 2-D [out, in], got rank ", w.size());
-    if (!(g.xc.back() == w[1]))
+    if (g.xc.back() != w[1])
         fail(MKC_STATUS_INVALID_ARGUMENT, op, ": src has ", g.xc.back(),
              " input features but weights expect ", w[1], " (weights shape ", shape_text(w), ")");
     if (p.activation != MKC_ACTIVATION_NONE) activation_info(p.activation);
@@ -281,7 +281,7 @@ MatmulGeometry matmul_geometry(const mkc_matmul_params &p, const Tensor &a, cons
         std::swap(g.b_strides[n - 1], g.b_strides[n - 2]);
     }
     const int64_t M = ac[n - 2], K = ac[n - 1], N = bc[n - 1];
-    if (!(bc[n - 2] == K))
+    if (bc[n - 2] != K)
         fail(MKC_STATUS_INVALID_ARGUMENT, "matmul: inner dims differ: a is ", shape_text(caller_dims(a)),
              p.transpose_a ? " (transposed)" : "", ", b is ", shape_text(caller_dims(b)),
              p.transpose_b ? " (transposed)" : "", "; need a[..., K] @ b[K, ...]");

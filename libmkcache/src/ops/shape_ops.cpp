@@ -189,7 +189,7 @@ void reshape(int ndims, const int64_t *dims, const Tensor &src, mkc_tensor **dst
         out[infer] = count / known;
         known *= out[infer];
     }
-    if (!(known == count))
+    if (known != count)
         fail(MKC_STATUS_INVALID_ARGUMENT, op, ": ", shape_text(cd), " (", count, " elements) cannot be viewed as ",
              shape_text(out));
     // The values in the caller's row-major order, re-read with the new dims.
