@@ -94,6 +94,33 @@ void concat(int axis, int n, const Tensor *const *srcs, const char *name, mkc_te
     Handler::finish_output(result, dst);
 }
 
+namespace {
+
+// Copies src, seen in the caller's axis order (any layout), through
+// `dst_view` (the result's bytes described with src's caller dims) into a
+// row-major tensor of dims `out`: *dst, or a new one.
+void write_row_major(const Tensor &src, const dnnl::memory::desc &dst_view, const Dims &out,
+                     mkc_tensor **dst, const char *op) {
+    const dnnl::memory::desc src_caller = src.desc.permute_axes(
+        onednn_to_caller_perm(static_cast<int>(src.dims.size()), src.layout));
+    const dnnl::memory::desc out_md(out, to_onednn(src.dtype), row_major_strides(out));
+    std::unique_ptr<Tensor> created;
+    Tensor *y = *dst;
+    if (!y) {
+        created = make_owned_tensor(out_md, MKC_LAYOUT_CHANNELS_FIRST, src.dtype);
+        y = created.get();
+    } else {
+        require(y != &src, op, ": dst must not be src");
+        require(y->dims == out && y->desc == out_md, op,
+                ": dst must be a row-major tensor of the result's shape");
+    }
+    if (src_caller == dst_view) std::memcpy(y->data, src.data, out_md.get_size());
+    else reorder(src_caller, src.data, dst_view, y->data);
+    Handler::publish(created, dst);
+}
+
+} // namespace
+
 void transpose(int n, const int *perm, const Tensor &src, mkc_tensor **dst) {
     const int rank = static_cast<int>(src.dims.size());
     require(n == rank, "transpose: perm has ", n, " entries, src has rank ", rank);
@@ -103,9 +130,6 @@ void transpose(int n, const int *perm, const Tensor &src, mkc_tensor **dst) {
                 "transpose: perm must be a permutation of 0..", rank - 1);
         seen[perm[i]] = true;
     }
-    // src in the caller's axis order (a view, any layout).
-    const dnnl::memory::desc src_caller =
-        src.desc.permute_axes(onednn_to_caller_perm(rank, src.layout));
     const Dims cd = caller_dims(src);
     Dims out(rank);
     for (int i = 0; i < rank; ++i) out[i] = cd[perm[i]];
@@ -114,20 +138,8 @@ void transpose(int n, const int *perm, const Tensor &src, mkc_tensor **dst) {
     const Dims out_strides = row_major_strides(out);
     Dims view_strides(rank);
     for (int i = 0; i < rank; ++i) view_strides[perm[i]] = out_strides[i];
-    const dnnl::memory::desc dst_view(cd, to_onednn(src.dtype), view_strides);
-    const dnnl::memory::desc out_md(out, to_onednn(src.dtype), out_strides);
-    std::unique_ptr<Tensor> created;
-    Tensor *y = *dst;
-    if (!y) {
-        created = make_owned_tensor(out_md, MKC_LAYOUT_CHANNELS_FIRST, src.dtype);
-        y = created.get();
-    } else {
-        require(y->dims == out && y->desc == out_md,
-                "transpose: dst must be a row-major tensor of the transposed shape");
-    }
-    require(y != &src, "transpose: dst must not be src");
-    reorder(src_caller, src.data, dst_view, y->data);
-    Handler::publish(created, dst);
+    write_row_major(src, dnnl::memory::desc(cd, to_onednn(src.dtype), view_strides), out, dst,
+                    "transpose");
 }
 
 void to_layout(const char *format, const Tensor &src, mkc_tensor **dst) {
@@ -193,23 +205,8 @@ void reshape(int ndims, const int64_t *dims, const Tensor &src, mkc_tensor **dst
         fail(MKC_STATUS_INVALID_ARGUMENT, op, ": ", shape_text(cd), " (", count, " elements) cannot be viewed as ",
              shape_text(out));
     // The values in the caller's row-major order, re-read with the new dims.
-    const dnnl::memory::desc src_caller =
-        src.desc.permute_axes(onednn_to_caller_perm(static_cast<int>(cd.size()), src.layout));
-    const dnnl::memory::desc dst_view(cd, to_onednn(src.dtype), row_major_strides(cd));
-    const dnnl::memory::desc out_md(out, to_onednn(src.dtype), row_major_strides(out));
-    std::unique_ptr<Tensor> created;
-    Tensor *y = *dst;
-    if (!y) {
-        created = make_owned_tensor(out_md, MKC_LAYOUT_CHANNELS_FIRST, src.dtype);
-        y = created.get();
-    } else {
-        require(y != &src, op, ": dst must not be src");
-        require(y->dims == out && y->desc == out_md,
-                "reshape: dst must be a row-major tensor of the new shape");
-    }
-    if (src_caller == dst_view) std::memcpy(y->data, src.data, out_md.get_size());
-    else reorder(src_caller, src.data, dst_view, y->data);
-    Handler::publish(created, dst);
+    write_row_major(src, dnnl::memory::desc(cd, to_onednn(src.dtype), row_major_strides(cd)), out,
+                    dst, op);
 }
 
 void concat_backward(int axis, int n, const Tensor *const *srcs, const Tensor &diff_dst,
