@@ -499,22 +499,31 @@ const char *check_lrn(const mkc_lrn_params &p, const Tensor &src, const char *op
     return op;
 }
 
-std::shared_ptr<LrnEntry> acquire_lrn(Handler &handler, const mkc_lrn_params &p,
-                                      const Tensor &src, bool training) {
+void sign_lrn(Handler &handler, const mkc_lrn_params &p, bool training) {
     handler.sign(11); // operator id
     handler.sign(p.size);
     handler.sign_float(p.alpha);
     handler.sign_float(p.beta);
     handler.sign_float(p.k);
     handler.sign(training ? 1 : 0);
+}
+
+dnnl::lrn_forward::primitive_desc lrn_descriptor(const mkc_lrn_params &p, const Tensor &src,
+                                                 bool training) {
+    return dnnl::lrn_forward::primitive_desc(
+        cpu_engine(),
+        training ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference,
+        dnnl::algorithm::lrn_across_channels, src.desc, src.desc, p.size, p.alpha, p.beta, p.k,
+        user_scratchpad_attr());
+}
+
+std::shared_ptr<LrnEntry> acquire_lrn(Handler &handler, const mkc_lrn_params &p,
+                                      const Tensor &src, bool training) {
+    sign_lrn(handler, p, training);
     handler.sign_layout(src, DNNL_ARG_SRC);
     return handler.acquire_primitive<LrnEntry>([&] {
         auto e = std::make_shared<LrnEntry>();
-        e->pd = dnnl::lrn_forward::primitive_desc(
-            cpu_engine(),
-            training ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference,
-            dnnl::algorithm::lrn_across_channels, src.desc, src.desc, p.size, p.alpha, p.beta,
-            p.k, user_scratchpad_attr());
+        e->pd = lrn_descriptor(p, src, training);
         e->primitive = dnnl::lrn_forward(e->pd);
         std::vector<int> args = {DNNL_ARG_SRC, DNNL_ARG_DST};
         if (e->pd.workspace_desc().get_size() > 0) args.push_back(DNNL_ARG_WORKSPACE);
@@ -557,7 +566,7 @@ void lrn_backward(const mkc_lrn_params &p, const Tensor &src, const Tensor &diff
     const char *name = p.name && p.name[0] ? p.name : default_name.c_str();
 
     Handler forward("lrn", name, name, nullptr, src.dims);
-    auto fwd = acquire_lrn(forward, p, src, true); // this thread's training forward
+    sign_lrn(forward, p, true);
     std::shared_ptr<Transfer> t = forward.find_transfer();
 
     Handler handler("lrn", name, name, "bwd", src.dims);
@@ -568,7 +577,8 @@ void lrn_backward(const mkc_lrn_params &p, const Tensor &src, const Tensor &diff
     handler.sign_float(p.k);
     handler.sign_layout(src, DNNL_ARG_SRC);
     auto entry = handler.acquire_primitive<PrimitiveEntry>([&] {
-        const auto &hint = t ? std::static_pointer_cast<LrnEntry>(t->forward)->pd : fwd->pd;
+        const auto hint =
+            t ? std::static_pointer_cast<LrnEntry>(t->forward)->pd : lrn_descriptor(p, src, true);
         dnnl::lrn_backward::primitive_desc pd(cpu_engine(), dnnl::algorithm::lrn_across_channels,
                                               src.desc, hint.dst_desc(), src.desc, p.size,
                                               p.alpha, p.beta, p.k, hint, user_scratchpad_attr());
@@ -579,8 +589,10 @@ void lrn_backward(const mkc_lrn_params &p, const Tensor &src, const Tensor &diff
         e->set_args(pd, args);
         return e;
     });
-    const auto workspace = Handler::workspace_for(
-        *entry, t.get(), src, [&] { return std::static_pointer_cast<PrimitiveEntry>(fwd); }, op);
+    const auto workspace = Handler::workspace_for(*entry, t.get(), src, [&] {
+        Handler again("lrn", name, name, nullptr, src.dims); // this thread's training forward
+        return std::static_pointer_cast<PrimitiveEntry>(acquire_lrn(again, p, src, true));
+    }, op);
     Handler::Output out = Handler::prepare_output(diff_src, *entry, DNNL_ARG_DIFF_SRC,
                                                   data_format, MKC_DTYPE_F32, op);
     {
