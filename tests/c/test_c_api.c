@@ -6,20 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "mkcache/mkcache.h"
-
-static int failures = 0;
-
-#define CHECK(cond)                                                              \
-    do {                                                                         \
-        if (!(cond)) {                                                           \
-            fprintf(stderr, "%s:%d: CHECK failed: %s (last error: %s)\n",       \
-                    __FILE__, __LINE__, #cond, mkc_last_error());                \
-            ++failures;                                                          \
-        }                                                                        \
-    } while (0)
-
-#define OK(call) CHECK((call) == MKC_STATUS_OK)
 
 static void test_version(void) {
     int major = -1, minor = -1, patch = -1;
@@ -300,10 +288,5 @@ int main(void) {
     test_core_api();
     test_conv_and_relu();
     test_cache();
-    if (failures) {
-        fprintf(stderr, "%d check(s) failed\n", failures);
-        return 1;
-    }
-    printf("test_c_api: all checks passed\n");
-    return 0;
+    return finish("test_c_api");
 }

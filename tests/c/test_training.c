@@ -6,19 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "check.h"
 #include "mkcache/mkcache.h"
-
-static int failures = 0;
-
-#define CHECK(cond)                                                              \
-    do {                                                                         \
-        if (!(cond)) {                                                           \
-            fprintf(stderr, "%s:%d: CHECK failed: %s (last error: %s)\n",       \
-                    __FILE__, __LINE__, #cond, mkc_last_error());                \
-            ++failures;                                                          \
-        }                                                                        \
-    } while (0)
-#define OK(call) CHECK((call) == MKC_STATUS_OK)
 
 enum { N = 2, C = 3, H = 6, W = 5, O = 4, K = 3, PAD = 1 };
 /* Pooling: 2x2, stride 2 over the 6x5 conv output input (floor: 3x2). */
@@ -210,10 +199,5 @@ int main(void) {
     OK(mkc_tensor_destroy(tdy));
     OK(mkc_tensor_destroy(tpx));
     OK(mkc_tensor_destroy(tpdy));
-    if (failures) {
-        fprintf(stderr, "%d check(s) failed\n", failures);
-        return 1;
-    }
-    printf("test_training: all checks passed\n");
-    return 0;
+    return finish("test_training");
 }
