@@ -147,6 +147,66 @@ def test_name_reuse_with_other_attributes_is_correct(rng):
     np.testing.assert_array_equal(r1, r2)
 
 
+def _delta(before, key):
+    return mkcache.cache.stats()[key] - before[key]
+
+
+def test_remembered_hits_are_counted_and_end_with_a_clear():
+    """A thread remembers its recent hits (the front cache): repeated calls
+    skip key formatting and the shared lookup, yet count as hits, and a
+    clear() ends them."""
+    s0 = mkcache.cache.stats()
+    for _ in range(5):
+        relu_named("front")
+    assert (_delta(s0, "misses"), _delta(s0, "hits")) == (1, 4)
+    mkcache.cache.clear()
+    s1 = mkcache.cache.stats()
+    relu_named("front")
+    assert (_delta(s1, "misses"), _delta(s1, "insertions"), _delta(s1, "hits")) == (1, 1, 0)
+
+
+def test_remembered_hit_never_serves_an_evicted_entry():
+    with mkcache.cache.session(41), mkcache.cache.clearing_mode(1):
+        with mkcache.cache.input_shape((1,)):
+            relu_named("ev")
+            relu_named("ev")  # remembered now
+        with mkcache.cache.input_shape((2,)):
+            relu_named("ev")  # evicts group (1,)
+        s = mkcache.cache.stats(session=41)
+        with mkcache.cache.input_shape((1,)):
+            y = relu_named("ev")
+        s2 = mkcache.cache.stats(session=41)
+        assert (s2["misses"] - s["misses"], s2["hits"] - s["hits"]) == (1, 0)
+        assert s2["groups"] == 1
+        np.testing.assert_array_equal(np.asarray(y), np.ones((1, 8), np.float32))
+
+
+def test_remembered_hits_keep_names_suffixes_contexts_and_dims_apart():
+    # Names that escape alike, differ only in the middle or in length, dims
+    # that concatenate alike, executors: every combination its own entry.
+    names = ["a|b", "a\\|b", "a\\b", "a", "", "layer1.conv2.out", "layer2.conv2.out"]
+    names += ["n" * k for k in range(2, 19)]
+    calls = [(n, (1, 8), 0) for n in names] + [("d", (1, 18), 0), ("d", (11, 8), 0),
+                                              ("d", (1, 8), 1), ("d", (1, 8), 2)]
+    s0 = mkcache.cache.stats()
+    for round_ in range(3):
+        for name, shape, executor in calls:
+            with mkcache.cache.executor(executor):
+                y = relu_named(name, shape)
+            assert np.asarray(y).shape == shape
+    entries = {k for _, k in mkcache.cache.keys()}
+    assert len(entries) == len(calls)  # "" falls back to the default name "relu"
+    assert _delta(s0, "misses") == len(calls)
+    assert _delta(s0, "hits") == 2 * len(calls)
+
+
+def test_remembered_hit_is_not_taken_after_the_name_is_rebuilt_for_other_arguments(rng):
+    x = rng.standard_normal((3, 7), dtype=np.float32)
+    for slope in [0.1, 0.1, 0.3, 0.1, 0.3, 0.3, 0.0]:
+        y = np.asarray(mkcache.leaky_relu(x, slope, name="reslope"))
+        np.testing.assert_array_equal(y, np.where(x > 0, x, np.float32(slope) * x))
+
+
 def test_caller_blob_deleter_called_exactly_once():
     calls = []
     deleter = _capi.DELETER(lambda p: calls.append(p))

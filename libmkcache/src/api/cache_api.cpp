@@ -52,7 +52,7 @@ MKC_API mkc_status mkc_key_make(const char *name, const char *suffix, int ndims,
         require(ndims == 0 || dims != nullptr, "dims is NULL");
         const ThreadState &ctx = thread_state();
         std::string text;
-        keys::make(text, name, suffix, dims, ndims, ctx.executor, !ctx.clearing_mode(),
+        keys::make(text, name, suffix, dims, ndims, ctx.executor(), !ctx.clearing_mode(),
                    ctx.thread_hash);
         api::copy_out(text, key, size, needed);
     });
@@ -71,8 +71,8 @@ MKC_API mkc_status mkc_cache_set_blob(const char *key, void *data, size_t nbytes
         BlobInfo info;
         info.kind = BlobKind::caller;
         info.bytes = nbytes;
-        info.executor = ctx.executor;
-        BlobCache::instance().set(ctx.session, ctx.input_shape, ctx.capacity, k,
+        info.executor = ctx.executor();
+        BlobCache::instance().set(ctx.session(), ctx.input_shape(), ctx.capacity(), k,
                                   std::shared_ptr<void>(owner, data), info);
         owner->deleter = deleter;
     });
@@ -83,7 +83,7 @@ MKC_API mkc_status mkc_cache_get_blob(const char *key, mkc_blob **blob) {
         const std::string &k = key_arg(key);
         require_out(blob, "blob");
         const ThreadState &ctx = thread_state();
-        auto found = BlobCache::instance().get(ctx.session, ctx.input_shape, k, BlobKind::caller);
+        auto found = BlobCache::instance().get(ctx.session(), ctx.input_shape(), k, BlobKind::caller);
         if (!found) {
             *blob = nullptr;
             return;

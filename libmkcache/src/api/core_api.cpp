@@ -133,49 +133,49 @@ MKC_API mkc_status mkc_get_target_layout(mkc_layout *layout) {
 }
 
 MKC_API mkc_status mkc_set_executor(uint64_t executor_id) {
-    return guard([&] { thread_state().executor = executor_id; });
+    return guard([&] { thread_state().set_executor(executor_id); });
 }
 
 MKC_API mkc_status mkc_get_executor(uint64_t *executor_id) {
     return guard([&] {
         require_out(executor_id, "executor_id");
-        *executor_id = thread_state().executor;
+        *executor_id = thread_state().executor();
     });
 }
 
 MKC_API mkc_status mkc_cache_set_session(int64_t session_id) {
-    return guard([&] { thread_state().session = session_id; });
+    return guard([&] { thread_state().set_session(session_id); });
 }
 
 MKC_API mkc_status mkc_cache_get_session(int64_t *session_id) {
     return guard([&] {
         require_out(session_id, "session_id");
-        *session_id = thread_state().session;
+        *session_id = thread_state().session();
     });
 }
 
 MKC_API mkc_status mkc_cache_set_input_shape(const char *shape) {
-    return guard([&] { thread_state().input_shape = shape ? shape : ""; });
+    return guard([&] { thread_state().set_input_shape(shape); });
 }
 
 MKC_API mkc_status mkc_cache_get_input_shape(const char **shape) {
     return guard([&] {
         require_out(shape, "shape");
-        *shape = thread_state().input_shape.c_str();
+        *shape = thread_state().input_shape().c_str();
     });
 }
 
 MKC_API mkc_status mkc_cache_set_capacity(int64_t capacity) {
     return guard([&] {
         require(capacity >= 0, "capacity must be >= 0 (0 = default mode), got ", capacity);
-        thread_state().capacity = capacity;
+        thread_state().set_capacity(capacity);
     });
 }
 
 MKC_API mkc_status mkc_cache_get_capacity(int64_t *capacity) {
     return guard([&] {
         require_out(capacity, "capacity");
-        *capacity = thread_state().capacity;
+        *capacity = thread_state().capacity();
     });
 }
 

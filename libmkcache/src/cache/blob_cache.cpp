@@ -30,7 +30,7 @@ BlobCache &BlobCache::instance() {
 }
 
 std::shared_ptr<void> BlobCache::get(int64_t session, const std::string &group,
-                                     const std::string &key, BlobKind kind) {
+                                     const std::string &key, BlobKind kind, HitTicket *ticket) {
     std::shared_ptr<void> found;
     Counters *session_counters = nullptr;
     {
@@ -45,13 +45,21 @@ std::shared_ptr<void> BlobCache::get(int64_t session, const std::string &group,
                     found = e->second.blob;
             }
         }
-        // Counters are updated under the shared lock so a concurrent reset
-        // cannot free the session they live in.
-        auto counter = found ? &Counters::hits : &Counters::misses;
-        (totals_.*counter).add();
-        if (session_counters) (session_counters->*counter).add();
+        if (found && ticket) {
+            // Read under the lock: a removal after this lookup bumps it.
+            ticket->generation = generation_.load(std::memory_order_relaxed);
+            ticket->session = session_counters;
+        }
     }
+    auto counter = found ? &Counters::hits : &Counters::misses;
+    (totals_.*counter).add();
+    if (session_counters) (session_counters->*counter).add();
     return found;
+}
+
+void BlobCache::count_hit(const HitTicket &ticket) {
+    totals_.hits.add();
+    if (ticket.session) static_cast<Counters *>(ticket.session)->hits.add();
 }
 
 void BlobCache::set(int64_t session, const std::string &group, int64_t capacity,
@@ -74,6 +82,7 @@ void BlobCache::set(int64_t session, const std::string &group, int64_t capacity,
                 s->index.erase(oldest.shape);
                 s->groups.pop_front();
                 evicted = true;
+                generation_.fetch_add(1, std::memory_order_release);
             }
             s->groups.push_back(Group{group, {}, 0});
             g = s->index.emplace(group, std::prev(s->groups.end())).first;
@@ -81,6 +90,7 @@ void BlobCache::set(int64_t session, const std::string &group, int64_t capacity,
         Group &target = *g->second;
         Entry &entry = target.entries[key];
         if (entry.blob) {
+            generation_.fetch_add(1, std::memory_order_release);
             released.push_back(std::move(entry.blob));
             target.bytes -= entry.info.bytes;
         }
@@ -100,6 +110,7 @@ template <typename Pred>
 std::vector<std::shared_ptr<void>> BlobCache::remove_if(Pred pred) {
     std::vector<std::shared_ptr<void>> released;
     std::unique_lock<StripedSharedMutex> lock(mutex_);
+    generation_.fetch_add(1, std::memory_order_release);
     for (auto &kv : sessions_) {
         Session &s = *kv.second;
         for (auto g = s.groups.begin(); g != s.groups.end();) {

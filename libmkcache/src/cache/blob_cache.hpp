@@ -38,9 +38,24 @@ class BlobCache {
 public:
     static BlobCache &instance();
 
+    // What a hit tells a thread's front cache (cache/front_cache.hpp): the
+    // generation the maps had and the session whose counters a remembered
+    // hit credits (sessions are never freed, so the pointer stays valid).
+    struct HitTicket {
+        uint64_t generation = 0;
+        void *session = nullptr;
+    };
+
     // nullptr on a miss (a blob of another kind under `key` is a miss too).
+    // On a hit, fills `ticket` if given.
     std::shared_ptr<void> get(int64_t session, const std::string &group, const std::string &key,
-                              BlobKind kind);
+                              BlobKind kind, HitTicket *ticket = nullptr);
+    // Counts a hit the front cache served (as get() would have).
+    void count_hit(const HitTicket &ticket);
+    // Changes whenever a blob is removed or replaced (eviction, reset, a
+    // finished thread's entries, set() over an existing key). A hit
+    // remembered at generation g is still in the cache while this is g.
+    uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
     // Stores (or replaces) `key`. capacity > 0: a new group added to a
     // session holding `capacity` groups first evicts the oldest ones.
     void set(int64_t session, const std::string &group, int64_t capacity, const std::string &key,
@@ -85,7 +100,8 @@ private:
 
     // Readers (lookups) lock only their thread's stripe; writers all.
     mutable StripedSharedMutex mutex_;
-    std::unordered_map<int64_t, std::unique_ptr<Session>> sessions_;
+    std::atomic<uint64_t> generation_{1}; // bumped under the exclusive lock
+    std::unordered_map<int64_t, std::unique_ptr<Session>> sessions_; // never erased
     Counters totals_;
 };
 

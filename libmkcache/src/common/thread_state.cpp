@@ -1,5 +1,7 @@
 #include "common/thread_state.hpp"
 
+#include "cache/front_cache.hpp"
+
 #include <cstdlib>
 #include <functional>
 #include <new>
@@ -9,6 +11,13 @@ namespace mkc {
 
 ThreadState::ThreadState()
     : thread_hash(std::hash<std::thread::id>()(std::this_thread::get_id())) {}
+
+ThreadState::~ThreadState() = default;
+
+FrontCache &ThreadState::front_cache() {
+    if (!front) front = std::make_unique<FrontCache>();
+    return *front;
+}
 
 void *ThreadState::scratchpad(size_t nbytes) {
     if (nbytes > scratch_size) {

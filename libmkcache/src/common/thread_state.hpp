@@ -2,6 +2,7 @@
 // pays for one thread-local lookup instead of one per concern:
 //  - the cache context of seed "Data Caching": session id, input-shape
 //    group, capacity (0 = default mode, > 0 = clearing mode), executor id;
+//  - the front cache: a memo of this thread's recent hits;
 //  - the target layout of seed "NHWC support";
 //  - the thread-id hash that default-mode keys carry;
 //  - key buffers and the oneDNN stream the thread executes on.
@@ -17,14 +18,24 @@
 
 namespace mkc {
 
+class FrontCache;
+
 struct ThreadState {
     ThreadState();
+    ~ThreadState();
 
-    int64_t session = 0;
-    std::string input_shape; // "" = the default group
-    int64_t capacity = 0;
-    uint64_t executor = 0;
-    bool clearing_mode() const { return capacity > 0; }
+    // The cache context. Changed only through the setters, which bump
+    // context_version: the front cache remembers hits per context.
+    int64_t session() const { return session_; }
+    const std::string &input_shape() const { return input_shape_; } // "" = the default group
+    int64_t capacity() const { return capacity_; }
+    uint64_t executor() const { return executor_; }
+    bool clearing_mode() const { return capacity_ > 0; }
+    void set_session(int64_t v) { session_ = v; ++context_version; }
+    void set_input_shape(const char *v) { input_shape_ = v ? v : ""; ++context_version; }
+    void set_capacity(int64_t v) { capacity_ = v; ++context_version; }
+    void set_executor(uint64_t v) { executor_ = v; ++context_version; }
+    uint64_t context_version = 0;
 
     mkc_layout target_layout = MKC_LAYOUT_CHANNELS_FIRST;
 
@@ -44,6 +55,16 @@ struct ThreadState {
     void *scratchpad(size_t nbytes);
     std::shared_ptr<void> scratch;
     size_t scratch_size = 0;
+
+    // This thread's memo of its recent cache hits (created on first use).
+    FrontCache &front_cache();
+    std::unique_ptr<FrontCache> front;
+
+private:
+    int64_t session_ = 0;
+    std::string input_shape_;
+    int64_t capacity_ = 0;
+    uint64_t executor_ = 0;
 };
 
 ThreadState &thread_state();

@@ -93,7 +93,7 @@ uint64_t reorder_count() { return reorders_executed.load(std::memory_order_relax
 void reorder(const dnnl::memory::desc &from, const void *src_data, const dnnl::memory::desc &to,
              void *dst_data) {
     Handler handler("reorder", nullptr,
-                    "reorder:" + format_name(from) + "->" + format_name(to), nullptr,
+                    ("reorder:" + format_name(from) + "->" + format_name(to)).c_str(), nullptr,
                     from.get_dims());
     handler.sign(3); // operator id
     handler.sign_layout(from);
@@ -113,15 +113,23 @@ void reorder(const dnnl::memory::desc &from, const void *src_data, const dnnl::m
     reorders_executed.fetch_add(1, std::memory_order_relaxed);
 }
 
-Handler::Handler(const char *op, const char *name, const std::string &default_name,
-                 const char *suffix, const Dims &key_dims)
+Handler::Handler(const char *op, const char *name, const char *default_name, const char *suffix,
+                 const Dims &key_dims)
     : op_(op), state_(thread_state()) {
     if (state_.key_depth == ThreadState::kKeyDepth)
         fail(MKC_STATUS_INTERNAL_ERROR, op, ": handlers nested too deep");
     key_ = &state_.key_buffers[state_.key_depth];
-    const char *key_name = (name != nullptr && name[0] != '\0') ? name : default_name.c_str();
-    keys::make(*key_, key_name, suffix, key_dims.data(), static_cast<int>(key_dims.size()),
-               state_.executor, !state_.clearing_mode(), state_.thread_hash);
+    const char *key_name = (name != nullptr && name[0] != '\0') ? name : default_name;
+    const int ndims = static_cast<int>(key_dims.size());
+    const FrontCache::Call call(key_name, suffix, key_dims.data(), ndims);
+    call_hash_ = call.hash;
+    call_ndims_ = ndims;
+    if (ndims <= FrontCache::kMaxDims) std::copy(key_dims.begin(), key_dims.end(), call_dims_);
+    // A remembered hit brings its key along: no formatting.
+    front_blob_ = state_.front_cache().find(call, state_.context_version, *key_, front_ticket_);
+    if (!front_blob_)
+        keys::make(*key_, key_name, suffix, key_dims.data(), ndims, state_.executor(),
+                   !state_.clearing_mode(), state_.thread_hash);
     ++state_.key_depth; // only once constructed: the destructor undoes it
 }
 
@@ -137,9 +145,22 @@ void Handler::sign_float(float v) {
     sign(bits);
 }
 
+std::shared_ptr<void> Handler::find_blob() {
+    if (front_blob_) {
+        BlobCache::instance().count_hit(front_ticket_);
+        return std::move(front_blob_);
+    }
+    BlobCache::HitTicket ticket;
+    auto blob = BlobCache::instance().get(state_.session(), state_.input_shape(), *key_,
+                                          BlobKind::primitive, &ticket);
+    if (blob)
+        state_.front_cache().remember(call_hash_, call_dims_, call_ndims_, state_.context_version,
+                                      *key_, blob, ticket);
+    return blob;
+}
+
 std::shared_ptr<PrimitiveEntry> Handler::lookup() {
-    auto blob = BlobCache::instance().get(state_.session, state_.input_shape, *key_,
-                                          BlobKind::primitive);
+    auto blob = find_blob();
     if (!blob) return nullptr;
     auto entry = std::static_pointer_cast<PrimitiveEntry>(blob);
     // Same name, other arguments: never reuse a primitive built for others.
@@ -180,14 +201,14 @@ void Handler::leave_transfer(const std::shared_ptr<Transfer> &t) {
     BlobInfo info;
     info.kind = BlobKind::transfer;
     info.bytes = t->bytes;
-    info.executor = state_.executor;
+    info.executor = state_.executor();
     info.thread_bound = false; // outlives the forward's thread: the grad op may run elsewhere
-    BlobCache::instance().set(state_.session, state_.input_shape, state_.capacity, transfer_key(),
+    BlobCache::instance().set(state_.session(), state_.input_shape(), state_.capacity(), transfer_key(),
                               std::static_pointer_cast<void>(t), info);
 }
 
 std::shared_ptr<Transfer> Handler::find_transfer() {
-    auto blob = BlobCache::instance().get(state_.session, state_.input_shape, transfer_key(),
+    auto blob = BlobCache::instance().get(state_.session(), state_.input_shape(), transfer_key(),
                                           BlobKind::transfer);
     if (!blob) return nullptr;
     auto t = std::static_pointer_cast<Transfer>(blob);
@@ -201,9 +222,9 @@ void Handler::store(const std::shared_ptr<PrimitiveEntry> &entry) {
     BlobInfo info;
     info.kind = BlobKind::primitive;
     info.bytes = entry->bytes;
-    info.executor = state_.executor;
+    info.executor = state_.executor();
     info.thread_bound = !state_.clearing_mode();
-    BlobCache::instance().set(state_.session, state_.input_shape, state_.capacity, *key_,
+    BlobCache::instance().set(state_.session(), state_.input_shape(), state_.capacity(), *key_,
                               std::static_pointer_cast<void>(entry), info);
 }
 

@@ -16,6 +16,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "cache/front_cache.hpp"
 #include "common/engine.hpp"
 #include "common/thread_state.hpp"
 #include "layout/layout.hpp"
@@ -103,8 +104,8 @@ class Handler {
 public:
     // `name` may be null/empty: `default_name` is used then. `key_dims` is
     // the input shape that goes into the key.
-    Handler(const char *op, const char *name, const std::string &default_name,
-            const char *suffix, const Dims &key_dims);
+    Handler(const char *op, const char *name, const char *default_name, const char *suffix,
+            const Dims &key_dims);
 
     Handler(const Handler &) = delete;
     Handler &operator=(const Handler &) = delete;
@@ -270,6 +271,7 @@ private:
     static constexpr int kMaxExact = 4;
 
     std::shared_ptr<PrimitiveEntry> lookup();
+    std::shared_ptr<void> find_blob(); // front cache, else the shared maps
     void store(const std::shared_ptr<PrimitiveEntry> &entry);
     bool signature_equals(const std::vector<int64_t> &sig) const;
     std::vector<int64_t> signature() const;
@@ -279,6 +281,13 @@ private:
     const char *op_;
     ThreadState &state_;
     std::string *key_;   // a per-thread buffer (one per nesting level)
+    // What the front cache knows this call by (dims copied: the caller's
+    // may be a temporary), and the blob it found when constructed.
+    uint64_t call_hash_;
+    int64_t call_dims_[FrontCache::kMaxDims];
+    int call_ndims_;
+    std::shared_ptr<void> front_blob_;
+    BlobCache::HitTicket front_ticket_;
     int64_t signature_[kMaxSignature];
     int signature_size_ = 0;
     std::vector<int64_t> signature_spill_;

@@ -35,6 +35,20 @@ void append_shape(std::string &out, const int64_t *dims, int ndims) {
     }
 }
 
+void parse_fields(const std::string &key, std::string &name, std::string &suffix) {
+    size_t i = 0;
+    auto field = [&](std::string &out) {
+        out.clear();
+        for (; i < key.size() && key[i] != '|'; ++i) {
+            if (key[i] == '\\' && i + 1 < key.size()) ++i;
+            out += key[i];
+        }
+        ++i; // the '|' ending the field
+    };
+    field(name);
+    field(suffix);
+}
+
 uint64_t thread_hash() { return thread_state().thread_hash; }
 
 void make(std::string &out, const char *name, const char *suffix, const int64_t *dims,

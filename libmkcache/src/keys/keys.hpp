@@ -19,6 +19,9 @@ void append_int(std::string &out, int64_t value);
 // A hash of the calling thread's id, computed once per thread.
 uint64_t thread_hash();
 
+// The (unescaped) name and suffix a key make() wrote was made from.
+void parse_fields(const std::string &key, std::string &name, std::string &suffix);
+
 // Writes the full key into `out` (replacing its content). `with_thread`
 // adds the thread field (default mode) holding `thread`.
 void make(std::string &out, const char *name, const char *suffix, const int64_t *dims,

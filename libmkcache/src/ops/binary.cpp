@@ -138,7 +138,7 @@ void binary_with(const BinaryInfo &info, mkc_binary_kind kind, const char *name,
         broadcast_view(*src1, n, out_layout, view);
     }
 
-    Handler handler(info.name, name, std::string("binary:") + info.name, info.suffix,
+    Handler handler(info.name, name, (std::string("binary:") + info.name).c_str(), info.suffix,
                     src0->dims);
     handler.sign(5); // operator id
     handler.sign(kind);

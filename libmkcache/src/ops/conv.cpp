@@ -251,7 +251,7 @@ void convolution(const char *op, int k, bool transposed, const mkc_conv_params &
         require((*dst)->dims == g.y, op, ": dst must have the output's shape to accumulate into");
     }
 
-    Handler handler(op, p.name, p.name && p.name[0] ? std::string() : default_name(op, p, g, bias),
+    Handler handler(op, p.name, (p.name && p.name[0] ? std::string() : default_name(op, p, g, bias)).c_str(),
                     nullptr, g.x);
     sign_forward(handler, p, g, transposed, bias, p.training);
     auto entry = handler.acquire_primitive<ConvEntry>([&] {
@@ -370,7 +370,7 @@ void convolution_backward(const char *op, int k, bool transposed, const mkc_conv
     // §3), taken from the cache when a training forward left it, else made
     // here (a descriptor only, no primitive).
     auto hint = [&]() -> std::shared_ptr<ConvEntry> {
-        Handler forward(op, name.c_str(), name, nullptr, g.x);
+        Handler forward(op, name.c_str(), name.c_str(), nullptr, g.x);
         sign_forward(forward, p, g, transposed, bias, true);
         if (auto t = forward.find_transfer()) return std::static_pointer_cast<ConvEntry>(t->forward);
         return forward_descriptor(p, g, transposed, bias, true);
@@ -379,7 +379,7 @@ void convolution_backward(const char *op, int k, bool transposed, const mkc_conv
                                 : dnnl::algorithm::convolution_direct;
 
     if (diff_src) {
-        Handler handler(op, name.c_str(), name, "bwd_data", g.x);
+        Handler handler(op, name.c_str(), name.c_str(), "bwd_data", g.x);
         sign_forward(handler, p, g, transposed, bias, true);
         handler.sign(100); // backward data
         auto entry = handler.acquire_primitive<PrimitiveEntry>([&] {
@@ -406,7 +406,7 @@ void convolution_backward(const char *op, int k, bool transposed, const mkc_conv
 
     if (diff_weights || diff_bias) {
         require(diff_weights != nullptr, op, ": diff_bias needs diff_weights too");
-        Handler handler(op, name.c_str(), name, "bwd_weights", g.x);
+        Handler handler(op, name.c_str(), name.c_str(), "bwd_weights", g.x);
         sign_forward(handler, p, g, transposed, bias, true);
         handler.sign(101); // backward weights
         auto entry = handler.acquire_primitive<PrimitiveEntry>([&] {

@@ -1,5 +1,6 @@
 // Element-wise activations. They run on whatever layout their input is in
 // (a conv output in nChw16c stays nChw16c), so a chain performs no reorder.
+#include <charconv>
 #include <string>
 
 #include "common/engine.hpp"
@@ -14,6 +15,30 @@ namespace {
 
 struct EltwiseEntry : PrimitiveEntry {
     dnnl::eltwise_forward::primitive_desc pd;
+};
+
+// An activation's key fields. Seed 002: the suffix carries the algorithm
+// (after `prefix`); the default name is the activation's, with alpha and
+// beta when they are set. Built on the stack in the common case: this runs
+// on every call.
+struct KeyFields {
+    KeyFields(mkc_activation_kind kind, const char *prefix, const char *activation,
+              const char *name, float alpha, float beta) {
+        char *p = suffix;
+        while (*prefix) *p++ = *prefix++;
+        *std::to_chars(p, suffix + sizeof suffix - 1, static_cast<int>(kind)).ptr = '\0';
+        default_name = activation;
+        if ((name == nullptr || name[0] == '\0') && (alpha != 0.f || beta != 0.f)) {
+            named = std::string(activation) + ':' + std::to_string(alpha) + ':' +
+                    std::to_string(beta);
+            default_name = named.c_str();
+        }
+    }
+    KeyFields(const KeyFields &) = delete; // default_name may point into named
+
+    char suffix[24];
+    const char *default_name;
+    std::string named;
 };
 
 } // namespace
@@ -46,17 +71,8 @@ void activation(mkc_activation_kind kind, float alpha, float beta, const char *n
     const ActivationInfo a = activation_info(kind);
     require(src.dtype == MKC_DTYPE_F32, "activation: src must be float32");
     const Dims &x = onednn_dims(src);
-    // Seed 002: activation keys carry the algorithm as their in-place suffix.
-    std::string suffix;
-    keys::append_int(suffix, kind);
-    std::string default_name;
-    if (name == nullptr || name[0] == '\0') {
-        default_name = a.name;
-        if (alpha != 0.f || beta != 0.f) {
-            default_name += ':' + std::to_string(alpha) + ':' + std::to_string(beta);
-        }
-    }
-    Handler handler("activation", name, default_name, suffix.c_str(), x);
+    const KeyFields key(kind, "", a.name, name, alpha, beta);
+    Handler handler("activation", name, key.default_name, key.suffix, x);
     handler.sign(2); // operator id
     handler.sign(kind);
     handler.sign_float(alpha);
@@ -91,15 +107,8 @@ void activation_backward(mkc_activation_kind kind, float alpha, float beta, cons
         fail(MKC_STATUS_INVALID_ARGUMENT, op,
              ": diff_dst must have src's shape ", shape_text(caller_dims(src)), ", got ",
              shape_text(caller_dims(diff_dst)));
-    std::string suffix = "bwd";
-    keys::append_int(suffix, kind);
-    std::string default_name;
-    if (name == nullptr || name[0] == '\0') {
-        default_name = a.name;
-        if (alpha != 0.f || beta != 0.f)
-            default_name += ':' + std::to_string(alpha) + ':' + std::to_string(beta);
-    }
-    Handler handler("activation", name, default_name, suffix.c_str(), src.dims);
+    const KeyFields key(kind, "bwd", a.name, name, alpha, beta);
+    Handler handler("activation", name, key.default_name, key.suffix, src.dims);
     handler.sign(102); // operator id: activation backward
     handler.sign(kind);
     handler.sign_float(alpha);

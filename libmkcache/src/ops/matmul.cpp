@@ -113,7 +113,7 @@ void linear(const mkc_linear_params &p, const Tensor &src, const Tensor &weights
         const Dims &b = onednn_dims(*bias);
         require(b.size() == 1 && b[0] == w[0], "linear: bias must have shape [", w[0], "]");
     }
-    Handler handler("linear", p.name, g.default_name, nullptr, Dims{g.rows, w[1]});
+    Handler handler("linear", p.name, g.default_name.c_str(), nullptr, Dims{g.rows, w[1]});
     sign_linear(handler, p, g, src, bias, p.training);
     auto entry = handler.acquire_primitive<LinearEntry>([&] {
         auto e = std::make_shared<LinearEntry>();
@@ -170,7 +170,7 @@ void linear_backward(const mkc_linear_params &p, const Tensor &src, const Tensor
     const dnnl::memory::desc x2({g.rows, w[1]}, f32, tag::ab), y2({g.rows, w[0]}, f32, tag::ab);
 
     auto hint = [&]() {
-        Handler forward("linear", name.c_str(), name, nullptr, key_dims);
+        Handler forward("linear", name.c_str(), name.c_str(), nullptr, key_dims);
         sign_linear(forward, p, g, src, bias, true);
         if (auto t = forward.find_transfer())
             return std::static_pointer_cast<LinearEntry>(t->forward)->pd;
@@ -180,7 +180,7 @@ void linear_backward(const mkc_linear_params &p, const Tensor &src, const Tensor
     const Tensor &dy = row_major(diff_dst, hdy); // the [rows, out] the primitives want
 
     if (diff_src) {
-        Handler handler("linear", name.c_str(), name, "bwd_data", key_dims);
+        Handler handler("linear", name.c_str(), name.c_str(), "bwd_data", key_dims);
         sign_linear(handler, p, g, src, bias, true);
         handler.sign(100); // backward data
         auto entry = handler.acquire_primitive<LinearEntry>([&] {
@@ -208,7 +208,7 @@ void linear_backward(const mkc_linear_params &p, const Tensor &src, const Tensor
     }
     if (diff_weights || diff_bias) {
         require(diff_weights != nullptr, op, ": diff_bias needs diff_weights too");
-        Handler handler("linear", name.c_str(), name, "bwd_weights", key_dims);
+        Handler handler("linear", name.c_str(), name.c_str(), "bwd_weights", key_dims);
         sign_linear(handler, p, g, src, bias, true);
         handler.sign(101); // backward weights
         auto entry = handler.acquire_primitive<LinearEntry>([&] {

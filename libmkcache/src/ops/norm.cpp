@@ -537,7 +537,7 @@ std::shared_ptr<LrnEntry> acquire_lrn(Handler &handler, const mkc_lrn_params &p,
 void lrn(const mkc_lrn_params &p, const Tensor &src, mkc_tensor **dst) {
     const char *op = check_lrn(p, src, "lrn");
     const mkc_layout data_format = layout::resolve(p.data_format, static_cast<int>(src.dims.size()));
-    Handler handler(op, p.name, "lrn:" + std::to_string(p.size), nullptr, src.dims);
+    Handler handler(op, p.name, ("lrn:" + std::to_string(p.size)).c_str(), nullptr, src.dims);
     auto entry = acquire_lrn(handler, p, src, p.training);
     if (p.training) {
         // Seed 000 §3: descriptor and this call's workspace for the grad op.

@@ -159,7 +159,7 @@ std::shared_ptr<PoolEntry> acquire_forward(Handler &h, const mkc_pool_params &p,
 
 void pool(const mkc_pool_params &p, const Tensor &src, mkc_tensor **dst) {
     const PoolGeometry g = pool_geometry(p, src);
-    Handler handler(g.op, p.name, g.default_name, nullptr, g.x);
+    Handler handler(g.op, p.name, g.default_name.c_str(), nullptr, g.x);
     auto entry = acquire_forward(handler, p, g, src, p.training);
     if (p.training) {
         // Seed 000 §3: the descriptor and this call's workspace (the indices
@@ -190,11 +190,11 @@ void pool_backward(const mkc_pool_params &p, const Tensor &src, const Tensor &di
              " (oneDNN order), got ", shape_text(diff_dst.dims));
     const char *name = p.name && p.name[0] ? p.name : g.default_name.c_str();
 
-    Handler forward(g.op, name, g.default_name, nullptr, g.x);
+    Handler forward(g.op, name, g.default_name.c_str(), nullptr, g.x);
     sign_forward(forward, p, g, true);
     std::shared_ptr<Transfer> t = forward.find_transfer();
 
-    Handler handler(g.op, name, g.default_name, "bwd", g.x);
+    Handler handler(g.op, name, g.default_name.c_str(), "bwd", g.x);
     sign_forward(handler, p, g, true);
     handler.sign(100); // backward
     handler.sign_layout(src, DNNL_ARG_SRC);
@@ -220,7 +220,7 @@ void pool_backward(const mkc_pool_params &p, const Tensor &src, const Tensor &di
     });
 
     const auto workspace = Handler::workspace_for(*entry, t.get(), src, [&] {
-        Handler again(g.op, name, g.default_name, nullptr, g.x);
+        Handler again(g.op, name, g.default_name.c_str(), nullptr, g.x);
         return std::static_pointer_cast<PrimitiveEntry>(acquire_forward(again, p, g, src, true));
     }, op.c_str());
     Handler::Output out = Handler::prepare_output(diff_src, *entry, DNNL_ARG_DIFF_SRC,

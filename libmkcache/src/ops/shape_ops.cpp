@@ -56,7 +56,8 @@ void concat(int axis, int n, const Tensor *const *srcs, const char *name, mkc_te
     }
     std::string suffix;
     keys::append_int(suffix, caller_axis);
-    Handler handler("concat", name, "concat:" + std::to_string(n), suffix.c_str(), first.dims);
+    Handler handler("concat", name, ("concat:" + std::to_string(n)).c_str(), suffix.c_str(),
+                    first.dims);
     handler.sign(12); // operator id
     handler.sign(onednn_axis);
     handler.sign(n);
