@@ -58,8 +58,9 @@ std::shared_ptr<void> BlobCache::get(int64_t session, const std::string &group,
 }
 
 void BlobCache::count_hit(const HitTicket &ticket) {
-    totals_.hits.add();
-    if (ticket.session) static_cast<Counters *>(ticket.session)->hits.add();
+    const int stripe = stripe_index();
+    totals_.hits.add_at(stripe);
+    if (ticket.session) static_cast<Counters *>(ticket.session)->hits.add_at(stripe);
 }
 
 void BlobCache::set(int64_t session, const std::string &group, int64_t capacity,

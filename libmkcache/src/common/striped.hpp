@@ -44,8 +44,10 @@ private:
 // sums them (a snapshot, as any relaxed counter read).
 class StripedCounter {
 public:
-    void add(uint64_t n = 1) {
-        slots_[stripe_index()].value.fetch_add(n, std::memory_order_relaxed);
+    void add(uint64_t n = 1) { add_at(stripe_index(), n); }
+    // The same with the caller's stripe_index() (saves a thread-local lookup).
+    void add_at(int stripe, uint64_t n = 1) {
+        slots_[stripe].value.fetch_add(n, std::memory_order_relaxed);
     }
     uint64_t load() const {
         uint64_t sum = 0;

@@ -300,10 +300,10 @@ void Handler::Execution::input(int arg_id, const Tensor &tensor,
 void Handler::Execution::run() {
     if (entry_.scratchpad_bytes > 0)
         raw(DNNL_ARG_SCRATCHPAD, thread_state().scratchpad(entry_.scratchpad_bytes));
-    check(dnnl_primitive_execute(entry_.primitive.get(), thread_stream().get(),
-                                 nargs_, args_),
+    dnnl_stream_t stream = thread_stream().get(); // once: a thread-local lookup
+    check(dnnl_primitive_execute(entry_.primitive.get(), stream, nargs_, args_),
           "executing primitive");
-    check(dnnl_stream_wait(thread_stream().get()), "waiting for stream");
+    check(dnnl_stream_wait(stream), "waiting for stream");
 }
 
 // ------------------------------------------------------------------- Output
