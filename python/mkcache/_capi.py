@@ -43,6 +43,17 @@ class CacheStats(Structure):
         "entries", "groups", "sessions", "bytes")]
 
 
+class ActivationCall(Structure):
+    _fields_ = [
+        ("kind", c_int),
+        ("alpha", c_float),
+        ("beta", c_float),
+        ("name", c_char_p),
+        ("ndims", c_int),
+        ("dims", c_int64 * MAX_NDIMS),
+    ]
+
+
 class PoolParams(Structure):
     _fields_ = [
         ("kind", c_int),
@@ -171,8 +182,7 @@ _SIGNATURES = {
     "mkc_conv3d": [POINTER(ConvParams), tensor_p, tensor_p, tensor_p, POINTER(tensor_p)],
     "mkc_conv2d_transpose": [POINTER(ConvParams), tensor_p, tensor_p, tensor_p, POINTER(tensor_p)],
     "mkc_activation": [c_int, c_float, c_float, c_char_p, tensor_p, POINTER(tensor_p)],
-    "mkc_activation_plain": [c_int, c_float, c_float, c_char_p, c_int, POINTER(c_int64),
-                             c_void_p, c_void_p],
+    "mkc_activation_plain": [POINTER(ActivationCall), c_void_p, c_void_p],
     "mkc_softmax": [c_int, c_int, c_char_p, tensor_p, POINTER(tensor_p)],
     "mkc_binary": [c_int, c_char_p, tensor_p, tensor_p, POINTER(tensor_p)],
     "mkc_pool_params_init": [POINTER(PoolParams)],

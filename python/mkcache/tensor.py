@@ -18,6 +18,7 @@ _lib = _capi.lib
 
 
 _F32 = np.dtype(np.float32)
+_new = object.__new__
 
 
 def check_array(array, argument: str) -> np.ndarray:
@@ -53,6 +54,44 @@ def data_pointer(array: np.ndarray) -> int:
         return array.__array_interface__["data"][0]
 
 
+def _find_data_field():
+    """The offset of an ndarray's data pointer from its address, if reading
+    it there is verified to work; else None.
+
+    NumPy's ABI keeps the data pointer right after the object header
+    (PyArray_DATA is inlined into every compiled extension, so it cannot
+    move) and CPython's id() is an object's address. Reading it costs about
+    a quarter of the buffer protocol (data_pointer), which matters on the
+    activation fast path. Checked here on probe arrays, so an interpreter
+    or NumPy where it does not hold gets the buffer-protocol path."""
+    offset = object.__basicsize__  # sizeof(PyObject): the header
+    try:
+        base = np.arange(24, dtype=np.float32)
+        probes = [base, base[3:], base.reshape(2, 12), np.empty((5, 7), np.float32)]
+        for a in probes:
+            if ctypes.c_void_p.from_address(id(a) + offset).value != \
+                    a.__array_interface__["data"][0]:
+                return None
+    except (OverflowError, ValueError, TypeError):
+        return None
+    return offset
+
+
+_DATA_FIELD = _find_data_field()
+
+
+if _DATA_FIELD is not None:
+    def data_address(array: np.ndarray, _at=ctypes.c_void_p.from_address,
+                     _offset=_DATA_FIELD) -> ctypes.c_void_p:
+        """`array`'s data address as a ctypes argument (numpy arrays only;
+        to be passed straight to a call while `array` is alive)."""
+        return _at(id(array) + _offset)
+else:  # pragma: no cover - CPython and NumPy keep the layout above
+    def data_address(array: np.ndarray) -> ctypes.c_void_p:
+        """`array`'s data address as a ctypes argument."""
+        return ctypes.c_void_p(data_pointer(array))
+
+
 _wrap = _capi.raw["mkc_tensor_wrap"]          # (int, int, int64*, int, void*, void**)
 _export = _capi.raw["mkc_tensor_export"]      # (void*, int, void*, size_t)
 _destroy = _capi.raw["mkc_tensor_destroy"]    # (void*)
@@ -71,6 +110,28 @@ def wrap_handle(array: np.ndarray, layout_value: int):
     return handle
 
 
+class _Owner:
+    """Destroys one C tensor handle when collected. A Tensor holds one only
+    once it has a handle, so the fast paths' results (which may never need
+    one) cost no finalizer."""
+
+    __slots__ = ("handle",)
+
+    def __init__(self, handle):
+        self.handle = handle
+
+    def destroy(self) -> None:
+        handle, self.handle = self.handle, None
+        if handle is not None:
+            _destroy(handle)
+
+    def __del__(self):
+        try:
+            self.destroy()
+        except Exception:  # interpreter shutdown: the library may be gone
+            pass
+
+
 class Tensor:
     """A float32 tensor held by libmkcache.
 
@@ -82,10 +143,10 @@ class Tensor:
     converted copies (e.g. reordered conv weights) and skip that work.
     """
 
-    __slots__ = ("_handle", "_base", "_lazy_layout", "__weakref__")
+    __slots__ = ("_owner", "_base", "_lazy_layout", "__weakref__")
 
     def __init__(self, array, layout=None, *, constant: bool = False):
-        self._handle = None
+        self._owner = None
         array = check_array(array, "array")
         if layout is None:
             # Not the C thread-local target: operators with a data_format
@@ -94,7 +155,7 @@ class Tensor:
         else:
             value = _layout.to_enum(layout)
         handle = wrap_handle(array, value)
-        self._handle = handle
+        self._owner = _Owner(handle)
         self._base = array
         if constant:
             _lib.mkc_tensor_set_constant(handle, 1)
@@ -102,7 +163,7 @@ class Tensor:
     @classmethod
     def _adopt(cls, handle) -> "Tensor":
         t = cls.__new__(cls)
-        t._handle = handle
+        t._owner = _Owner(handle)
         t._base = None
         return t
 
@@ -110,8 +171,8 @@ class Tensor:
     def _of_array(cls, array: np.ndarray, layout_value: int) -> "Tensor":
         """A Tensor over a plain array the library just wrote (the fast
         paths); its C handle is made on first use."""
-        t = cls.__new__(cls)
-        t._handle = None
+        t = _new(cls)
+        t._owner = None
         t._base = array
         t._lazy_layout = layout_value
         return t
@@ -120,17 +181,17 @@ class Tensor:
     @property
     def handle(self):
         """The C handle (``mkc_tensor*``); raises if the tensor was closed."""
-        handle = self._handle
-        if handle is None:
+        owner = self._owner
+        if owner is None:
             if self._base is None:
                 raise InvalidHandleError("tensor was closed (its handle is destroyed)")
-            handle = self._handle = wrap_handle(self._base, self._lazy_layout)
-        return handle
+            owner = self._owner = _Owner(wrap_handle(self._base, self._lazy_layout))
+        return owner.handle
 
     @property
     def shape(self) -> tuple:
         """Dims in the tensor's own layout (NHWC tensors report [N,H,W,C])."""
-        if self._handle is None and self._base is not None:
+        if self._owner is None and self._base is not None:
             return self._base.shape  # not wrapped yet: the array's own shape
         ndims = ctypes.c_int()
         dims = (ctypes.c_int64 * _capi.MAX_NDIMS)()
@@ -180,7 +241,7 @@ class Tensor:
         ``mkcache.target_layout`` block, else the tensor's own layout."""
         if layout is None:
             value = _layout.explicit_target()
-            if value is None and self._handle is None and self._base is not None:
+            if value is None and self._owner is None and self._base is not None:
                 return self._base.copy()  # a plain array in its own layout already
             if value is None:
                 value = _layout.to_enum(self.layout if self.ndim >= 3 else "NCHW")
@@ -208,16 +269,10 @@ class Tensor:
     # ---------------------------------------------------------- lifetime
     def close(self) -> None:
         """Destroys the handle now (later use raises InvalidHandleError)."""
-        handle, self._handle = self._handle, None
-        if handle is not None:
-            _destroy(handle)
+        owner, self._owner = self._owner, None
+        if owner is not None:
+            owner.destroy()
         self._base = None
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:  # interpreter shutdown: the library may be gone
-            pass
 
     def __enter__(self):
         return self
@@ -226,6 +281,6 @@ class Tensor:
         self.close()
 
     def __repr__(self):
-        if self._handle is None and self._base is None:
+        if self._owner is None and self._base is None:
             return "<mkcache.Tensor closed>"
         return f"<mkcache.Tensor shape={self.shape} layout={self.layout} format={self.format}>"

@@ -55,11 +55,11 @@ def test_numpy_fast_path_result_is_a_full_tensor(rng):
     x = rng.standard_normal((2, 4, 5, 3), dtype=np.float32)
     with mkcache.target_layout("NHWC"):
         y = mkcache.relu(x)
-    assert y._handle is None  # nothing wrapped yet
+    assert y._owner is None  # nothing wrapped yet
     assert y.shape == x.shape
     np.testing.assert_array_equal(y.numpy(), relu(x))
     assert y.layout == "NHWC"  # the label a wrapped array would have had
-    assert y._handle is not None
+    assert y._owner is not None
     z = mkcache.sigmoid(y)  # used as an operator input
     np.testing.assert_allclose(z.numpy(), 1 / (1 + np.exp(-relu(x))), rtol=1e-6, atol=1e-6)
     with mkcache.target_layout("NHWC"):
@@ -84,20 +84,61 @@ def test_numpy_fast_path_rejects_like_the_general_path(rng):
 def test_activation_plain_c_entry(rng):
     """The C fast entry: in place (dst == src), and its errors."""
     import ctypes
-    lib = mkcache._capi.lib
+    from mkcache._capi import ActivationCall, lib
     x = rng.standard_normal((3, 7), dtype=np.float32)
     expected = relu(x)
-    dims = (ctypes.c_int64 * 2)(3, 7)
+    call = ActivationCall(1, 0.0, 0.0, None, 2)
+    call.dims[:2] = (3, 7)
     ptr = x.ctypes.data
-    lib.mkc_activation_plain(1, 0.0, 0.0, None, 2, dims, ptr, ptr)
+    lib.mkc_activation_plain(ctypes.byref(call), ptr, ptr)
     np.testing.assert_array_equal(x, expected)
     with pytest.raises(mkcache.InvalidArgumentError, match="NULL"):
-        lib.mkc_activation_plain(1, 0.0, 0.0, None, 2, dims, None, ptr)
-    with pytest.raises(mkcache.InvalidArgumentError, match="ndims"):
-        lib.mkc_activation_plain(1, 0.0, 0.0, None, 0, dims, ptr, ptr)
-    bad = (ctypes.c_int64 * 2)(3, 0)
+        lib.mkc_activation_plain(ctypes.byref(call), None, ptr)
+    with pytest.raises(mkcache.InvalidArgumentError, match="NULL"):
+        lib.mkc_activation_plain(None, ptr, ptr)
+    for field, value, match in [("ndims", 0, "ndims"), ("ndims", 7, "ndims"),
+                                ("kind", 77, "unsupported kind")]:
+        bad = ActivationCall.from_buffer_copy(call)
+        setattr(bad, field, value)
+        with pytest.raises(mkcache.InvalidArgumentError, match=match):
+            lib.mkc_activation_plain(ctypes.byref(bad), ptr, ptr)
+    bad = ActivationCall.from_buffer_copy(call)
+    bad.dims[1] = 0
     with pytest.raises(mkcache.InvalidArgumentError):
-        lib.mkc_activation_plain(1, 0.0, 0.0, None, 2, bad, ptr, ptr)
-    with pytest.raises(mkcache.InvalidArgumentError, match="unsupported kind"):
-        lib.mkc_activation_plain(77, 0.0, 0.0, None, 2, dims, ptr, ptr)
+        lib.mkc_activation_plain(ctypes.byref(bad), ptr, ptr)
     np.testing.assert_array_equal(x, expected)  # nothing written by a failed call
+
+
+def test_data_address_reads_the_array_data_pointer():
+    """The fast path reads an array's data pointer from the object itself
+    (verified at import); it must agree with NumPy for views, read-only and
+    odd-offset arrays."""
+    from mkcache.tensor import data_address
+    base = np.arange(64, dtype=np.float32)
+    ro = base.copy()
+    ro.flags.writeable = False
+    for a in [base, base[5:], base[1:].reshape(9, 7), ro, np.frombuffer(bytes(40), np.float32)]:
+        assert data_address(a).value == a.__array_interface__["data"][0]
+
+
+def test_fast_path_on_read_only_and_sliced_arrays(rng):
+    base = rng.standard_normal(41, dtype=np.float32)
+    view = base[1:].reshape(5, 8)  # data not at the start of its buffer
+    ro = view.copy()
+    ro.flags.writeable = False
+    for x in (view, ro):
+        np.testing.assert_array_equal(mkcache.relu(x).numpy(), relu(x))
+        np.testing.assert_array_equal(mkcache.leaky_relu(x, 0.2).numpy(),
+                                      np.where(x > 0, x, np.float32(0.2) * x))
+
+
+def test_fast_path_prepared_calls_follow_shape_and_parameters(rng):
+    """Prepared calls are cached per kind, parameters, name and shape: a
+    new shape or slope never reuses another's."""
+    for shape in [(4,), (2, 3), (3, 2), (2, 3, 4), (1, 2, 3, 4, 5)]:
+        x = rng.standard_normal(shape, dtype=np.float32)
+        for slope in (0.1, 0.3):
+            np.testing.assert_allclose(mkcache.leaky_relu(x, slope).numpy(),
+                                       np.where(x > 0, x, np.float32(slope) * x), rtol=1e-6)
+        np.testing.assert_array_equal(mkcache.relu(x, name="named").numpy(), relu(x))
+        np.testing.assert_array_equal(mkcache.relu(x).numpy(), relu(x))

@@ -398,12 +398,24 @@ MKC_API mkc_status mkc_activation(mkc_activation_kind kind, float alpha,
                                   float beta, const char *name,
                                   const mkc_tensor *src, mkc_tensor **dst);
 
-/* The same on plain row-major float32 buffers of shape dims[ndims], with no
- * tensor handles: the cheapest call for small arrays (no allocation, no
- * handle; a repeated shape builds nothing). dst may equal src. */
-MKC_API mkc_status mkc_activation_plain(mkc_activation_kind kind, float alpha,
-                                        float beta, const char *name, int ndims,
-                                        const int64_t *dims, const float *src, float *dst);
+/* Everything about an activation on plain buffers but the buffers: filled
+ * once by the caller and passed to every mkc_activation_plain call of that
+ * kind and shape (binding language wrappers pay per argument, so the call
+ * itself takes three). */
+typedef struct mkc_activation_call {
+    mkc_activation_kind kind;
+    float alpha, beta;            /* as mkc_activation */
+    const char *name;             /* NULL or "" = derived from kind/alpha/beta */
+    int ndims;                    /* 1..MKC_MAX_NDIMS */
+    int64_t dims[MKC_MAX_NDIMS];  /* row-major shape */
+} mkc_activation_call;
+
+/* mkc_activation on plain row-major float32 buffers of shape
+ * call->dims[call->ndims], with no tensor handles: the cheapest call for
+ * small arrays (no allocation, no handle; a repeated shape builds nothing).
+ * dst may equal src. */
+MKC_API mkc_status mkc_activation_plain(const mkc_activation_call *call, const float *src,
+                                        float *dst);
 
 /* Softmax along `axis` of the caller's dims order (negative counts from the
  * end; an NHWC tensor's axis -1 is C). `log` != 0 computes log-softmax.

@@ -107,19 +107,20 @@ PlainViews &plain_views(int ndims, const int64_t *dims) {
 
 } // namespace
 
-MKC_API mkc_status mkc_activation_plain(mkc_activation_kind kind, float alpha, float beta,
-                                        const char *name, int ndims, const int64_t *dims,
-                                        const float *src, float *dst) {
+MKC_API mkc_status mkc_activation_plain(const mkc_activation_call *call, const float *src,
+                                        float *dst) {
     return guard([&] {
-        require(dims != nullptr && src != nullptr && dst != nullptr,
-                "activation_plain: dims, src and dst must not be NULL");
-        require(ndims >= 1 && ndims <= MKC_MAX_NDIMS, "activation_plain: ndims must be 1..",
-                MKC_MAX_NDIMS, ", got ", ndims);
-        PlainViews &v = plain_views(ndims, dims);
+        if (call == nullptr || src == nullptr || dst == nullptr)
+            fail(MKC_STATUS_INVALID_ARGUMENT,
+                 "activation_plain: call, src and dst must not be NULL");
+        if (call->ndims < 1 || call->ndims > MKC_MAX_NDIMS)
+            fail(MKC_STATUS_INVALID_ARGUMENT, "activation_plain: ndims must be 1..",
+                 MKC_MAX_NDIMS, ", got ", call->ndims);
+        PlainViews &v = plain_views(call->ndims, call->dims);
         v.src.data = const_cast<float *>(src);
         v.dst.data = dst;
         mkc_tensor *out = &v.dst;
-        ops::activation(kind, alpha, beta, name, v.src, &out);
+        ops::activation(call->kind, call->alpha, call->beta, call->name, v.src, &out);
     });
 }
 
