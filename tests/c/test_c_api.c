@@ -1,6 +1,8 @@
 /* A plain C99 program driving the libmkcache ABI: version, tensors, conv2d
  * against a direct loop reference, relu, the blob cache with a deleter,
  * keys, and errors on bad input. Exits non-zero on the first failure. */
+#define _POSIX_C_SOURCE 200809L /* dlopen */
+#include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -283,10 +285,69 @@ static void test_core_api(void) {
     OK(mkc_cache_set_input_shape(NULL));
 }
 
+/* mkc_activation_plain on caller buffers against a loop, in place and not,
+ * and its bad calls; a small activation runs on one OpenMP thread and gives
+ * the caller's thread count back, also when it fails. */
+static void test_activation_plain(void) {
+    float x[21], y[21];
+    mkc_activation_call call;
+    int i;
+    for (i = 0; i < 21; ++i) x[i] = (float)(i % 5) - 2.f;
+    memset(&call, 0, sizeof call);
+    call.kind = MKC_ACTIVATION_RELU;
+    call.ndims = 2;
+    call.dims[0] = 3;
+    call.dims[1] = 7;
+    OK(mkc_activation_plain(&call, x, y));
+    for (i = 0; i < 21; ++i) CHECK(y[i] == (x[i] > 0.f ? x[i] : 0.f));
+    call.alpha = 0.5f; /* leaky relu */
+    OK(mkc_activation_plain(&call, x, x)); /* in place */
+    for (i = 0; i < 21; ++i) {
+        const float v = (float)(i % 5) - 2.f;
+        CHECK(x[i] == (v > 0.f ? v : 0.5f * v));
+    }
+    CHECK(mkc_activation_plain(NULL, x, y) == MKC_STATUS_INVALID_ARGUMENT);
+    CHECK(mkc_activation_plain(&call, NULL, y) == MKC_STATUS_INVALID_ARGUMENT);
+    call.ndims = 0;
+    CHECK(mkc_activation_plain(&call, x, y) == MKC_STATUS_INVALID_ARGUMENT);
+    CHECK(strstr(mkc_last_error(), "ndims") != NULL);
+    call.ndims = 2;
+    call.dims[1] = -7;
+    CHECK(mkc_activation_plain(&call, x, y) == MKC_STATUS_INVALID_ARGUMENT);
+
+    {
+        void *omp = dlopen("libiomp5.so", RTLD_LAZY); /* loaded already, by libdnnl */
+        int (*max_threads)(void) = NULL;
+        void (*set_threads)(int) = NULL;
+        if (omp) {
+            *(void **)(&max_threads) = dlsym(omp, "omp_get_max_threads");
+            *(void **)(&set_threads) = dlsym(omp, "omp_set_num_threads");
+        }
+        CHECK(max_threads != NULL && set_threads != NULL);
+        if (max_threads && set_threads) {
+            const int64_t small[2] = {3, 7}, other[2] = {7, 3};
+            mkc_tensor *t = NULL, *wrong = NULL;
+            float out[21];
+            set_threads(2);
+            OK(mkc_tensor_wrap(MKC_DTYPE_F32, 2, small, MKC_LAYOUT_NCHW, y, &t));
+            OK(mkc_tensor_wrap(MKC_DTYPE_F32, 2, other, MKC_LAYOUT_NCHW, out, &wrong));
+            OK(mkc_activation(MKC_ACTIVATION_RELU, 0.f, 0.f, "c_small", t, &t));
+            CHECK(max_threads() == 2);
+            CHECK(mkc_activation(MKC_ACTIVATION_RELU, 0.f, 0.f, "c_small", t, &wrong) ==
+                  MKC_STATUS_INVALID_ARGUMENT); /* fails inside the single-thread scope */
+            CHECK(max_threads() == 2);
+            OK(mkc_tensor_destroy(t));
+            OK(mkc_tensor_destroy(wrong));
+        }
+        if (omp) dlclose(omp);
+    }
+}
+
 int main(void) {
     test_version();
     test_core_api();
     test_conv_and_relu();
+    test_activation_plain();
     test_cache();
     return finish("test_c_api");
 }

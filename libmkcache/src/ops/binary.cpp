@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common/engine.hpp"
+#include "common/serial.hpp"
 #include "common/error.hpp"
 #include "handler/handler.hpp"
 #include "keys/keys.hpp"
@@ -138,6 +139,7 @@ void binary_with(const BinaryInfo &info, mkc_binary_kind kind, const char *name,
         broadcast_view(*src1, n, out_layout, view);
     }
 
+    const SerialRegion serial(element_count(*src0)); // built and run alike
     Handler handler(info.name, name, (std::string("binary:") + info.name).c_str(), info.suffix,
                     src0->dims);
     handler.sign(5); // operator id

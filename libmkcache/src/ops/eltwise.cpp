@@ -4,6 +4,7 @@
 #include <string>
 
 #include "common/engine.hpp"
+#include "common/serial.hpp"
 #include "common/error.hpp"
 #include "handler/handler.hpp"
 #include "keys/keys.hpp"
@@ -72,6 +73,7 @@ void activation(mkc_activation_kind kind, float alpha, float beta, const char *n
     require(src.dtype == MKC_DTYPE_F32, "activation: src must be float32");
     const Dims &x = onednn_dims(src);
     const KeyFields key(kind, "", a.name, name, alpha, beta);
+    const SerialRegion serial(element_count(src)); // built and run alike
     Handler handler("activation", name, key.default_name, key.suffix, x);
     handler.sign(2); // operator id
     handler.sign(kind);
@@ -108,6 +110,7 @@ void activation_backward(mkc_activation_kind kind, float alpha, float beta, cons
              ": diff_dst must have src's shape ", shape_text(caller_dims(src)), ", got ",
              shape_text(caller_dims(diff_dst)));
     const KeyFields key(kind, "bwd", a.name, name, alpha, beta);
+    const SerialRegion serial(element_count(src));
     Handler handler("activation", name, key.default_name, key.suffix, src.dims);
     handler.sign(102); // operator id: activation backward
     handler.sign(kind);

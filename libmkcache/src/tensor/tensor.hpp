@@ -60,6 +60,12 @@ std::unique_ptr<Tensor> make_owned_tensor(const dnnl::memory::desc &desc, mkc_la
                                           mkc_dtype dtype);
 
 inline const Dims &onednn_dims(const Tensor &t) { return t.dims; }
+// Number of elements (padding of blocked layouts not counted).
+inline int64_t element_count(const Tensor &t) {
+    int64_t n = 1;
+    for (auto d : t.dims) n *= d;
+    return n;
+}
 // Sets desc and the cached dims together.
 void set_desc(Tensor &t, const dnnl::memory::desc &desc);
 Dims caller_dims(const Tensor &t);

@@ -1,0 +1,35 @@
+// Tiny problems on the calling thread alone.
+//
+// oneDNN's element-wise and binary kernels split their work over every
+// OpenMP thread at execution time, so even a 16-element relu wakes the
+// thread team: ~0.7 us on a 2-core machine, three times the work itself
+// (measured: a 1k-element relu 2.5 us one thread, 3.2 us two). A
+// SerialRegion makes this thread's next parallel regions single-threaded
+// for its scope, as frameworks do below a grain size. Only for primitives
+// whose threading is decided at execution (oneDNN's parallel(0, ...)); a
+// primitive is built and executed under the same setting, and oneDNN's own
+// cache keys primitives by thread count.
+#pragma once
+
+#include <cstdint>
+
+namespace mkc {
+
+// Element counts up to this run serially: below the measured crossover of
+// the costliest activations (gelu: ~2-4k elements on this class of machine).
+constexpr int64_t kSerialElements = 1024;
+
+class SerialRegion {
+public:
+    // Active only if `elements` <= kSerialElements and the OpenMP runtime
+    // oneDNN uses was found.
+    explicit SerialRegion(int64_t elements);
+    ~SerialRegion();
+    SerialRegion(const SerialRegion &) = delete;
+    SerialRegion &operator=(const SerialRegion &) = delete;
+
+private:
+    int previous_ = 0; // this thread's thread count to restore; 0 = inactive
+};
+
+} // namespace mkc
