@@ -40,7 +40,7 @@ class Helper:
         lib.mkcb_last_error.argtypes = []
         lib.mkcb_last_error.restype = ctypes.c_char_p
         lib.mkcb_paired.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
-                                    ctypes.c_int] + [ctypes.POINTER(ctypes.c_double)] * 3
+                                    ctypes.c_int, ctypes.c_int] + [ctypes.POINTER(ctypes.c_double)] * 3
         lib.mkcb_paired.restype = None
         lib.mkcb_cache_lookups.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int,
                                            ctypes.c_double]
@@ -60,10 +60,11 @@ class Helper:
             raise RuntimeError(self.lib.mkcb_last_error().decode())
         return handle
 
-    def paired(self, a, b, calls: int, blocks: int):
-        """(median a, median b, median of per-block b - a), seconds per call."""
+    def paired(self, a, b, calls: int, blocks: int, openmp_threads: int = 0):
+        """(median a, median b, median of per-block b - a), seconds per call.
+        `openmp_threads` > 0 measures with that many OpenMP threads."""
         out = [ctypes.c_double() for _ in range(3)]
-        self.lib.mkcb_paired(a, b, calls, blocks, *out)
+        self.lib.mkcb_paired(a, b, calls, blocks, openmp_threads, *out)
         return tuple(v.value for v in out)
 
     def time_c(self, op, mode, params, budget: float) -> float:

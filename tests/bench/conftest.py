@@ -49,19 +49,23 @@ def record(benchmark, case: str, mode: str, calls_per_round: int = 1):
 
 def render_table() -> str:
     lines = ["| case | " + " | ".join(MODE_TITLES[m] for m in MODES)
-             + " | C hit - bare, paired (us, % of bare) |",
-             "|---" * (len(MODES) + 2) + "|"]
+             + " | C hit - bare, paired (us, % of bare) | the same, 1 OpenMP thread |",
+             "|---" * (len(MODES) + 3) + "|"]
     for case, res in RESULTS.items():
         row = cells(res, MODES)
-        # The overhead figure comes from alternating blocks of bare and cached
+        # The overhead figures come from alternating blocks of bare and cached
         # calls (robust to a noisy machine), not from the two medians above.
-        delta = "-"
-        if "paired_overhead" in res:
-            delta = f"{res['paired_overhead'] * 1e6:+.2f}"
-            if "paired_bare" in res:
-                delta += f" ({res['paired_overhead'] / res['paired_bare'] * 100:+.1f}%)"
-        lines.append(f"| {case} | " + " | ".join(row) + f" | {delta} |")
+        deltas = [_paired_cell(res, ""), _paired_cell(res, "_1t")]
+        lines.append(f"| {case} | " + " | ".join(row + deltas) + " |")
     return "\n".join(lines)
+
+
+def _paired_cell(res: dict, suffix: str) -> str:
+    overhead, bare = res.get("paired_overhead" + suffix), res.get("paired_bare" + suffix)
+    if overhead is None:
+        return "-"
+    text = f"{overhead * 1e6:+.2f}"
+    return text + (f" ({overhead / bare * 100:+.1f}%)" if bare else "")
 
 
 def render_cache_table() -> str:

@@ -7,6 +7,8 @@
 //               oneDNN's own primitive cache (what a framework without ours pays)
 // A bench is set up once (mkcb_create: build, warm up); mkcb_run(bench, n)
 // then makes n calls. Not part of the library's ABI.
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <atomic>
 #include <thread>
@@ -292,8 +294,31 @@ MKCB_API void mkcb_destroy(void *bench) { delete static_cast<Bench *>(bench); }
 // `calls` calls of bench `a` and bench `b`, `blocks` times, and returns the
 // median seconds per call of each and the median of the per-block
 // differences (b - a).
-MKCB_API void mkcb_paired(void *a, void *b, int64_t calls, int blocks, double *median_a,
-                          double *median_b, double *median_diff) {
+namespace {
+
+// This thread's OpenMP thread count (omp_set_num_threads of the runtime
+// libdnnl loaded); returns the previous one, 0 if the runtime is not found.
+int set_openmp_threads(int threads) {
+    void *omp = dlopen("libiomp5.so", RTLD_LAZY | RTLD_NOLOAD);
+    if (omp == nullptr) return 0;
+    auto get = reinterpret_cast<int (*)()>(dlsym(omp, "omp_get_max_threads"));
+    auto set = reinterpret_cast<void (*)(int)>(dlsym(omp, "omp_set_num_threads"));
+    int previous = 0;
+    if (get && set) {
+        previous = get();
+        set(threads);
+    }
+    dlclose(omp);
+    return previous;
+}
+
+} // namespace
+
+// `openmp_threads` > 0: measured with that many OpenMP threads (e.g. 1, so
+// the serial parts of bare and cached calls are compared like for like).
+MKCB_API void mkcb_paired(void *a, void *b, int64_t calls, int blocks, int openmp_threads,
+                          double *median_a, double *median_b, double *median_diff) {
+    const int previous = openmp_threads > 0 ? set_openmp_threads(openmp_threads) : 0;
     std::vector<double> ta, tb, diff;
     auto time_block = [calls](Bench *bench) {
         auto t0 = std::chrono::steady_clock::now();
@@ -315,6 +340,7 @@ MKCB_API void mkcb_paired(void *a, void *b, int64_t calls, int blocks, double *m
     *median_a = median(ta);
     *median_b = median(tb);
     *median_diff = median(diff);
+    if (previous > 0) set_openmp_threads(previous);
 }
 
 // Cache microbenchmark through the C ABI: `threads` threads look up keys
