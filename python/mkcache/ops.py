@@ -295,14 +295,15 @@ def relu(x, *, name=None, out=None) -> Tensor:
     # The hottest call there is, so _plain_activation / _run_plain /
     # Tensor._of_array / data_address are written out here: each Python
     # call level costs ~0.1 us, a third of relu's own time on small arrays.
-    if out is None and name is None and type(x) is _ndarray and x.dtype is _F32 \
-            and x.flags.c_contiguous and _DATA_FIELD is not None:
+    if out is None and type(x) is _ndarray and x.dtype is _F32 and x.flags.c_contiguous \
+            and _DATA_FIELD is not None:
         shape = x.shape
-        call = _RELU_CALLS.get(shape)
+        key = shape if name is None else (shape, name)
+        call = _RELU_CALLS.get(key)
         if call is None and 0 < len(shape) <= _capi.MAX_NDIMS and x.size:
             if len(_RELU_CALLS) > 4096:
                 _RELU_CALLS.clear()
-            call = _RELU_CALLS[shape] = _activation_call(_RELU_KIND, 0.0, 0.0, None, shape)
+            call = _RELU_CALLS[key] = _activation_call(_RELU_KIND, 0.0, 0.0, _name(name), shape)
         if call is not None:
             y = _empty(shape, _F32)
             status = _activation_plain(call, _at(_id(x) + _DATA_FIELD),

@@ -142,3 +142,16 @@ def test_fast_path_prepared_calls_follow_shape_and_parameters(rng):
                                        np.where(x > 0, x, np.float32(slope) * x), rtol=1e-6)
         np.testing.assert_array_equal(mkcache.relu(x, name="named").numpy(), relu(x))
         np.testing.assert_array_equal(mkcache.relu(x).numpy(), relu(x))
+
+
+def test_fast_path_names(rng):
+    """A named relu on numpy takes the fast path too: its entry carries the
+    name; a name that is not a str is rejected every time."""
+    x = rng.standard_normal((2, 5), dtype=np.float32)
+    for _ in range(2):
+        np.testing.assert_array_equal(mkcache.relu(x, name="fast|named").numpy(), relu(x))
+    assert mkcache.cache.make_key("fast|named", (2, 5), suffix=1) in \
+        [k for _, k in mkcache.cache.keys()]
+    for _ in range(2):
+        with pytest.raises(mkcache.InvalidArgumentError, match="name"):
+            mkcache.relu(x, name=5)
