@@ -393,7 +393,9 @@ MKC_API mkc_status mkc_conv2d_transpose(const mkc_conv_params *params,
 /* Element-wise activation; the output keeps src's shape and layout.
  * `*dst == src` runs in place. `alpha`/`beta` parametrise the kinds that
  * say so above (pass 0 otherwise). The cache key carries the kind as its
- * in-place suffix (seed "Caching Keys"). */
+ * in-place suffix (seed "Caching Keys"). Up to 1024 elements run on the
+ * calling thread alone (waking the OpenMP team costs more than the work);
+ * the same holds for mkc_binary. */
 MKC_API mkc_status mkc_activation(mkc_activation_kind kind, float alpha,
                                   float beta, const char *name,
                                   const mkc_tensor *src, mkc_tensor **dst);
