@@ -3,25 +3,26 @@
 Wall-clock overheads of a few hundred nanoseconds drown in the noise of a
 shared machine. Instruction counts do not: this runs each case under
 valgrind's callgrind (one OpenMP thread) with n and 2n calls, for the bare
-primitive and for the cached mkcache call. Instructions executed inside
-oneDNN's dnnl_primitive_execute (the kernels, whose instruction counts may
-differ between two primitives of one problem) are taken out, so what is
+primitive and for the cached mkcache call. Only the instructions inside the
+bench's call() are counted (process start-up and set-up are outside it),
+and those inside oneDNN's dnnl_primitive_execute (the kernels, whose counts
+may differ between two primitives of one problem) are taken out, so what is
 left is the calling code; then
 
     overhead = [O_cached(2n) - O_cached(n) - O_bare(2n) + O_bare(n)] / n
 
-instructions per call, O = total - inside dnnl_primitive_execute (process
-start-up and the first, building calls cancel out). Needs valgrind and
-callgrind_annotate; takes minutes (a few seconds per run).
+instructions per call, O = inside call() - inside dnnl_primitive_execute
+(the first, building calls cancel out). Needs valgrind and
+callgrind_annotate; takes ~15 minutes for every case.
 
     python tests/bench/instructions.py                 # every case
     python tests/bench/instructions.py relu layer_norm # cases whose name contains these
 
-Caveat, measured: for the tiny case (relu 1x16) the figure is stable between
-runs (+2.0k to +2.7k instructions per call); for the larger cases the part
-outside dnnl_primitive_execute varies between runs by thousands to tens of
-thousands of instructions per call, in both signs (e.g. softmax +3.1k and
-+38k, max pool -21.9k), so there it bounds nothing finer than that.
+History: counting the whole process instead made the larger cases vary
+between runs by thousands to tens of thousands of instructions per call,
+in both signs: Python's start-up does a different amount of dict work each
+run (hash randomisation, addresses), divided by a small n. Counting inside
+call() removed that; the hash seed is fixed as well.
 """
 from __future__ import annotations
 
@@ -60,27 +61,30 @@ h.lib.mkcb_destroy(b)
 
 
 def instructions(op, mode, params, n, workdir) -> tuple:
-    """-> (total instructions, instructions inside dnnl_primitive_execute)."""
+    """-> (instructions inside the bench's calls, instructions inside
+    dnnl_primitive_execute)."""
     out = os.path.join(workdir, f"cg.{op}.{mode}.{n}")
     driver = os.path.join(workdir, "driver.py")
     with open(driver, "w") as f:
         f.write(DRIVER)
-    env = dict(os.environ, OMP_NUM_THREADS="1")
+    # A fixed hash seed: Python's start-up otherwise does a different amount
+    # of dict work each run (tens of thousands of instructions), which was
+    # the run-to-run variation this tool used to show for the larger cases.
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONHASHSEED="0")
     subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable,
                     driver, op, mode, ",".join(map(str, params)), str(n)],
                    check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     total = execute = None
-    with open(out) as f:
-        for line in f:
-            m = re.match(r"(?:summary|totals):\s+(\d+)", line)
-            if m:
-                total = int(m.group(1))
     report = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", out],
                             check=True, capture_output=True, text=True).stdout
     for line in report.splitlines():
-        if ":dnnl_primitive_execute [" in line:
+        # Only what the bench's calls execute: inside its call() (process
+        # start-up and the bench's set-up are outside it). The outermost
+        # call() is the first listed (inclusive costs, largest first).
+        if total is None and "::call() [" in line and "libmkcache_bench" in line:
+            total = int(line.split()[0].replace(",", ""))
+        if execute is None and ":dnnl_primitive_execute [" in line:
             execute = int(line.split()[0].replace(",", ""))
-            break
     if total is None or execute is None:
         raise RuntimeError(f"no instruction totals in {out}")
     return total, execute
