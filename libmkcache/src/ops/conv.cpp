@@ -5,6 +5,8 @@
 // into dst (the residual "sum" post-op).
 #include <atomic>
 #include <cstring>
+#include <initializer_list>
+#include <optional>
 #include <string>
 
 #include "common/engine.hpp"
@@ -68,17 +70,25 @@ Geometry geometry(const char *op, const mkc_conv_params &p, const Tensor &src,
     const int64_t groups = p.groups;
     const int64_t ic = transposed ? g.w[0] : g.w[1] * groups;
     const int64_t oc = transposed ? g.w[1] * groups : g.w[0];
-    require(g.x[1] == ic, op, ": src has ", g.x[1], " channels but weights expect ", ic,
-            transposed ? " (weights dim 0)" : "",
-            transposed ? "" : (" (weights dim 1 = " + std::to_string(g.w[1]) + " x groups = " +
-                               std::to_string(groups) + ")").c_str());
+    // `if (!...) fail`: require() would build these messages on every call.
+    if (g.x[1] != ic) {
+        if (transposed)
+            fail(MKC_STATUS_INVALID_ARGUMENT, op, ": src has ", g.x[1],
+                 " channels but weights expect ", ic, " (weights dim 0)");
+        fail(MKC_STATUS_INVALID_ARGUMENT, op, ": src has ", g.x[1], " channels but weights expect ",
+             ic, " (weights dim 1 = ", g.w[1], " x groups = ", groups, ")");
+    }
     require((transposed ? ic : oc) % groups == 0, op, ": ", transposed ? "input" : "output",
             " channels (", transposed ? ic : oc, ") not divisible by groups (", groups, ")");
     if (bias) {
         const Dims &b = onednn_dims(*bias);
         require(b.size() == 1 && b[0] == oc, op, ": bias must have shape [", oc, "]");
     }
-    g.y = {g.x[0], oc};
+    // Sized once: this runs on every call.
+    for (Dims *d : {&g.stride, &g.dilation, &g.pad_l, &g.pad_r}) d->reserve(k);
+    g.y.reserve(k + 2);
+    g.y.push_back(g.x[0]);
+    g.y.push_back(oc);
     for (int i = 0; i < k; ++i) {
         const int64_t kernel = g.w[2 + i];
         const int64_t extent = (kernel - 1) * p.dilation[i] + 1;
@@ -102,9 +112,11 @@ Geometry geometry(const char *op, const mkc_conv_params &p, const Tensor &src,
             g.y.push_back(span / p.stride[i] + 1);
         }
     }
-    g.onednn_w = {oc / (groups > 1 ? groups : 1), ic / groups};
+    g.onednn_w.reserve(k + 3);
+    if (groups > 1) g.onednn_w.push_back(groups);
+    g.onednn_w.push_back(oc / (groups > 1 ? groups : 1));
+    g.onednn_w.push_back(ic / groups);
     for (int i = 0; i < k; ++i) g.onednn_w.push_back(g.w[2 + i]);
-    if (groups > 1) g.onednn_w.insert(g.onednn_w.begin(), groups);
     return g;
 }
 
@@ -245,7 +257,11 @@ void convolution(const char *op, int k, bool transposed, const mkc_conv_params &
             op, ": every input must be float32");
     const mkc_layout data_format = layout::resolve(p.data_format, k + 2);
     const Geometry g = geometry(op, p, src, weights, bias, k, transposed);
-    const dnnl::memory::desc w_view = weights_view(op, weights, g, p.groups, transposed);
+    // Only grouped/transposed weights need a re-described view (a descriptor
+    // copy allocates, so the plain case takes none).
+    const bool plain_weights = !transposed && p.groups == 1;
+    std::optional<dnnl::memory::desc> w_view;
+    if (!plain_weights) w_view = weights_view(op, weights, g, p.groups, transposed);
     if (p.sum) {
         require(*dst != nullptr, op, ": sum (accumulate into dst) needs an existing dst");
         require((*dst)->dims == g.y, op, ": dst must have the output's shape to accumulate into");
@@ -288,8 +304,8 @@ void convolution(const char *op, int k, bool transposed, const mkc_conv_params &
     {
         Handler::Execution exec(*entry);
         exec.input(DNNL_ARG_SRC, src);
-        if (!transposed && p.groups == 1) exec.input(DNNL_ARG_WEIGHTS, weights);
-        else exec.input(DNNL_ARG_WEIGHTS, weights, &w_view);
+        if (plain_weights) exec.input(DNNL_ARG_WEIGHTS, weights);
+        else exec.input(DNNL_ARG_WEIGHTS, weights, &*w_view);
         if (bias) exec.input(DNNL_ARG_BIAS, *bias);
         exec.output(DNNL_ARG_DST, y_data);
         exec.run();
