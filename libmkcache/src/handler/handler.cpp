@@ -31,11 +31,14 @@ std::atomic<uint64_t> next_entry_id{1};
 PrimitiveEntry::PrimitiveEntry() : id(next_entry_id.fetch_add(1, std::memory_order_relaxed)) {}
 
 bool PrimitiveEntry::matches(const Tensor &t, int arg_id, const dnnl::memory::desc &want) const {
+    constexpr uint64_t kDiffers = uint64_t(1) << 63;
     const uint64_t key = layout_match_key(id, arg_id);
-    if (t.layout_match.load(std::memory_order_relaxed) == key) return true;
-    if (t.desc != want) return false;
-    t.layout_match.store(key, std::memory_order_relaxed);
-    return true;
+    const uint64_t memo = t.layout_match.load(std::memory_order_relaxed);
+    if (memo == key) return true;
+    if (memo == (key | kDiffers)) return false;
+    const bool same = t.desc == want;
+    t.layout_match.store(same ? key : key | kDiffers, std::memory_order_relaxed);
+    return same;
 }
 
 void PrimitiveEntry::set_args(const std::vector<std::pair<int, dnnl::memory::desc>> &args) {

@@ -24,10 +24,11 @@ struct mkc_tensor {
     std::shared_ptr<void> owned; // set when the tensor owns `data`
     bool constant = false;       // caller promised data never changes
 
-    // Hit-path shortcut: "desc equals the layout primitive entry E wants
-    // for argument A" is remembered as (E.id << 20) | A (entry ids are never
-    // reused), so a repeated call skips oneDNN's descriptor comparison.
-    // Reset whenever desc changes.
+    // Hit-path shortcut: "desc equals (or, with the top bit set, differs
+    // from) the layout primitive entry E wants for argument A" is remembered
+    // as (E.id << 20) | A (entry ids are never reused), so a repeated call
+    // skips oneDNN's descriptor comparison - also for constant weights kept
+    // converted, which never match. Reset whenever desc changes.
     mutable std::atomic<uint64_t> layout_match{0};
 
     mutable std::mutex mutex;    // guards the two lazily filled fields below
