@@ -151,15 +151,24 @@ dnnl::memory::desc plain_weights_view(const Geometry &g, int64_t groups, bool tr
     return dnnl::memory::desc(dims, f32, strides);
 }
 
-// The caller's weights as oneDNN sees them: any layout for a plain
-// convolution (converted as needed), plain bytes otherwise.
-dnnl::memory::desc weights_view(const char *op, const Tensor &weights, const Geometry &g,
-                                int64_t groups, bool transposed) {
-    if (!transposed && groups == 1) return weights.desc;
+// The caller's weights re-described as oneDNN sees them (plain bytes) for
+// grouped or transposed convolutions; none for a plain one, whose weights
+// are bound as they are (any layout, converted as needed) - a descriptor
+// copy allocates, and this runs on every call.
+std::optional<dnnl::memory::desc> weights_view(const char *op, const Tensor &weights,
+                                               const Geometry &g, int64_t groups,
+                                               bool transposed) {
+    if (!transposed && groups == 1) return std::nullopt;
     require(weights.desc == layout::plain_desc(g.w, f32, MKC_LAYOUT_CHANNELS_FIRST), op, ": ",
             transposed ? "transposed" : "grouped",
             " convolution weights must be plain (row-major)");
     return plain_weights_view(g, groups, transposed);
+}
+
+void bind_weights(Handler::Execution &exec, const Tensor &weights,
+                  const std::optional<dnnl::memory::desc> &view) {
+    if (view) exec.input(DNNL_ARG_WEIGHTS, weights, &*view);
+    else exec.input(DNNL_ARG_WEIGHTS, weights);
 }
 
 std::string default_name(const char *op, const mkc_conv_params &p, const Geometry &g, bool bias) {
@@ -257,11 +266,7 @@ void convolution(const char *op, int k, bool transposed, const mkc_conv_params &
             op, ": every input must be float32");
     const mkc_layout data_format = layout::resolve(p.data_format, k + 2);
     const Geometry g = geometry(op, p, src, weights, bias, k, transposed);
-    // Only grouped/transposed weights need a re-described view (a descriptor
-    // copy allocates, so the plain case takes none).
-    const bool plain_weights = !transposed && p.groups == 1;
-    std::optional<dnnl::memory::desc> w_view;
-    if (!plain_weights) w_view = weights_view(op, weights, g, p.groups, transposed);
+    const auto w_view = weights_view(op, weights, g, p.groups, transposed);
     if (p.sum) {
         require(*dst != nullptr, op, ": sum (accumulate into dst) needs an existing dst");
         require((*dst)->dims == g.y, op, ": dst must have the output's shape to accumulate into");
@@ -304,8 +309,7 @@ void convolution(const char *op, int k, bool transposed, const mkc_conv_params &
     {
         Handler::Execution exec(*entry);
         exec.input(DNNL_ARG_SRC, src);
-        if (plain_weights) exec.input(DNNL_ARG_WEIGHTS, weights);
-        else exec.input(DNNL_ARG_WEIGHTS, weights, &*w_view);
+        bind_weights(exec, weights, w_view);
         if (bias) exec.input(DNNL_ARG_BIAS, *bias);
         exec.output(DNNL_ARG_DST, y_data);
         exec.run();
@@ -378,7 +382,7 @@ void convolution_backward(const char *op, int k, bool transposed, const mkc_conv
     if (diff_dst.dims != g.y)
         fail(MKC_STATUS_INVALID_ARGUMENT, op, ": diff_dst has shape ", shape_text(diff_dst.dims),
              " (oneDNN order) but the forward output is ", shape_text(g.y));
-    const dnnl::memory::desc w_view = weights_view(op, weights, g, p.groups, transposed);
+    const auto w_view = weights_view(op, weights, g, p.groups, transposed);
     const std::string name =
         p.name && p.name[0] ? std::string(p.name) : default_name(op, p, g, bias);
 
@@ -412,8 +416,7 @@ void convolution_backward(const char *op, int k, bool transposed, const mkc_conv
         {
             Handler::Execution exec(*entry);
             exec.input(DNNL_ARG_DIFF_DST, diff_dst);
-            if (!transposed && p.groups == 1) exec.input(DNNL_ARG_WEIGHTS, weights);
-            else exec.input(DNNL_ARG_WEIGHTS, weights, &w_view);
+            bind_weights(exec, weights, w_view);
             exec.output(DNNL_ARG_DIFF_SRC, out.data);
             exec.run();
         }
