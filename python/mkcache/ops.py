@@ -18,24 +18,27 @@ _conv2d = _capi.fast["mkc_conv2d"]
 _conv3d = _capi.fast["mkc_conv3d"]
 _conv2d_transpose = _capi.fast["mkc_conv2d_transpose"]
 _activation = _capi.raw["mkc_activation"]  # (int, float, float, char*, void*, void**)
-# (int, float, float, char*, int, int64*, void*, void*): plain buffers, no handles
-_activation_plain = _capi.raw["mkc_activation_plain"]  # (mkc_activation_call*, void*, void*)
+# (mkc_activation_call*, void*, void*): plain buffers, no handles
+_activation_plain = _capi.raw["mkc_activation_plain"]
 _F32 = np.dtype(np.float32)
 _empty = np.empty
 _of_array = Tensor._of_array
 
 
-def _activation_call(kind, alpha, beta, name, shape):
-    """A filled mkc_activation_call (as the pointer ctypes passes), built
-    once per kind, parameters, name and shape."""
+# (kind, alpha, beta, name, shape) -> prepared call; relu's keyed by shape
+# (and name) alone, the hottest case. Bounded: cleared when large.
+_CALLS, _RELU_CALLS = {}, {}
+
+
+def _prepare_call(calls, key, kind, alpha, beta, name, shape):
+    """Builds the mkc_activation_call for `key` (as the pointer ctypes
+    passes) and keeps it in `calls`."""
+    if len(calls) > 4096:
+        calls.clear()
     call = _capi.ActivationCall(kind, alpha, beta, name, len(shape))
     call.dims[:len(shape)] = shape
-    return ctypes.pointer(call)
-
-
-# (kind, alpha, beta, name, shape) -> prepared call; relu's keyed by shape
-# alone (the hottest case). Bounded: cleared when large.
-_CALLS, _RELU_CALLS = {}, {}
+    calls[key] = pointer = ctypes.pointer(call)
+    return pointer
 
 
 def _plain_activation(kind, alpha, beta, x, name):
@@ -52,9 +55,7 @@ def _plain_activation(kind, alpha, beta, x, name):
     if call is None:
         if not (0 < len(shape) <= _capi.MAX_NDIMS and x.size):
             return None
-        if len(_CALLS) > 4096:
-            _CALLS.clear()
-        call = _CALLS[key] = _activation_call(kind, alpha, beta, name, shape)
+        call = _prepare_call(_CALLS, key, kind, alpha, beta, name, shape)
     return _run_plain(call, x, shape)
 
 
@@ -301,9 +302,7 @@ def relu(x, *, name=None, out=None) -> Tensor:
         key = shape if name is None else (shape, name)
         call = _RELU_CALLS.get(key)
         if call is None and 0 < len(shape) <= _capi.MAX_NDIMS and x.size:
-            if len(_RELU_CALLS) > 4096:
-                _RELU_CALLS.clear()
-            call = _RELU_CALLS[key] = _activation_call(_RELU_KIND, 0.0, 0.0, _name(name), shape)
+            call = _prepare_call(_RELU_CALLS, key, _RELU_KIND, 0.0, 0.0, _name(name), shape)
         if call is not None:
             y = _empty(shape, _F32)
             status = _activation_plain(call, _at(_id(x) + _DATA_FIELD),

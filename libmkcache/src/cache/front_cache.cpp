@@ -32,7 +32,9 @@ uint64_t mix_bytes(uint64_t h, const char *text, size_t size) {
     }
     if (size >= 4) return mix(h, load(text, 4) << 32 | load(text + size - 4, 4));
     if (size > 0) {
-        const auto byte = [text](size_t i) { return static_cast<uint64_t>(static_cast<unsigned char>(text[i])); };
+        const auto byte = [text](size_t i) {
+            return static_cast<uint64_t>(static_cast<unsigned char>(text[i]));
+        };
         return mix(h, byte(0) << 16 | byte(size / 2) << 8 | byte(size - 1));
     }
     return h;
