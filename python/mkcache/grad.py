@@ -136,12 +136,17 @@ def _pool(kind, k, dy, x, kernel_size, stride, padding, ceil_mode, data_format, 
           global_=False) -> Tensor:
     p = ops._pool_params(kind, k, kernel_size, stride, padding, ceil_mode, data_format, name,
                          global_, training=True)
+    return _dx_of(_lib.mkc_pool_backward, p, x, dy)
+
+
+def _dx_of(backward, p, x, dy) -> Tensor:
+    """dx from a backward op called as (params*, x, dy, &dx)."""
     args = ops._Args()
     try:
         hx = args.handle(x, "x", p.data_format)
         hdy = args.handle(dy, "dy", p.data_format)
         dx = _capi.tensor_p()
-        _call(_lib.mkc_pool_backward, ctypes.byref(p), hx, hdy, ctypes.byref(dx))
+        _call(backward, ctypes.byref(p), hx, hdy, ctypes.byref(dx))
         return Tensor._adopt(dx)
     finally:
         args.close()
@@ -353,15 +358,7 @@ def lrn(dy, x, size=5, alpha=1e-4, beta=0.75, k=1.0, *, data_format="NCHW",
         name=None) -> Tensor:
     """Gradient of ``mkcache.lrn`` with respect to x."""
     p = ops._lrn_params(size, alpha, beta, k, data_format, name, training=True)
-    args = ops._Args()
-    try:
-        hx = args.handle(x, "x", p.data_format)
-        hdy = args.handle(dy, "dy", p.data_format)
-        dx = _capi.tensor_p()
-        _call(_lib.mkc_lrn_backward, ctypes.byref(p), hx, hdy, ctypes.byref(dx))
-        return Tensor._adopt(dx)
-    finally:
-        args.close()
+    return _dx_of(_lib.mkc_lrn_backward, p, x, dy)
 
 
 
