@@ -233,26 +233,20 @@ std::shared_ptr<ConvEntry> forward_descriptor(const mkc_conv_params &p, const Ge
     attr.set_post_ops(ops);
     const auto prop = training ? dnnl::prop_kind::forward_training
                                : dnnl::prop_kind::forward_inference;
+    // A zero descriptor for the bias means "no bias" to oneDNN, so one
+    // constructor serves both.
     const dnnl::memory::desc src_md(g.x, f32, tag::any), w_md(g.onednn_w, f32, tag::any),
-        dst_md(g.y, f32, tag::any), b_md(bias ? Dims{g.y[1]} : Dims{}, f32, tag::a);
+        dst_md(g.y, f32, tag::any),
+        b_md = bias ? dnnl::memory::desc({g.y[1]}, f32, tag::a) : dnnl::memory::desc();
     auto e = std::make_shared<ConvEntry>();
-    if (transposed) {
-        const auto alg = dnnl::algorithm::deconvolution_direct;
-        e->deconv_pd = bias ? dnnl::deconvolution_forward::primitive_desc(
-                                  cpu_engine(), prop, alg, src_md, w_md, b_md, dst_md, g.stride,
-                                  g.dilation, g.pad_l, g.pad_r, attr)
-                            : dnnl::deconvolution_forward::primitive_desc(
-                                  cpu_engine(), prop, alg, src_md, w_md, dst_md, g.stride,
-                                  g.dilation, g.pad_l, g.pad_r, attr);
-    } else {
-        const auto alg = dnnl::algorithm::convolution_direct;
-        e->conv_pd = bias ? dnnl::convolution_forward::primitive_desc(
-                                cpu_engine(), prop, alg, src_md, w_md, b_md, dst_md, g.stride,
-                                g.dilation, g.pad_l, g.pad_r, attr)
-                          : dnnl::convolution_forward::primitive_desc(
-                                cpu_engine(), prop, alg, src_md, w_md, dst_md, g.stride,
-                                g.dilation, g.pad_l, g.pad_r, attr);
-    }
+    if (transposed)
+        e->deconv_pd = dnnl::deconvolution_forward::primitive_desc(
+            cpu_engine(), prop, dnnl::algorithm::deconvolution_direct, src_md, w_md, b_md, dst_md,
+            g.stride, g.dilation, g.pad_l, g.pad_r, attr);
+    else
+        e->conv_pd = dnnl::convolution_forward::primitive_desc(
+            cpu_engine(), prop, dnnl::algorithm::convolution_direct, src_md, w_md, b_md, dst_md,
+            g.stride, g.dilation, g.pad_l, g.pad_r, attr);
     return e;
 }
 
