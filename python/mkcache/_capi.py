@@ -253,6 +253,15 @@ raw = {name: lib[name] for name in ("mkc_tensor_wrap", "mkc_tensor_destroy", "mk
 for _fn in raw.values():
     _fn.restype = status_t
 
+# Calls made with the GIL held (ctypes.PyDLL over the same handle): for work
+# shorter than releasing and re-taking the GIL. Arrays of up to
+# SERIAL_ELEMENTS run on the calling thread inside the library (mkcache.h,
+# mkc_activation) and take well under a microsecond.
+SERIAL_ELEMENTS = 1024
+gil_held = ctypes.PyDLL(lib._name, handle=lib._handle)
+activation_plain_held = gil_held["mkc_activation_plain"]
+activation_plain_held.restype = status_t
+
 def call_with_buffer(fn, *args) -> str:
     """Calls a function following the (buf, size, needed) convention."""
     needed = c_size_t(0)

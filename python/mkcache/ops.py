@@ -20,6 +20,7 @@ _conv2d_transpose = _capi.fast["mkc_conv2d_transpose"]
 _activation = _capi.raw["mkc_activation"]  # (int, float, float, char*, void*, void**)
 # (mkc_activation_call*, void*, void*): plain buffers, no handles
 _activation_plain = _capi.raw["mkc_activation_plain"]
+_activation_plain_held = _capi.activation_plain_held
 _F32 = np.dtype(np.float32)
 _empty = np.empty
 _of_array = Tensor._of_array
@@ -30,15 +31,18 @@ _of_array = Tensor._of_array
 _CALLS, _RELU_CALLS = {}, {}
 
 
-def _prepare_call(calls, key, kind, alpha, beta, name, shape):
-    """Builds the mkc_activation_call for `key` (as the pointer ctypes
-    passes) and keeps it in `calls`."""
+def _prepare_call(calls, key, kind, alpha, beta, name, shape, size):
+    """Builds the mkc_activation_call for `key` and keeps it in `calls` as
+    (the pointer ctypes passes, the function to pass it to): arrays small
+    enough to run on the calling thread keep the GIL (cheaper than
+    releasing it), larger ones release it."""
     if len(calls) > 4096:
         calls.clear()
     call = _capi.ActivationCall(kind, alpha, beta, name, len(shape))
     call.dims[:len(shape)] = shape
-    calls[key] = pointer = ctypes.pointer(call)
-    return pointer
+    fn = _activation_plain_held if size <= _capi.SERIAL_ELEMENTS else _activation_plain
+    calls[key] = entry = (ctypes.pointer(call), fn)
+    return entry
 
 
 def _plain_activation(kind, alpha, beta, x, name):
@@ -51,17 +55,18 @@ def _plain_activation(kind, alpha, beta, x, name):
         return None
     shape = x.shape
     key = (kind, alpha, beta, name, shape)
-    call = _CALLS.get(key)
-    if call is None:
+    entry = _CALLS.get(key)
+    if entry is None:
         if not (0 < len(shape) <= _capi.MAX_NDIMS and x.size):
             return None
-        call = _prepare_call(_CALLS, key, kind, alpha, beta, name, shape)
-    return _run_plain(call, x, shape)
+        entry = _prepare_call(_CALLS, key, kind, alpha, beta, name, shape, x.size)
+    return _run_plain(entry, x, shape)
 
 
-def _run_plain(call, x, shape):
+def _run_plain(entry, x, shape):
+    call, fn = entry
     y = _empty(shape, _F32)
-    status = _activation_plain(call, data_address(x), data_address(y))
+    status = fn(call, data_address(x), data_address(y))
     if status:
         _capi.raise_for(status)
     # A layout label matters only from rank 3 on.
@@ -300,13 +305,14 @@ def relu(x, *, name=None, out=None) -> Tensor:
             and _DATA_FIELD is not None:
         shape = x.shape
         key = shape if name is None else (shape, name)
-        call = _RELU_CALLS.get(key)
-        if call is None and 0 < len(shape) <= _capi.MAX_NDIMS and x.size:
-            call = _prepare_call(_RELU_CALLS, key, _RELU_KIND, 0.0, 0.0, _name(name), shape)
-        if call is not None:
+        entry = _RELU_CALLS.get(key)
+        if entry is None and 0 < len(shape) <= _capi.MAX_NDIMS and x.size:
+            entry = _prepare_call(_RELU_CALLS, key, _RELU_KIND, 0.0, 0.0, _name(name), shape,
+                                  x.size)
+        if entry is not None:
+            call, fn = entry
             y = _empty(shape, _F32)
-            status = _activation_plain(call, _at(_id(x) + _DATA_FIELD),
-                                       _at(_id(y) + _DATA_FIELD))
+            status = fn(call, _at(_id(x) + _DATA_FIELD), _at(_id(y) + _DATA_FIELD))
             if status:
                 _capi.raise_for(status)
             t = _new(Tensor)

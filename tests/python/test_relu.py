@@ -155,3 +155,36 @@ def test_fast_path_names(rng):
     for _ in range(2):
         with pytest.raises(mkcache.InvalidArgumentError, match="name"):
             mkcache.relu(x, name=5)
+
+
+@pytest.mark.parametrize("size", [1023, 1024, 1025, 40000])
+def test_fast_path_on_both_sides_of_the_gil_threshold(size, rng):
+    """Arrays up to SERIAL_ELEMENTS are computed with the GIL held, larger
+    ones release it: both give the reference result (and the same as the
+    general path for another activation)."""
+    x = rng.standard_normal((1, size), dtype=np.float32)
+    np.testing.assert_array_equal(mkcache.relu(x).numpy(), relu(x))
+    np.testing.assert_allclose(mkcache.gelu(x).numpy(),
+                               mkcache.gelu(mkcache.Tensor(x)).numpy(), rtol=1e-6)
+
+
+def test_large_fast_path_from_many_threads(rng):
+    """Large arrays run with the GIL released: four Python threads at once
+    still each get the reference result."""
+    import threading
+    x = rng.standard_normal((64, 64, 64), dtype=np.float32)
+    results, errors = [], []
+
+    def work():
+        try:
+            for _ in range(20):
+                results.append(np.array_equal(mkcache.relu(x).numpy(), relu(x)))
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(results) == 80 and all(results)
