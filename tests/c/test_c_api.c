@@ -343,11 +343,72 @@ static void test_activation_plain(void) {
     }
 }
 
+/* Handles checked on one call and destroyed before the next are rejected
+ * (the library remembers handles it found live until any is destroyed), and
+ * a cached op fed other buffers each call reads and writes those buffers
+ * (it skips re-binding only a buffer that is bound already). */
+static void test_handles_and_buffers_across_calls(void) {
+    enum { N = 24 };
+    const int64_t d[2] = {2, N / 2};
+    float xa[N], xb[N], ya[N], yb[N];
+    for (int i = 0; i < N; ++i) {
+        xa[i] = (float)(i - 10);
+        xb[i] = (float)(7 - i);
+    }
+    mkc_tensor *a = NULL, *b = NULL, *da = NULL, *db = NULL;
+    OK(mkc_tensor_wrap(MKC_DTYPE_F32, 2, d, MKC_LAYOUT_NCHW, xa, &a));
+    OK(mkc_tensor_wrap(MKC_DTYPE_F32, 2, d, MKC_LAYOUT_NCHW, xb, &b));
+    OK(mkc_tensor_wrap(MKC_DTYPE_F32, 2, d, MKC_LAYOUT_NCHW, ya, &da));
+    OK(mkc_tensor_wrap(MKC_DTYPE_F32, 2, d, MKC_LAYOUT_NCHW, yb, &db));
+    for (int round = 0; round < 3; ++round) { /* a, b, a, ... into da, db, da, ... */
+        memset(ya, 0xff, sizeof ya);
+        memset(yb, 0xff, sizeof yb);
+        OK(mkc_activation(MKC_ACTIVATION_RELU, 0.f, 0.f, "buffers", a, &da));
+        OK(mkc_activation(MKC_ACTIVATION_RELU, 0.f, 0.f, "buffers", b, &db));
+        for (int i = 0; i < N; ++i) {
+            CHECK(ya[i] == (xa[i] > 0.f ? xa[i] : 0.f));
+            CHECK(yb[i] == (xb[i] > 0.f ? xb[i] : 0.f));
+        }
+    }
+    /* Destroying b forgets what this thread remembered: b is rejected, a
+     * (still live) is accepted, again and again. */
+    OK(mkc_tensor_destroy(b));
+    for (int round = 0; round < 2; ++round) {
+        CHECK(mkc_activation(MKC_ACTIVATION_RELU, 0.f, 0.f, "buffers", b, &db) ==
+              MKC_STATUS_INVALID_HANDLE);
+        CHECK(strstr(mkc_last_error(), "src is not a live tensor") != NULL);
+        OK(mkc_activation(MKC_ACTIVATION_RELU, 0.f, 0.f, "buffers", a, &da));
+    }
+    /* The same for a convolution's named arguments. */
+    mkc_conv_params p;
+    OK(mkc_conv_params_init(&p));
+    const int64_t xd[4] = {1, 2, 3, 3}, wd[4] = {1, 2, 1, 1};
+    float x[18], w[2] = {1.f, -1.f};
+    for (int i = 0; i < 18; ++i) x[i] = (float)i;
+    mkc_tensor *tx = NULL, *tw = NULL, *ty = NULL;
+    OK(mkc_tensor_wrap(MKC_DTYPE_F32, 4, xd, MKC_LAYOUT_NCHW, x, &tx));
+    OK(mkc_tensor_wrap(MKC_DTYPE_F32, 4, wd, MKC_LAYOUT_NCHW, w, &tw));
+    OK(mkc_conv2d(&p, tx, tw, NULL, &ty));
+    OK(mkc_tensor_destroy(ty));
+    ty = NULL;
+    OK(mkc_tensor_destroy(tw));
+    CHECK(mkc_conv2d(&p, tx, tw, NULL, &ty) == MKC_STATUS_INVALID_HANDLE);
+    CHECK(strstr(mkc_last_error(), "conv2d: weights is not a live tensor") != NULL);
+    CHECK(mkc_conv2d(&p, NULL, tw, NULL, &ty) == MKC_STATUS_INVALID_HANDLE);
+    CHECK(strstr(mkc_last_error(), "conv2d: src is NULL") != NULL);
+    CHECK(ty == NULL);
+    OK(mkc_tensor_destroy(tx));
+    OK(mkc_tensor_destroy(a));
+    OK(mkc_tensor_destroy(da));
+    OK(mkc_tensor_destroy(db));
+}
+
 int main(void) {
     test_version();
     test_core_api();
     test_conv_and_relu();
     test_activation_plain();
+    test_handles_and_buffers_across_calls();
     test_cache();
     return finish("test_c_api");
 }

@@ -96,3 +96,21 @@ def test_conv_output_into_existing_tensor(rng):
     buf = np.zeros((2, 4, 8, 8), dtype=np.float32)
     mkcache.conv2d(x, w, padding=1, out=mkcache.Tensor(buf, "NCHW"))
     assert_close(buf, exact, mag, 27)
+
+
+def test_cached_conv_reads_each_calls_buffers(rng):
+    """One cached entry, inputs and outputs that change every call: the
+    entry re-binds a buffer only when it differs from the one bound last
+    time, so alternating Tensors (and a constant weight kept converted)
+    must still give each call its own result."""
+    xs = [rng.standard_normal((2, 6, 9, 7), dtype=np.float32) for _ in range(2)]
+    ws = [rng.standard_normal((10, 6, 3, 3), dtype=np.float32) for _ in range(2)]
+    exact = {(i, j): conv2d_nchw(xs[i], ws[j], pads=(1, 1, 1, 1)) for i in range(2) for j in range(2)}
+    tx = [mkcache.Tensor(x) for x in xs]
+    tw = [mkcache.Tensor(w, constant=True) for w in ws]
+    outs = [None, None]
+    for step in range(6):
+        i, j = step % 2, (step // 2) % 2
+        outs[i] = mkcache.conv2d(tx[i], tw[j], padding=1, name="rebinding", out=outs[i])
+        want, mag = exact[i, j]
+        assert_close(np.asarray(outs[i]), want, mag, reduction=6 * 9, what=f"step {step}")

@@ -42,10 +42,13 @@ mkc_status fail_from_current_exception() noexcept {
     }
 }
 
-const Tensor &tensor_arg(const mkc_tensor *handle, const char *what) {
-    if (handle == nullptr) fail(MKC_STATUS_INVALID_HANDLE, what, " is NULL");
+const Tensor &tensor_arg(const mkc_tensor *handle, const char *op, const char *arg) {
+    const char *sep = op ? ": " : "";
+    if (op == nullptr) op = "";
+    if (handle == nullptr) fail(MKC_STATUS_INVALID_HANDLE, op, sep, arg, " is NULL");
     if (!registry<Tensor>().contains(handle))
-        fail(MKC_STATUS_INVALID_HANDLE, what, " is not a live tensor (destroyed or foreign handle)");
+        fail(MKC_STATUS_INVALID_HANDLE, op, sep, arg,
+             " is not a live tensor (destroyed or foreign handle)");
     return *handle;
 }
 

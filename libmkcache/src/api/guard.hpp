@@ -25,8 +25,13 @@ mkc_status guard(F &&body) noexcept {
     }
 }
 
-// The live tensor behind a handle, or INVALID_HANDLE naming the argument.
-const Tensor &tensor_arg(const mkc_tensor *handle, const char *what);
+// The live tensor behind a handle, or INVALID_HANDLE naming the argument
+// ("op: arg"; op may be null). Two parts, so the name is only put together
+// for the message: this runs for every argument of every call.
+const Tensor &tensor_arg(const mkc_tensor *handle, const char *op, const char *arg);
+inline const Tensor &tensor_arg(const mkc_tensor *handle, const char *what) {
+    return tensor_arg(handle, nullptr, what);
+}
 Tensor &mutable_tensor_arg(mkc_tensor *handle, const char *what);
 
 template <typename T>

@@ -40,11 +40,9 @@ mkc_status run_convolution(const char *op, int k, bool transposed, const mkc_con
                            const mkc_tensor *bias, mkc_tensor **dst) {
     return guard([&] {
         require(params != nullptr, op, ": params is NULL");
-        const std::string s = std::string(op) + ": src", w = std::string(op) + ": weights",
-                          b = std::string(op) + ": bias";
-        const Tensor &x = tensor_arg(src, s.c_str());
-        const Tensor &wt = tensor_arg(weights, w.c_str());
-        const Tensor *bt = bias ? &tensor_arg(bias, b.c_str()) : nullptr;
+        const Tensor &x = tensor_arg(src, op, "src");
+        const Tensor &wt = tensor_arg(weights, op, "weights");
+        const Tensor *bt = bias ? &tensor_arg(bias, op, "bias") : nullptr;
         check_dst(dst);
         require(*dst != src && *dst != weights && (!bias || *dst != bias), op,
                 ": dst must not be one of the inputs");

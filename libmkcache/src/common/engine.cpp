@@ -14,8 +14,8 @@ std::shared_mutex &primitive_creation_mutex() {
     return *mutex;
 }
 
-dnnl::stream &thread_stream() {
-    auto &stream = thread_state().stream;
+dnnl::stream &thread_stream(ThreadState &state) {
+    auto &stream = state.stream;
     if (!stream) stream = std::make_unique<dnnl::stream>(cpu_engine());
     return *stream;
 }

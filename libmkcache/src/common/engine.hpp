@@ -15,8 +15,10 @@ const dnnl::engine &cpu_engine();
 // changed while another thread creates a primitive through it.
 std::shared_mutex &primitive_creation_mutex();
 
-// A stream per thread: oneDNN streams are not meant to be shared between
-// threads that submit at the same time.
-dnnl::stream &thread_stream();
+struct ThreadState;
+// A stream per thread (`state` is the calling thread's, made on first use):
+// oneDNN streams are not meant to be shared between threads that submit at
+// the same time.
+dnnl::stream &thread_stream(ThreadState &state);
 
 } // namespace mkc

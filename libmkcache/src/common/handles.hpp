@@ -2,6 +2,7 @@
 // a destroyed or foreign pointer is reported instead of dereferenced.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
@@ -24,15 +25,43 @@ public:
     bool remove(const T *p) {
         Shard &s = shard(p);
         std::unique_lock<std::shared_mutex> lock(s.mutex);
-        return s.live.erase(p) == 1;
+        const bool removed = s.live.erase(p) == 1;
+        if (removed) removals_.fetch_add(1, std::memory_order_release);
+        return removed;
     }
+    // Every argument of every call is checked, mostly the same few handles
+    // again: a thread remembers the last ones it found live, trusted while
+    // nothing has been removed since (removals_ unchanged; any removal, even
+    // of another handle, forgets them all). Saves the lock and the set.
     bool contains(const T *p) const {
+        if (p == nullptr) return false; // (empty memo slots hold null)
+        Recent &recent = recent_checks();
+        const uint64_t removals = removals_.load(std::memory_order_acquire);
+        if (recent.removals == removals) {
+            for (const T *q : recent.live)
+                if (q == p) return true;
+        } else {
+            recent = Recent{removals};
+        }
         const Shard &s = shard(p);
         std::shared_lock<std::shared_mutex> lock(s.mutex);
-        return s.live.count(p) == 1;
+        if (s.live.count(p) == 0) return false;
+        recent.live[recent.next++ % Recent::kSize] = p;
+        return true;
     }
 
 private:
+    struct Recent {
+        static constexpr unsigned kSize = 8;
+        uint64_t removals = 0;
+        const T *live[kSize] = {};
+        unsigned next = 0;
+    };
+    static Recent &recent_checks() {
+        thread_local Recent recent;
+        return recent;
+    }
+    std::atomic<uint64_t> removals_{0};
     struct alignas(64) Shard {
         mutable std::shared_mutex mutex;
         std::unordered_set<const T *> live;

@@ -46,6 +46,7 @@ void PrimitiveEntry::set_args(const std::vector<std::pair<int, dnnl::memory::des
         arg_ids.push_back(a.first);
         arg_descs.push_back(a.second);
         memories.emplace_back(a.second, cpu_engine(), static_cast<void *>(nullptr));
+        bound.push_back(nullptr);
     }
 }
 
@@ -252,7 +253,12 @@ dnnl::memory &Handler::Execution::memory_for(int index) {
 void Handler::Execution::raw(int arg_id, void *data) {
     int index = entry_.arg_index(arg_id);
     dnnl::memory &mem = memory_for(index);
-    check(dnnl_memory_set_data_handle(mem.get(), data), "binding memory");
+    // The entry's memories keep their handles between calls: binding the
+    // buffer bound last time (same tensors, the scratchpad) costs nothing.
+    if (!own_slot_ || entry_.bound[index] != data) {
+        check(dnnl_memory_set_data_handle(mem.get(), data), "binding memory");
+        if (own_slot_) entry_.bound[index] = data;
+    }
     if (nargs_ == kMaxArgs) fail(MKC_STATUS_INTERNAL_ERROR, "too many primitive arguments");
     args_[nargs_++] = {arg_id, mem.get()};
 }
@@ -301,9 +307,9 @@ void Handler::Execution::input(int arg_id, const Tensor &tensor,
 }
 
 void Handler::Execution::run() {
-    if (entry_.scratchpad_bytes > 0)
-        raw(DNNL_ARG_SCRATCHPAD, thread_state().scratchpad(entry_.scratchpad_bytes));
-    dnnl_stream_t stream = thread_stream().get(); // once: a thread-local lookup
+    ThreadState &state = thread_state(); // once: a thread-local lookup
+    if (entry_.scratchpad_bytes > 0) raw(DNNL_ARG_SCRATCHPAD, state.scratchpad(entry_.scratchpad_bytes));
+    dnnl_stream_t stream = thread_stream(state).get();
     check(dnnl_primitive_execute(entry_.primitive.get(), stream, nargs_, args_),
           "executing primitive");
     check(dnnl_stream_wait(stream), "waiting for stream");

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -18,6 +19,7 @@
 
 #include "cache/front_cache.hpp"
 #include "common/engine.hpp"
+#include "common/small_dims.hpp"
 #include "common/thread_state.hpp"
 #include "layout/layout.hpp"
 #include "tensor/tensor.hpp"
@@ -51,6 +53,7 @@ struct PrimitiveEntry {
     // data handles; a concurrent caller of the same entry builds its own.
     std::atomic<bool> busy{false};
     std::vector<dnnl::memory> memories;
+    std::vector<void *> bound; // the data handle each of `memories` holds now
 
     // Registers the scratchpad argument the primitive needs (if any) and
     // records its size; Execution::run binds the thread's scratchpad to it.
@@ -117,10 +120,8 @@ public:
         if (signature_size_ < kMaxSignature) signature_[signature_size_++] = v;
         else signature_spill_.push_back(v); // rare: e.g. concat of many inputs
     }
-    void sign(const Dims &dims) {
-        sign(static_cast<int64_t>(dims.size()));
-        for (auto d : dims) sign(d);
-    }
+    void sign(const Dims &dims) { sign_range(dims.data(), dims.size()); }
+    void sign(const SmallDims &dims) { sign_range(dims.data(), dims.size()); }
     void sign_float(float v);
     // Input layouts the primitive is built on (e.g. eltwise keeps its
     // input's layout); checked with oneDNN's descriptor equality on a hit.
@@ -277,6 +278,16 @@ private:
     std::vector<int64_t> signature() const;
     std::string transfer_key() const;
     [[noreturn]] void overflow() const;
+    void sign_range(const int64_t *dims, size_t n) { // its size, then its values
+        if (signature_size_ + 1 + n <= kMaxSignature) { // one copy, not n bounds checks
+            signature_[signature_size_] = static_cast<int64_t>(n);
+            std::memcpy(signature_ + signature_size_ + 1, dims, n * sizeof(int64_t));
+            signature_size_ += static_cast<int>(n) + 1;
+            return;
+        }
+        sign(static_cast<int64_t>(n));
+        for (size_t i = 0; i < n; ++i) sign(dims[i]);
+    }
 
     const char *op_;
     ThreadState &state_;

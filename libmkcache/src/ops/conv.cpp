@@ -11,6 +11,7 @@
 
 #include "common/engine.hpp"
 #include "common/error.hpp"
+#include "common/small_dims.hpp"
 #include "handler/handler.hpp"
 #include "keys/keys.hpp"
 #include "ops/ops.hpp"
@@ -28,11 +29,15 @@ struct ConvEntry : PrimitiveEntry {
     std::atomic<bool> transferred{false}; // training: left for the grad op
 };
 
+// Computed on every call, so nothing here allocates: x and w are the
+// tensors' own dims, the rest inline lists.
 struct Geometry {
-    int k = 2;             // spatial rank
-    Dims x, w, y;          // oneDNN order; w as the caller gives it
-    Dims onednn_w;         // weights dims oneDNN wants (grouped: g first)
-    Dims stride, dilation, pad_l, pad_r;
+    Geometry(int rank, const Dims &src, const Dims &weights) : k(rank), x(src), w(weights) {}
+    int k;                 // spatial rank
+    const Dims &x, &w;     // oneDNN order; w as the caller gives it
+    SmallDims y;
+    SmallDims onednn_w;    // weights dims oneDNN wants (grouped: g first)
+    SmallDims stride, dilation, pad_l, pad_r;
 };
 
 void check_params(const char *op, const mkc_conv_params &p, int k, bool transposed) {
@@ -57,10 +62,7 @@ void check_params(const char *op, const mkc_conv_params &p, int k, bool transpos
 
 Geometry geometry(const char *op, const mkc_conv_params &p, const Tensor &src,
                   const Tensor &weights, const Tensor *bias, int k, bool transposed) {
-    Geometry g;
-    g.k = k;
-    g.x = onednn_dims(src);
-    g.w = onednn_dims(weights);
+    Geometry g(k, onednn_dims(src), onednn_dims(weights));
     const char *names = k == 2 ? "N,C,H,W" : "N,C,D,H,W";
     require(static_cast<int>(g.x.size()) == k + 2, op, ": src must be ", k + 2, "-D (", names,
             " or channels-last), got rank ", g.x.size());
@@ -84,9 +86,6 @@ Geometry geometry(const char *op, const mkc_conv_params &p, const Tensor &src,
         const Dims &b = onednn_dims(*bias);
         require(b.size() == 1 && b[0] == oc, op, ": bias must have shape [", oc, "]");
     }
-    // Sized once: this runs on every call.
-    for (Dims *d : {&g.stride, &g.dilation, &g.pad_l, &g.pad_r}) d->reserve(k);
-    g.y.reserve(k + 2);
     g.y.push_back(g.x[0]);
     g.y.push_back(oc);
     for (int i = 0; i < k; ++i) {
@@ -112,7 +111,6 @@ Geometry geometry(const char *op, const mkc_conv_params &p, const Tensor &src,
             g.y.push_back(span / p.stride[i] + 1);
         }
     }
-    g.onednn_w.reserve(k + 3);
     if (groups > 1) g.onednn_w.push_back(groups);
     g.onednn_w.push_back(oc / (groups > 1 ? groups : 1));
     g.onednn_w.push_back(ic / groups);
@@ -171,8 +169,11 @@ void bind_weights(Handler::Execution &exec, const Tensor &weights,
     else exec.input(DNNL_ARG_WEIGHTS, weights);
 }
 
-std::string default_name(const char *op, const mkc_conv_params &p, const Geometry &g, bool bias) {
-    std::string n = op;
+// The key name of an unnamed call, written into `n` (a per-thread buffer
+// the caller reuses, so the hit path formats but does not allocate).
+const char *default_name(std::string &n, const char *op, const mkc_conv_params &p,
+                         const Geometry &g, bool bias) {
+    n = op;
     n += ":k";
     keys::append_shape(n, g.w.data() + 2, g.k);
     n += ":s";
@@ -199,7 +200,7 @@ std::string default_name(const char *op, const mkc_conv_params &p, const Geometr
     }
     if (p.sum) n += ":sum";
     n += p.data_format == MKC_LAYOUT_CHANNELS_LAST ? ":cl" : ":cf";
-    return n;
+    return n.c_str();
 }
 
 // Everything a forward primitive depends on (the grad ops sign the same, so
@@ -235,18 +236,18 @@ std::shared_ptr<ConvEntry> forward_descriptor(const mkc_conv_params &p, const Ge
                                : dnnl::prop_kind::forward_inference;
     // A zero descriptor for the bias means "no bias" to oneDNN, so one
     // constructor serves both.
-    const dnnl::memory::desc src_md(g.x, f32, tag::any), w_md(g.onednn_w, f32, tag::any),
-        dst_md(g.y, f32, tag::any),
+    const dnnl::memory::desc src_md(g.x, f32, tag::any), w_md(g.onednn_w.vec(), f32, tag::any),
+        dst_md(g.y.vec(), f32, tag::any),
         b_md = bias ? dnnl::memory::desc({g.y[1]}, f32, tag::a) : dnnl::memory::desc();
     auto e = std::make_shared<ConvEntry>();
     if (transposed)
         e->deconv_pd = dnnl::deconvolution_forward::primitive_desc(
             cpu_engine(), prop, dnnl::algorithm::deconvolution_direct, src_md, w_md, b_md, dst_md,
-            g.stride, g.dilation, g.pad_l, g.pad_r, attr);
+            g.stride.vec(), g.dilation.vec(), g.pad_l.vec(), g.pad_r.vec(), attr);
     else
         e->conv_pd = dnnl::convolution_forward::primitive_desc(
             cpu_engine(), prop, dnnl::algorithm::convolution_direct, src_md, w_md, b_md, dst_md,
-            g.stride, g.dilation, g.pad_l, g.pad_r, attr);
+            g.stride.vec(), g.dilation.vec(), g.pad_l.vec(), g.pad_r.vec(), attr);
     return e;
 }
 
@@ -266,8 +267,12 @@ void convolution(const char *op, int k, bool transposed, const mkc_conv_params &
         require((*dst)->dims == g.y, op, ": dst must have the output's shape to accumulate into");
     }
 
-    Handler handler(op, p.name, (p.name && p.name[0] ? std::string() : default_name(op, p, g, bias)).c_str(),
-                    nullptr, g.x);
+    const char *unnamed_key = nullptr;
+    if (!(p.name && p.name[0])) {
+        thread_local std::string unnamed; // here, so named calls never touch it
+        unnamed_key = default_name(unnamed, op, p, g, bias);
+    }
+    Handler handler(op, p.name, unnamed_key, nullptr, g.x);
     sign_forward(handler, p, g, transposed, bias, p.training);
     auto entry = handler.acquire_primitive<ConvEntry>([&] {
         auto e = forward_descriptor(p, g, transposed, bias, p.training);
@@ -334,10 +339,11 @@ namespace {
 template <typename Prim, typename Hint>
 void build_backward_data(PrimitiveEntry &e, const Geometry &g, dnnl::algorithm alg,
                          const Hint &hint) {
-    const dnnl::memory::desc dx(g.x, f32, tag::any), w(g.onednn_w, f32, tag::any),
-        dy(g.y, f32, tag::any);
-    typename Prim::primitive_desc pd(cpu_engine(), alg, dx, w, dy, g.stride, g.dilation, g.pad_l,
-                                     g.pad_r, hint, user_scratchpad_attr());
+    const dnnl::memory::desc dx(g.x, f32, tag::any), w(g.onednn_w.vec(), f32, tag::any),
+        dy(g.y.vec(), f32, tag::any);
+    typename Prim::primitive_desc pd(cpu_engine(), alg, dx, w, dy, g.stride.vec(),
+                                     g.dilation.vec(), g.pad_l.vec(), g.pad_r.vec(), hint,
+                                     user_scratchpad_attr());
     e.primitive = Prim(pd);
     e.set_args(pd, {DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC});
 }
@@ -345,13 +351,13 @@ void build_backward_data(PrimitiveEntry &e, const Geometry &g, dnnl::algorithm a
 template <typename Prim, typename Hint>
 void build_backward_weights(PrimitiveEntry &e, const Geometry &g, dnnl::algorithm alg, bool bias,
                             const Hint &hint) {
-    const dnnl::memory::desc x(g.x, f32, tag::any), dw(g.onednn_w, f32, tag::any),
-        dy(g.y, f32, tag::any), db(Dims{g.y[1]}, f32, tag::a);
-    const auto attr = user_scratchpad_attr();
-    auto pd = bias ? typename Prim::primitive_desc(cpu_engine(), alg, x, dw, db, dy, g.stride,
-                                                   g.dilation, g.pad_l, g.pad_r, hint, attr)
-                   : typename Prim::primitive_desc(cpu_engine(), alg, x, dw, dy, g.stride,
-                                                   g.dilation, g.pad_l, g.pad_r, hint, attr);
+    // A zero descriptor for the bias gradient means "none" to oneDNN.
+    const dnnl::memory::desc x(g.x, f32, tag::any), dw(g.onednn_w.vec(), f32, tag::any),
+        dy(g.y.vec(), f32, tag::any),
+        db = bias ? dnnl::memory::desc({g.y[1]}, f32, tag::a) : dnnl::memory::desc();
+    typename Prim::primitive_desc pd(cpu_engine(), alg, x, dw, db, dy, g.stride.vec(),
+                                     g.dilation.vec(), g.pad_l.vec(), g.pad_r.vec(), hint,
+                                     user_scratchpad_attr());
     e.primitive = Prim(pd);
     std::vector<int> args = {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS};
     if (bias) args.push_back(DNNL_ARG_DIFF_BIAS);
@@ -375,16 +381,19 @@ void convolution_backward(const char *op, int k, bool transposed, const mkc_conv
     const Geometry g = geometry(op, p, src, weights, nullptr, k, transposed);
     if (diff_dst.dims != g.y)
         fail(MKC_STATUS_INVALID_ARGUMENT, op, ": diff_dst has shape ", shape_text(diff_dst.dims),
-             " (oneDNN order) but the forward output is ", shape_text(g.y));
+             " (oneDNN order) but the forward output is ", shape_text(g.y.vec()));
     const auto w_view = weights_view(op, weights, g, p.groups, transposed);
-    const std::string name =
-        p.name && p.name[0] ? std::string(p.name) : default_name(op, p, g, bias);
+    const char *name = p.name;
+    if (!(name && name[0])) {
+        thread_local std::string unnamed;
+        name = default_name(unnamed, op, p, g, bias);
+    }
 
     // On a miss: the forward's training descriptor is the hint (seed 000
     // §3), taken from the cache when a training forward left it, else made
     // here (a descriptor only, no primitive).
     auto hint = [&]() -> std::shared_ptr<ConvEntry> {
-        Handler forward(op, name.c_str(), name.c_str(), nullptr, g.x);
+        Handler forward(op, name, name, nullptr, g.x);
         sign_forward(forward, p, g, transposed, bias, true);
         if (auto t = forward.find_transfer()) return std::static_pointer_cast<ConvEntry>(t->forward);
         return forward_descriptor(p, g, transposed, bias, true);
@@ -393,7 +402,7 @@ void convolution_backward(const char *op, int k, bool transposed, const mkc_conv
                                 : dnnl::algorithm::convolution_direct;
 
     if (diff_src) {
-        Handler handler(op, name.c_str(), name.c_str(), "bwd_data", g.x);
+        Handler handler(op, name, name, "bwd_data", g.x);
         sign_forward(handler, p, g, transposed, bias, true);
         handler.sign(100); // backward data
         auto entry = handler.acquire_primitive<PrimitiveEntry>([&] {
@@ -419,7 +428,7 @@ void convolution_backward(const char *op, int k, bool transposed, const mkc_conv
 
     if (diff_weights || diff_bias) {
         require(diff_weights != nullptr, op, ": diff_bias needs diff_weights too");
-        Handler handler(op, name.c_str(), name.c_str(), "bwd_weights", g.x);
+        Handler handler(op, name, name, "bwd_weights", g.x);
         sign_forward(handler, p, g, transposed, bias, true);
         handler.sign(101); // backward weights
         auto entry = handler.acquire_primitive<PrimitiveEntry>([&] {
