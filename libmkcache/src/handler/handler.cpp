@@ -163,10 +163,13 @@ std::shared_ptr<void> Handler::find_blob() {
     return blob;
 }
 
-std::shared_ptr<PrimitiveEntry> Handler::lookup() {
+std::shared_ptr<void> Handler::lookup() {
     auto blob = find_blob();
     if (!blob) return nullptr;
-    auto entry = std::static_pointer_cast<PrimitiveEntry>(blob);
+    // Checked through a plain pointer: a typed shared_ptr copy costs two
+    // atomic reference-count updates, and acquire_primitive makes the one
+    // it returns.
+    const auto *entry = static_cast<const PrimitiveEntry *>(blob.get());
     // Same name, other arguments: never reuse a primitive built for others.
     if (!signature_equals(entry->signature)) return nullptr;
     if (entry->exact_inputs.size() != static_cast<size_t>(exact_size_)) return nullptr;
@@ -176,7 +179,7 @@ std::shared_ptr<PrimitiveEntry> Handler::lookup() {
                               : entry->exact_inputs[i] == *exact_inputs_[i];
         if (!same) return nullptr;
     }
-    return entry;
+    return blob;
 }
 
 bool Handler::signature_equals(const std::vector<int64_t> &sig) const {

@@ -271,7 +271,7 @@ private:
     static constexpr int kMaxSignature = 64;
     static constexpr int kMaxExact = 4;
 
-    std::shared_ptr<PrimitiveEntry> lookup();
+    std::shared_ptr<void> lookup(); // a PrimitiveEntry for this key and signature
     std::shared_ptr<void> find_blob(); // front cache, else the shared maps
     void store(const std::shared_ptr<PrimitiveEntry> &entry);
     bool signature_equals(const std::vector<int64_t> &sig) const;
