@@ -154,9 +154,37 @@ def _conv_padding(padding, k, kernel, stride, dilation, spatial) -> tuple:
     return _pool_padding(padding, k)
 
 
+_CONV_PARAMS = {}  # prepared mkc_conv_params per distinct arguments (bounded)
+
+
 def _conv_params(op, k, x, weight, stride, padding, dilation, groups, data_format, activation,
                  name, output_padding=0, training=False):
-    """The mkc_conv_params of a convolution call (shared with mkcache.grad)."""
+    """The mkc_conv_params of a convolution call (shared with mkcache.grad),
+    prepared once per distinct arguments: building one costs ~5 us of
+    Python, more than a small convolution. Callers must not modify it."""
+    if isinstance(padding, str):  # "same" depends on the shapes
+        return _build_conv_params(op, k, x, weight, stride, padding, dilation, groups,
+                                  data_format, activation, name, output_padding, training)
+    # Top-level types too: 1.0 equals 1 but is rejected as a stride.
+    key = (op, k, stride, type(stride), padding, type(padding), dilation, type(dilation), groups,
+           type(groups), data_format, activation, name, output_padding, type(output_padding),
+           training)
+    try:
+        p = _CONV_PARAMS.get(key)
+    except TypeError:  # a list argument: not hashable, built each time
+        p, key = None, None
+    if p is None:
+        p = _build_conv_params(op, k, x, weight, stride, padding, dilation, groups, data_format,
+                               activation, name, output_padding, training)
+        if key is not None:
+            if len(_CONV_PARAMS) > 4096:
+                _CONV_PARAMS.clear()
+            _CONV_PARAMS[key] = p
+    return p
+
+
+def _build_conv_params(op, k, x, weight, stride, padding, dilation, groups, data_format,
+                       activation, name, output_padding=0, training=False):
     fmt = _layout.to_enum(data_format, "data_format")
     if fmt == _capi.LAYOUT_TARGET:
         raise InvalidArgumentError("data_format must be given")
@@ -190,8 +218,10 @@ def _conv_params(op, k, x, weight, stride, padding, dilation, groups, data_forma
 
 def _convolution(fn, op, k, x, weight, bias, stride, padding, dilation, groups, data_format,
                  activation, name, out, output_padding=0, residual=None, training=False) -> Tensor:
-    p = _conv_params(op, k, x, weight, stride, padding, dilation, groups, data_format, activation,
-                     name, output_padding, training)
+    # A residual sets p.sum: that call gets a params struct of its own.
+    p = (_conv_params if residual is None else _build_conv_params)(
+        op, k, x, weight, stride, padding, dilation, groups, data_format, activation, name,
+        output_padding, training)
     fmt = p.data_format
     if residual is not None and out is not None:
         raise InvalidArgumentError("give either residual or out, not both")

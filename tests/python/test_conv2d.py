@@ -114,3 +114,24 @@ def test_cached_conv_reads_each_calls_buffers(rng):
         outs[i] = mkcache.conv2d(tx[i], tw[j], padding=1, name="rebinding", out=outs[i])
         want, mag = exact[i, j]
         assert_close(np.asarray(outs[i]), want, mag, reduction=6 * 9, what=f"step {step}")
+
+
+def test_prepared_params_follow_every_argument(rng):
+    """Convolution parameters are prepared once per distinct arguments: a
+    value equal to a cached one but of a rejected type still fails, list
+    arguments work, and a residual call (which sets the sum post-op) does not
+    leak into the next plain call with the same arguments."""
+    x = rng.standard_normal((1, 4, 6, 6), dtype=np.float32)
+    w = rng.standard_normal((4, 4, 3, 3), dtype=np.float32)
+    exact, mag = conv2d_nchw(x, w, pads=(1, 1, 1, 1))
+    for _ in range(2):
+        assert_close(np.asarray(mkcache.conv2d(x, w, padding=1, stride=1)), exact, mag, 36)
+    with pytest.raises(mkcache.InvalidArgumentError, match="stride"):
+        mkcache.conv2d(x, w, padding=1, stride=1.0)
+    assert_close(np.asarray(mkcache.conv2d(x, w, padding=[1, 1], stride=[1, 1])), exact, mag, 36)
+    residual = rng.standard_normal(exact.shape, dtype=np.float32)
+    summed = np.asarray(mkcache.conv2d(x, w, padding=1, stride=1, residual=residual))
+    assert_close(summed, exact + residual, mag + np.abs(residual), 36)
+    assert_close(np.asarray(mkcache.conv2d(x, w, padding=1, stride=1)), exact, mag, 36)
+    exact2, mag2 = conv2d_nchw(x, w, stride=(2, 2), pads=(1, 1, 1, 1))
+    assert_close(np.asarray(mkcache.conv2d(x, w, padding=1, stride=2)), exact2, mag2, 36)
