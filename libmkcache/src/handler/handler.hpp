@@ -281,7 +281,7 @@ private:
     void sign_range(const int64_t *dims, size_t n) { // its size, then its values
         if (signature_size_ + 1 + n <= kMaxSignature) { // one copy, not n bounds checks
             signature_[signature_size_] = static_cast<int64_t>(n);
-            std::memcpy(signature_ + signature_size_ + 1, dims, n * sizeof(int64_t));
+            if (n > 0) std::memcpy(signature_ + signature_size_ + 1, dims, n * sizeof(int64_t));
             signature_size_ += static_cast<int>(n) + 1;
             return;
         }
