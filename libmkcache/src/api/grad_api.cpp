@@ -15,19 +15,15 @@ using mkc::api::tensor_arg;
 namespace {
 
 // Validates an optional gradient output: a live tensor or NULL in *out, and
-// never one of the inputs (it is written while they are read).
-// `what` names it in messages ("op: arg"; op may be null).
+// never one of the inputs (it is written while they are read). Messages
+// name it "op: arg".
 void check_grad_out(mkc_tensor **out, const char *op, const char *arg,
                     std::initializer_list<const mkc_tensor *> inputs) {
     if (out == nullptr || *out == nullptr) return;
-    const char *sep = op ? ": " : "";
-    if (op == nullptr) op = "";
-    if (!registry<Tensor>().contains(*out))
-        fail(MKC_STATUS_INVALID_HANDLE, "*", op, sep, arg,
-             " is not a live tensor (destroyed or foreign handle)");
+    tensor_arg(*out, op, arg);
     for (const mkc_tensor *in : inputs)
-        if (*out == in) fail(MKC_STATUS_INVALID_ARGUMENT, op, sep, arg,
-                             " must not be one of the inputs");
+        if (*out == in)
+            fail(MKC_STATUS_INVALID_ARGUMENT, op, ": ", arg, " must not be one of the inputs");
 }
 
 void require_some(const char *op, std::initializer_list<mkc_tensor **> outs) {
@@ -95,7 +91,7 @@ MKC_API mkc_status mkc_pool_backward(const mkc_pool_params *params, const mkc_te
         const Tensor &x = tensor_arg(src, "pool_backward: src");
         const Tensor &dy = tensor_arg(diff_dst, "pool_backward: diff_dst");
         require_some(op, {diff_src});
-        check_grad_out(diff_src, nullptr, "pool_backward: diff_src", {src, diff_dst});
+        check_grad_out(diff_src, op, "diff_src", {src, diff_dst});
         ops::pool_backward(*params, x, dy, diff_src);
     });
 }
@@ -107,7 +103,7 @@ MKC_API mkc_status mkc_activation_backward(mkc_activation_kind kind, float alpha
         const Tensor &x = tensor_arg(src, "activation_backward: src");
         const Tensor &dy = tensor_arg(diff_dst, "activation_backward: diff_dst");
         require_some("activation_backward", {diff_src});
-        check_grad_out(diff_src, nullptr, "activation_backward: diff_src", {src});
+        check_grad_out(diff_src, "activation_backward", "diff_src", {src});
         ops::activation_backward(kind, alpha, beta, name, x, dy, diff_src);
     });
 }
@@ -119,7 +115,7 @@ MKC_API mkc_status mkc_softmax_backward(int axis, int log, const char *name,
         const Tensor &y = tensor_arg(dst, "softmax_backward: dst");
         const Tensor &dy = tensor_arg(diff_dst, "softmax_backward: diff_dst");
         require_some("softmax_backward", {diff_src});
-        check_grad_out(diff_src, nullptr, "softmax_backward: diff_src", {dst, diff_dst});
+        check_grad_out(diff_src, "softmax_backward", "diff_src", {dst, diff_dst});
         ops::softmax_backward(axis, log != 0, name, y, dy, diff_src);
     });
 }
@@ -135,10 +131,10 @@ MKC_API mkc_status mkc_linear_backward(const mkc_linear_params *params, const mk
         const Tensor &w = tensor_arg(weights, "linear_backward: weights");
         const Tensor &dy = tensor_arg(diff_dst, "linear_backward: diff_dst");
         require_some(op, {diff_src, diff_weights, diff_bias});
-        for (auto [out, what] : {std::pair{diff_src, "linear_backward: diff_src"},
-                                 std::pair{diff_weights, "linear_backward: diff_weights"},
-                                 std::pair{diff_bias, "linear_backward: diff_bias"}})
-            check_grad_out(out, nullptr, what, {src, weights, diff_dst});
+        for (auto [out, what] : {std::pair{diff_src, "diff_src"},
+                                 std::pair{diff_weights, "diff_weights"},
+                                 std::pair{diff_bias, "diff_bias"}})
+            check_grad_out(out, op, what, {src, weights, diff_dst});
         ops::linear_backward(*params, x, w, dy, diff_src, diff_weights, diff_bias);
     });
 }
@@ -156,10 +152,10 @@ MKC_API mkc_status mkc_layer_norm_backward(const mkc_layer_norm_params *params,
         const Tensor *sh = shift ? &tensor_arg(shift, "layer_norm_backward: shift") : nullptr;
         const Tensor &dy = tensor_arg(diff_dst, "layer_norm_backward: diff_dst");
         require_some(op, {diff_src, diff_scale, diff_shift});
-        for (auto [out, what] : {std::pair{diff_src, "layer_norm_backward: diff_src"},
-                                 std::pair{diff_scale, "layer_norm_backward: diff_scale"},
-                                 std::pair{diff_shift, "layer_norm_backward: diff_shift"}})
-            check_grad_out(out, nullptr, what, {src, scale, shift, diff_dst});
+        for (auto [out, what] : {std::pair{diff_src, "diff_src"},
+                                 std::pair{diff_scale, "diff_scale"},
+                                 std::pair{diff_shift, "diff_shift"}})
+            check_grad_out(out, op, what, {src, scale, shift, diff_dst});
         ops::layer_norm_backward(*params, x, sc, sh, dy, diff_src, diff_scale, diff_shift);
     });
 }
@@ -180,10 +176,10 @@ MKC_API mkc_status mkc_batch_norm_backward(const mkc_batch_norm_params *params,
         const Tensor *sh = shift ? &tensor_arg(shift, "batch_norm_backward: shift") : nullptr;
         const Tensor &dy = tensor_arg(diff_dst, "batch_norm_backward: diff_dst");
         require_some(op, {diff_src, diff_scale, diff_shift});
-        for (auto [out, what] : {std::pair{diff_src, "batch_norm_backward: diff_src"},
-                                 std::pair{diff_scale, "batch_norm_backward: diff_scale"},
-                                 std::pair{diff_shift, "batch_norm_backward: diff_shift"}})
-            check_grad_out(out, nullptr, what, {src, mean, variance, scale, shift, diff_dst});
+        for (auto [out, what] : {std::pair{diff_src, "diff_src"},
+                                 std::pair{diff_scale, "diff_scale"},
+                                 std::pair{diff_shift, "diff_shift"}})
+            check_grad_out(out, op, what, {src, mean, variance, scale, shift, diff_dst});
         ops::batch_norm_backward(*params, x, m, v, sc, sh, dy, diff_src, diff_scale, diff_shift);
     });
 }
@@ -195,7 +191,7 @@ MKC_API mkc_status mkc_lrn_backward(const mkc_lrn_params *params, const mkc_tens
         const Tensor &x = tensor_arg(src, "lrn_backward: src");
         const Tensor &dy = tensor_arg(diff_dst, "lrn_backward: diff_dst");
         require_some("lrn_backward", {diff_src});
-        check_grad_out(diff_src, nullptr, "lrn_backward: diff_src", {src, diff_dst});
+        check_grad_out(diff_src, "lrn_backward", "diff_src", {src, diff_dst});
         ops::lrn_backward(*params, x, dy, diff_src);
     });
 }
@@ -210,8 +206,8 @@ MKC_API mkc_status mkc_binary_backward(mkc_binary_kind kind, const char *name,
         const Tensor &tb = tensor_arg(b, "binary_backward: b");
         const Tensor &dy = tensor_arg(diff_dst, "binary_backward: diff_dst");
         require_some(op, {diff_a, diff_b});
-        check_grad_out(diff_a, nullptr, "binary_backward: diff_a", {a, b, diff_dst});
-        check_grad_out(diff_b, nullptr, "binary_backward: diff_b", {a, b, diff_dst});
+        check_grad_out(diff_a, op, "diff_a", {a, b, diff_dst});
+        check_grad_out(diff_b, op, "diff_b", {a, b, diff_dst});
         require(!diff_a || !diff_b || *diff_a == nullptr || *diff_a != *diff_b, op,
                 ": diff_a and diff_b must be different tensors");
         ops::binary_backward(kind, name, ta, tb, dy, diff_a, diff_b);
@@ -230,10 +226,10 @@ MKC_API mkc_status mkc_matmul_backward(const mkc_matmul_params *params, const mk
         const Tensor *tbias = bias ? &tensor_arg(bias, "matmul_backward: bias") : nullptr;
         const Tensor &dy = tensor_arg(diff_dst, "matmul_backward: diff_dst");
         require_some(op, {diff_a, diff_b, diff_bias});
-        for (auto [out, what] : {std::pair{diff_a, "matmul_backward: diff_a"},
-                                 std::pair{diff_b, "matmul_backward: diff_b"},
-                                 std::pair{diff_bias, "matmul_backward: diff_bias"}})
-            check_grad_out(out, nullptr, what, {a, b, bias, diff_dst});
+        for (auto [out, what] : {std::pair{diff_a, "diff_a"},
+                                 std::pair{diff_b, "diff_b"},
+                                 std::pair{diff_bias, "diff_bias"}})
+            check_grad_out(out, op, what, {a, b, bias, diff_dst});
         ops::matmul_backward(*params, ta, tb, tbias, dy, diff_a, diff_b, diff_bias);
     });
 }
