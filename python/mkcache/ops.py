@@ -31,18 +31,24 @@ _of_array = Tensor._of_array
 _CALLS, _RELU_CALLS = {}, {}
 
 
+def _remember(cache: dict, key, value):
+    """cache[key] = value, the cache emptied first once it holds 4096 (the
+    prepared-call caches: bounded, and refilled by the next calls)."""
+    if len(cache) > 4096:
+        cache.clear()
+    cache[key] = value
+    return value
+
+
 def _prepare_call(calls, key, kind, alpha, beta, name, shape, size):
     """Builds the mkc_activation_call for `key` and keeps it in `calls` as
     (the pointer ctypes passes, the function to pass it to): arrays small
     enough to run on the calling thread keep the GIL (cheaper than
     releasing it), larger ones release it."""
-    if len(calls) > 4096:
-        calls.clear()
     call = _capi.ActivationCall(kind, alpha, beta, name, len(shape))
     call.dims[:len(shape)] = shape
     fn = _activation_plain_held if size <= _capi.SERIAL_ELEMENTS else _activation_plain
-    calls[key] = entry = (ctypes.pointer(call), fn)
-    return entry
+    return _remember(calls, key, (ctypes.pointer(call), fn))
 
 
 def _plain_activation(kind, alpha, beta, x, name):
@@ -177,9 +183,7 @@ def _conv_params(op, k, x, weight, stride, padding, dilation, groups, data_forma
         p = _build_conv_params(op, k, x, weight, stride, padding, dilation, groups, data_format,
                                activation, name, output_padding, training)
         if key is not None:
-            if len(_CONV_PARAMS) > 4096:
-                _CONV_PARAMS.clear()
-            _CONV_PARAMS[key] = p
+            _remember(_CONV_PARAMS, key, p)
     return p
 
 
