@@ -311,7 +311,8 @@ void Handler::Execution::input(int arg_id, const Tensor &tensor,
 
 void Handler::Execution::run() {
     ThreadState &state = thread_state(); // once: a thread-local lookup
-    if (entry_.scratchpad_bytes > 0) raw(DNNL_ARG_SCRATCHPAD, state.scratchpad(entry_.scratchpad_bytes));
+    if (entry_.scratchpad_bytes > 0)
+        raw(DNNL_ARG_SCRATCHPAD, state.scratchpad(entry_.scratchpad_bytes));
     dnnl_stream_t stream = thread_stream(state).get();
     check(dnnl_primitive_execute(entry_.primitive.get(), stream, nargs_, args_),
           "executing primitive");

@@ -169,10 +169,11 @@ void bind_weights(Handler::Execution &exec, const Tensor &weights,
     else exec.input(DNNL_ARG_WEIGHTS, weights);
 }
 
-// The key name of an unnamed call, written into `n` (a per-thread buffer
-// the caller reuses, so the hit path formats but does not allocate).
-const char *default_name(std::string &n, const char *op, const mkc_conv_params &p,
-                         const Geometry &g, bool bias) {
+// The key name of an unnamed call, in a per-thread buffer (the hit path
+// formats but does not allocate): valid until the thread's next call.
+const char *default_name(const char *op, const mkc_conv_params &p, const Geometry &g,
+                         bool bias) {
+    thread_local std::string n;
     n = op;
     n += ":k";
     keys::append_shape(n, g.w.data() + 2, g.k);
@@ -223,6 +224,12 @@ void sign_forward(Handler &h, const mkc_conv_params &p, const Geometry &g, bool 
     h.sign(training ? 1 : 0);
 }
 
+// The bias (or bias gradient) descriptor; a zero one means "no bias" to
+// oneDNN, so one primitive-descriptor constructor serves both.
+dnnl::memory::desc bias_desc(const Geometry &g, bool bias) {
+    return bias ? dnnl::memory::desc({g.y[1]}, f32, tag::a) : dnnl::memory::desc();
+}
+
 std::shared_ptr<ConvEntry> forward_descriptor(const mkc_conv_params &p, const Geometry &g,
                                               bool transposed, bool bias, bool training) {
     dnnl::post_ops ops;
@@ -234,11 +241,8 @@ std::shared_ptr<ConvEntry> forward_descriptor(const mkc_conv_params &p, const Ge
     attr.set_post_ops(ops);
     const auto prop = training ? dnnl::prop_kind::forward_training
                                : dnnl::prop_kind::forward_inference;
-    // A zero descriptor for the bias means "no bias" to oneDNN, so one
-    // constructor serves both.
     const dnnl::memory::desc src_md(g.x, f32, tag::any), w_md(g.onednn_w.vec(), f32, tag::any),
-        dst_md(g.y.vec(), f32, tag::any),
-        b_md = bias ? dnnl::memory::desc({g.y[1]}, f32, tag::a) : dnnl::memory::desc();
+        dst_md(g.y.vec(), f32, tag::any), b_md = bias_desc(g, bias);
     auto e = std::make_shared<ConvEntry>();
     if (transposed)
         e->deconv_pd = dnnl::deconvolution_forward::primitive_desc(
@@ -267,12 +271,8 @@ void convolution(const char *op, int k, bool transposed, const mkc_conv_params &
         require((*dst)->dims == g.y, op, ": dst must have the output's shape to accumulate into");
     }
 
-    const char *unnamed_key = nullptr;
-    if (!(p.name && p.name[0])) {
-        thread_local std::string unnamed; // here, so named calls never touch it
-        unnamed_key = default_name(unnamed, op, p, g, bias);
-    }
-    Handler handler(op, p.name, unnamed_key, nullptr, g.x);
+    const bool named = p.name && p.name[0];
+    Handler handler(op, p.name, named ? nullptr : default_name(op, p, g, bias), nullptr, g.x);
     sign_forward(handler, p, g, transposed, bias, p.training);
     auto entry = handler.acquire_primitive<ConvEntry>([&] {
         auto e = forward_descriptor(p, g, transposed, bias, p.training);
@@ -351,10 +351,8 @@ void build_backward_data(PrimitiveEntry &e, const Geometry &g, dnnl::algorithm a
 template <typename Prim, typename Hint>
 void build_backward_weights(PrimitiveEntry &e, const Geometry &g, dnnl::algorithm alg, bool bias,
                             const Hint &hint) {
-    // A zero descriptor for the bias gradient means "none" to oneDNN.
     const dnnl::memory::desc x(g.x, f32, tag::any), dw(g.onednn_w.vec(), f32, tag::any),
-        dy(g.y.vec(), f32, tag::any),
-        db = bias ? dnnl::memory::desc({g.y[1]}, f32, tag::a) : dnnl::memory::desc();
+        dy(g.y.vec(), f32, tag::any), db = bias_desc(g, bias);
     typename Prim::primitive_desc pd(cpu_engine(), alg, x, dw, db, dy, g.stride.vec(),
                                      g.dilation.vec(), g.pad_l.vec(), g.pad_r.vec(), hint,
                                      user_scratchpad_attr());
@@ -383,11 +381,7 @@ void convolution_backward(const char *op, int k, bool transposed, const mkc_conv
         fail(MKC_STATUS_INVALID_ARGUMENT, op, ": diff_dst has shape ", shape_text(diff_dst.dims),
              " (oneDNN order) but the forward output is ", shape_text(g.y.vec()));
     const auto w_view = weights_view(op, weights, g, p.groups, transposed);
-    const char *name = p.name;
-    if (!(name && name[0])) {
-        thread_local std::string unnamed;
-        name = default_name(unnamed, op, p, g, bias);
-    }
+    const char *name = p.name && p.name[0] ? p.name : default_name(op, p, g, bias);
 
     // On a miss: the forward's training descriptor is the hint (seed 000
     // §3), taken from the cache when a training forward left it, else made
