@@ -403,12 +403,118 @@ static void test_handles_and_buffers_across_calls(void) {
     OK(mkc_tensor_destroy(db));
 }
 
+/* Naive NCHW convolution with groups, stride and dilation, no padding (the
+ * check for test_conv_arguments_remembered). */
+static void reference_conv(const float *x, const float *w, int c, int hw, int oc, int groups,
+                           int k, int stride, int dilation, float *y, int ohw) {
+    const int icg = c / groups, ocg = oc / groups;
+    for (int o = 0; o < oc; ++o)
+        for (int i = 0; i < ohw; ++i)
+            for (int j = 0; j < ohw; ++j) {
+                float acc = 0.f;
+                const int g = o / ocg;
+                for (int ci = 0; ci < icg; ++ci)
+                    for (int a = 0; a < k; ++a)
+                        for (int b = 0; b < k; ++b)
+                            acc += x[((g * icg + ci) * hw + i * stride + a * dilation) * hw +
+                                     j * stride + b * dilation] *
+                                   w[((o * icg + ci) * k + a) * k + b];
+                y[(o * ohw + i) * ohw + j] = acc;
+            }
+}
+
+/* Runs conv2d with `p` into a new tensor and compares with the reference. */
+static void check_conv(const mkc_conv_params *p, mkc_tensor *tx, mkc_tensor *tw, const float *x,
+                       const float *w, int c, int hw, int oc, int k) {
+    enum { MAX = 64 };
+    const int dilation = (int)p->dilation[0];
+    const int ohw = (hw - (k - 1) * dilation - 1) / (int)p->stride[0] + 1;
+    float want[MAX], got[MAX];
+    reference_conv(x, w, c, hw, oc, (int)p->groups, k, (int)p->stride[0], dilation, want, ohw);
+    mkc_tensor *ty = NULL;
+    OK(mkc_conv2d(p, tx, tw, NULL, &ty));
+    int nd = 0;
+    int64_t dims[8];
+    OK(mkc_tensor_get_shape(ty, &nd, dims));
+    CHECK(nd == 4 && dims[1] == oc && dims[2] == ohw && dims[3] == ohw);
+    OK(mkc_tensor_export(ty, MKC_LAYOUT_NCHW, got, sizeof(float) * oc * ohw * ohw));
+    for (int i = 0; i < oc * ohw * ohw; ++i) CHECK(fabsf(got[i] - want[i]) <= 1e-4f);
+    OK(mkc_tensor_destroy(ty));
+}
+
+/* A thread remembers each convolution's arguments (the argument cache): a
+ * call that differs in anything - a parameter changed in the same struct,
+ * the name's text changed in the same buffer, the weights' layout - must
+ * not run what the remembered one ran. */
+static void test_conv_arguments_remembered(void) {
+    enum { C = 4, HW = 5, OC = 4, K = 3 };
+    float x[C * HW * HW], w[OC * (C / 2) * K * K], w_full[OC * C * K * K];
+    for (int i = 0; i < C * HW * HW; ++i) x[i] = (float)((i * 7) % 11) - 5.f;
+    for (int i = 0; i < OC * (C / 2) * K * K; ++i) w[i] = (float)((i * 5) % 7) - 3.f;
+    for (int i = 0; i < OC * C * K * K; ++i) w_full[i] = (float)((i * 3) % 5) - 2.f;
+    const int64_t xd[4] = {1, C, HW, HW}, wd[4] = {OC, C / 2, K, K}, wfd[4] = {OC, C, K, K};
+    const int64_t wd_nhwc[4] = {OC, K, K, C / 2}; /* the same dims, channels last */
+    mkc_tensor *tx = NULL, *tw = NULL, *tw_full = NULL, *tw_nhwc = NULL;
+    OK(mkc_tensor_wrap(MKC_DTYPE_F32, 4, xd, MKC_LAYOUT_NCHW, x, &tx));
+    OK(mkc_tensor_wrap(MKC_DTYPE_F32, 4, wd, MKC_LAYOUT_NCHW, w, &tw));
+    OK(mkc_tensor_wrap(MKC_DTYPE_F32, 4, wfd, MKC_LAYOUT_NCHW, w_full, &tw_full));
+    OK(mkc_tensor_wrap(MKC_DTYPE_F32, 4, wd_nhwc, MKC_LAYOUT_NHWC, w, &tw_nhwc));
+
+    char name[16] = "memo_a";
+    mkc_conv_params p;
+    OK(mkc_conv_params_init(&p));
+    p.name = name;
+    for (int round = 0; round < 3; ++round) { /* changed in one struct, back and forth */
+        p.stride[0] = p.stride[1] = 1;
+        p.dilation[0] = p.dilation[1] = 1;
+        check_conv(&p, tx, tw_full, x, w_full, C, HW, OC, K);
+        check_conv(&p, tx, tw_full, x, w_full, C, HW, OC, K);
+        p.stride[0] = p.stride[1] = 2;
+        check_conv(&p, tx, tw_full, x, w_full, C, HW, OC, K);
+        p.stride[0] = p.stride[1] = 1;
+        p.dilation[0] = p.dilation[1] = 2;
+        check_conv(&p, tx, tw_full, x, w_full, C, HW, OC, K);
+        check_conv(&p, tx, tw_full, x, w_full, C, HW, OC, K);
+    }
+    p.dilation[0] = p.dilation[1] = 1;
+    /* Another name in the same buffer, then other groups and weights. */
+    mkc_cache_stats before, after;
+    OK(mkc_cache_get_stats(&before));
+    strcpy(name, "memo_b");
+    check_conv(&p, tx, tw_full, x, w_full, C, HW, OC, K);
+    OK(mkc_cache_get_stats(&after));
+    CHECK(after.misses == before.misses + 1); /* a new entry, not memo_a's */
+    p.groups = 2;
+    for (int i = 0; i < 3; ++i) check_conv(&p, tx, tw, x, w, C, HW, OC, K);
+    OK(mkc_cache_get_stats(&before));
+    check_conv(&p, tx, tw, x, w, C, HW, OC, K);
+    OK(mkc_cache_get_stats(&after));
+    CHECK(after.hits == before.hits + 1 && after.misses == before.misses); /* counted */
+    /* Grouped weights must be plain, also when the call is remembered. */
+    mkc_tensor *ty = NULL;
+    CHECK(mkc_conv2d(&p, tx, tw_nhwc, NULL, &ty) == MKC_STATUS_INVALID_ARGUMENT);
+    CHECK(strstr(mkc_last_error(), "grouped convolution weights must be plain") != NULL);
+    CHECK(ty == NULL);
+    check_conv(&p, tx, tw, x, w, C, HW, OC, K);
+    /* After a reset nothing remembered is used. */
+    OK(mkc_cache_reset());
+    OK(mkc_cache_get_stats(&before));
+    check_conv(&p, tx, tw, x, w, C, HW, OC, K);
+    OK(mkc_cache_get_stats(&after));
+    CHECK(after.misses == before.misses + 1);
+    OK(mkc_tensor_destroy(tx));
+    OK(mkc_tensor_destroy(tw));
+    OK(mkc_tensor_destroy(tw_full));
+    OK(mkc_tensor_destroy(tw_nhwc));
+}
+
 int main(void) {
     test_version();
     test_core_api();
     test_conv_and_relu();
     test_activation_plain();
     test_handles_and_buffers_across_calls();
+    test_conv_arguments_remembered();
     test_cache();
     return finish("test_c_api");
 }

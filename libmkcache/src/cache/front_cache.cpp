@@ -40,51 +40,72 @@ uint64_t mix_bytes(uint64_t h, const char *text, size_t size) {
     return h;
 }
 
-bool same_text(const std::string &s, const char *text, size_t size) {
-    return s.size() == size && std::memcmp(s.data(), text, size) == 0;
+// `text` (NUL-terminated) equals `s`; strncmp stops at text's end.
+bool same_text(const std::string &s, const char *text) {
+    return std::strncmp(s.data(), text, s.size()) == 0 && text[s.size()] == '\0';
 }
 } // namespace
 
-FrontCache::Call::Call(const char *name_, const char *suffix_, const int64_t *dims_, int ndims_)
-    : name(name_ ? name_ : ""), name_size(std::strlen(name)), suffix(suffix_ ? suffix_ : ""),
-      suffix_size(std::strlen(suffix)), dims(dims_), ndims(ndims_) {
-    uint64_t h = mix_bytes(0, name, name_size);
-    h = mix_bytes(h, suffix, suffix_size);
-    for (int i = 0; i < ndims; ++i) h = mix(h, static_cast<uint64_t>(dims[i]));
-    hash = h;
+FrontCache::Call::Call(const char *name_, const char *suffix_, const int64_t *words_,
+                       int nwords_)
+    : Call(name_, suffix_, words_, nwords_, 0) {
+    uint64_t h = mix_bytes(0, name, std::strlen(name));
+    h = mix_bytes(h, suffix, std::strlen(suffix));
+    // One multiply per word (an operator's arguments are ~30 words); the
+    // final fold spreads the high bits into the slot index.
+    for (int i = 0; i < nwords; ++i) h = (h ^ static_cast<uint64_t>(words[i])) * kMultiplier;
+    hash = h ^ (h >> 32);
 }
 
-std::shared_ptr<void> FrontCache::find(const Call &call, uint64_t context, std::string &key,
-                                       BlobCache::HitTicket &ticket) {
-    if (call.ndims > kMaxDims) return nullptr;
+FrontCache::Call::Call(const char *name_, const char *suffix_, const int64_t *words_,
+                       int nwords_, uint64_t hash_)
+    : name(name_ ? name_ : ""), suffix(suffix_ ? suffix_ : ""), words(words_), nwords(nwords_),
+      hash(hash_) {}
+
+std::shared_ptr<void> FrontCache::find(const Call &call, uint64_t context,
+                                       BlobCache::HitTicket &ticket, std::string *key) {
     Slot &s = slots_[call.hash % kSlots];
-    if (s.hash != call.hash || s.context != context || s.ndims != call.ndims ||
+    if (s.hash != call.hash || s.context != context ||
+        s.words.size() != static_cast<size_t>(call.nwords) ||
         s.ticket.generation != BlobCache::instance().generation())
         return nullptr;
-    if (!std::equal(call.dims, call.dims + call.ndims, s.dims) ||
-        !same_text(s.name, call.name, call.name_size) ||
-        !same_text(s.suffix, call.suffix, call.suffix_size))
+    if ((call.nwords > 0 &&
+         std::memcmp(call.words, s.words.data(), sizeof(int64_t) * call.nwords) != 0) ||
+        !same_text(s.name, call.name) || !same_text(s.suffix, call.suffix))
         return nullptr;
     auto blob = s.blob.lock();
     if (!blob) return nullptr;
-    key = s.key;
+    if (key) *key = s.key;
     ticket = s.ticket;
     return blob;
 }
 
-void FrontCache::remember(uint64_t hash, const int64_t *dims, int ndims, uint64_t context,
-                          const std::string &key, const std::shared_ptr<void> &blob,
-                          const BlobCache::HitTicket &ticket) {
-    if (ndims > kMaxDims) return;
+FrontCache::Slot &FrontCache::fill(uint64_t hash, const int64_t *words, int nwords,
+                                   uint64_t context, const std::shared_ptr<void> &blob,
+                                   const BlobCache::HitTicket &ticket) {
     Slot &s = slots_[hash % kSlots];
     s.hash = hash;
     s.context = context;
     s.ticket = ticket;
-    s.ndims = ndims;
-    std::copy(dims, dims + ndims, s.dims);
+    s.words.assign(words, words + nwords);
+    s.blob = blob;
+    return s;
+}
+
+void FrontCache::remember(uint64_t hash, const int64_t *words, int nwords, uint64_t context,
+                          const std::string &key, const std::shared_ptr<void> &blob,
+                          const BlobCache::HitTicket &ticket) {
+    Slot &s = fill(hash, words, nwords, context, blob, ticket);
     keys::parse_fields(key, s.name, s.suffix);
     s.key = key;
-    s.blob = blob;
+}
+
+void FrontCache::remember(const Call &call, uint64_t context, const std::shared_ptr<void> &blob,
+                          const BlobCache::HitTicket &ticket) {
+    Slot &s = fill(call.hash, call.words, call.nwords, context, blob, ticket);
+    s.name = call.name;
+    s.suffix = call.suffix;
+    s.key.clear();
 }
 
 } // namespace mkc

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cache/blob_cache.hpp"
 
@@ -21,29 +22,37 @@ namespace mkc {
 
 class FrontCache {
 public:
-    static constexpr int kMaxDims = 8; // calls with more dims are not remembered
-
-    // Identifies a call: its key's name and suffix fields and dims.
+    // Identifies a call: a name and a suffix (text) and integer words - the
+    // handler's key dims, or an operator's raw arguments (see
+    // ThreadState::argument_cache).
     struct Call {
-        Call(const char *name, const char *suffix, const int64_t *dims, int ndims);
-        const char *name; // null = ""
-        size_t name_size;
+        // Hashes everything (the handler's calls).
+        Call(const char *name, const char *suffix, const int64_t *words, int nwords);
+        // With the caller's own hash: any function of these arguments that
+        // is equal for equal calls (an operator hashes the words that tell
+        // its calls apart, not all of them: a collision only costs a miss).
+        Call(const char *name, const char *suffix, const int64_t *words, int nwords,
+             uint64_t hash);
+        const char *name;   // null = ""
         const char *suffix; // null = ""
-        size_t suffix_size;
-        const int64_t *dims;
-        int ndims;
-        uint64_t hash; // of all of the above
+        const int64_t *words;
+        int nwords;
+        uint64_t hash;
     };
 
     // The blob remembered for `call` in context `context`, if the cache
-    // still holds it; fills `key` with its full key and `ticket` for
-    // BlobCache::count_hit. Null otherwise.
-    std::shared_ptr<void> find(const Call &call, uint64_t context, std::string &key,
-                               BlobCache::HitTicket &ticket);
+    // still holds it; fills `ticket` for BlobCache::count_hit and, if given,
+    // `key` with the full key it was remembered with. Null otherwise.
+    std::shared_ptr<void> find(const Call &call, uint64_t context, BlobCache::HitTicket &ticket,
+                               std::string *key = nullptr);
     // Remembers a hit get() returned with `ticket` for `key`, the key made
-    // for a call with this hash and these dims.
-    void remember(uint64_t hash, const int64_t *dims, int ndims, uint64_t context,
+    // for a call with this hash and these words (name and suffix are read
+    // back from the key: the call's own may be gone by now).
+    void remember(uint64_t hash, const int64_t *words, int nwords, uint64_t context,
                   const std::string &key, const std::shared_ptr<void> &blob,
+                  const BlobCache::HitTicket &ticket);
+    // Remembers a hit for `call` itself (no key).
+    void remember(const Call &call, uint64_t context, const std::shared_ptr<void> &blob,
                   const BlobCache::HitTicket &ticket);
 
 private:
@@ -52,12 +61,13 @@ private:
         uint64_t hash = 0;
         uint64_t context = 0;
         BlobCache::HitTicket ticket; // generation 0: empty
-        int ndims = 0;
-        int64_t dims[kMaxDims];
-        std::string name, suffix; // the call's, unescaped
-        std::string key;          // the full key
+        std::vector<int64_t> words;  // capacity kept: refilling allocates rarely
+        std::string name, suffix;    // the call's, unescaped
+        std::string key;             // the full key, if remembered with one
         std::weak_ptr<void> blob;
     };
+    Slot &fill(uint64_t hash, const int64_t *words, int nwords, uint64_t context,
+               const std::shared_ptr<void> &blob, const BlobCache::HitTicket &ticket);
     Slot slots_[kSlots];
 };
 

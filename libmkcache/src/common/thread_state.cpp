@@ -12,11 +12,18 @@ namespace mkc {
 ThreadState::ThreadState()
     : thread_hash(std::hash<std::thread::id>()(std::this_thread::get_id())) {}
 
-ThreadState::~ThreadState() = default;
+ThreadState::~ThreadState() {
+    if (current_thread_state == this) current_thread_state = nullptr;
+}
 
 FrontCache &ThreadState::front_cache() {
     if (!front) front = std::make_unique<FrontCache>();
     return *front;
+}
+
+FrontCache &ThreadState::argument_cache() {
+    if (!arguments) arguments = std::make_unique<FrontCache>();
+    return *arguments;
 }
 
 void *ThreadState::scratchpad(size_t nbytes) {
@@ -29,8 +36,11 @@ void *ThreadState::scratchpad(size_t nbytes) {
     return scratch.get();
 }
 
-ThreadState &thread_state() {
+__thread ThreadState *current_thread_state = nullptr;
+
+ThreadState &create_thread_state() {
     thread_local ThreadState state;
+    current_thread_state = &state;
     return state;
 }
 

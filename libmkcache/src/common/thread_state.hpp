@@ -2,7 +2,7 @@
 // pays for one thread-local lookup instead of one per concern:
 //  - the cache context of seed "Data Caching": session id, input-shape
 //    group, capacity (0 = default mode, > 0 = clearing mode), executor id;
-//  - the front cache: a memo of this thread's recent hits;
+//  - the front caches: memos of this thread's recent hits;
 //  - the target layout of seed "NHWC support";
 //  - the thread-id hash that default-mode keys carry;
 //  - key buffers and the oneDNN stream the thread executes on.
@@ -59,6 +59,11 @@ struct ThreadState {
     // This thread's memo of its recent cache hits (created on first use).
     FrontCache &front_cache();
     std::unique_ptr<FrontCache> front;
+    // The same keyed by an operator's raw arguments instead of its key: a
+    // hit skips everything the operator derives from them (shapes, checks,
+    // signature, key), which for a convolution costs more than the lookup.
+    FrontCache &argument_cache();
+    std::unique_ptr<FrontCache> arguments;
 
 private:
     int64_t session_ = 0;
@@ -67,6 +72,14 @@ private:
     uint64_t executor_ = 0;
 };
 
-ThreadState &thread_state();
+// The calling thread's state. The hot path reads one constant-initialised
+// pointer (__thread: no guard or init wrapper, as a thread_local object with
+// a constructor needs); the first call of a thread creates the state.
+extern __thread ThreadState *current_thread_state;
+ThreadState &create_thread_state();
+inline ThreadState &thread_state() {
+    ThreadState *state = current_thread_state;
+    return state ? *state : create_thread_state();
+}
 
 } // namespace mkc

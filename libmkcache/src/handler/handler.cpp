@@ -128,9 +128,11 @@ Handler::Handler(const char *op, const char *name, const char *default_name, con
     const FrontCache::Call call(key_name, suffix, key_dims.data(), ndims);
     call_hash_ = call.hash;
     call_ndims_ = ndims;
-    if (ndims <= FrontCache::kMaxDims) std::copy(key_dims.begin(), key_dims.end(), call_dims_);
-    // A remembered hit brings its key along: no formatting.
-    front_blob_ = state_.front_cache().find(call, state_.context_version, *key_, front_ticket_);
+    if (ndims <= kMaxKeyDims) {
+        std::copy(key_dims.begin(), key_dims.end(), call_dims_);
+        // A remembered hit brings its key along: no formatting.
+        front_blob_ = state_.front_cache().find(call, state_.context_version, ticket_, key_);
+    }
     if (!front_blob_)
         keys::make(*key_, key_name, suffix, key_dims.data(), ndims, state_.executor(),
                    !state_.clearing_mode(), state_.thread_hash);
@@ -151,15 +153,14 @@ void Handler::sign_float(float v) {
 
 std::shared_ptr<void> Handler::find_blob() {
     if (front_blob_) {
-        BlobCache::instance().count_hit(front_ticket_);
+        BlobCache::instance().count_hit(ticket_);
         return std::move(front_blob_);
     }
-    BlobCache::HitTicket ticket;
     auto blob = BlobCache::instance().get(state_.session(), state_.input_shape(), *key_,
-                                          BlobKind::primitive, &ticket);
-    if (blob)
+                                          BlobKind::primitive, &ticket_);
+    if (blob && call_ndims_ <= kMaxKeyDims)
         state_.front_cache().remember(call_hash_, call_dims_, call_ndims_, state_.context_version,
-                                      *key_, blob, ticket);
+                                      *key_, blob, ticket_);
     return blob;
 }
 
@@ -179,6 +180,7 @@ std::shared_ptr<void> Handler::lookup() {
                               : entry->exact_inputs[i] == *exact_inputs_[i];
         if (!same) return nullptr;
     }
+    hit_ = true;
     return blob;
 }
 
@@ -253,27 +255,37 @@ dnnl::memory &Handler::Execution::memory_for(int index) {
     return own_slot_ ? entry_.memories[index] : private_memories_[index];
 }
 
-void Handler::Execution::raw(int arg_id, void *data) {
-    int index = entry_.arg_index(arg_id);
-    dnnl::memory &mem = memory_for(index);
+// Out of line, and called last: bind() then needs no frame of its own.
+__attribute__((noinline)) void Handler::Execution::rebind(int index, dnnl_memory_t memory,
+                                                          void *data) {
+    check(dnnl_memory_set_data_handle(memory, data), "binding memory");
+    if (own_slot_) entry_.bound[index] = data;
+}
+
+void Handler::Execution::too_many_args() {
+    fail(MKC_STATUS_INTERNAL_ERROR, "too many primitive arguments");
+}
+
+void Handler::Execution::bind(int index, int arg_id, void *data) {
+    if (nargs_ == kMaxArgs) too_many_args();
+    dnnl_memory_t memory = memory_for(index).get(/*allow_empty=*/true);
+    args_[nargs_++] = {arg_id, memory};
     // The entry's memories keep their handles between calls: binding the
     // buffer bound last time (same tensors, the scratchpad) costs nothing.
-    if (!own_slot_ || entry_.bound[index] != data) {
-        check(dnnl_memory_set_data_handle(mem.get(), data), "binding memory");
-        if (own_slot_) entry_.bound[index] = data;
-    }
-    if (nargs_ == kMaxArgs) fail(MKC_STATUS_INTERNAL_ERROR, "too many primitive arguments");
-    args_[nargs_++] = {arg_id, mem.get()};
+    if (!own_slot_ || entry_.bound[index] != data) rebind(index, memory, data);
 }
+
+void Handler::Execution::raw(int arg_id, void *data) { bind(entry_.arg_index(arg_id), arg_id, data); }
 
 void Handler::Execution::output(int arg_id, void *data) { raw(arg_id, data); }
 
 void Handler::Execution::input(int arg_id, const Tensor &tensor,
                                const dnnl::memory::desc *view) {
-    const dnnl::memory::desc &want = entry_.arg_descs[entry_.arg_index(arg_id)];
+    const int index = entry_.arg_index(arg_id);
+    const dnnl::memory::desc &want = entry_.arg_descs[index];
     const dnnl::memory::desc &have = view ? *view : tensor.desc;
     if (view ? have == want : entry_.matches(tensor, arg_id, want)) {
-        raw(arg_id, tensor.data);
+        bind(index, arg_id, tensor.data);
         return;
     }
     if (tensor.constant) {
@@ -300,13 +312,13 @@ void Handler::Execution::input(int arg_id, const Tensor &tensor,
             tensor.converted.push_back({want, converted, key});
             copy = converted.get();
         }
-        raw(arg_id, copy);
+        bind(index, arg_id, copy);
         return;
     }
     auto temp = allocate(want.get_size(), false);
     reorder(have, tensor.data, want, temp.get());
     temporaries_.push_back(temp);
-    raw(arg_id, temp.get());
+    bind(index, arg_id, temp.get());
 }
 
 void Handler::Execution::run() {

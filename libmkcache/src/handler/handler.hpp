@@ -142,6 +142,12 @@ public:
 
     const std::string &key() const { return *key_; }
 
+    // Whether acquire_primitive found its entry in the cache, and the ticket
+    // that hit came with (for an operator's own front cache, see
+    // ThreadState::argument_cache).
+    bool hit() const { return hit_; }
+    const BlobCache::HitTicket &hit_ticket() const { return ticket_; }
+
     // Seed 000 §3, forward -> backward: a forward op in training mode leaves
     // `t` under this handler's key without the thread field (the grad op may
     // run on another thread), stamped with the signature. find_transfer()
@@ -191,6 +197,9 @@ public:
         int nargs_ = 0;
         std::vector<std::shared_ptr<void>> temporaries_;
         dnnl::memory &memory_for(int index);
+        void bind(int index, int arg_id, void *data);
+        void rebind(int index, dnnl_memory_t memory, void *data);
+        [[noreturn]] static void too_many_args();
     };
 
     // Produces the output tensor of a call. `*dst` null: a new owned tensor
@@ -295,10 +304,12 @@ private:
     // What the front cache knows this call by (dims copied: the caller's
     // may be a temporary), and the blob it found when constructed.
     uint64_t call_hash_;
-    int64_t call_dims_[FrontCache::kMaxDims];
+    static constexpr int kMaxKeyDims = 8; // calls with more are not remembered
+    int64_t call_dims_[kMaxKeyDims];
     int call_ndims_;
     std::shared_ptr<void> front_blob_;
-    BlobCache::HitTicket front_ticket_;
+    BlobCache::HitTicket ticket_; // of the front cache's blob, then of the hit
+    bool hit_ = false;
     int64_t signature_[kMaxSignature];
     int signature_size_ = 0;
     std::vector<int64_t> signature_spill_;

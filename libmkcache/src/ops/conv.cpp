@@ -4,6 +4,7 @@
 // dilation, asymmetric padding, bias, a fused activation, and accumulation
 // into dst (the residual "sum" post-op).
 #include <atomic>
+#include <cstddef>
 #include <cstring>
 #include <initializer_list>
 #include <optional>
@@ -27,8 +28,71 @@ struct ConvEntry : PrimitiveEntry {
     dnnl::convolution_forward::primitive_desc conv_pd;
     dnnl::deconvolution_forward::primitive_desc deconv_pd;
     std::atomic<bool> transferred{false}; // training: left for the grad op
+    // Grouped or transposed: the weights must be plain (`plain_weights`);
+    // the primitive sees their bytes as `weights_view`.
+    std::optional<dnnl::memory::desc> weights_view;
+    dnnl::memory::desc plain_weights;
 };
 
+// The pseudo argument under which a tensor remembers it passed the plain
+// weights check of an entry (PrimitiveEntry::matches).
+constexpr int kPlainWeightsCheck = 0xffff;
+
+// What the thread's argument cache knows a forward call by: every argument
+// its checks and its primitive depend on, as words (the name goes in as
+// text). The numeric parameters are copied as they are, unused spatial
+// slots included: garbage there only makes the call miss this cache.
+class ConvCall {
+public:
+    ConvCall(int op_id, int k, const mkc_conv_params &p, const Tensor &src,
+             const Tensor &weights, const Tensor *bias) {
+        words_[0] = int64_t(op_id) << 32 | int64_t(k) << 24 | src.dtype << 16 |
+                    weights.dtype << 8 | (bias ? bias->dtype + 1 : 0);
+        size_ = 1;
+        add(src.dims);
+        add(weights.dims);
+        if (bias) add(bias->dims);
+        // The hash: the name's address and the words so far (shapes tell a
+        // model's convolutions apart), plus the first stride and padding.
+        uint64_t h = reinterpret_cast<uintptr_t>(p.name);
+        for (int i = 0; i < size_; ++i) h = (h ^ static_cast<uint64_t>(words_[i])) * kMultiplier;
+        h = (h ^ (static_cast<uint64_t>(p.stride[0]) << 8 ^ static_cast<uint64_t>(p.pad_begin[0]))) *
+            kMultiplier;
+        hash_ = h ^ (h >> 32);
+        std::memcpy(words_ + size_, &p, kParamBytes);
+        size_ += kParamWords;
+    }
+    // False when the tensors' ranks are too absurd to keep (the full path
+    // reports them).
+    bool fits() const { return fits_; }
+    FrontCache::Call call(const char *name) const {
+        return {name, nullptr, words_, size_, hash_};
+    }
+
+private:
+    static constexpr uint64_t kMultiplier = 0x9e3779b97f4a7c15ull;
+    // Everything before `name`: 16 int64 fields and 6 four-byte ones, no
+    // padding in between (so no indeterminate bytes are compared).
+    static constexpr size_t kParamBytes = offsetof(mkc_conv_params, name);
+    static_assert(kParamBytes == 16 * 8 + 6 * 4 && kParamBytes % 8 == 0);
+    static constexpr int kParamWords = kParamBytes / 8;
+    static constexpr int kMaxWords = 1 + kParamWords + 3 * 7; // three tensors of rank <= 6
+
+    void add(const Dims &dims) {
+        const int n = static_cast<int>(dims.size());
+        if (n > 6) {
+            fits_ = false;
+            return;
+        }
+        words_[size_++] = n;
+        std::memcpy(words_ + size_, dims.data(), sizeof(int64_t) * n);
+        size_ += n;
+    }
+    int64_t words_[kMaxWords];
+    int size_ = 0;
+    uint64_t hash_ = 0;
+    bool fits_ = true;
+};
 // Computed on every call, so nothing here allocates: x and w are the
 // tensors' own dims, the rest inline lists.
 struct Geometry {
@@ -151,16 +215,20 @@ dnnl::memory::desc plain_weights_view(const Geometry &g, int64_t groups, bool tr
 
 // The caller's weights re-described as oneDNN sees them (plain bytes) for
 // grouped or transposed convolutions; none for a plain one, whose weights
-// are bound as they are (any layout, converted as needed) - a descriptor
-// copy allocates, and this runs on every call.
-std::optional<dnnl::memory::desc> weights_view(const char *op, const Tensor &weights,
-                                               const Geometry &g, int64_t groups,
+// are bound as they are (any layout, converted as needed).
+std::optional<dnnl::memory::desc> weights_view(const Geometry &g, int64_t groups,
                                                bool transposed) {
     if (!transposed && groups == 1) return std::nullopt;
+    return plain_weights_view(g, groups, transposed);
+}
+
+// Grouped and transposed convolutions read their weights' bytes as plain.
+void check_plain_weights(const char *op, const Tensor &weights, const Geometry &g,
+                         int64_t groups, bool transposed) {
+    if (!transposed && groups == 1) return;
     require(weights.desc == layout::plain_desc(g.w, f32, MKC_LAYOUT_CHANNELS_FIRST), op, ": ",
             transposed ? "transposed" : "grouped",
             " convolution weights must be plain (row-major)");
-    return plain_weights_view(g, groups, transposed);
 }
 
 void bind_weights(Handler::Execution &exec, const Tensor &weights,
@@ -255,21 +323,16 @@ std::shared_ptr<ConvEntry> forward_descriptor(const mkc_conv_params &p, const Ge
     return e;
 }
 
-} // namespace
-
-void convolution(const char *op, int k, bool transposed, const mkc_conv_params &p,
-                 const Tensor &src, const Tensor &weights, const Tensor *bias, mkc_tensor **dst) {
+// The forward's entry through the handler: checks, shapes, key, signature.
+std::shared_ptr<ConvEntry> acquire_forward(const char *op, int k, bool transposed,
+                                           const mkc_conv_params &p, const Tensor &src,
+                                           const Tensor &weights, const Tensor *bias,
+                                           mkc_tensor **dst, BlobCache::HitTicket &ticket,
+                                           bool &hit) {
     check_params(op, p, k, transposed);
-    require(src.dtype == MKC_DTYPE_F32 && weights.dtype == MKC_DTYPE_F32 &&
-                (!bias || bias->dtype == MKC_DTYPE_F32),
-            op, ": every input must be float32");
-    const mkc_layout data_format = layout::resolve(p.data_format, k + 2);
     const Geometry g = geometry(op, p, src, weights, bias, k, transposed);
-    const auto w_view = weights_view(op, weights, g, p.groups, transposed);
-    if (p.sum) {
-        require(*dst != nullptr, op, ": sum (accumulate into dst) needs an existing dst");
-        require((*dst)->dims == g.y, op, ": dst must have the output's shape to accumulate into");
-    }
+    check_plain_weights(op, weights, g, p.groups, transposed);
+    if (p.sum) require((*dst)->dims == g.y, op, ": dst must have the output's shape to accumulate into");
 
     const bool named = p.name && p.name[0];
     Handler handler(op, p.name, named ? nullptr : default_name(op, p, g, bias), nullptr, g.x);
@@ -287,6 +350,8 @@ void convolution(const char *op, int k, bool transposed, const mkc_conv_params &
         std::vector<int> args = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST};
         if (bias) args.push_back(DNNL_ARG_BIAS);
         e->set_args(*pd, args);
+        e->weights_view = weights_view(g, p.groups, transposed);
+        if (e->weights_view) e->plain_weights = layout::plain_desc(g.w, f32, MKC_LAYOUT_CHANNELS_FIRST);
         return e;
     });
     if (p.training && !entry->transferred.exchange(true)) {
@@ -295,9 +360,48 @@ void convolution(const char *op, int k, bool transposed, const mkc_conv_params &
         t->forward = entry;
         handler.leave_transfer(t);
     }
+    hit = handler.hit();
+    ticket = handler.hit_ticket();
+    return entry;
+}
+
+} // namespace
+
+void convolution(const char *op, int k, bool transposed, const mkc_conv_params &p,
+                 const Tensor &src, const Tensor &weights, const Tensor *bias, mkc_tensor **dst) {
+    require(src.dtype == MKC_DTYPE_F32 && weights.dtype == MKC_DTYPE_F32 &&
+                (!bias || bias->dtype == MKC_DTYPE_F32),
+            op, ": every input must be float32");
+    const mkc_layout data_format = layout::resolve(p.data_format, k + 2);
+    if (p.sum) require(*dst != nullptr, op, ": sum (accumulate into dst) needs an existing dst");
+
+    // A call whose arguments this thread ran before (and whose entry the
+    // cache still holds) skips the checks, shapes, key and signature: they
+    // are the same as the last time, which passed.
+    ThreadState &state = thread_state();
+    const ConvCall args(transposed ? 13 : 1, k, p, src, weights, bias);
+    const FrontCache::Call call = args.call(p.name);
+    BlobCache::HitTicket ticket;
+    std::shared_ptr<void> blob;
+    if (args.fits()) blob = state.argument_cache().find(call, state.context_version, ticket);
+    if (blob) {
+        BlobCache::instance().count_hit(ticket);
+    } else {
+        bool hit = false;
+        blob = acquire_forward(op, k, transposed, p, src, weights, bias, dst, ticket, hit);
+        if (hit && args.fits())
+            state.argument_cache().remember(call, state.context_version, blob, ticket);
+    }
+    auto *entry = static_cast<ConvEntry *>(blob.get());
+    if (entry->weights_view)
+        require(entry->matches(weights, kPlainWeightsCheck, entry->plain_weights), op, ": ",
+                transposed ? "transposed" : "grouped",
+                " convolution weights must be plain (row-major)");
     const dnnl::memory::desc &y_want = entry->arg_desc(DNNL_ARG_DST);
     std::shared_ptr<void> residual; // sum into a dst of another layout
     if (p.sum && !entry->matches(**dst, DNNL_ARG_DST, y_want)) {
+        require((*dst)->dims == y_want.get_dims(), op,
+                ": dst must have the output's shape to accumulate into");
         residual = allocate(y_want.get_size(), false);
         reorder((*dst)->desc, (*dst)->data, y_want, residual.get());
     }
@@ -308,7 +412,7 @@ void convolution(const char *op, int k, bool transposed, const mkc_conv_params &
     {
         Handler::Execution exec(*entry);
         exec.input(DNNL_ARG_SRC, src);
-        bind_weights(exec, weights, w_view);
+        bind_weights(exec, weights, entry->weights_view);
         if (bias) exec.input(DNNL_ARG_BIAS, *bias);
         exec.output(DNNL_ARG_DST, y_data);
         exec.run();
@@ -380,7 +484,8 @@ void convolution_backward(const char *op, int k, bool transposed, const mkc_conv
     if (diff_dst.dims != g.y)
         fail(MKC_STATUS_INVALID_ARGUMENT, op, ": diff_dst has shape ", shape_text(diff_dst.dims),
              " (oneDNN order) but the forward output is ", shape_text(g.y.vec()));
-    const auto w_view = weights_view(op, weights, g, p.groups, transposed);
+    check_plain_weights(op, weights, g, p.groups, transposed);
+    const auto w_view = weights_view(g, p.groups, transposed);
     const char *name = p.name && p.name[0] ? p.name : default_name(op, p, g, bias);
 
     // On a miss: the forward's training descriptor is the hint (seed 000
