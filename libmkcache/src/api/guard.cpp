@@ -52,6 +52,21 @@ const Tensor &tensor_arg(const mkc_tensor *handle, const char *op, const char *a
     return *handle;
 }
 
+void check_tensor_args(const char *op, std::initializer_list<TensorArg> args) {
+    constexpr int kMax = 8;
+    const mkc_tensor *handles[kMax];
+    int n = 0;
+    for (const TensorArg &a : args) {
+        if (a.handle == nullptr && !a.optional) fail(MKC_STATUS_INVALID_HANDLE, op, ": ", a.name, " is NULL");
+        if (n == kMax) fail(MKC_STATUS_INTERNAL_ERROR, op, ": too many tensor arguments");
+        handles[n++] = a.handle;
+    }
+    const int dead = registry<Tensor>().first_dead(handles, n);
+    if (dead >= 0)
+        fail(MKC_STATUS_INVALID_HANDLE, op, ": ", args.begin()[dead].name,
+             " is not a live tensor (destroyed or foreign handle)");
+}
+
 Tensor &mutable_tensor_arg(mkc_tensor *handle, const char *what) {
     tensor_arg(handle, what);
     return *handle;

@@ -3,6 +3,7 @@
 // nothing thrown inside the library ever crosses into a C caller.
 #pragma once
 
+#include <initializer_list>
 #include <string>
 
 #include "common/error.hpp"
@@ -33,6 +34,16 @@ inline const Tensor &tensor_arg(const mkc_tensor *handle, const char *what) {
     return tensor_arg(handle, nullptr, what);
 }
 Tensor &mutable_tensor_arg(mkc_tensor *handle, const char *what);
+
+// tensor_arg for several arguments of one call at once (one thread-local
+// memo lookup for all): each must be live; null is an error unless the
+// argument is optional.
+struct TensorArg {
+    const mkc_tensor *handle;
+    const char *name;
+    bool optional = false;
+};
+void check_tensor_args(const char *op, std::initializer_list<TensorArg> args);
 
 template <typename T>
 void require_out(T *out, const char *what) {

@@ -8,6 +8,7 @@
 
 using namespace mkc;
 using mkc::api::guard;
+using mkc::api::check_tensor_args;
 using mkc::api::require_out;
 using mkc::api::tensor_arg;
 
@@ -40,13 +41,12 @@ mkc_status run_convolution(const char *op, int k, bool transposed, const mkc_con
                            const mkc_tensor *bias, mkc_tensor **dst) {
     return guard([&] {
         require(params != nullptr, op, ": params is NULL");
-        const Tensor &x = tensor_arg(src, op, "src");
-        const Tensor &wt = tensor_arg(weights, op, "weights");
-        const Tensor *bt = bias ? &tensor_arg(bias, op, "bias") : nullptr;
-        check_dst(dst);
+        require_out(dst, "dst");
+        check_tensor_args(op, {{src, "src"}, {weights, "weights"}, {bias, "bias", true},
+                               {*dst, "*dst", true}});
         require(*dst != src && *dst != weights && (!bias || *dst != bias), op,
                 ": dst must not be one of the inputs");
-        ops::convolution(op, k, transposed, *params, x, wt, bt, dst);
+        ops::convolution(op, k, transposed, *params, *src, *weights, bias, dst);
     });
 }
 } // namespace

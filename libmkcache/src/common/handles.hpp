@@ -33,21 +33,16 @@ public:
     // again: a thread remembers the last ones it found live, trusted while
     // nothing has been removed since (removals_ unchanged; any removal, even
     // of another handle, forgets them all). Saves the lock and the set.
-    bool contains(const T *p) const {
-        if (p == nullptr) return false; // (empty memo slots hold null)
+    bool contains(const T *p) const { return p != nullptr && first_dead(&p, 1) < 0; }
+    // The same for a call's handles at once (one thread-local lookup): the
+    // index of the first that is not live, or -1; null handles are skipped.
+    int first_dead(const T *const *handles, int n) const {
         Recent &recent = recent_checks();
         const uint64_t removals = removals_.load(std::memory_order_acquire);
-        if (recent.removals == removals) {
-            for (const T *q : recent.live)
-                if (q == p) return true;
-        } else {
-            recent = Recent{removals};
-        }
-        const Shard &s = shard(p);
-        std::shared_lock<std::shared_mutex> lock(s.mutex);
-        if (s.live.count(p) == 0) return false;
-        recent.live[recent.next++ % Recent::kSize] = p;
-        return true;
+        if (recent.removals != removals) recent = Recent{removals};
+        for (int i = 0; i < n; ++i)
+            if (handles[i] != nullptr && !check(recent, handles[i])) return i;
+        return -1;
     }
 
 private:
@@ -57,6 +52,15 @@ private:
         const T *live[kSize] = {};
         unsigned next = 0;
     };
+    bool check(Recent &recent, const T *p) const {
+        for (const T *q : recent.live)
+            if (q == p) return true;
+        const Shard &s = shard(p);
+        std::shared_lock<std::shared_mutex> lock(s.mutex);
+        if (s.live.count(p) == 0) return false;
+        recent.live[recent.next++ % Recent::kSize] = p;
+        return true;
+    }
     static Recent &recent_checks() {
         thread_local Recent recent;
         return recent;
