@@ -57,7 +57,8 @@ void check_tensor_args(const char *op, std::initializer_list<TensorArg> args) {
     const mkc_tensor *handles[kMax];
     int n = 0;
     for (const TensorArg &a : args) {
-        if (a.handle == nullptr && !a.optional) fail(MKC_STATUS_INVALID_HANDLE, op, ": ", a.name, " is NULL");
+        if (a.handle == nullptr && !a.optional)
+            fail(MKC_STATUS_INVALID_HANDLE, op, ": ", a.name, " is NULL");
         if (n == kMax) fail(MKC_STATUS_INTERNAL_ERROR, op, ": too many tensor arguments");
         handles[n++] = a.handle;
     }

@@ -275,7 +275,9 @@ void Handler::Execution::bind(int index, int arg_id, void *data) {
     if (!own_slot_ || entry_.bound[index] != data) rebind(index, memory, data);
 }
 
-void Handler::Execution::raw(int arg_id, void *data) { bind(entry_.arg_index(arg_id), arg_id, data); }
+void Handler::Execution::raw(int arg_id, void *data) {
+    bind(entry_.arg_index(arg_id), arg_id, data);
+}
 
 void Handler::Execution::output(int arg_id, void *data) { raw(arg_id, data); }
 

@@ -56,8 +56,9 @@ public:
         // model's convolutions apart), plus the first stride and padding.
         uint64_t h = reinterpret_cast<uintptr_t>(p.name);
         for (int i = 0; i < size_; ++i) h = (h ^ static_cast<uint64_t>(words_[i])) * kMultiplier;
-        h = (h ^ (static_cast<uint64_t>(p.stride[0]) << 8 ^ static_cast<uint64_t>(p.pad_begin[0]))) *
-            kMultiplier;
+        const uint64_t stride_pad = static_cast<uint64_t>(p.stride[0]) << 8 ^
+                                    static_cast<uint64_t>(p.pad_begin[0]);
+        h = (h ^ stride_pad) * kMultiplier;
         hash_ = h ^ (h >> 32);
         std::memcpy(words_ + size_, &p, kParamBytes);
         size_ += kParamWords;
@@ -332,7 +333,8 @@ std::shared_ptr<ConvEntry> acquire_forward(const char *op, int k, bool transpose
     check_params(op, p, k, transposed);
     const Geometry g = geometry(op, p, src, weights, bias, k, transposed);
     check_plain_weights(op, weights, g, p.groups, transposed);
-    if (p.sum) require((*dst)->dims == g.y, op, ": dst must have the output's shape to accumulate into");
+    if (p.sum)
+        require((*dst)->dims == g.y, op, ": dst must have the output's shape to accumulate into");
 
     const bool named = p.name && p.name[0];
     Handler handler(op, p.name, named ? nullptr : default_name(op, p, g, bias), nullptr, g.x);
@@ -351,7 +353,8 @@ std::shared_ptr<ConvEntry> acquire_forward(const char *op, int k, bool transpose
         if (bias) args.push_back(DNNL_ARG_BIAS);
         e->set_args(*pd, args);
         e->weights_view = weights_view(g, p.groups, transposed);
-        if (e->weights_view) e->plain_weights = layout::plain_desc(g.w, f32, MKC_LAYOUT_CHANNELS_FIRST);
+        if (e->weights_view)
+            e->plain_weights = layout::plain_desc(g.w, f32, MKC_LAYOUT_CHANNELS_FIRST);
         return e;
     });
     if (p.training && !entry->transferred.exchange(true)) {
