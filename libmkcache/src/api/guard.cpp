@@ -42,13 +42,21 @@ mkc_status fail_from_current_exception() noexcept {
     }
 }
 
-const Tensor &tensor_arg(const mkc_tensor *handle, const char *op, const char *arg) {
+namespace {
+// The error of a tensor argument that is null or not live (out of line: the
+// checks below run for every argument of every call).
+[[noreturn]] void fail_tensor_arg(const mkc_tensor *handle, const char *op, const char *arg) {
     const char *sep = op ? ": " : "";
     if (op == nullptr) op = "";
     if (handle == nullptr) fail(MKC_STATUS_INVALID_HANDLE, op, sep, arg, " is NULL");
-    if (!registry<Tensor>().contains(handle))
-        fail(MKC_STATUS_INVALID_HANDLE, op, sep, arg,
-             " is not a live tensor (destroyed or foreign handle)");
+    fail(MKC_STATUS_INVALID_HANDLE, op, sep, arg,
+         " is not a live tensor (destroyed or foreign handle)");
+}
+} // namespace
+
+const Tensor &tensor_arg(const mkc_tensor *handle, const char *op, const char *arg) {
+    if (handle == nullptr || !registry<Tensor>().contains(handle))
+        fail_tensor_arg(handle, op, arg);
     return *handle;
 }
 
@@ -57,15 +65,12 @@ void check_tensor_args(const char *op, std::initializer_list<TensorArg> args) {
     const mkc_tensor *handles[kMax];
     int n = 0;
     for (const TensorArg &a : args) {
-        if (a.handle == nullptr && !a.optional)
-            fail(MKC_STATUS_INVALID_HANDLE, op, ": ", a.name, " is NULL");
-        if (n == kMax) fail(MKC_STATUS_INTERNAL_ERROR, op, ": too many tensor arguments");
+        if (a.handle == nullptr && !a.optional) fail_tensor_arg(nullptr, op, a.name);
+        if (n == kMax) fail(MKC_STATUS_INTERNAL_ERROR, "too many tensor arguments");
         handles[n++] = a.handle;
     }
     const int dead = registry<Tensor>().first_dead(handles, n);
-    if (dead >= 0)
-        fail(MKC_STATUS_INVALID_HANDLE, op, ": ", args.begin()[dead].name,
-             " is not a live tensor (destroyed or foreign handle)");
+    if (dead >= 0) fail_tensor_arg(handles[dead], op, args.begin()[dead].name);
 }
 
 Tensor &mutable_tensor_arg(mkc_tensor *handle, const char *what) {

@@ -37,7 +37,7 @@ Tensor &mutable_tensor_arg(mkc_tensor *handle, const char *what);
 
 // tensor_arg for several arguments of one call at once (one thread-local
 // memo lookup for all): each must be live; null is an error unless the
-// argument is optional.
+// argument is optional. `op` may be null, as for tensor_arg.
 struct TensorArg {
     const mkc_tensor *handle;
     const char *name;

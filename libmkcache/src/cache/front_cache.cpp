@@ -49,12 +49,14 @@ bool same_text(const std::string &s, const char *text) {
 FrontCache::Call::Call(const char *name_, const char *suffix_, const int64_t *words_,
                        int nwords_)
     : Call(name_, suffix_, words_, nwords_, 0) {
-    uint64_t h = mix_bytes(0, name, std::strlen(name));
-    h = mix_bytes(h, suffix, std::strlen(suffix));
-    // One multiply per word (an operator's arguments are ~30 words); the
-    // final fold spreads the high bits into the slot index.
+    const uint64_t h = mix_bytes(0, name, std::strlen(name));
+    hash = hash_words(mix_bytes(h, suffix, std::strlen(suffix)), words, nwords);
+}
+
+uint64_t FrontCache::hash_words(uint64_t seed, const int64_t *words, int nwords) {
+    uint64_t h = seed;
     for (int i = 0; i < nwords; ++i) h = (h ^ static_cast<uint64_t>(words[i])) * kMultiplier;
-    hash = h ^ (h >> 32);
+    return h ^ (h >> 32);
 }
 
 FrontCache::Call::Call(const char *name_, const char *suffix_, const int64_t *words_,

@@ -39,6 +39,10 @@ public:
         int nwords;
         uint64_t hash;
     };
+    // Hashes `words` onto `seed`: one multiply per word (an operator's
+    // arguments are ~30 words), then a fold that spreads the high bits into
+    // the slot index.
+    static uint64_t hash_words(uint64_t seed, const int64_t *words, int nwords);
 
     // The blob remembered for `call` in context `context`, if the cache
     // still holds it; fills `ticket` for BlobCache::count_hit and, if given,

@@ -52,14 +52,12 @@ public:
         add(src.dims);
         add(weights.dims);
         if (bias) add(bias->dims);
-        // The hash: the name's address and the words so far (shapes tell a
-        // model's convolutions apart), plus the first stride and padding.
-        uint64_t h = reinterpret_cast<uintptr_t>(p.name);
-        for (int i = 0; i < size_; ++i) h = (h ^ static_cast<uint64_t>(words_[i])) * kMultiplier;
+        // The hash: the name's address, the first stride and padding, and
+        // the words so far (shapes tell a model's convolutions apart).
         const uint64_t stride_pad = static_cast<uint64_t>(p.stride[0]) << 8 ^
                                     static_cast<uint64_t>(p.pad_begin[0]);
-        h = (h ^ stride_pad) * kMultiplier;
-        hash_ = h ^ (h >> 32);
+        hash_ = FrontCache::hash_words(reinterpret_cast<uintptr_t>(p.name) ^ stride_pad, words_,
+                                       size_);
         std::memcpy(words_ + size_, &p, kParamBytes);
         size_ += kParamWords;
     }
@@ -71,7 +69,6 @@ public:
     }
 
 private:
-    static constexpr uint64_t kMultiplier = 0x9e3779b97f4a7c15ull;
     // Everything before `name`: 16 int64 fields and 6 four-byte ones, no
     // padding in between (so no indeterminate bytes are compared).
     static constexpr size_t kParamBytes = offsetof(mkc_conv_params, name);
@@ -223,13 +220,18 @@ std::optional<dnnl::memory::desc> weights_view(const Geometry &g, int64_t groups
     return plain_weights_view(g, groups, transposed);
 }
 
-// Grouped and transposed convolutions read their weights' bytes as plain.
+// Grouped and transposed convolutions read their weights' bytes as plain
+// (`plain`: whether they are).
+void require_plain_weights(bool plain, const char *op, bool transposed) {
+    require(plain, op, ": ", transposed ? "transposed" : "grouped",
+            " convolution weights must be plain (row-major)");
+}
+
 void check_plain_weights(const char *op, const Tensor &weights, const Geometry &g,
                          int64_t groups, bool transposed) {
     if (!transposed && groups == 1) return;
-    require(weights.desc == layout::plain_desc(g.w, f32, MKC_LAYOUT_CHANNELS_FIRST), op, ": ",
-            transposed ? "transposed" : "grouped",
-            " convolution weights must be plain (row-major)");
+    require_plain_weights(weights.desc == layout::plain_desc(g.w, f32, MKC_LAYOUT_CHANNELS_FIRST),
+                          op, transposed);
 }
 
 void bind_weights(Handler::Execution &exec, const Tensor &weights,
@@ -325,16 +327,14 @@ std::shared_ptr<ConvEntry> forward_descriptor(const mkc_conv_params &p, const Ge
 }
 
 // The forward's entry through the handler: checks, shapes, key, signature.
+// (What can differ between calls with equal arguments - the weights being
+// plain, the sum's dst - the caller checks on every call.)
 std::shared_ptr<ConvEntry> acquire_forward(const char *op, int k, bool transposed,
                                            const mkc_conv_params &p, const Tensor &src,
                                            const Tensor &weights, const Tensor *bias,
-                                           mkc_tensor **dst, BlobCache::HitTicket &ticket,
-                                           bool &hit) {
+                                           BlobCache::HitTicket &ticket, bool &hit) {
     check_params(op, p, k, transposed);
     const Geometry g = geometry(op, p, src, weights, bias, k, transposed);
-    check_plain_weights(op, weights, g, p.groups, transposed);
-    if (p.sum)
-        require((*dst)->dims == g.y, op, ": dst must have the output's shape to accumulate into");
 
     const bool named = p.name && p.name[0];
     Handler handler(op, p.name, named ? nullptr : default_name(op, p, g, bias), nullptr, g.x);
@@ -391,15 +391,14 @@ void convolution(const char *op, int k, bool transposed, const mkc_conv_params &
         BlobCache::instance().count_hit(ticket);
     } else {
         bool hit = false;
-        blob = acquire_forward(op, k, transposed, p, src, weights, bias, dst, ticket, hit);
+        blob = acquire_forward(op, k, transposed, p, src, weights, bias, ticket, hit);
         if (hit && args.fits())
             state.argument_cache().remember(call, state.context_version, blob, ticket);
     }
     auto *entry = static_cast<ConvEntry *>(blob.get());
     if (entry->weights_view)
-        require(entry->matches(weights, kPlainWeightsCheck, entry->plain_weights), op, ": ",
-                transposed ? "transposed" : "grouped",
-                " convolution weights must be plain (row-major)");
+        require_plain_weights(entry->matches(weights, kPlainWeightsCheck, entry->plain_weights),
+                              op, transposed);
     const dnnl::memory::desc &y_want = entry->arg_desc(DNNL_ARG_DST);
     std::shared_ptr<void> residual; // sum into a dst of another layout
     if (p.sum && !entry->matches(**dst, DNNL_ARG_DST, y_want)) {
