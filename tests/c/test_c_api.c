@@ -495,6 +495,11 @@ static void test_conv_arguments_remembered(void) {
     CHECK(mkc_conv2d(&p, tx, tw_nhwc, NULL, &ty) == MKC_STATUS_INVALID_ARGUMENT);
     CHECK(strstr(mkc_last_error(), "grouped convolution weights must be plain") != NULL);
     CHECK(ty == NULL);
+    p.name = "memo_fresh"; /* the same on a call nothing remembers */
+    CHECK(mkc_conv2d(&p, tx, tw_nhwc, NULL, &ty) == MKC_STATUS_INVALID_ARGUMENT);
+    CHECK(strstr(mkc_last_error(), "grouped convolution weights must be plain") != NULL);
+    CHECK(ty == NULL);
+    p.name = name;
     check_conv(&p, tx, tw, x, w, C, HW, OC, K);
     /* After a reset nothing remembered is used. */
     OK(mkc_cache_reset());
