@@ -84,6 +84,34 @@ def test_constant_weights_converted_once(rng):
     assert_close(np.asarray(y), exact, mag, 32 * 9)
 
 
+def test_constant_weights_changed_after_unmarking(rng):
+    """The converted copy of constant weights is remembered per primitive
+    (bound again without the tensor's lock): un-marking the tensor drops its
+    copies, so weights changed in place and marked again are converted anew
+    and the next call sees them; a new constant Tensor likewise."""
+    x = rng.standard_normal((2, 5, 9, 7), dtype=np.float32)
+    w_np = rng.standard_normal((11, 5, 3, 3), dtype=np.float32)
+    w = mkcache.Tensor(w_np, constant=True)
+    for _ in range(3):
+        y = mkcache.conv2d(x, w, padding=1, name="cw_changed")
+    exact, mag = conv2d_nchw(x, w_np, pads=(1, 1, 1, 1))
+    assert_close(np.asarray(y), exact, mag, 5 * 9, what="first weights")
+    w.set_constant(False)
+    w_np *= -0.5
+    w.set_constant(True)
+    for step in range(2):
+        y = mkcache.conv2d(x, w, padding=1, name="cw_changed")
+        exact, mag = conv2d_nchw(x, w_np, pads=(1, 1, 1, 1))
+        assert_close(np.asarray(y), exact, mag, 5 * 9, what=f"changed weights, call {step}")
+    for step in range(3):
+        w2_np = rng.standard_normal((11, 5, 3, 3), dtype=np.float32)
+        w2 = mkcache.Tensor(w2_np, constant=True)
+        y = mkcache.conv2d(x, w2, padding=1, name="cw_changed")
+        exact, mag = conv2d_nchw(x, w2_np, pads=(1, 1, 1, 1))
+        assert_close(np.asarray(y), exact, mag, 5 * 9, what=f"new weights {step}")
+        del w2
+
+
 def test_conv_output_into_existing_tensor(rng):
     x = rng.standard_normal((2, 3, 8, 8), dtype=np.float32)
     w = rng.standard_normal((4, 3, 3, 3), dtype=np.float32)

@@ -120,7 +120,10 @@ MKC_API mkc_status mkc_tensor_set_constant(mkc_tensor *tensor, int constant) {
         Tensor &t = api::mutable_tensor_arg(tensor, "tensor");
         std::lock_guard<std::mutex> lock(t.mutex);
         t.constant = constant != 0;
-        if (!t.constant) t.converted.clear();
+        if (!t.constant) {
+            t.converted.clear();
+            t.converted_stamp.store(0, std::memory_order_relaxed);
+        }
     });
 }
 

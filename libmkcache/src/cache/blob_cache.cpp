@@ -57,8 +57,7 @@ std::shared_ptr<void> BlobCache::get(int64_t session, const std::string &group,
     return found;
 }
 
-void BlobCache::count_hit(const HitTicket &ticket) {
-    const int stripe = stripe_index();
+void BlobCache::count_hit(const HitTicket &ticket, int stripe) {
     totals_.hits.add_at(stripe);
     if (ticket.session) static_cast<Counters *>(ticket.session)->hits.add_at(stripe);
 }

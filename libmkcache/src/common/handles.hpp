@@ -63,7 +63,12 @@ private:
     }
     static Recent &recent_checks() {
         thread_local Recent recent;
-        return recent;
+        // GCC would recompute the address at every use in first_dead's loop
+        // (a __tls_get_addr call each, in a shared library): the empty asm
+        // makes it an opaque value, computed once.
+        Recent *address = &recent;
+        __asm__("" : "+r"(address));
+        return *address;
     }
     std::atomic<uint64_t> removals_{0};
     struct alignas(64) Shard {

@@ -12,11 +12,14 @@ namespace mkc {
 constexpr int kStripes = 8;
 
 // This thread's stripe, assigned round-robin on first use (two threads get
-// different stripes until there are more threads than stripes).
+// different stripes until there are more threads than stripes). Stored plus
+// one in a constant-initialised __thread int: one thread-local lookup, no
+// guard variable (a thread_local with a dynamic initialiser needs both).
 inline int stripe_index() {
     static std::atomic<unsigned> next{0};
-    thread_local const int index = static_cast<int>(next.fetch_add(1) % kStripes);
-    return index;
+    static __thread int index_plus_one = 0;
+    if (index_plus_one == 0) index_plus_one = static_cast<int>(next.fetch_add(1) % kStripes) + 1;
+    return index_plus_one - 1;
 }
 
 // Readers lock only their stripe; a writer locks every stripe (in order).

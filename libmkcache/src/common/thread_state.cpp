@@ -10,7 +10,8 @@
 namespace mkc {
 
 ThreadState::ThreadState()
-    : thread_hash(std::hash<std::thread::id>()(std::this_thread::get_id())) {}
+    : thread_hash(std::hash<std::thread::id>()(std::this_thread::get_id())),
+      stripe(stripe_index()) {}
 
 ThreadState::~ThreadState() {
     if (current_thread_state == this) current_thread_state = nullptr;

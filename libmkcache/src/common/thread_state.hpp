@@ -14,6 +14,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "common/striped.hpp"
 #include "mkcache/mkcache.h"
 
 namespace mkc {
@@ -40,6 +41,7 @@ struct ThreadState {
     mkc_layout target_layout = MKC_LAYOUT_CHANNELS_FIRST;
 
     uint64_t thread_hash;
+    const int stripe; // stripe_index(), for BlobCache::count_hit
 
     static constexpr int kKeyDepth = 8; // a handler may run a reorder's inside it
     std::string key_buffers[kKeyDepth];

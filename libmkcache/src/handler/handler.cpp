@@ -28,7 +28,9 @@ namespace {
 std::atomic<uint64_t> next_entry_id{1};
 }
 
-PrimitiveEntry::PrimitiveEntry() : id(next_entry_id.fetch_add(1, std::memory_order_relaxed)) {}
+PrimitiveEntry::PrimitiveEntry() : id(next_entry_id.fetch_add(1, std::memory_order_relaxed)) {
+    std::fill(std::begin(direct_index_), std::end(direct_index_), int8_t(-1));
+}
 
 bool PrimitiveEntry::matches(const Tensor &t, int arg_id, const dnnl::memory::desc &want) const {
     constexpr uint64_t kDiffers = uint64_t(1) << 63;
@@ -43,10 +45,14 @@ bool PrimitiveEntry::matches(const Tensor &t, int arg_id, const dnnl::memory::de
 
 void PrimitiveEntry::set_args(const std::vector<std::pair<int, dnnl::memory::desc>> &args) {
     for (auto &a : args) {
+        if (static_cast<unsigned>(a.first) < kDirectArgIds && arg_ids.size() < 127 &&
+            direct_index_[a.first] < 0)
+            direct_index_[a.first] = static_cast<int8_t>(arg_ids.size());
         arg_ids.push_back(a.first);
         arg_descs.push_back(a.second);
         memories.emplace_back(a.second, cpu_engine(), static_cast<void *>(nullptr));
         bound.push_back(nullptr);
+        converted_memo.emplace_back();
     }
 }
 
@@ -70,7 +76,7 @@ dnnl::primitive_attr user_scratchpad_attr() {
     return attr;
 }
 
-int PrimitiveEntry::arg_index(int arg_id) const {
+int PrimitiveEntry::arg_index_searched(int arg_id) const {
     for (size_t i = 0; i < arg_ids.size(); ++i)
         if (arg_ids[i] == arg_id) return static_cast<int>(i);
     fail(MKC_STATUS_INTERNAL_ERROR, "primitive has no argument ", arg_id);
@@ -153,7 +159,7 @@ void Handler::sign_float(float v) {
 
 std::shared_ptr<void> Handler::find_blob() {
     if (front_blob_) {
-        BlobCache::instance().count_hit(ticket_);
+        BlobCache::instance().count_hit(ticket_, state_.stripe);
         return std::move(front_blob_);
     }
     auto blob = BlobCache::instance().get(state_.session(), state_.input_shape(), *key_,
@@ -239,7 +245,8 @@ void Handler::store(const std::shared_ptr<PrimitiveEntry> &entry) {
 
 // ---------------------------------------------------------------- Execution
 
-Handler::Execution::Execution(PrimitiveEntry &entry) : entry_(entry) {
+Handler::Execution::Execution(PrimitiveEntry &entry, ThreadState &state)
+    : entry_(entry), state_(state) {
     own_slot_ = !entry_.busy.exchange(true, std::memory_order_acquire);
     if (!own_slot_) {
         for (auto &d : entry_.arg_descs)
@@ -281,9 +288,52 @@ void Handler::Execution::raw(int arg_id, void *data) {
 
 void Handler::Execution::output(int arg_id, void *data) { raw(arg_id, data); }
 
+// The caller promised a constant tensor's data never changes: it is converted
+// once and the copy kept in the tensor (freed with it, shared by every
+// entry). The copy lives as long as the tensor, which outlives this call, and
+// is only dropped by calls that need exclusive access to the tensor.
+void *Handler::Execution::converted_copy(int index, int arg_id, const Tensor &tensor,
+                                         const dnnl::memory::desc &have) {
+    static std::atomic<uint64_t> next_stamp{1};
+    const dnnl::memory::desc &want = entry_.arg_descs[index];
+    const uint64_t key = layout_match_key(entry_.id, arg_id);
+    void *copy = nullptr;
+    std::unique_lock<std::mutex> lock(tensor.mutex);
+    for (auto &c : tensor.converted) {
+        if (c.match == key || c.desc == want) {
+            c.match = key;
+            copy = c.data.get();
+            break;
+        }
+    }
+    if (!copy) {
+        lock.unlock();
+        auto converted = allocate(want.get_size(), false);
+        reorder(have, tensor.data, want, converted.get());
+        lock.lock();
+        tensor.converted.push_back({want, converted, key});
+        copy = converted.get();
+    }
+    uint64_t stamp = tensor.converted_stamp.load(std::memory_order_relaxed);
+    if (stamp == 0) {
+        stamp = next_stamp.fetch_add(1, std::memory_order_relaxed);
+        tensor.converted_stamp.store(stamp, std::memory_order_relaxed);
+    }
+    if (own_slot_) entry_.converted_memo[index] = {stamp, copy};
+    return copy;
+}
+
 void Handler::Execution::input(int arg_id, const Tensor &tensor,
                                const dnnl::memory::desc *view) {
     const int index = entry_.arg_index(arg_id);
+    if (own_slot_ && tensor.constant) {
+        const auto &memo = entry_.converted_memo[index];
+        const uint64_t stamp = tensor.converted_stamp.load(std::memory_order_relaxed);
+        if (stamp != 0 && memo.stamp == stamp) {
+            bind(index, arg_id, memo.copy);
+            return;
+        }
+    }
     const dnnl::memory::desc &want = entry_.arg_descs[index];
     const dnnl::memory::desc &have = view ? *view : tensor.desc;
     if (view ? have == want : entry_.matches(tensor, arg_id, want)) {
@@ -291,30 +341,7 @@ void Handler::Execution::input(int arg_id, const Tensor &tensor,
         return;
     }
     if (tensor.constant) {
-        // The caller promised the data never changes: convert once and keep
-        // the copy in the tensor (freed with it, shared by every entry). The
-        // copy lives as long as the tensor, which outlives this call, and is
-        // only dropped by calls that need exclusive access to the tensor.
-        const uint64_t key = layout_match_key(entry_.id, arg_id);
-        void *copy = nullptr;
-        {
-            std::lock_guard<std::mutex> lock(tensor.mutex);
-            for (auto &c : tensor.converted) {
-                if (c.match == key || c.desc == want) {
-                    c.match = key;
-                    copy = c.data.get();
-                    break;
-                }
-            }
-        }
-        if (!copy) {
-            auto converted = allocate(want.get_size(), false);
-            reorder(have, tensor.data, want, converted.get());
-            std::lock_guard<std::mutex> lock(tensor.mutex);
-            tensor.converted.push_back({want, converted, key});
-            copy = converted.get();
-        }
-        bind(index, arg_id, copy);
+        bind(index, arg_id, converted_copy(index, arg_id, tensor, have));
         return;
     }
     auto temp = allocate(want.get_size(), false);
@@ -324,10 +351,9 @@ void Handler::Execution::input(int arg_id, const Tensor &tensor,
 }
 
 void Handler::Execution::run() {
-    ThreadState &state = thread_state(); // once: a thread-local lookup
     if (entry_.scratchpad_bytes > 0)
-        raw(DNNL_ARG_SCRATCHPAD, state.scratchpad(entry_.scratchpad_bytes));
-    dnnl_stream_t stream = thread_stream(state).get();
+        raw(DNNL_ARG_SCRATCHPAD, state_.scratchpad(entry_.scratchpad_bytes));
+    dnnl_stream_t stream = thread_stream(state_).get();
     check(dnnl_primitive_execute(entry_.primitive.get(), stream, nargs_, args_),
           "executing primitive");
     check(dnnl_stream_wait(stream), "waiting for stream");

@@ -54,6 +54,14 @@ struct PrimitiveEntry {
     std::atomic<bool> busy{false};
     std::vector<dnnl::memory> memories;
     std::vector<void *> bound; // the data handle each of `memories` holds now
+    // Per argument, the constant tensor's converted copy bound last time,
+    // under the tensor's converted_stamp: a repeat binds it without the
+    // tensor's lock (also only by whoever holds `busy`).
+    struct ConvertedMemo {
+        uint64_t stamp = 0;
+        void *copy = nullptr;
+    };
+    std::vector<ConvertedMemo> converted_memo;
 
     // Registers the scratchpad argument the primitive needs (if any) and
     // records its size; Execution::run binds the thread's scratchpad to it.
@@ -65,10 +73,21 @@ struct PrimitiveEntry {
     // The same, each argument's layout queried from the primitive
     // descriptor, plus the scratchpad it needs (add_scratchpad).
     void set_args(const dnnl::primitive_desc_base &pd, const std::vector<int> &arg_ids);
-    int arg_index(int arg_id) const;
+    // The position of an argument in arg_ids (a table lookup for the usual
+    // DNNL_ARG_* ids: a call asks this for every argument it binds).
+    int arg_index(int arg_id) const {
+        if (static_cast<unsigned>(arg_id) < kDirectArgIds && direct_index_[arg_id] >= 0)
+            return direct_index_[arg_id];
+        return arg_index_searched(arg_id);
+    }
     bool has_arg(int arg_id) const;
     // The layout the primitive wants for an argument (no descriptor copy).
     const dnnl::memory::desc &arg_desc(int arg_id) const { return arg_descs[arg_index(arg_id)]; }
+
+private:
+    static constexpr unsigned kDirectArgIds = 256; // SRC .. DIFF_BIAS, SCRATCHPAD, ...
+    int8_t direct_index_[kDirectArgIds]; // arg_id -> index, -1 = not an argument
+    int arg_index_searched(int arg_id) const;
 };
 
 // Attributes every primitive is built with: the scratchpad is ours (see
@@ -176,7 +195,8 @@ public:
     // primitive's are converted (constant tensors keep the converted copy).
     class Execution {
     public:
-        explicit Execution(PrimitiveEntry &entry);
+        // `state`: the calling thread's, for callers that hold it already.
+        explicit Execution(PrimitiveEntry &entry, ThreadState &state = thread_state());
         ~Execution();
         Execution(const Execution &) = delete;
         Execution &operator=(const Execution &) = delete;
@@ -191,6 +211,7 @@ public:
     private:
         static constexpr int kMaxArgs = 12;
         PrimitiveEntry &entry_;
+        ThreadState &state_;
         bool own_slot_ = false;
         std::vector<dnnl::memory> private_memories_; // when the slot is busy
         dnnl_exec_arg_t args_[kMaxArgs];
@@ -199,6 +220,8 @@ public:
         dnnl::memory &memory_for(int index);
         void bind(int index, int arg_id, void *data);
         void rebind(int index, dnnl_memory_t memory, void *data);
+        void *converted_copy(int index, int arg_id, const Tensor &tensor,
+                             const dnnl::memory::desc &have);
         [[noreturn]] static void too_many_args();
     };
 

@@ -15,7 +15,11 @@ void set_target(mkc_layout layout) {
 }
 
 mkc_layout resolve(mkc_layout layout, int ndims) {
-    if (layout == MKC_LAYOUT_TARGET) layout = thread_state().target_layout;
+    return resolve(thread_state(), layout, ndims);
+}
+
+mkc_layout resolve(ThreadState &state, mkc_layout layout, int ndims) {
+    if (layout == MKC_LAYOUT_TARGET) layout = state.target_layout;
     require(layout == MKC_LAYOUT_CHANNELS_FIRST || layout == MKC_LAYOUT_CHANNELS_LAST,
             "unknown layout value ", static_cast<int>(layout));
     // Channels-last has no meaning below rank 3: such tensors are row-major.

@@ -7,6 +7,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "common/thread_state.hpp"
 #include "mkcache/mkcache.h"
 
 namespace mkc {
@@ -21,6 +22,10 @@ void set_target(mkc_layout layout);
 
 // TARGET -> the thread's target; checks the value is a known layout.
 mkc_layout resolve(mkc_layout layout, int ndims);
+// The same for a caller holding the thread's state (saves a thread-local
+// lookup each); `layout` of set_target is resolve()'s result.
+mkc_layout resolve(ThreadState &state, mkc_layout layout, int ndims);
+inline void set_target(ThreadState &state, mkc_layout resolved) { state.target_layout = resolved; }
 
 // [N,H,W,C] -> [N,C,H,W] for CHANNELS_LAST; unchanged for CHANNELS_FIRST.
 Dims to_onednn_order(const Dims &caller_dims, mkc_layout layout);

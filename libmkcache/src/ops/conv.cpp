@@ -375,20 +375,20 @@ void convolution(const char *op, int k, bool transposed, const mkc_conv_params &
     require(src.dtype == MKC_DTYPE_F32 && weights.dtype == MKC_DTYPE_F32 &&
                 (!bias || bias->dtype == MKC_DTYPE_F32),
             op, ": every input must be float32");
-    const mkc_layout data_format = layout::resolve(p.data_format, k + 2);
+    ThreadState &state = thread_state(); // once: a thread-local lookup
+    const mkc_layout data_format = layout::resolve(state, p.data_format, k + 2);
     if (p.sum) require(*dst != nullptr, op, ": sum (accumulate into dst) needs an existing dst");
 
     // A call whose arguments this thread ran before (and whose entry the
     // cache still holds) skips the checks, shapes, key and signature: they
     // are the same as the last time, which passed.
-    ThreadState &state = thread_state();
     const ConvCall args(transposed ? 13 : 1, k, p, src, weights, bias);
     const FrontCache::Call call = args.call(p.name);
     BlobCache::HitTicket ticket;
     std::shared_ptr<void> blob;
     if (args.fits()) blob = state.argument_cache().find(call, state.context_version, ticket);
     if (blob) {
-        BlobCache::instance().count_hit(ticket);
+        BlobCache::instance().count_hit(ticket, state.stripe);
     } else {
         bool hit = false;
         blob = acquire_forward(op, k, transposed, p, src, weights, bias, ticket, hit);
@@ -412,7 +412,7 @@ void convolution(const char *op, int k, bool transposed, const mkc_conv_params &
                                                                data_format, MKC_DTYPE_F32, op);
     void *y_data = residual ? residual.get() : out.data;
     {
-        Handler::Execution exec(*entry);
+        Handler::Execution exec(*entry, state);
         exec.input(DNNL_ARG_SRC, src);
         bind_weights(exec, weights, entry->weights_view);
         if (bias) exec.input(DNNL_ARG_BIAS, *bias);
@@ -431,7 +431,7 @@ void convolution(const char *op, int k, bool transposed, const mkc_conv_params &
     } else {
         Handler::finish_output(out, dst);
     }
-    layout::set_target(data_format); // seed 001: the model's layout is the thread's target
+    layout::set_target(state, data_format); // seed 001: the model's layout is the thread's target
 }
 
 } // namespace mkc::ops

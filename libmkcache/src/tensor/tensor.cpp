@@ -65,6 +65,7 @@ void set_desc(Tensor &t, const dnnl::memory::desc &desc) {
     t.desc = desc;
     t.dims = desc.get_dims();
     t.layout_match.store(0, std::memory_order_relaxed);
+    t.converted_stamp.store(0, std::memory_order_relaxed);
 }
 
 Dims caller_dims(const Tensor &t) { return layout::to_caller_order(t.dims, t.layout); }
@@ -119,6 +120,7 @@ bool adopt_result_layout(Tensor &dst, const dnnl::memory::desc &desc) {
         dst.layout_match.store(0, std::memory_order_relaxed);
         dst.format.clear();
         dst.converted.clear();
+        dst.converted_stamp.store(0, std::memory_order_relaxed);
         return true;
     }
     if (dst.owned) {
@@ -130,6 +132,7 @@ bool adopt_result_layout(Tensor &dst, const dnnl::memory::desc &desc) {
         dst.layout_match.store(0, std::memory_order_relaxed);
         dst.format.clear();
         dst.converted.clear();
+        dst.converted_stamp.store(0, std::memory_order_relaxed);
         return true;
     }
     return false;

@@ -40,6 +40,11 @@ struct mkc_tensor {
         uint64_t match = 0; // last entry/argument it served, as layout_match
     };
     mutable std::vector<Converted> converted;
+    // Names the current `converted` copies for lock-free memos of them
+    // (Execution::input): drawn from a process-wide counter when a copy is
+    // first handed out, so never reused (not even by another tensor at this
+    // address); back to 0 (none drawn) whenever the copies or desc change.
+    mutable std::atomic<uint64_t> converted_stamp{0};
 };
 
 namespace mkc {
