@@ -335,19 +335,21 @@ void Handler::Execution::input(int arg_id, const Tensor &tensor,
         }
     }
     const dnnl::memory::desc &want = entry_.arg_descs[index];
+    const bool as_is = view ? *view == want : entry_.matches(tensor, arg_id, want);
+    bind(index, arg_id, as_is ? tensor.data : converted(index, arg_id, tensor, view));
+}
+
+// Out of line: keeps input()'s frame small on the path that binds as is.
+__attribute__((noinline)) void *Handler::Execution::converted(int index, int arg_id,
+                                                               const Tensor &tensor,
+                                                               const dnnl::memory::desc *view) {
     const dnnl::memory::desc &have = view ? *view : tensor.desc;
-    if (view ? have == want : entry_.matches(tensor, arg_id, want)) {
-        bind(index, arg_id, tensor.data);
-        return;
-    }
-    if (tensor.constant) {
-        bind(index, arg_id, converted_copy(index, arg_id, tensor, have));
-        return;
-    }
+    if (tensor.constant) return converted_copy(index, arg_id, tensor, have);
+    const dnnl::memory::desc &want = entry_.arg_descs[index];
     auto temp = allocate(want.get_size(), false);
     reorder(have, tensor.data, want, temp.get());
     temporaries_.push_back(temp);
-    bind(index, arg_id, temp.get());
+    return temp.get();
 }
 
 void Handler::Execution::run() {

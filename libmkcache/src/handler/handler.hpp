@@ -220,6 +220,10 @@ public:
         dnnl::memory &memory_for(int index);
         void bind(int index, int arg_id, void *data);
         void rebind(int index, dnnl_memory_t memory, void *data);
+        // The tensor's data in the layout argument `index` wants: a copy kept
+        // in a constant tensor, else a temporary of this execution.
+        void *converted(int index, int arg_id, const Tensor &tensor,
+                        const dnnl::memory::desc *view);
         void *converted_copy(int index, int arg_id, const Tensor &tensor,
                              const dnnl::memory::desc &have);
         [[noreturn]] static void too_many_args();

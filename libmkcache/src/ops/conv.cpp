@@ -50,14 +50,15 @@ public:
                     weights.dtype << 8 | (bias ? bias->dtype + 1 : 0);
         size_ = 1;
         add(src.dims);
-        add(weights.dims);
-        if (bias) add(bias->dims);
-        // The hash: the name's address, the first stride and padding, and
-        // the words so far (shapes tell a model's convolutions apart).
+        // The hash: the name's address, the first stride and padding, the
+        // types and src's shape (what tells a model's convolutions apart;
+        // a collision only costs a miss).
         const uint64_t stride_pad = static_cast<uint64_t>(p.stride[0]) << 8 ^
                                     static_cast<uint64_t>(p.pad_begin[0]);
         hash_ = FrontCache::hash_words(reinterpret_cast<uintptr_t>(p.name) ^ stride_pad, words_,
                                        size_);
+        add(weights.dims);
+        if (bias) add(bias->dims);
         std::memcpy(words_ + size_, &p, kParamBytes);
         size_ += kParamWords;
     }
