@@ -51,15 +51,17 @@ std::shared_ptr<void> BlobCache::get(int64_t session, const std::string &group,
             ticket->session = session_counters;
         }
     }
-    auto counter = found ? &Counters::hits : &Counters::misses;
-    (totals_.*counter).add();
-    if (session_counters) (session_counters->*counter).add();
+    if (found) {
+        (session_counters ? session_counters : &totals_)->hits.add();
+    } else {
+        totals_.misses.add();
+        if (session_counters) session_counters->misses.add();
+    }
     return found;
 }
 
 void BlobCache::count_hit(const HitTicket &ticket, int stripe) {
-    totals_.hits.add_at(stripe);
-    if (ticket.session) static_cast<Counters *>(ticket.session)->hits.add_at(stripe);
+    (ticket.session ? static_cast<Counters *>(ticket.session) : &totals_)->hits.add_at(stripe);
 }
 
 void BlobCache::set(int64_t session, const std::string &group, int64_t capacity,
@@ -160,6 +162,7 @@ mkc_cache_stats BlobCache::stats() const {
     std::shared_lock<StripedSharedMutex> lock(mutex_);
     fill(out, totals_);
     for (auto &kv : sessions_) {
+        out.hits += kv.second->counters.hits.load(); // see Counters
         if (!kv.second->groups.empty()) ++out.sessions;
         for (auto &g : kv.second->groups) {
             ++out.groups;

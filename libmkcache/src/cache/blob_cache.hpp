@@ -83,6 +83,8 @@ private:
         std::unordered_map<std::string, Entry> entries;
         size_t bytes = 0;
     };
+    // totals_ counts every lookup except hits in a session, which only the
+    // session counts (stats() adds them up): a hit costs one atomic add.
     struct Counters {
         StripedCounter hits, misses; // every lookup: striped, so threads do not contend
         std::atomic<uint64_t> insertions{0}, evictions{0}, evicted_entries{0};
