@@ -26,7 +26,15 @@ struct ReorderEntry : PrimitiveEntry {};
 
 namespace {
 std::atomic<uint64_t> next_entry_id{1};
-}
+
+// With oneDNN's sequential, OpenMP or TBB CPU runtime, executing a primitive
+// returns when it is done: waiting on the (in-order) stream is a no-op call.
+const bool kExecuteBlocks = [] {
+    const unsigned runtime = dnnl_version()->cpu_runtime;
+    return runtime == DNNL_RUNTIME_SEQ || runtime == DNNL_RUNTIME_OMP ||
+           runtime == DNNL_RUNTIME_TBB;
+}();
+} // namespace
 
 PrimitiveEntry::PrimitiveEntry() : id(next_entry_id.fetch_add(1, std::memory_order_relaxed)) {
     std::fill(std::begin(direct_index_), std::end(direct_index_), int8_t(-1));
@@ -358,7 +366,7 @@ void Handler::Execution::run() {
     dnnl_stream_t stream = thread_stream(state_).get();
     check(dnnl_primitive_execute(entry_.primitive.get(), stream, nargs_, args_),
           "executing primitive");
-    check(dnnl_stream_wait(stream), "waiting for stream");
+    if (!kExecuteBlocks) check(dnnl_stream_wait(stream), "waiting for stream");
 }
 
 // ------------------------------------------------------------------- Output

@@ -15,13 +15,14 @@
 #include "layout/layout.hpp"
 #include "mkcache/mkcache.h"
 
-struct mkc_tensor {
-    dnnl::memory::desc desc;  // actual arrangement, oneDNN dim order
-    std::vector<int64_t> dims; // desc's dims, kept to avoid querying per call
-    mkc_layout layout = MKC_LAYOUT_CHANNELS_FIRST; // order of the caller's shape
-    mkc_dtype dtype = MKC_DTYPE_F32;
+// The fields every operator call reads come first and share one cache line
+// (alignas): a call touches each argument's tensor once, and a primitive's
+// execution may have evicted it from L1 since the last call.
+struct alignas(64) mkc_tensor {
     void *data = nullptr;
-    std::shared_ptr<void> owned; // set when the tensor owns `data`
+    std::vector<int64_t> dims; // desc's dims, kept to avoid querying per call
+    mkc_dtype dtype = MKC_DTYPE_F32;
+    mkc_layout layout = MKC_LAYOUT_CHANNELS_FIRST; // order of the caller's shape
     bool constant = false;       // caller promised data never changes
 
     // Hit-path shortcut: "desc equals (or, with the top bit set, differs
@@ -30,6 +31,14 @@ struct mkc_tensor {
     // skips oneDNN's descriptor comparison - also for constant weights kept
     // converted, which never match. Reset whenever desc changes.
     mutable std::atomic<uint64_t> layout_match{0};
+    // Names the current `converted` copies for lock-free memos of them
+    // (Execution::input): drawn from a process-wide counter when a copy is
+    // first handed out, so never reused (not even by another tensor at this
+    // address); back to 0 (none drawn) whenever the copies or desc change.
+    mutable std::atomic<uint64_t> converted_stamp{0};
+
+    dnnl::memory::desc desc;  // actual arrangement, oneDNN dim order
+    std::shared_ptr<void> owned; // set when the tensor owns `data`
 
     mutable std::mutex mutex;    // guards the two lazily filled fields below
     mutable std::string format;  // oneDNN format name, filled on first query
@@ -40,11 +49,6 @@ struct mkc_tensor {
         uint64_t match = 0; // last entry/argument it served, as layout_match
     };
     mutable std::vector<Converted> converted;
-    // Names the current `converted` copies for lock-free memos of them
-    // (Execution::input): drawn from a process-wide counter when a copy is
-    // first handed out, so never reused (not even by another tensor at this
-    // address); back to 0 (none drawn) whenever the copies or desc change.
-    mutable std::atomic<uint64_t> converted_stamp{0};
 };
 
 namespace mkc {
