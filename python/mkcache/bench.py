@@ -22,7 +22,7 @@ from . import _loader
 class Helper:
     """libmkcache_bench: operator calls timed in C loops (tests/bench/helper)."""
 
-    MODES = {"bare": 0, "cached": 1, "cached_new": 2, "recreate": 3}
+    MODES = {"bare": 0, "cached": 1, "cached_new": 2, "recreate": 3, "bare_user_scratchpad": 4}
 
     def __init__(self):
         import mkcache  # noqa: F401  (libmkcache must be loaded first)

@@ -26,6 +26,11 @@ RESULTS: dict = defaultdict(dict)
 NOTES: dict = defaultdict(list)
 # (entries, threads, "hit"/"miss") -> lookups per second
 CACHE_RESULTS: dict = {}
+# case -> paired per-call differences (seconds, 1 OpenMP thread) that split a
+# convolution's overhead: "scratchpad" (bare built with the scratchpad passed
+# at execution, as mkcache builds it, minus bare) and "over_same" (mkcache
+# minus that bare)
+SPLIT_RESULTS: dict = defaultdict(dict)
 
 
 def pytest_addoption(parser):
@@ -68,6 +73,17 @@ def _paired_cell(res: dict, suffix: str) -> str:
     return text + (f" ({overhead / bare * 100:+.1f}%)" if bare else "")
 
 
+def render_split_table() -> str:
+    lines = ["| case | bare with the scratchpad passed at execution - bare (us) "
+             "| mkcache C hit - that bare (us) | sum (us) |", "|---|---|---|---|"]
+    for case, res in SPLIT_RESULTS.items():
+        pad, over = res.get("scratchpad"), res.get("over_same")
+        fmt = lambda v: "-" if v is None else f"{v * 1e6:+.3f}"  # noqa: E731
+        total = None if pad is None or over is None else pad + over
+        lines.append(f"| {case} | {fmt(pad)} | {fmt(over)} | {fmt(total)} |")
+    return "\n".join(lines)
+
+
 def render_cache_table() -> str:
     lines = ["| entries | threads | hit (M lookups/s) | miss (M lookups/s) |", "|---|---|---|---|"]
     for entries, threads in sorted({(e, t) for e, t, _ in CACHE_RESULTS}):
@@ -90,10 +106,19 @@ def pytest_terminal_summary(terminalreporter, config):
     for case, notes in NOTES.items():
         for n in notes:
             terminalreporter.write_line(f"note [{case}]: {n}")
+    split = ""
+    if SPLIT_RESULTS:
+        split = render_split_table()
+        terminalreporter.write_sep("=", "mkcache: a convolution's hit overhead split "
+                                        "(paired, 1 OpenMP thread)")
+        terminalreporter.write_line(split)
     path = config.getoption("--bench-report")
     if path:
         Path(path).write_text(
             "Medians per call on this machine; ratios are to the bare oneDNN primitive "
             "measured in the same run.\n\n" + table + "\n"
+            + ("\nA convolution's C hit overhead split (paired, 1 OpenMP thread): the part "
+               "oneDNN spends on a scratchpad passed at execution (mkcache's primitives take "
+               "it so, for thread safety), and the rest:\n\n" + split + "\n" if split else "")
             + ("\nBlob cache lookups through the C ABI:\n\n" + render_cache_table() + "\n"
                if CACHE_RESULTS else ""))

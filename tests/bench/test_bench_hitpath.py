@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import mkcache
-from conftest import NOTES, RESULTS, record
+from conftest import NOTES, RESULTS, SPLIT_RESULTS, record
 from numpy_ops import conv2d_nchw
 
 try:
@@ -84,6 +84,31 @@ def test_hit_overhead_paired(benchmark, helper, case, threads):
     finally:
         helper.lib.mkcb_destroy(bare)
         helper.lib.mkcb_destroy(cached)
+
+
+@pytest.mark.parametrize("case", list(CONV))
+def test_conv_overhead_split(benchmark, helper, case):
+    """Splits the convolution's paired overhead (1 OpenMP thread): a bare
+    primitive built with the scratchpad passed at execution (as mkcache's
+    are) against the plain bare one, then mkcache against that bare."""
+    benchmark.group = case
+    params, calls = CONV[case], CONV_CALLS[case][1]
+    bare = helper.create("conv2d", "bare", params)
+    bare_user = helper.create("conv2d", "bare_user_scratchpad", params)
+    cached = helper.create("conv2d", "cached", params)
+    try:
+        result = {}
+
+        def measure():
+            result["scratchpad"] = helper.paired(bare, bare_user, calls, 31, 1)[2]
+            result["over_same"] = helper.paired(bare_user, cached, calls, 31, 1)[2]
+
+        benchmark.pedantic(measure, rounds=1, iterations=1)
+        if getattr(benchmark, "stats", None) is not None:
+            SPLIT_RESULTS[case].update(result)
+    finally:
+        for handle in (bare, bare_user, cached):
+            helper.lib.mkcb_destroy(handle)
 
 
 def _conv_inputs(params):

@@ -14,7 +14,9 @@
 
 namespace mkcb {
 
-enum Mode { BARE = 0, CACHED = 1, CACHED_NEW = 2, RECREATE = 3 };
+// BARE_USER_SCRATCHPAD: BARE built as mkcache builds its primitives (the
+// scratchpad is the caller's, passed at execution) - conv2d only.
+enum Mode { BARE = 0, CACHED = 1, CACHED_NEW = 2, RECREATE = 3, BARE_USER_SCRATCHPAD = 4 };
 
 inline const dnnl::engine &engine() {
     static dnnl::engine e(dnnl::engine::kind::cpu, 0);

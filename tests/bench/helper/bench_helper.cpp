@@ -5,6 +5,9 @@
 //   CACHED_NEW  the same, letting mkcache create the output tensor each call
 //   RECREATE    descriptor + primitive re-created on every call, served by
 //               oneDNN's own primitive cache (what a framework without ours pays)
+//   BARE_USER_SCRATCHPAD  (conv2d) BARE with the scratchpad passed at execution,
+//               as mkcache's primitives take it (oneDNN's own scratchpad is not
+//               safe to share between threads): what that choice costs.
 // A bench is set up once (mkcb_create: build, warm up); mkcb_run(bench, n)
 // then makes n calls. Not part of the library's ABI.
 #include <dlfcn.h>
@@ -45,22 +48,26 @@ struct ConvShape {
     }
 };
 
-dnnl::convolution_forward::primitive_desc conv_pd(const ConvShape &s) {
+dnnl::convolution_forward::primitive_desc conv_pd(const ConvShape &s,
+                                                 bool user_scratchpad = false) {
+    dnnl::primitive_attr attr;
+    if (user_scratchpad) attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     return dnnl::convolution_forward::primitive_desc(
         engine(), dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
         dnnl::memory::desc(s.src(), dt::f32, tag::any),
         dnnl::memory::desc(s.wei(), dt::f32, tag::any), dnnl::memory::desc({s.oc}, dt::f32, tag::a),
         dnnl::memory::desc(s.dst(), dt::f32, tag::any), {s.stride, s.stride}, {0, 0},
-        {s.pad, s.pad}, {s.pad, s.pad});
+        {s.pad, s.pad}, {s.pad, s.pad}, attr);
 }
 
 struct ConvBare : Bench {
     dnnl::convolution_forward prim;
-    dnnl::memory src, wei, bias, dst;
+    dnnl::memory src, wei, bias, dst, scratchpad;
     dnnl::stream stream{engine()};
-    dnnl_exec_arg_t args[4];
-    explicit ConvBare(const ConvShape &s) {
-        auto pd = conv_pd(s);
+    dnnl_exec_arg_t args[5];
+    int nargs = 4;
+    ConvBare(const ConvShape &s, bool user_scratchpad) {
+        auto pd = conv_pd(s, user_scratchpad);
         prim = dnnl::convolution_forward(pd);
         src = dnnl::memory(pd.src_desc(), engine());
         wei = dnnl::memory(pd.weights_desc(), engine());
@@ -72,9 +79,13 @@ struct ConvBare : Bench {
         args[1] = {DNNL_ARG_WEIGHTS, wei.get()};
         args[2] = {DNNL_ARG_BIAS, bias.get()};
         args[3] = {DNNL_ARG_DST, dst.get()};
+        if (user_scratchpad && pd.scratchpad_desc().get_size() > 0) {
+            scratchpad = dnnl::memory(pd.scratchpad_desc(), engine());
+            args[nargs++] = {DNNL_ARG_SCRATCHPAD, scratchpad.get()};
+        }
     }
     void call() override {
-        dnnl_primitive_execute(prim.get(), stream.get(), 4, args);
+        dnnl_primitive_execute(prim.get(), stream.get(), nargs, args);
         dnnl_stream_wait(stream.get());
     }
 };
@@ -254,7 +265,8 @@ MKCB_API void *mkcb_create(const char *op, int mode, const int64_t *params, int 
         if (name == "conv2d" && nparams == 8) {
             const ConvShape s{params[0], params[1], params[2], params[3],
                               params[4], params[5], params[6], params[7]};
-            if (mode == BARE) b = std::make_unique<ConvBare>(s);
+            if (mode == BARE || mode == BARE_USER_SCRATCHPAD)
+                b = std::make_unique<ConvBare>(s, mode == BARE_USER_SCRATCHPAD);
             else if (mode == CACHED || mode == CACHED_NEW) b = std::make_unique<ConvCached>(s, mode == CACHED_NEW);
             else if (mode == RECREATE) b = std::make_unique<ConvRecreate>(s);
         } else if (name == "relu" && (nparams == 2 || nparams == 4)) {
