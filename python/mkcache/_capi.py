@@ -183,6 +183,7 @@ _SIGNATURES = {
     "mkc_conv2d_transpose": [POINTER(ConvParams), tensor_p, tensor_p, tensor_p, POINTER(tensor_p)],
     "mkc_activation": [c_int, c_float, c_float, c_char_p, tensor_p, POINTER(tensor_p)],
     "mkc_activation_plain": [POINTER(ActivationCall), c_void_p, c_void_p],
+    "mkc_activation_plain_ref": [POINTER(ActivationCall), c_void_p, c_void_p],
     "mkc_softmax": [c_int, c_int, c_char_p, tensor_p, POINTER(tensor_p)],
     "mkc_binary": [c_int, c_char_p, tensor_p, tensor_p, POINTER(tensor_p)],
     "mkc_pool_params_init": [POINTER(PoolParams)],
@@ -261,6 +262,15 @@ SERIAL_ELEMENTS = 1024
 gil_held = ctypes.PyDLL(lib._name, handle=lib._handle)
 activation_plain_held = gil_held["mkc_activation_plain"]
 activation_plain_held.restype = status_t
+
+# mkc_activation_plain_ref with every argument an address passed as a Python
+# int (the call struct's, and those of two arrays' data-pointer fields): the
+# activation fast path's calls, with and without the GIL.
+activation_plain_ref, activation_plain_ref_held = lib["mkc_activation_plain_ref"], \
+    gil_held["mkc_activation_plain_ref"]
+for _fn in (activation_plain_ref, activation_plain_ref_held):
+    _fn.argtypes = (c_void_p, c_void_p, c_void_p)
+    _fn.restype = status_t
 
 def call_with_buffer(fn, *args) -> str:
     """Calls a function following the (buf, size, needed) convention."""

@@ -22,7 +22,8 @@ _activation = _capi.raw["mkc_activation"]  # (int, float, float, char*, void*, v
 _activation_plain = _capi.raw["mkc_activation_plain"]
 _activation_plain_held = _capi.activation_plain_held
 _F32 = np.dtype(np.float32)
-_empty = np.empty
+_ndarray, _id = np.ndarray, id
+_DATA_FIELD = tensor_module._DATA_FIELD  # None: data_address() instead
 _of_array = Tensor._of_array
 
 
@@ -42,13 +43,19 @@ def _remember(cache: dict, key, value):
 
 def _prepare_call(calls, key, kind, alpha, beta, name, shape, size):
     """Builds the mkc_activation_call for `key` and keeps it in `calls` as
-    (the pointer ctypes passes, the function to pass it to): arrays small
-    enough to run on the calling thread keep the GIL (cheaper than
-    releasing it), larger ones release it."""
+    (what ctypes passes for it, the function to pass it to, the struct):
+    arrays small enough to run on the calling thread keep the GIL (cheaper
+    than releasing it), larger ones release it. Where numpy arrays' data
+    field is known, the function is mkc_activation_plain_ref, passed the
+    struct's address and the arrays' data-field addresses as ints."""
     call = _capi.ActivationCall(kind, alpha, beta, name, len(shape))
     call.dims[:len(shape)] = shape
-    fn = _activation_plain_held if size <= _capi.SERIAL_ELEMENTS else _activation_plain
-    return _remember(calls, key, (ctypes.pointer(call), fn))
+    small = size <= _capi.SERIAL_ELEMENTS
+    if _DATA_FIELD is not None:
+        fn = _capi.activation_plain_ref_held if small else _capi.activation_plain_ref
+        return _remember(calls, key, (ctypes.addressof(call), fn, call))
+    fn = _activation_plain_held if small else _activation_plain
+    return _remember(calls, key, (ctypes.pointer(call), fn, call))
 
 
 def _plain_activation(kind, alpha, beta, x, name):
@@ -70,9 +77,12 @@ def _plain_activation(kind, alpha, beta, x, name):
 
 
 def _run_plain(entry, x, shape):
-    call, fn = entry
-    y = _empty(shape, _F32)
-    status = fn(call, data_address(x), data_address(y))
+    call, fn = entry[0], entry[1]
+    y = _ndarray(shape, _F32)
+    if _DATA_FIELD is not None:
+        status = fn(call, _id(x) + _DATA_FIELD, _id(y) + _DATA_FIELD)
+    else:  # pragma: no cover - CPython and NumPy keep the data field's place
+        status = fn(call, data_address(x), data_address(y))
     if status:
         _capi.raise_for(status)
     # A layout label matters only from rank 3 on.
@@ -326,8 +336,7 @@ def activation(x, kind: str, alpha=None, beta=None, *, name=None, out=None) -> T
 
 
 _RELU_KIND = _capi.ACTIVATIONS["relu"][0]
-_ndarray, _new, _id, _at = np.ndarray, object.__new__, id, ctypes.c_void_p.from_address
-_DATA_FIELD, _CHANNELS_FIRST = tensor_module._DATA_FIELD, _capi.LAYOUT_CHANNELS_FIRST
+_new, _CHANNELS_FIRST = object.__new__, _capi.LAYOUT_CHANNELS_FIRST
 
 
 def relu(x, *, name=None, out=None) -> Tensor:
@@ -344,9 +353,8 @@ def relu(x, *, name=None, out=None) -> Tensor:
             entry = _prepare_call(_RELU_CALLS, key, _RELU_KIND, 0.0, 0.0, _name(name), shape,
                                   x.size)
         if entry is not None:
-            call, fn = entry
-            y = _empty(shape, _F32)
-            status = fn(call, _at(_id(x) + _DATA_FIELD), _at(_id(y) + _DATA_FIELD))
+            y = _ndarray(shape, _F32)
+            status = entry[1](entry[0], _id(x) + _DATA_FIELD, _id(y) + _DATA_FIELD)
             if status:
                 _capi.raise_for(status)
             t = _new(Tensor)

@@ -315,6 +315,27 @@ static void test_activation_plain(void) {
     call.dims[1] = -7;
     CHECK(mkc_activation_plain(&call, x, y) == MKC_STATUS_INVALID_ARGUMENT);
 
+    { /* the _ref variant reads the buffers from where their addresses are kept */
+        const float *src_ref = x;
+        float *dst_ref = y;
+        call.dims[1] = 7;
+        call.alpha = 0.f;
+        for (i = 0; i < 21; ++i) x[i] = (float)(i % 7) - 3.f;
+        OK(mkc_activation_plain_ref(&call, &src_ref, &dst_ref));
+        for (i = 0; i < 21; ++i) CHECK(y[i] == (x[i] > 0.f ? x[i] : 0.f));
+        src_ref = y; /* same call, other buffers: in place on y, negated first */
+        for (i = 0; i < 21; ++i) y[i] = -x[i];
+        OK(mkc_activation_plain_ref(&call, &src_ref, &dst_ref));
+        for (i = 0; i < 21; ++i) CHECK(y[i] == (x[i] < 0.f ? -x[i] : 0.f));
+        CHECK(mkc_activation_plain_ref(&call, NULL, &dst_ref) == MKC_STATUS_INVALID_ARGUMENT);
+        CHECK(strstr(mkc_last_error(), "src_ref") != NULL);
+        dst_ref = NULL;
+        CHECK(mkc_activation_plain_ref(&call, &src_ref, &dst_ref) ==
+              MKC_STATUS_INVALID_ARGUMENT);
+        CHECK(strstr(mkc_last_error(), "activation_plain_ref") != NULL);
+        CHECK(mkc_activation_plain_ref(NULL, &src_ref, &dst_ref) == MKC_STATUS_INVALID_ARGUMENT);
+    }
+
     {
         void *omp = dlopen("libiomp5.so", RTLD_LAZY); /* loaded already, by libdnnl */
         int (*max_threads)(void) = NULL;
@@ -513,6 +534,58 @@ static void test_conv_arguments_remembered(void) {
     OK(mkc_tensor_destroy(tw_nhwc));
 }
 
+/* Runs a named leaky relu on `t` (caller dims 1xCxHxW holding x in NCHW
+ * order) and compares with the reference. */
+static void check_leaky(const char *name, float alpha, mkc_tensor *t, const float *x, int n) {
+    enum { MAX = 128 };
+    float got[MAX];
+    mkc_tensor *ty = NULL;
+    OK(mkc_activation(MKC_ACTIVATION_RELU, alpha, 0.f, name, t, &ty));
+    OK(mkc_tensor_export(ty, MKC_LAYOUT_NCHW, got, sizeof(float) * n));
+    for (int i = 0; i < n; ++i) CHECK(got[i] == (x[i] > 0.f ? x[i] : alpha * x[i]));
+    OK(mkc_tensor_destroy(ty));
+}
+
+/* Activations are remembered by their arguments too: alpha changed, the
+ * name's text changed in the same buffer, and src in another layout with
+ * the same dims must each run what a fresh call would. */
+static void test_activation_arguments_remembered(void) {
+    enum { C = 3, HW = 4, N = C * HW * HW };
+    float x[N], x_nhwc[N];
+    for (int i = 0; i < N; ++i) x[i] = (float)((i * 7) % 11) - 5.f;
+    for (int c = 0; c < C; ++c) /* the same values, channels last */
+        for (int i = 0; i < HW * HW; ++i) x_nhwc[i * C + c] = x[c * HW * HW + i];
+    const int64_t nchw[4] = {1, C, HW, HW}, nhwc[4] = {1, HW, HW, C};
+    mkc_tensor *tx = NULL, *tx_nhwc = NULL;
+    OK(mkc_tensor_wrap(MKC_DTYPE_F32, 4, nchw, MKC_LAYOUT_NCHW, x, &tx));
+    OK(mkc_tensor_wrap(MKC_DTYPE_F32, 4, nhwc, MKC_LAYOUT_NHWC, x_nhwc, &tx_nhwc));
+    char name[16] = "act_a";
+    for (int round = 0; round < 3; ++round) { /* alpha changed back and forth */
+        check_leaky(name, 0.25f, tx, x, N);
+        check_leaky(name, 0.25f, tx, x, N);
+        check_leaky(name, 0.5f, tx, x, N);
+        check_leaky(name, 0.f, tx, x, N);
+        check_leaky(name, 0.f, tx_nhwc, x, N); /* src laid out otherwise */
+        check_leaky(name, 0.f, tx, x, N);
+    }
+    mkc_cache_stats before, after;
+    OK(mkc_cache_get_stats(&before));
+    check_leaky(name, 0.5f, tx, x, N);
+    OK(mkc_cache_get_stats(&after));
+    CHECK(after.hits == before.hits + 1 && after.misses == before.misses); /* counted */
+    strcpy(name, "act_b"); /* another name in the same buffer: a new entry */
+    check_leaky(name, 0.5f, tx, x, N);
+    OK(mkc_cache_get_stats(&before));
+    CHECK(before.misses == after.misses + 1);
+    OK(mkc_cache_reset()); /* nothing remembered is used after a reset */
+    OK(mkc_cache_get_stats(&before));
+    check_leaky(name, 0.5f, tx, x, N);
+    OK(mkc_cache_get_stats(&after));
+    CHECK(after.misses == before.misses + 1 && after.hits == before.hits);
+    OK(mkc_tensor_destroy(tx));
+    OK(mkc_tensor_destroy(tx_nhwc));
+}
+
 int main(void) {
     test_version();
     test_core_api();
@@ -520,6 +593,7 @@ int main(void) {
     test_activation_plain();
     test_handles_and_buffers_across_calls();
     test_conv_arguments_remembered();
+    test_activation_arguments_remembered();
     test_cache();
     return finish("test_c_api");
 }

@@ -109,6 +109,34 @@ def test_activation_plain_c_entry(rng):
     np.testing.assert_array_equal(x, expected)  # nothing written by a failed call
 
 
+def test_activation_plain_ref_c_entry(rng):
+    """The entry the fast path calls reads the buffers from where their
+    addresses are kept (here ctypes pointer cells; numpy's data fields on the
+    fast path): into another buffer, in place, and its errors, which write
+    nothing."""
+    import ctypes
+    from mkcache._capi import ActivationCall, lib
+    x = rng.standard_normal((5, 3, 3), dtype=np.float32)
+    y = np.full_like(x, 7.0)
+    call = ActivationCall(1, 0.0, 0.0, None, 3)
+    call.dims[:3] = (5, 3, 3)
+    src, dst = ctypes.c_void_p(x.ctypes.data), ctypes.c_void_p(y.ctypes.data)
+    lib.mkc_activation_plain_ref(ctypes.byref(call), ctypes.addressof(src), ctypes.addressof(dst))
+    np.testing.assert_array_equal(y, relu(x))
+    np.testing.assert_array_equal(mkcache.relu(x).numpy(), relu(x))  # the fast path agrees
+    before = x.copy()
+    null = ctypes.c_void_p(None)
+    for refs in [(None, ctypes.addressof(dst)), (ctypes.addressof(src), None),
+                 (ctypes.addressof(null), ctypes.addressof(dst))]:
+        with pytest.raises(mkcache.InvalidArgumentError, match="NULL"):
+            lib.mkc_activation_plain_ref(ctypes.byref(call), *refs)
+    with pytest.raises(mkcache.InvalidArgumentError, match="NULL"):
+        lib.mkc_activation_plain_ref(None, ctypes.addressof(src), ctypes.addressof(dst))
+    np.testing.assert_array_equal(x, before)
+    lib.mkc_activation_plain_ref(ctypes.byref(call), ctypes.addressof(src), ctypes.addressof(src))
+    np.testing.assert_array_equal(x, relu(before))  # in place
+
+
 def test_data_address_reads_the_array_data_pointer():
     """The fast path reads an array's data pointer from the object itself
     (verified at import); it must agree with NumPy for views, read-only and

@@ -419,6 +419,14 @@ typedef struct mkc_activation_call {
 MKC_API mkc_status mkc_activation_plain(const mkc_activation_call *call, const float *src,
                                         float *dst);
 
+/* mkc_activation_plain with the buffers read from where the caller keeps
+ * their addresses: src = *src_ref, dst = *dst_ref. For bindings whose array
+ * objects hold the data pointer in a field: passing the field's address
+ * costs them less than building a pointer object per call (numpy's arrays
+ * keep it at a fixed offset in the array object). */
+MKC_API mkc_status mkc_activation_plain_ref(const mkc_activation_call *call,
+                                            const float *const *src_ref, float *const *dst_ref);
+
 /* Softmax along `axis` of the caller's dims order (negative counts from the
  * end; an NHWC tensor's axis -1 is C). `log` != 0 computes log-softmax.
  * Runs on src's layout; `*dst == src` runs in place. The key's in-place

@@ -103,22 +103,34 @@ PlainViews &plain_views(int ndims, const int64_t *dims) {
     return v;
 }
 
+void activation_plain(const char *op, const mkc_activation_call *call, const float *src,
+                      float *dst) {
+    if (call == nullptr || src == nullptr || dst == nullptr)
+        fail(MKC_STATUS_INVALID_ARGUMENT, op, ": call, src and dst must not be NULL");
+    if (call->ndims < 1 || call->ndims > MKC_MAX_NDIMS)
+        fail(MKC_STATUS_INVALID_ARGUMENT, op, ": ndims must be 1..", MKC_MAX_NDIMS, ", got ",
+             call->ndims);
+    PlainViews &v = plain_views(call->ndims, call->dims);
+    v.src.data = const_cast<float *>(src);
+    v.dst.data = dst;
+    mkc_tensor *out = &v.dst;
+    ops::activation(call->kind, call->alpha, call->beta, call->name, v.src, &out);
+}
+
 } // namespace
 
 MKC_API mkc_status mkc_activation_plain(const mkc_activation_call *call, const float *src,
                                         float *dst) {
+    return guard([&] { activation_plain("activation_plain", call, src, dst); });
+}
+
+MKC_API mkc_status mkc_activation_plain_ref(const mkc_activation_call *call,
+                                            const float *const *src_ref, float *const *dst_ref) {
     return guard([&] {
-        if (call == nullptr || src == nullptr || dst == nullptr)
+        if (src_ref == nullptr || dst_ref == nullptr)
             fail(MKC_STATUS_INVALID_ARGUMENT,
-                 "activation_plain: call, src and dst must not be NULL");
-        if (call->ndims < 1 || call->ndims > MKC_MAX_NDIMS)
-            fail(MKC_STATUS_INVALID_ARGUMENT, "activation_plain: ndims must be 1..",
-                 MKC_MAX_NDIMS, ", got ", call->ndims);
-        PlainViews &v = plain_views(call->ndims, call->dims);
-        v.src.data = const_cast<float *>(src);
-        v.dst.data = dst;
-        mkc_tensor *out = &v.dst;
-        ops::activation(call->kind, call->alpha, call->beta, call->name, v.src, &out);
+                 "activation_plain_ref: src_ref and dst_ref must not be NULL");
+        activation_plain("activation_plain_ref", call, *src_ref, *dst_ref);
     });
 }
 

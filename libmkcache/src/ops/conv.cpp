@@ -39,59 +39,29 @@ struct ConvEntry : PrimitiveEntry {
 constexpr int kPlainWeightsCheck = 0xffff;
 
 // What the thread's argument cache knows a forward call by: every argument
-// its checks and its primitive depend on, as words (the name goes in as
-// text). The numeric parameters are copied as they are, unused spatial
-// slots included: garbage there only makes the call miss this cache.
-class ConvCall {
+// its checks and its primitive depend on (the name goes in as text). The
+// numeric parameters are copied as they are, unused spatial slots included:
+// garbage there only makes the call miss this cache. Hashed: the name's
+// address, the first stride and padding, the types and src's shape.
+class ConvCall : public CallWords<1 + 3 * 7 + 19> {
 public:
     ConvCall(int op_id, int k, const mkc_conv_params &p, const Tensor &src,
              const Tensor &weights, const Tensor *bias) {
-        words_[0] = int64_t(op_id) << 32 | int64_t(k) << 24 | src.dtype << 16 |
-                    weights.dtype << 8 | (bias ? bias->dtype + 1 : 0);
-        size_ = 1;
-        add(src.dims);
-        // The hash: the name's address, the first stride and padding, the
-        // types and src's shape (what tells a model's convolutions apart;
-        // a collision only costs a miss).
-        const uint64_t stride_pad = static_cast<uint64_t>(p.stride[0]) << 8 ^
-                                    static_cast<uint64_t>(p.pad_begin[0]);
-        hash_ = FrontCache::hash_words(reinterpret_cast<uintptr_t>(p.name) ^ stride_pad, words_,
-                                       size_);
-        add(weights.dims);
-        if (bias) add(bias->dims);
-        std::memcpy(words_ + size_, &p, kParamBytes);
-        size_ += kParamWords;
-    }
-    // False when the tensors' ranks are too absurd to keep (the full path
-    // reports them).
-    bool fits() const { return fits_; }
-    FrontCache::Call call(const char *name) const {
-        return {name, nullptr, words_, size_, hash_};
+        add(int64_t(op_id) << 32 | int64_t(k) << 24 | src.dtype << 16 | weights.dtype << 8 |
+            (bias ? bias->dtype + 1 : 0));
+        add_dims(src.dims);
+        seal(reinterpret_cast<uintptr_t>(p.name) ^ static_cast<uint64_t>(p.stride[0]) << 8 ^
+             static_cast<uint64_t>(p.pad_begin[0]));
+        add_dims(weights.dims);
+        if (bias) add_dims(bias->dims);
+        add_bytes(&p, kParamBytes);
     }
 
 private:
     // Everything before `name`: 16 int64 fields and 6 four-byte ones, no
     // padding in between (so no indeterminate bytes are compared).
     static constexpr size_t kParamBytes = offsetof(mkc_conv_params, name);
-    static_assert(kParamBytes == 16 * 8 + 6 * 4 && kParamBytes % 8 == 0);
-    static constexpr int kParamWords = kParamBytes / 8;
-    static constexpr int kMaxWords = 1 + kParamWords + 3 * 7; // three tensors of rank <= 6
-
-    void add(const Dims &dims) {
-        const int n = static_cast<int>(dims.size());
-        if (n > 6) {
-            fits_ = false;
-            return;
-        }
-        words_[size_++] = n;
-        // Element by element: a memcpy call costs more for 3 to 6 words.
-        for (int i = 0; i < n; ++i) words_[size_ + i] = dims[i];
-        size_ += n;
-    }
-    int64_t words_[kMaxWords];
-    int size_ = 0;
-    uint64_t hash_ = 0;
-    bool fits_ = true;
+    static_assert(kParamBytes == 16 * 8 + 6 * 4 && kParamBytes == 19 * 8);
 };
 // Computed on every call, so nothing here allocates: x and w are the
 // tensors' own dims, the rest inline lists.
