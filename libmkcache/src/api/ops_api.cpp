@@ -72,9 +72,9 @@ MKC_API mkc_status mkc_conv2d_transpose(const mkc_conv_params *params, const mkc
 MKC_API mkc_status mkc_activation(mkc_activation_kind kind, float alpha, float beta,
                                   const char *name, const mkc_tensor *src, mkc_tensor **dst) {
     return guard([&] {
-        const Tensor &x = tensor_arg(src, "activation: src");
-        check_dst(dst);
-        ops::activation(kind, alpha, beta, name, x, dst);
+        require_out(dst, "dst");
+        check_tensor_args("activation", {{src, "src"}, {*dst, "*dst", true}});
+        ops::activation(kind, alpha, beta, name, *src, dst);
     });
 }
 

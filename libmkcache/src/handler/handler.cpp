@@ -401,10 +401,10 @@ Handler::Output Handler::prepare_output(mkc_tensor **dst, const PrimitiveEntry &
 }
 
 void Handler::run_src_dst(PrimitiveEntry &entry, const Tensor &src, mkc_tensor **dst,
-                          mkc_layout out_layout, const char *op) {
+                          mkc_layout out_layout, const char *op, ThreadState &state) {
     Output out = prepare_output(dst, entry, DNNL_ARG_DST, out_layout, src.dtype, op);
     {
-        Execution exec(entry);
+        Execution exec(entry, state);
         exec.input(DNNL_ARG_SRC, src);
         exec.output(DNNL_ARG_DST, out.data);
         exec.run();

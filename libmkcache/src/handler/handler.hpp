@@ -247,7 +247,8 @@ public:
     // The whole call of a one-input, one-output primitive (SRC -> DST):
     // output, binding, execution.
     static void run_src_dst(PrimitiveEntry &entry, const Tensor &src, mkc_tensor **dst,
-                            mkc_layout out_layout, const char *op);
+                            mkc_layout out_layout, const char *op,
+                            ThreadState &state = thread_state());
     // The same for two inputs and a result argument (e.g. a backward:
     // SRC + DIFF_DST -> DIFF_SRC).
     static void run_two_inputs(PrimitiveEntry &entry, int arg_a, const Tensor &a, int arg_b,

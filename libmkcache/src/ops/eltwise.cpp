@@ -139,7 +139,7 @@ void activation(mkc_activation_kind kind, float alpha, float beta, const char *n
         if (hit && args.fits())
             state.argument_cache().remember(call, state.context_version, blob, ticket);
     }
-    Handler::run_src_dst(*entry, src, dst, src.layout, "activation");
+    Handler::run_src_dst(*entry, src, dst, src.layout, "activation", state);
 }
 
 } // namespace mkc::ops
