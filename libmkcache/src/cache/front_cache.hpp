@@ -80,6 +80,8 @@ private:
 // (ThreadState::argument_cache), on the stack: built on every call, so
 // nothing here allocates. The hash covers the words added before seal():
 // those that tell a model's calls apart (a collision only costs a miss).
+// Operators share the cache: the first word carries the operator's id (as
+// in its Handler signature) from bit 40 up, so two operators' calls differ.
 template <int kMaxWords>
 class CallWords {
 public:

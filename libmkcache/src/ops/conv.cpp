@@ -47,7 +47,7 @@ class ConvCall : public CallWords<1 + 3 * 7 + 19> {
 public:
     ConvCall(int op_id, int k, const mkc_conv_params &p, const Tensor &src,
              const Tensor &weights, const Tensor *bias) {
-        add(int64_t(op_id) << 32 | int64_t(k) << 24 | src.dtype << 16 | weights.dtype << 8 |
+        add(int64_t(op_id) << 40 | int64_t(k) << 24 | src.dtype << 16 | weights.dtype << 8 |
             (bias ? bias->dtype + 1 : 0));
         add_dims(src.dims);
         seal(reinterpret_cast<uintptr_t>(p.name) ^ static_cast<uint64_t>(p.stride[0]) << 8 ^
