@@ -96,3 +96,38 @@ def test_pool_bad_input():
         mkcache.avg_pool2d(np.ones((1, 1, 10, 10), np.float32), 3, 2, ceil_mode=True)
     with pytest.raises(mkcache.InvalidArgumentError, match="kernel_size"):
         mkcache.max_pool2d(x, (2, 2, 2))
+
+
+def test_pool_calls_remembered_follow_every_argument(rng):
+    """Inference pooling is remembered per thread by its raw arguments: calls
+    alternating kernel, stride, padding, ceil mode, kind, global and src
+    layout on one shape must each compute what a fresh call would."""
+    x = rng.standard_normal((2, 6, 9, 8), dtype=np.float32)
+    x_nhwc = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+    calls = [("max", (3, 3), (2, 2), (1, 1), (1, 1), False),
+             ("max", (2, 2), (2, 2), (1, 1), (1, 1), False),  # only the kernel differs
+             ("max", (3, 3), (2, 2), (1, 1), (1, 1), True),  # only ceil_mode
+             ("max", (3, 3), (1, 1), (1, 1), (1, 1), False),
+             ("max", (2, 3), (2, 2), (0, 1), (1, 0), True),
+             ("avg_exclude", (3, 3), (2, 2), (1, 1), (1, 1), False),
+             ("avg_include", (3, 3), (2, 2), (1, 1), (1, 1), False)]
+    for step in range(6):  # layouts in turn, and each for a while
+        fmt, xin = (("NCHW", x), ("NHWC", x_nhwc))[step // 2 % 2]
+        for kind, k, s, pb, pe, ceil in calls:
+            want = ref_pool(x, kind, k, s, pb, pe, ceil)
+            pad = (pb[0], pe[0], pb[1], pe[1])
+            if kind == "max":
+                y = mkcache.max_pool2d(xin, k, s, pad, ceil_mode=ceil, data_format=fmt)
+            else:
+                y = mkcache.avg_pool2d(xin, k, s, pad, ceil_mode=ceil, data_format=fmt,
+                                       count_include_pad=kind == "avg_include")
+            assert_close_elementwise(y.numpy("NCHW"), want, kind, ulps=4 * k[0] * k[1])
+        assert_close_elementwise(np.asarray(mkcache.global_avg_pool(x)),
+                                 x.astype(np.float64).mean(axis=(2, 3), keepdims=True), ulps=64)
+        np.testing.assert_array_equal(np.asarray(mkcache.global_max_pool(x)),
+                                      x.max(axis=(2, 3), keepdims=True))
+    s0 = mkcache.cache.stats()
+    mkcache.max_pool2d(x, 3, 2, 1)
+    mkcache.max_pool2d(x, 3, 2, 1)
+    s1 = mkcache.cache.stats()
+    assert s1["hits"] == s0["hits"] + 2 and s1["misses"] == s0["misses"]

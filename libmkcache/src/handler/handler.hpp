@@ -347,4 +347,30 @@ private:
     int exact_size_ = 0;
 };
 
+// An operator's entry through the thread's argument cache: the one a call
+// with equal raw arguments (`args`, a CallWords, and the name's text) got
+// last time, if the cache still holds it and `usable(entry)` (what can
+// differ between such calls, e.g. src's exact layout); else the one
+// `acquire(ticket, hit)` gets through a Handler, remembered when that was a
+// cache hit. A remembered entry's hit is counted as the Handler's would be.
+// Returned untyped (an Entry): a typed copy would cost two atomic operations.
+template <typename Entry, typename Words, typename Usable, typename Acquire>
+std::shared_ptr<void> remembered_entry(ThreadState &state, const Words &args, const char *name,
+                                       Usable &&usable, Acquire &&acquire) {
+    const FrontCache::Call call = args.call(name);
+    BlobCache::HitTicket ticket;
+    if (args.fits()) {
+        auto blob = state.argument_cache().find(call, state.context_version, ticket);
+        if (blob && usable(*static_cast<Entry *>(blob.get()))) {
+            BlobCache::instance().count_hit(ticket, state.stripe);
+            return blob;
+        }
+    }
+    bool hit = false;
+    std::shared_ptr<void> entry = acquire(ticket, hit);
+    if (hit && args.fits())
+        state.argument_cache().remember(call, state.context_version, entry, ticket);
+    return entry;
+}
+
 } // namespace mkc

@@ -355,18 +355,11 @@ void convolution(const char *op, int k, bool transposed, const mkc_conv_params &
     // cache still holds) skips the checks, shapes, key and signature: they
     // are the same as the last time, which passed.
     const ConvCall args(transposed ? 13 : 1, k, p, src, weights, bias);
-    const FrontCache::Call call = args.call(p.name);
-    BlobCache::HitTicket ticket;
-    std::shared_ptr<void> blob;
-    if (args.fits()) blob = state.argument_cache().find(call, state.context_version, ticket);
-    if (blob) {
-        BlobCache::instance().count_hit(ticket, state.stripe);
-    } else {
-        bool hit = false;
-        blob = acquire_forward(op, k, transposed, p, src, weights, bias, ticket, hit);
-        if (hit && args.fits())
-            state.argument_cache().remember(call, state.context_version, blob, ticket);
-    }
+    const std::shared_ptr<void> blob = remembered_entry<ConvEntry>(
+        state, args, p.name, [](const ConvEntry &) { return true; },
+        [&](BlobCache::HitTicket &ticket, bool &hit) {
+            return acquire_forward(op, k, transposed, p, src, weights, bias, ticket, hit);
+        });
     auto *entry = static_cast<ConvEntry *>(blob.get());
     if (entry->weights_view)
         require_plain_weights(entry->matches(weights, kPlainWeightsCheck, entry->plain_weights),

@@ -124,22 +124,14 @@ void activation(mkc_activation_kind kind, float alpha, float beta, const char *n
     // A call this thread made before, whose entry the cache still holds and
     // whose src is laid out as then, skips the key, signature and lookup.
     ThreadState &state = thread_state();
-    const ActivationCall args(kind, alpha, beta, name, src);
-    const FrontCache::Call call = args.call(name);
-    BlobCache::HitTicket ticket;
-    std::shared_ptr<void> blob;
-    if (args.fits()) blob = state.argument_cache().find(call, state.context_version, ticket);
-    auto *entry = static_cast<EltwiseEntry *>(blob.get());
-    if (entry && entry->matches(src, DNNL_ARG_SRC, entry->arg_desc(DNNL_ARG_SRC))) {
-        BlobCache::instance().count_hit(ticket, state.stripe);
-    } else {
-        bool hit = false;
-        blob = acquire_activation(kind, alpha, beta, name, src, ticket, hit);
-        entry = static_cast<EltwiseEntry *>(blob.get());
-        if (hit && args.fits())
-            state.argument_cache().remember(call, state.context_version, blob, ticket);
-    }
-    Handler::run_src_dst(*entry, src, dst, src.layout, "activation", state);
+    const std::shared_ptr<void> blob = remembered_entry<EltwiseEntry>(
+        state, ActivationCall(kind, alpha, beta, name, src), name,
+        [&](const EltwiseEntry &e) { return e.matches(src, DNNL_ARG_SRC, e.arg_desc(DNNL_ARG_SRC)); },
+        [&](BlobCache::HitTicket &ticket, bool &hit) {
+            return acquire_activation(kind, alpha, beta, name, src, ticket, hit);
+        });
+    Handler::run_src_dst(*static_cast<EltwiseEntry *>(blob.get()), src, dst, src.layout,
+                         "activation", state);
 }
 
 } // namespace mkc::ops

@@ -1,6 +1,7 @@
 // Max / average pooling over 2-D (NCHW/NHWC) and 3-D (NCDHW/NDHWC) inputs,
 // global pooling and ceil mode. Runs on the input's layout (a blocked conv
 // output stays blocked: oneDNN's fastest case).
+#include <initializer_list>
 #include <memory>
 #include <string>
 
@@ -155,13 +156,52 @@ std::shared_ptr<PoolEntry> acquire_forward(Handler &h, const mkc_pool_params &p,
     });
 }
 
+// What the thread's argument cache knows an inference pooling by (with the
+// name's text): kind, flags, src's type and shape, kernel, stride, padding
+// (field by field: the struct has padding bytes). src's exact layout is
+// checked against the entry's on a hit.
+class PoolCall : public CallWords<1 + 7 + 12> {
+public:
+    PoolCall(const mkc_pool_params &p, const Tensor &src) {
+        add(int64_t(6) << 40 | int64_t(p.kind) << 16 | src.dtype << 8 |
+            (p.global ? 2 : 0) | (p.ceil_mode ? 1 : 0)); // 6: pooling's op id
+        add_dims(src.dims);
+        seal(reinterpret_cast<uintptr_t>(p.name));
+        for (const int64_t *field : {p.kernel, p.stride, p.pad_begin, p.pad_end})
+            for (int i = 0; i < 3; ++i) add(field[i]);
+    }
+};
+
 } // namespace
 
 void pool(const mkc_pool_params &p, const Tensor &src, mkc_tensor **dst) {
+    if (!p.training) {
+        // Inference: a call this thread made before skips the geometry, the
+        // default name, the signature and the key (mkc_pool_params reach
+        // here checked only by the first call with these arguments).
+        ThreadState &state = thread_state();
+        const mkc_layout data_format =
+            layout::resolve(state, p.data_format, static_cast<int>(src.dims.size()));
+        const std::shared_ptr<void> blob = remembered_entry<PoolEntry>(
+            state, PoolCall(p, src), p.name,
+            [&](const PoolEntry &e) { return e.matches(src, DNNL_ARG_SRC, e.arg_desc(DNNL_ARG_SRC)); },
+            [&](BlobCache::HitTicket &ticket, bool &hit) {
+                const PoolGeometry g = pool_geometry(p, src);
+                Handler handler(g.op, p.name, g.default_name.c_str(), nullptr, g.x);
+                auto entry = acquire_forward(handler, p, g, src, false);
+                hit = handler.hit();
+                ticket = handler.hit_ticket();
+                return entry;
+            });
+        Handler::run_src_dst(*static_cast<PoolEntry *>(blob.get()), src, dst, data_format,
+                             pool_name(p.kind), state);
+        layout::set_target(state, data_format);
+        return;
+    }
     const PoolGeometry g = pool_geometry(p, src);
     Handler handler(g.op, p.name, g.default_name.c_str(), nullptr, g.x);
-    auto entry = acquire_forward(handler, p, g, src, p.training);
-    if (p.training) {
+    auto entry = acquire_forward(handler, p, g, src, true);
+    {
         // Seed 000 §3: the descriptor and this call's workspace (the indices
         // of the maxima) go to the grad op through the cache. A new buffer
         // each call: a grad op still reading the previous one keeps it.
@@ -174,8 +214,6 @@ void pool(const mkc_pool_params &p, const Tensor &src, mkc_tensor **dst) {
         Handler::finish_output(out, dst);
         if (t->workspace) t->bytes = entry->arg_desc(DNNL_ARG_WORKSPACE).get_size();
         handler.leave_transfer(t);
-    } else {
-        Handler::run_src_dst(*entry, src, dst, g.data_format, g.op);
     }
     layout::set_target(g.data_format);
 }
