@@ -554,9 +554,32 @@ def _pool_padding(padding, k: int) -> tuple:
         f"padding must have {k} (symmetric) or {2 * k} (begin, end per dim) values, got {padding!r}")
 
 
+_POOL_PARAMS = {}  # prepared mkc_pool_params per distinct arguments (bounded)
+
+
 def _pool_params(kind: int, k: int, kernel_size, stride, padding, ceil_mode, data_format, name,
                  global_=False, training=False):
-    """The mkc_pool_params of a pooling call (shared with mkcache.grad)."""
+    """The mkc_pool_params of a pooling call (shared with mkcache.grad),
+    prepared once per distinct arguments: cheaper than rebuilding it, and
+    its name keeps one address, which the library's per-thread memo of
+    calls hashes. Callers must not modify it."""
+    # Top-level types too: 2.0 equals 2 but is rejected as a kernel size.
+    key = (kind, k, kernel_size, type(kernel_size), stride, type(stride), padding, type(padding),
+           bool(ceil_mode), data_format, name, global_, training)
+    try:
+        p = _POOL_PARAMS.get(key)
+    except TypeError:  # a list argument: not hashable, built each time
+        p, key = None, None
+    if p is None:
+        p = _build_pool_params(kind, k, kernel_size, stride, padding, ceil_mode, data_format,
+                               name, global_, training)
+        if key is not None:
+            _remember(_POOL_PARAMS, key, p)
+    return p
+
+
+def _build_pool_params(kind, k, kernel_size, stride, padding, ceil_mode, data_format, name,
+                       global_, training):
     fmt = _layout.to_enum(data_format, "data_format")
     if fmt == _capi.LAYOUT_TARGET:
         raise InvalidArgumentError("data_format must be given")
