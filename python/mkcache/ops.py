@@ -118,12 +118,21 @@ def _default_layout() -> int:
     return _layout.explicit_target() or _capi.LAYOUT_CHANNELS_FIRST
 
 
+_NAMES = {}  # str -> its bytes, kept: one address per name (bounded)
+
+
 def _name(name):
+    """A cache name as the C argument: the same bytes object for the same
+    text, so the pointer the library receives stays the same (its
+    per-thread memo of calls hashes the name's address)."""
     if name is None:
         return None
     if not isinstance(name, str):
         raise InvalidArgumentError(f"name must be a str or None, got {type(name).__name__}")
-    return name.encode()
+    encoded = _NAMES.get(name)
+    if encoded is None:
+        encoded = _remember(_NAMES, name, name.encode())
+    return encoded
 
 
 def _result(out, handle):

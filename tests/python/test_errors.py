@@ -121,3 +121,15 @@ def test_status_strings_and_last_error():
         lib.mkc_cache_set_capacity(-5)
     assert info.value.status == "MKC_STATUS_INVALID_ARGUMENT"
     assert b"capacity" in lib.mkc_last_error()
+
+
+@pytest.mark.parametrize("bad", [1, b"conv", ["a"], 2.5])
+def test_name_must_be_text(bad):
+    """A cache name is a str (or None): anything else is refused before C
+    sees it, also unhashable values; a name's bytes are kept, so the same
+    text always reaches C at one address."""
+    x = np.ones((1, 4), dtype=np.float32)
+    with pytest.raises(mkcache.InvalidArgumentError, match="name must be a str"):
+        mkcache.sigmoid(mkcache.Tensor(x), name=bad)
+    from mkcache import ops
+    assert ops._name("same text") is ops._name("same text")
