@@ -133,3 +133,34 @@ def test_name_must_be_text(bad):
         mkcache.sigmoid(mkcache.Tensor(x), name=bad)
     from mkcache import ops
     assert ops._name("same text") is ops._name("same text")
+
+
+
+def test_norms_name_the_dead_handle():
+    """batch_norm and layer_norm check all their tensor arguments in one go
+    and name the one that is not live; nothing is created."""
+    t = _capi.tensor_p()
+    dims = (ctypes.c_int64 * 1)(3)
+    lib.mkc_tensor_create(_capi.DTYPE_F32, 1, dims, 1, ctypes.byref(t))
+    dead = t.value
+    lib.mkc_tensor_destroy(t)
+    x = mkcache.Tensor(np.ones((2, 3, 4, 4), np.float32))
+    vec = [mkcache.Tensor(np.ones(3, np.float32)) for _ in range(4)]
+    bp = _capi.BatchNormParams()
+    lib.mkc_batch_norm_params_init(ctypes.byref(bp))
+    for i, arg in enumerate(["mean", "variance", "scale", "shift"]):
+        args = [v.handle for v in vec]
+        args[i] = dead
+        dst = _capi.tensor_p()
+        with pytest.raises(mkcache.InvalidHandleError, match=f"batch_norm: {arg}"):
+            lib.mkc_batch_norm(ctypes.byref(bp), x.handle, *args, None, None, ctypes.byref(dst))
+        assert not dst
+    y = mkcache.Tensor(np.ones((2, 3), np.float32))
+    lp = _capi.LayerNormParams()
+    lib.mkc_layer_norm_params_init(ctypes.byref(lp))
+    dst = _capi.tensor_p()
+    with pytest.raises(mkcache.InvalidHandleError, match="layer_norm: shift"):
+        lib.mkc_layer_norm(ctypes.byref(lp), y.handle, None, dead, ctypes.byref(dst))
+    dst = _capi.tensor_p(dead)
+    with pytest.raises(mkcache.InvalidHandleError, match=r"layer_norm: \*dst"):
+        lib.mkc_layer_norm(ctypes.byref(lp), y.handle, None, None, ctypes.byref(dst))

@@ -231,13 +231,12 @@ MKC_API mkc_status mkc_layer_norm(const mkc_layer_norm_params *params, const mkc
                                   mkc_tensor **dst) {
     return guard([&] {
         require(params != nullptr, "layer_norm: params is NULL");
-        const Tensor &x = tensor_arg(src, "layer_norm: src");
-        const Tensor *s = scale ? &tensor_arg(scale, "layer_norm: scale") : nullptr;
-        const Tensor *b = shift ? &tensor_arg(shift, "layer_norm: shift") : nullptr;
-        check_dst(dst);
+        require_out(dst, "dst");
+        check_tensor_args("layer_norm", {{src, "src"}, {scale, "scale", true},
+                                         {shift, "shift", true}, {*dst, "*dst", true}});
         require(*dst == nullptr || (*dst != scale && *dst != shift),
                 "layer_norm: dst must not be scale or shift");
-        ops::layer_norm(*params, x, s, b, dst);
+        ops::layer_norm(*params, *src, scale, shift, dst);
     });
 }
 
@@ -258,18 +257,17 @@ MKC_API mkc_status mkc_batch_norm(const mkc_batch_norm_params *params, const mkc
                                   mkc_tensor **dst) {
     return guard([&] {
         require(params != nullptr, "batch_norm: params is NULL");
-        const Tensor &x = tensor_arg(src, "batch_norm: src");
-        Tensor *m = mean ? &api::mutable_tensor_arg(mean, "batch_norm: mean") : nullptr;
-        Tensor *v = variance ? &api::mutable_tensor_arg(variance, "batch_norm: variance") : nullptr;
-        const Tensor *s = scale ? &tensor_arg(scale, "batch_norm: scale") : nullptr;
-        const Tensor *b = shift ? &tensor_arg(shift, "batch_norm: shift") : nullptr;
-        if (batch_mean) tensor_arg(batch_mean, "batch_norm: batch_mean");
-        if (batch_variance) tensor_arg(batch_variance, "batch_norm: batch_variance");
-        check_dst(dst);
+        require_out(dst, "dst");
+        check_tensor_args("batch_norm",
+                          {{src, "src"}, {mean, "mean", true}, {variance, "variance", true},
+                           {scale, "scale", true}, {shift, "shift", true},
+                           {batch_mean, "batch_mean", true},
+                           {batch_variance, "batch_variance", true}, {*dst, "*dst", true}});
         require(*dst == nullptr || (*dst != mean && *dst != variance && *dst != scale &&
                                     *dst != shift),
                 "batch_norm: dst must not be a statistics tensor");
-        ops::batch_norm(*params, x, m, v, s, b, dst, batch_mean, batch_variance);
+        ops::batch_norm(*params, *src, mean, variance, scale, shift, dst, batch_mean,
+                        batch_variance);
     });
 }
 
