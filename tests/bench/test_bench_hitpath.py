@@ -166,3 +166,14 @@ def test_relu_py(benchmark, case, mode):
         fn = lambda: torch.relu(tx)  # noqa: E731
     benchmark(fn)
     record(benchmark, case, mode)
+
+
+def test_paired_processes_tool(benchmark, capsys):
+    """tests/bench/paired_processes.py (the README's across-process overhead
+    figures) runs: one child process of the relu case."""
+    import paired_processes
+    benchmark.group = "tools"
+    benchmark.pedantic(paired_processes.main, args=(["relu", "--processes", "1"],), rounds=1,
+                       iterations=1)
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert "relu overhead median of 1 processes" in line and "bare" in line
