@@ -353,7 +353,8 @@ private:
 // differ between such calls, e.g. src's exact layout); else the one
 // `acquire(ticket, hit)` gets through a Handler, remembered when that was a
 // cache hit. A remembered entry's hit is counted as the Handler's would be.
-// Returned untyped (an Entry): a typed copy would cost two atomic operations.
+// The result points to an Entry; it is returned as the cache holds it (a
+// shared_ptr<Entry> copy would cost two more atomic operations per call).
 template <typename Entry, typename Words, typename Usable, typename Acquire>
 std::shared_ptr<void> remembered_entry(ThreadState &state, const Words &args, const char *name,
                                        Usable &&usable, Acquire &&acquire) {
