@@ -50,9 +50,8 @@ public:
     // On a hit, fills `ticket` if given.
     std::shared_ptr<void> get(int64_t session, const std::string &group, const std::string &key,
                               BlobKind kind, HitTicket *ticket = nullptr);
-    // Counts a hit the front cache served (as get() would have).
-    void count_hit(const HitTicket &ticket) { count_hit(ticket, stripe_index()); }
-    // The same with the caller's stripe_index() (ThreadState::stripe).
+    // Counts a hit the front cache served (as get() would have); `stripe`:
+    // the caller's stripe_index() (ThreadState::stripe).
     void count_hit(const HitTicket &ticket, int stripe);
     // Changes whenever a blob is removed or replaced (eviction, reset, a
     // finished thread's entries, set() over an existing key). A hit

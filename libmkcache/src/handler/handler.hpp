@@ -41,6 +41,10 @@ struct PrimitiveEntry {
     // Does `t` (already) have exactly the layout this entry wants for
     // `arg_id`? Remembered in the tensor, see mkc_tensor::layout_match.
     bool matches(const Tensor &t, int arg_id, const dnnl::memory::desc &want) const;
+    // The same against the layout the primitive takes for `arg_id`.
+    bool takes_as_is(const Tensor &t, int arg_id) const {
+        return matches(t, arg_id, arg_desc(arg_id));
+    }
 
     std::vector<int64_t> signature;               // what the primitive was built for
     std::vector<dnnl::memory::desc> exact_inputs; // input layouts it was built for, if any

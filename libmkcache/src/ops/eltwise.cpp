@@ -126,7 +126,7 @@ void activation(mkc_activation_kind kind, float alpha, float beta, const char *n
     ThreadState &state = thread_state();
     const std::shared_ptr<void> blob = remembered_entry<EltwiseEntry>(
         state, ActivationCall(kind, alpha, beta, name, src), name,
-        [&](const EltwiseEntry &e) { return e.matches(src, DNNL_ARG_SRC, e.arg_desc(DNNL_ARG_SRC)); },
+        [&](const EltwiseEntry &e) { return e.takes_as_is(src, DNNL_ARG_SRC); },
         [&](BlobCache::HitTicket &ticket, bool &hit) {
             return acquire_activation(kind, alpha, beta, name, src, ticket, hit);
         });

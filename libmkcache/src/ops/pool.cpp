@@ -184,7 +184,7 @@ void pool(const mkc_pool_params &p, const Tensor &src, mkc_tensor **dst) {
             layout::resolve(state, p.data_format, static_cast<int>(src.dims.size()));
         const std::shared_ptr<void> blob = remembered_entry<PoolEntry>(
             state, PoolCall(p, src), p.name,
-            [&](const PoolEntry &e) { return e.matches(src, DNNL_ARG_SRC, e.arg_desc(DNNL_ARG_SRC)); },
+            [&](const PoolEntry &e) { return e.takes_as_is(src, DNNL_ARG_SRC); },
             [&](BlobCache::HitTicket &ticket, bool &hit) {
                 const PoolGeometry g = pool_geometry(p, src);
                 Handler handler(g.op, p.name, g.default_name.c_str(), nullptr, g.x);
