@@ -241,7 +241,8 @@ for _name, _argtypes in _SIGNATURES.items():
 fast = {name: lib[name] for name in ("mkc_tensor_wrap", "mkc_tensor_destroy", "mkc_conv2d",
                                      "mkc_conv3d", "mkc_conv2d_transpose",
                                      "mkc_activation", "mkc_tensor_export", "mkc_softmax",
-                                     "mkc_binary")}
+                                     "mkc_binary", "mkc_pool", "mkc_matmul", "mkc_layer_norm",
+                                     "mkc_batch_norm", "mkc_lrn", "mkc_linear")}
 for _name, _fn in fast.items():
     _fn.argtypes = _SIGNATURES[_name]
     _fn.restype = status_t

@@ -328,16 +328,10 @@ def batch_norm(dy, x, batch_mean, batch_variance, scale=None, shift=None, *, eps
                data_format="NCHW", name=None, wrt=("x", "scale", "shift")) -> NormGrads:
     """Gradients of a training ``mkcache.batch_norm``; batch_mean and
     batch_variance are the statistics that forward returned."""
-    from . import _layout
-
     wanted = _norm_wants(wrt, scale, shift)
-    fmt = _layout.to_enum(data_format, "data_format")
-    p = _capi.BatchNormParams()
-    _lib.mkc_batch_norm_params_init(ctypes.byref(p))
-    p.epsilon = float(epsilon)
-    p.training = 1
-    p.data_format = fmt
-    p.name = ops._name(name)
+    # The momentum (the library's default) only matters to the forward.
+    p = ops._batch_norm_params(epsilon, 0.9, True, data_format, name)
+    fmt = p.data_format
     args = ops._Args()
     try:
         hx = args.handle(x, "x", fmt)
@@ -398,11 +392,7 @@ def matmul(dy, a, b, bias=None, *, transpose_a=False, transpose_b=False, name=No
     """Gradients of ``mkcache.matmul``: MatmulGrads(a, b, bias), summed over
     broadcast batch dims."""
     wanted = _wants_with_bias(wrt, ("a", "b", "bias"), bias)
-    p = _capi.MatmulParams()
-    _lib.mkc_matmul_params_init(ctypes.byref(p))
-    p.transpose_a = 1 if transpose_a else 0
-    p.transpose_b = 1 if transpose_b else 0
-    p.name = ops._name(name)
+    p = ops._prepared(ops._build_matmul_params, transpose_a, transpose_b, None, name)
     args = ops._Args()
     try:
         layout = ops._default_layout()

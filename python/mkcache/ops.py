@@ -10,7 +10,7 @@ import numpy as np
 from . import _capi, _layout
 from . import tensor as tensor_module
 from .errors import InvalidArgumentError
-from .tensor import Tensor, check_array, data_address, wrap_handle
+from .tensor import Tensor, check_array, data_address, input_owner, wrap_handle
 
 _lib = _capi.lib
 _destroy = _capi.raw["mkc_tensor_destroy"]
@@ -22,7 +22,8 @@ _activation = _capi.raw["mkc_activation"]  # (int, float, float, char*, void*, v
 _activation_plain = _capi.raw["mkc_activation_plain"]
 _activation_plain_held = _capi.activation_plain_held
 _F32 = np.dtype(np.float32)
-_ndarray, _id = np.ndarray, id
+# np.empty parses its arguments faster than the np.ndarray constructor.
+_ndarray, _empty, _id = np.ndarray, np.empty, id
 _DATA_FIELD = tensor_module._DATA_FIELD  # None: data_address() instead
 _of_array = Tensor._of_array
 
@@ -39,6 +40,27 @@ def _remember(cache: dict, key, value):
         cache.clear()
     cache[key] = value
     return value
+
+
+_PARAMS = {}  # prepared params structs per builder and distinct arguments (bounded)
+
+
+def _prepared(build, *arguments):
+    """build(*arguments), a params struct, made once per distinct arguments
+    and kept: building one costs a few us of Python (a ctypes struct, its
+    C init call, field by field), more than the rest of a small call, and
+    a kept struct keeps its name's address, which the library's per-thread
+    memo of calls hashes. The arguments' types are part of the key (1.0
+    equals 1 but is refused where an int is needed); unhashable arguments
+    (a list) get a struct built each time. Callers must not modify it."""
+    key = (build, arguments, tuple(map(type, arguments)))
+    try:
+        p = _PARAMS.get(key)
+    except TypeError:
+        return build(*arguments)
+    if p is None:
+        p = _remember(_PARAMS, key, build(*arguments))
+    return p
 
 
 def _prepare_call(calls, key, kind, alpha, beta, name, shape, size):
@@ -78,7 +100,7 @@ def _plain_activation(kind, alpha, beta, x, name):
 
 def _run_plain(entry, x, shape):
     call, fn = entry[0], entry[1]
-    y = _ndarray(shape, _F32)
+    y = _empty(shape, _F32)
     if _DATA_FIELD is not None:
         status = fn(call, _id(x) + _DATA_FIELD, _id(y) + _DATA_FIELD)
     else:  # pragma: no cover - CPython and NumPy keep the data field's place
@@ -91,18 +113,39 @@ def _run_plain(entry, x, shape):
 
 _softmax = _capi.fast["mkc_softmax"]
 _binary = _capi.fast["mkc_binary"]
+_pool_call = _capi.fast["mkc_pool"]
+_matmul = _capi.fast["mkc_matmul"]
+_layer_norm = _capi.fast["mkc_layer_norm"]
+_batch_norm = _capi.fast["mkc_batch_norm"]
+_lrn = _capi.fast["mkc_lrn"]
+_linear = _capi.fast["mkc_linear"]
 
 
 class _Args:
-    """Turns operator arguments into C handles; numpy arrays are wrapped for
-    the duration of one call and the wrappers destroyed afterwards."""
+    """Turns operator arguments into C handles for one call. numpy inputs get
+    kept read-only handles (tensor.input_owner), held here until the call
+    returns; arrays the call writes get their own handle, destroyed after."""
 
-    __slots__ = ("temporaries",)
+    __slots__ = ("held", "temporaries")
 
     def __init__(self):
+        self.held = []
         self.temporaries = []
 
     def handle(self, value, argument: str, layout_value: int = _capi.LAYOUT_CHANNELS_FIRST):
+        """A handle the library only reads."""
+        if isinstance(value, Tensor):
+            return value.handle
+        array = check_array(value, argument)
+        if layout_value == _capi.LAYOUT_TARGET:
+            return self.written(array, argument, layout_value)
+        owner = input_owner(array, layout_value)
+        self.held.append(owner)
+        return owner.handle
+
+    def written(self, value, argument: str, layout_value: int = _capi.LAYOUT_CHANNELS_FIRST):
+        """A handle the library may write through (an array updated in place
+        or filled by the call): made for this call alone."""
         if isinstance(value, Tensor):
             return value.handle
         h = wrap_handle(check_array(value, argument), layout_value)
@@ -112,6 +155,7 @@ class _Args:
     def close(self):
         for h in self.temporaries:
             _destroy(h)
+        self.held.clear()
 
 
 def _default_layout() -> int:
@@ -179,31 +223,16 @@ def _conv_padding(padding, k, kernel, stride, dilation, spatial) -> tuple:
     return _pool_padding(padding, k)
 
 
-_CONV_PARAMS = {}  # prepared mkc_conv_params per distinct arguments (bounded)
-
-
 def _conv_params(op, k, x, weight, stride, padding, dilation, groups, data_format, activation,
                  name, output_padding=0, training=False):
     """The mkc_conv_params of a convolution call (shared with mkcache.grad),
-    prepared once per distinct arguments: building one costs ~5 us of
-    Python, more than a small convolution. Callers must not modify it."""
-    if isinstance(padding, str):  # "same" depends on the shapes
+    prepared once per distinct arguments (_prepared) except for padding
+    "same", which depends on the shapes. Callers must not modify it."""
+    if isinstance(padding, str):
         return _build_conv_params(op, k, x, weight, stride, padding, dilation, groups,
                                   data_format, activation, name, output_padding, training)
-    # Top-level types too: 1.0 equals 1 but is rejected as a stride.
-    key = (op, k, stride, type(stride), padding, type(padding), dilation, type(dilation), groups,
-           type(groups), data_format, activation, name, output_padding, type(output_padding),
-           training)
-    try:
-        p = _CONV_PARAMS.get(key)
-    except TypeError:  # a list argument: not hashable, built each time
-        p, key = None, None
-    if p is None:
-        p = _build_conv_params(op, k, x, weight, stride, padding, dilation, groups, data_format,
-                               activation, name, output_padding, training)
-        if key is not None:
-            _remember(_CONV_PARAMS, key, p)
-    return p
+    return _prepared(_build_conv_params, op, k, None, None, stride, padding, dilation, groups,
+                     data_format, activation, name, output_padding, training)
 
 
 def _build_conv_params(op, k, x, weight, stride, padding, dilation, groups, data_format,
@@ -327,21 +356,18 @@ def activation(x, kind: str, alpha=None, beta=None, *, name=None, out=None) -> T
         if result is not None:
             return result
     if isinstance(x, Tensor):
-        hx, temporary = x.handle, None
+        hx = x.handle
     else:
-        # Wrap the array for this call only; a layout label does not matter
-        # to an element-wise op, the result keeps it.
-        hx = temporary = wrap_handle(check_array(x, "x"), _default_layout())
-    try:
-        dst = _out_handle(out)
-        status = _activation(k, ctypes.c_float(a), ctypes.c_float(b), _name(name), hx,
-                             ctypes.byref(dst))
-        if status:
-            _capi.raise_for(status)
-        return _result(out, dst)
-    finally:
-        if temporary is not None:
-            _destroy(temporary)
+        # A layout label does not matter to an element-wise op; the result
+        # keeps it.
+        held = input_owner(check_array(x, "x"), _default_layout())  # held for the call
+        hx = held.handle
+    dst = _out_handle(out)
+    status = _activation(k, ctypes.c_float(a), ctypes.c_float(b), _name(name), hx,
+                         ctypes.byref(dst))
+    if status:
+        _capi.raise_for(status)
+    return _result(out, dst)
 
 
 _RELU_KIND = _capi.ACTIVATIONS["relu"][0]
@@ -362,7 +388,7 @@ def relu(x, *, name=None, out=None) -> Tensor:
             entry = _prepare_call(_RELU_CALLS, key, _RELU_KIND, 0.0, 0.0, _name(name), shape,
                                   x.size)
         if entry is not None:
-            y = _ndarray(shape, _F32)
+            y = _empty(shape, _F32)
             status = entry[1](entry[0], _id(x) + _DATA_FIELD, _id(y) + _DATA_FIELD)
             if status:
                 _capi.raise_for(status)
@@ -451,21 +477,18 @@ def square(x, *, name=None, out=None) -> Tensor:
 
 
 def _unary(x, call, name, out):
-    """Runs `call(handle, name, dst)` on x (a Tensor or an array wrapped for
-    this call only) and returns the result Tensor."""
+    """Runs `call(handle, name, dst)` on x (a Tensor or a numpy array) and
+    returns the result Tensor."""
     if isinstance(x, Tensor):
-        hx, temporary = x.handle, None
+        hx = x.handle
     else:
-        hx = temporary = wrap_handle(check_array(x, "x"), _default_layout())
-    try:
-        dst = _out_handle(out)
-        status = call(hx, _name(name), ctypes.byref(dst))
-        if status:
-            _capi.raise_for(status)
-        return _result(out, dst)
-    finally:
-        if temporary is not None:
-            _destroy(temporary)
+        held = input_owner(check_array(x, "x"), _default_layout())  # held for the call
+        hx = held.handle
+    dst = _out_handle(out)
+    status = call(hx, _name(name), ctypes.byref(dst))
+    if status:
+        _capi.raise_for(status)
+    return _result(out, dst)
 
 
 def _axis(axis) -> int:
@@ -563,28 +586,13 @@ def _pool_padding(padding, k: int) -> tuple:
         f"padding must have {k} (symmetric) or {2 * k} (begin, end per dim) values, got {padding!r}")
 
 
-_POOL_PARAMS = {}  # prepared mkc_pool_params per distinct arguments (bounded)
-
-
 def _pool_params(kind: int, k: int, kernel_size, stride, padding, ceil_mode, data_format, name,
                  global_=False, training=False):
     """The mkc_pool_params of a pooling call (shared with mkcache.grad),
-    prepared once per distinct arguments: cheaper than rebuilding it, and
-    its name keeps one address, which the library's per-thread memo of
-    calls hashes. Callers must not modify it."""
-    # Top-level types too: 2.0 equals 2 but is rejected as a kernel size.
-    key = (kind, k, kernel_size, type(kernel_size), stride, type(stride), padding, type(padding),
-           bool(ceil_mode), data_format, name, global_, training)
-    try:
-        p = _POOL_PARAMS.get(key)
-    except TypeError:  # a list argument: not hashable, built each time
-        p, key = None, None
-    if p is None:
-        p = _build_pool_params(kind, k, kernel_size, stride, padding, ceil_mode, data_format,
-                               name, global_, training)
-        if key is not None:
-            _remember(_POOL_PARAMS, key, p)
-    return p
+    prepared once per distinct arguments (_prepared). Callers must not
+    modify it."""
+    return _prepared(_build_pool_params, kind, k, kernel_size, stride, padding, ceil_mode,
+                     data_format, name, global_, training)
 
 
 def _build_pool_params(kind, k, kernel_size, stride, padding, ceil_mode, data_format, name,
@@ -619,7 +627,9 @@ def _pool(kind: int, x, k: int, kernel_size, stride, padding, ceil_mode, data_fo
     try:
         hx = args.handle(x, "x", p.data_format)
         dst = _out_handle(out)
-        _lib.mkc_pool(ctypes.byref(p), hx, ctypes.byref(dst))
+        status = _pool_call(ctypes.byref(p), hx, ctypes.byref(dst))
+        if status:
+            _capi.raise_for(status)
         return _result(out, dst)
     finally:
         args.close()
@@ -669,6 +679,11 @@ def global_avg_pool(x, *, data_format="NCHW", name=None, out=None) -> Tensor:
 
 
 def _linear_params(activation, name, training=False):
+    """Prepared once per distinct arguments (_prepared); not to be modified."""
+    return _prepared(_build_linear_params, activation, name, training)
+
+
+def _build_linear_params(activation, name, training):
     p = _capi.LinearParams()
     _lib.mkc_linear_params_init(ctypes.byref(p))
     p.activation, p.activation_alpha, p.activation_beta = _fused_activation(activation)
@@ -690,36 +705,49 @@ def linear(x, weight, bias=None, *, activation=None, training=False, name=None,
         hw = args.handle(weight, "weight")
         hb = None if bias is None else args.handle(bias, "bias")
         dst = _out_handle(out)
-        _lib.mkc_linear(ctypes.byref(p), hx, hw, hb, ctypes.byref(dst))
+        status = _linear(ctypes.byref(p), hx, hw, hb, ctypes.byref(dst))
+        if status:
+            _capi.raise_for(status)
         return _result(out, dst)
     finally:
         args.close()
+
+
+def _build_matmul_params(transpose_a, transpose_b, activation, name):
+    p = _capi.MatmulParams()
+    _lib.mkc_matmul_params_init(ctypes.byref(p))
+    p.transpose_a = 1 if transpose_a else 0
+    p.transpose_b = 1 if transpose_b else 0
+    p.activation, p.activation_alpha, p.activation_beta = _fused_activation(activation)
+    p.name = _name(name)
+    return p
 
 
 def matmul(a, b, bias=None, *, transpose_a=False, transpose_b=False, activation=None,
            name=None, out=None) -> Tensor:
     """a[..., M, K] @ b[..., K, N] (+ bias[N]) with broadcast batch dims;
     transpose_a / transpose_b read a / b as their last-two-dims transposes."""
-    act = _fused_activation(activation)
-    p = _capi.MatmulParams()
-    _lib.mkc_matmul_params_init(ctypes.byref(p))
-    p.transpose_a = 1 if transpose_a else 0
-    p.transpose_b = 1 if transpose_b else 0
-    p.activation, p.activation_alpha, p.activation_beta = act
-    p.name = _name(name)
+    p = _prepared(_build_matmul_params, transpose_a, transpose_b, activation, name)
     args = _Args()
     try:
         ha = args.handle(a, "a", _default_layout())
         hb = args.handle(b, "b", _default_layout())
         hbias = None if bias is None else args.handle(bias, "bias")
         dst = _out_handle(out)
-        _lib.mkc_matmul(ctypes.byref(p), ha, hb, hbias, ctypes.byref(dst))
+        status = _matmul(ctypes.byref(p), ha, hb, hbias, ctypes.byref(dst))
+        if status:
+            _capi.raise_for(status)
         return _result(out, dst)
     finally:
         args.close()
 
 
 def _layer_norm_params(begin_norm_axis, epsilon, name, training=False):
+    """Prepared once per distinct arguments (_prepared); not to be modified."""
+    return _prepared(_build_layer_norm_params, begin_norm_axis, epsilon, name, training)
+
+
+def _build_layer_norm_params(begin_norm_axis, epsilon, name, training):
     p = _capi.LayerNormParams()
     _lib.mkc_layer_norm_params_init(ctypes.byref(p))
     p.begin_norm_axis = _axis(begin_norm_axis)
@@ -742,10 +770,28 @@ def layer_norm(x, scale=None, shift=None, *, begin_norm_axis=-1, epsilon=1e-5, t
         hs = None if scale is None else args.handle(scale, "scale")
         hb = None if shift is None else args.handle(shift, "shift")
         dst = _out_handle(out)
-        _lib.mkc_layer_norm(ctypes.byref(p), hx, hs, hb, ctypes.byref(dst))
+        status = _layer_norm(ctypes.byref(p), hx, hs, hb, ctypes.byref(dst))
+        if status:
+            _capi.raise_for(status)
         return _result(out, dst)
     finally:
         args.close()
+
+
+def _batch_norm_params(epsilon, momentum, training, data_format, name):
+    """Prepared once per distinct arguments (_prepared); not to be modified."""
+    return _prepared(_build_batch_norm_params, epsilon, momentum, training, data_format, name)
+
+
+def _build_batch_norm_params(epsilon, momentum, training, data_format, name):
+    p = _capi.BatchNormParams()
+    _lib.mkc_batch_norm_params_init(ctypes.byref(p))
+    p.epsilon = float(epsilon)
+    p.momentum = float(momentum)
+    p.training = 1 if training else 0
+    p.data_format = _layout.to_enum(data_format, "data_format")
+    p.name = _name(name)
+    return p
 
 
 def batch_norm(x, mean=None, variance=None, scale=None, shift=None, *, epsilon=1e-5,
@@ -758,19 +804,15 @@ def batch_norm(x, mean=None, variance=None, scale=None, shift=None, *, epsilon=1
     Tensors, when given) as momentum * running + (1 - momentum) * batch, and
     returns (y, batch_mean, batch_variance) with numpy statistics.
     """
-    fmt = _layout.to_enum(data_format, "data_format")
-    p = _capi.BatchNormParams()
-    _lib.mkc_batch_norm_params_init(ctypes.byref(p))
-    p.epsilon = float(epsilon)
-    p.momentum = float(momentum)
-    p.training = 1 if training else 0
-    p.data_format = fmt
-    p.name = _name(name)
+    p = _batch_norm_params(epsilon, momentum, training, data_format, name)
+    fmt = p.data_format
     args = _Args()
     try:
         hx = args.handle(x, "x", fmt)
-        hm = None if mean is None else args.handle(mean, "mean")
-        hv = None if variance is None else args.handle(variance, "variance")
+        # Training updates the running statistics in place.
+        stats = args.written if training else args.handle
+        hm = None if mean is None else stats(mean, "mean")
+        hv = None if variance is None else stats(variance, "variance")
         hs = None if scale is None else args.handle(scale, "scale")
         hb = None if shift is None else args.handle(shift, "shift")
         bm = bv = hbm = hbv = None
@@ -782,10 +824,12 @@ def batch_norm(x, mean=None, variance=None, scale=None, shift=None, *, epsilon=1
             c = shape[-1] if last and len(shape) > 2 else shape[1]
             bm = np.empty(c, np.float32)
             bv = np.empty(c, np.float32)
-            hbm = args.handle(bm, "batch_mean")
-            hbv = args.handle(bv, "batch_variance")
+            hbm = args.written(bm, "batch_mean")
+            hbv = args.written(bv, "batch_variance")
         dst = _out_handle(out)
-        _lib.mkc_batch_norm(ctypes.byref(p), hx, hm, hv, hs, hb, hbm, hbv, ctypes.byref(dst))
+        status = _batch_norm(ctypes.byref(p), hx, hm, hv, hs, hb, hbm, hbv, ctypes.byref(dst))
+        if status:
+            _capi.raise_for(status)
         y = _result(out, dst)
         return (y, bm, bv) if training else y
     finally:
@@ -793,6 +837,11 @@ def batch_norm(x, mean=None, variance=None, scale=None, shift=None, *, epsilon=1
 
 
 def _lrn_params(size, alpha, beta, k, data_format, name, training=False):
+    """Prepared once per distinct arguments (_prepared); not to be modified."""
+    return _prepared(_build_lrn_params, size, alpha, beta, k, data_format, name, training)
+
+
+def _build_lrn_params(size, alpha, beta, k, data_format, name, training):
     fmt = _layout.to_enum(data_format, "data_format")
     if not isinstance(size, numbers.Integral):
         raise InvalidArgumentError(f"size must be an int, got {size!r}")
@@ -818,7 +867,9 @@ def lrn(x, size=5, alpha=1e-4, beta=0.75, k=1.0, *, data_format="NCHW", training
     try:
         hx = args.handle(x, "x", fmt)
         dst = _out_handle(out)
-        _lib.mkc_lrn(ctypes.byref(p), hx, ctypes.byref(dst))
+        status = _lrn(ctypes.byref(p), hx, ctypes.byref(dst))
+        if status:
+            _capi.raise_for(status)
         return _result(out, dst)
     finally:
         args.close()
