@@ -83,3 +83,43 @@ def test_norm_errors():
         mkcache.lrn(x, 0)
     with pytest.raises(mkcache.InvalidArgumentError, match="rank"):
         mkcache.lrn(np.ones((2, 3), np.float32))
+
+
+def test_layer_norm_calls_remembered_follow_every_argument(rng):
+    """Inference layer_norm is remembered per thread by its raw arguments:
+    one name alternating epsilon, axis (also from the end), scale/shift
+    present or not, their shapes, and src's shape must each compute what a
+    fresh call would; a training call in between leaves its statistics; a
+    repeat counts as a hit."""
+    x = rng.standard_normal((3, 4, 10), dtype=np.float32) * 2 + 1
+    s40, b40 = rng.standard_normal((4, 10), dtype=np.float32), rng.standard_normal((4, 10),
+                                                                                  dtype=np.float32)
+    s10, b10 = s40[0].copy(), b40[0].copy()
+    x2 = x.reshape(12, 10).copy()
+    variants = [(x, -1, 1e-5, s10, b10), (x, 2, 1e-5, s10, b10), (x, -1, 0.3, s10, b10),
+                (x, -1, 1e-5, None, b10), (x, -1, 1e-5, s10, None), (x, -1, 1e-5, None, None),
+                (x, 1, 1e-5, s40, b40), (x, 1, 1e-5, s40, b40.reshape(40)),  # shift's shape
+                (x, -2, 1e-5, s40.reshape(40), b40.reshape(40)),
+                (x2, -1, 1e-5, s10, b10)]
+    # Each variant runs a few times in a row: a call is remembered once it
+    # hits, and variants sharing a key (the name and shape; epsilon is in the
+    # signature) replace each other's entry, which forgets remembered calls.
+    for step in range(2):
+        for src, axis, eps, scale, shift in variants:
+            norm_shape = src.shape[axis % src.ndim:]
+            want = ref_ln(src, axis, None if scale is None else scale.reshape(norm_shape),
+                          None if shift is None else shift.reshape(norm_shape), eps=eps)
+            for repeat in range(3):
+                y = mkcache.layer_norm(src, scale, shift, begin_norm_axis=axis, epsilon=eps,
+                                       name="remembered_ln")
+                assert_close_elementwise(np.asarray(y), want,
+                                         f"step {step} axis {axis} eps {eps} call {repeat}",
+                                         ulps=512)
+        mkcache.layer_norm(x, s10, b10, training=True, name="remembered_ln")
+    s0 = mkcache.cache.stats()
+    mkcache.layer_norm(x, s10, b10, name="remembered_ln")
+    mkcache.layer_norm(x, s10, b10, name="remembered_ln")
+    s1 = mkcache.cache.stats()
+    assert s1["hits"] == s0["hits"] + 2 and s1["misses"] == s0["misses"]
+    with pytest.raises(mkcache.InvalidArgumentError, match="scale"):
+        mkcache.layer_norm(x, s40, b10, name="remembered_ln")  # 40 values, 10 normalized

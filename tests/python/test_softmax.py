@@ -51,3 +51,37 @@ def test_softmax_key_carries_axis_and_bad_axis():
         mkcache.softmax(x, axis=-3)
     with pytest.raises(mkcache.InvalidArgumentError, match="axis"):
         mkcache.log_softmax(x, axis=1.5)
+
+
+def test_softmax_calls_remembered_follow_every_argument(rng):
+    """Inference softmax is remembered per thread by its raw arguments: one
+    name alternating axis (also given from the end), log, the caller's
+    layout and the exact layout of src (plain, then a blocked conv output
+    of the same shape) must each compute what a fresh call would, and a
+    repeat must count as a hit."""
+    x = rng.standard_normal((2, 16, 5, 7), dtype=np.float32) * 3
+    nhwc = mkcache.Tensor(np.ascontiguousarray(x.transpose(0, 2, 3, 1)), "NHWC")
+    blocked = mkcache.conv2d(x, np.eye(16, dtype=np.float32)[:, :, None, None])
+    assert blocked.format != "abcd"
+    # Each variant runs a few times in a row: a call is remembered once it
+    # hits (variants sharing a key replace each other's entry).
+    for step in range(2):
+        for src, axis, log in ((x, 1, False), (blocked, 1, False), (x, -3, False),
+                               (x, 3, False), (x, 1, True), (blocked, 1, True),
+                               (nhwc, 1, False), (nhwc, -1, False), (x, 1, False)):
+            fn = mkcache.log_softmax if log else mkcache.softmax
+            plain = np.asarray(src) if isinstance(src, np.ndarray) else src.numpy()
+            want = ref_softmax(plain, axis, log)
+            for repeat in range(3):
+                before = mkcache.cache.reorder_count()
+                y = fn(src, axis=axis, name="remembered_softmax")
+                # Each src runs in its own layout, the blocked one too.
+                assert mkcache.cache.reorder_count() == before, f"{src.__class__} converted"
+                got = y.numpy(src.layout) if isinstance(src, mkcache.Tensor) else np.asarray(y)
+                assert_close_elementwise(got, want, f"step {step} axis {axis} log {log} "
+                                         f"call {repeat}", ulps=128)
+    s0 = mkcache.cache.stats()
+    mkcache.softmax(x, axis=1, name="remembered_softmax")
+    mkcache.softmax(x, axis=1, name="remembered_softmax")
+    s1 = mkcache.cache.stats()
+    assert s1["hits"] == s0["hits"] + 2 and s1["misses"] == s0["misses"]

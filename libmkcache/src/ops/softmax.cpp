@@ -13,9 +13,24 @@ namespace {
 struct SoftmaxEntry : PrimitiveEntry {
     dnnl::softmax_forward::primitive_desc pd;
 };
-} // namespace
 
-void softmax(int axis, bool log, const char *name, const Tensor &src, mkc_tensor **dst) {
+// What the thread's argument cache knows a softmax by (with the name's
+// text): log or not, the axis as given, src's dtype, caller layout and
+// shape. src's exact layout is checked against the entry's on a hit.
+class SoftmaxCall : public CallWords<2 + 1 + MKC_MAX_NDIMS> {
+public:
+    SoftmaxCall(int axis, bool log, const char *name, const Tensor &src) {
+        // 4: the softmax's op id
+        add(int64_t(4) << 40 | int64_t(log) << 32 | int64_t(src.dtype) << 16 | src.layout);
+        add(axis);
+        add_dims(src.dims);
+        seal(reinterpret_cast<uintptr_t>(name));
+    }
+};
+
+std::shared_ptr<SoftmaxEntry> acquire_softmax(int axis, bool log, const char *name,
+                                              const Tensor &src, BlobCache::HitTicket &ticket,
+                                              bool &hit) {
     const char *op = log ? "log_softmax" : "softmax";
     require(src.dtype == MKC_DTYPE_F32, op, ": src must be float32");
     const Dims &x = onednn_dims(src);
@@ -41,7 +56,25 @@ void softmax(int axis, bool log, const char *name, const Tensor &src, mkc_tensor
         e->set_args(e->pd, {DNNL_ARG_SRC, DNNL_ARG_DST});
         return e;
     });
-    Handler::run_src_dst(*entry, src, dst, src.layout, op);
+    hit = handler.hit();
+    ticket = handler.hit_ticket();
+    return entry;
+}
+
+} // namespace
+
+void softmax(int axis, bool log, const char *name, const Tensor &src, mkc_tensor **dst) {
+    // A call this thread made before, whose entry the cache still holds and
+    // whose src is laid out as then, skips the checks, key and lookup.
+    ThreadState &state = thread_state();
+    const std::shared_ptr<void> blob = remembered_entry<SoftmaxEntry>(
+        state, SoftmaxCall(axis, log, name, src), name,
+        [&](const SoftmaxEntry &e) { return e.takes_as_is(src, DNNL_ARG_SRC); },
+        [&](BlobCache::HitTicket &ticket, bool &hit) {
+            return acquire_softmax(axis, log, name, src, ticket, hit);
+        });
+    Handler::run_src_dst(*static_cast<SoftmaxEntry *>(blob.get()), src, dst, src.layout,
+                         log ? "log_softmax" : "softmax", state);
 }
 
 } // namespace mkc::ops
