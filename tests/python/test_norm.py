@@ -123,3 +123,60 @@ def test_layer_norm_calls_remembered_follow_every_argument(rng):
     assert s1["hits"] == s0["hits"] + 2 and s1["misses"] == s0["misses"]
     with pytest.raises(mkcache.InvalidArgumentError, match="scale"):
         mkcache.layer_norm(x, s40, b10, name="remembered_ln")  # 40 values, 10 normalized
+
+
+def test_batch_norm_calls_remembered_follow_every_argument(rng):
+    """Inference batch_norm is remembered per thread by its raw arguments:
+    one name alternating epsilon, data_format, scale/shift present or not,
+    and src's exact layout (plain, then a blocked conv output of the same
+    shape) must each compute what a fresh call would; a training call in
+    between updates the running statistics the next calls read."""
+    x = rng.standard_normal((2, 16, 5, 6), dtype=np.float32) * 2 + 0.5
+    c = 16
+    mean, var = rng.standard_normal(c, dtype=np.float32), rng.random(c, dtype=np.float32) + 0.5
+    scale, shift = rng.standard_normal(c, dtype=np.float32), rng.standard_normal(c,
+                                                                                dtype=np.float32)
+    x_nhwc = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+    blocked = mkcache.conv2d(x, np.eye(c, dtype=np.float32)[:, :, None, None])
+    assert blocked.format != "abcd"
+    # Neighbours differ in one argument each: a stale remembered call would
+    # show on the next variant's first call.
+    variants = [(x, "NCHW", 1e-5, scale, shift), (x, "NCHW", 0.5, scale, shift),
+                (blocked, "NCHW", 0.5, scale, shift), (x, "NCHW", 1e-5, None, shift),
+                (x, "NCHW", 1e-5, scale, None), (x, "NCHW", 1e-5, None, None),
+                (x_nhwc, "NHWC", 1e-5, scale, shift), (blocked, "NCHW", 0.5, None, None)]
+    for step in range(2):
+        for src, fmt, eps, sc, sh in variants:  # each a few times in a row (see layer_norm's)
+            want = batch_norm_nchw(x, mean, var, sc, sh, eps)
+            for repeat in range(3):
+                before = mkcache.cache.reorder_count()
+                y = mkcache.batch_norm(src, mean, var, sc, sh, epsilon=eps, data_format=fmt,
+                                       name="remembered_bn")
+                assert mkcache.cache.reorder_count() == before, "src converted"
+                assert_close_elementwise(y.numpy("NCHW"), want,
+                                         f"step {step} {fmt} eps {eps} call {repeat}", ulps=16)
+        mkcache.batch_norm(x, mean, var, scale, shift, training=True, momentum=0.5,
+                           name="remembered_bn")  # mean and var change in place
+
+
+@pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])
+def test_lrn_calls_remembered_follow_every_argument(fmt, rng):
+    """Inference LRN is remembered per thread by its raw arguments: one name
+    alternating size, alpha, beta and k (each alone) and src's exact layout
+    must each compute what a fresh call would."""
+    x = rng.standard_normal((2, 16, 5, 7), dtype=np.float32) * 2
+    xin = x if fmt == "NCHW" else np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+    blocked = mkcache.conv2d(xin, np.eye(16, dtype=np.float32)[:, :, None, None],
+                             data_format=fmt)
+    variants = [(xin, 5, 1e-2, 0.75, 2.0), (blocked, 5, 1e-2, 0.75, 2.0), (xin, 3, 1e-2, 0.75, 2.0),
+                (xin, 5, 0.5, 0.75, 2.0), (xin, 5, 1e-2, 0.5, 2.0), (xin, 5, 1e-2, 0.75, 1.0)]
+    for step in range(2):
+        for src, size, alpha, beta, k in variants:
+            want = lrn_nchw(x, size, alpha, beta, k)
+            for repeat in range(3):
+                before = mkcache.cache.reorder_count()
+                y = mkcache.lrn(src, size, alpha, beta, k, data_format=fmt, name="remembered_lrn")
+                assert mkcache.cache.reorder_count() == before, "src converted"
+                assert_close_elementwise(y.numpy("NCHW"), want,
+                                         f"step {step} size {size} alpha {alpha} beta {beta} "
+                                         f"k {k} call {repeat}", ulps=64)

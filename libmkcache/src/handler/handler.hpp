@@ -166,10 +166,12 @@ public:
     const std::string &key() const { return *key_; }
 
     // Whether acquire_primitive found its entry in the cache, and the ticket
-    // that hit came with (for an operator's own front cache, see
-    // ThreadState::argument_cache).
-    bool hit() const { return hit_; }
-    const BlobCache::HitTicket &hit_ticket() const { return ticket_; }
+    // that hit came with: what remembered_entry()'s acquire step reports
+    // (an operator's own front cache, see ThreadState::argument_cache).
+    void report_hit(BlobCache::HitTicket &ticket, bool &hit) const {
+        ticket = ticket_;
+        hit = hit_;
+    }
 
     // Seed 000 §3, forward -> backward: a forward op in training mode leaves
     // `t` under this handler's key without the thread field (the grad op may
@@ -376,6 +378,22 @@ std::shared_ptr<void> remembered_entry(ThreadState &state, const Words &args, co
     if (hit && args.fits())
         state.argument_cache().remember(call, state.context_version, entry, ticket);
     return entry;
+}
+
+// remembered_entry() for operators whose training calls leave data for
+// their grad op through the Handler of a full lookup: a training call takes
+// that path (acquire) every time, an inference call goes through the
+// argument cache.
+template <typename Entry, typename Words, typename Usable, typename Acquire>
+std::shared_ptr<void> remembered_inference_entry(bool training, ThreadState &state,
+                                                 const Words &args, const char *name,
+                                                 Usable &&usable, Acquire &&acquire) {
+    if (training) {
+        BlobCache::HitTicket ticket;
+        bool hit = false;
+        return acquire(ticket, hit);
+    }
+    return remembered_entry<Entry>(state, args, name, usable, acquire);
 }
 
 } // namespace mkc

@@ -335,8 +335,7 @@ std::shared_ptr<ConvEntry> acquire_forward(const char *op, int k, bool transpose
         t->forward = entry;
         handler.leave_transfer(t);
     }
-    hit = handler.hit();
-    ticket = handler.hit_ticket();
+    handler.report_hit(ticket, hit);
     return entry;
 }
 

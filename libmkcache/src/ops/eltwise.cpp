@@ -110,8 +110,7 @@ std::shared_ptr<EltwiseEntry> acquire_activation(mkc_activation_kind kind, float
         e->set_args(e->pd, {DNNL_ARG_SRC, DNNL_ARG_DST});
         return e;
     });
-    hit = handler.hit();
-    ticket = handler.hit_ticket();
+    handler.report_hit(ticket, hit);
     return entry;
 }
 

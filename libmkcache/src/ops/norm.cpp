@@ -178,19 +178,14 @@ void layer_norm(const mkc_layer_norm_params &p, const Tensor &src, const Tensor 
         g.emplace(layer_norm_geometry("layer_norm", p, src, scale, shift));
         handler.emplace("layer_norm", p.name, "layer_norm", nullptr, Dims{g->rows, g->cols});
         auto e = acquire_layer_norm(*handler, p, *g, src, scale, shift, p.training);
-        hit = handler->hit();
-        ticket = handler->hit_ticket();
+        handler->report_hit(ticket, hit);
         return e;
     };
-    BlobCache::HitTicket unused_ticket;
-    bool unused_hit;
     // An inference call this thread made before, whose entry the cache still
     // holds, skips the checks, geometry, key and lookup.
-    const std::shared_ptr<void> blob =
-        p.training ? acquire(unused_ticket, unused_hit)
-                   : remembered_entry<LayerNormEntry>(
-                         state, LayerNormCall(p, src, scale, shift), p.name,
-                         [](const LayerNormEntry &) { return true; }, acquire);
+    const std::shared_ptr<void> blob = remembered_inference_entry<LayerNormEntry>(
+        p.training, state, LayerNormCall(p, src, scale, shift), p.name,
+        [](const LayerNormEntry &) { return true; }, acquire);
     auto &entry = *static_cast<LayerNormEntry *>(blob.get());
     // src, scale, shift and dst are all used as plain bytes; the entry holds
     // their expected plain descriptors, matched once per tensor.
@@ -364,9 +359,11 @@ std::shared_ptr<BatchNormEntry> acquire_batch_norm(Handler &handler, float epsil
 
 } // namespace
 
-void batch_norm(const mkc_batch_norm_params &p, const Tensor &src, Tensor *mean,
-                Tensor *variance, const Tensor *scale, const Tensor *shift, mkc_tensor **dst,
-                mkc_tensor *batch_mean, mkc_tensor *batch_variance) {
+namespace {
+
+void check_batch_norm(const mkc_batch_norm_params &p, const Tensor &src, const Tensor *mean,
+                      const Tensor *variance, const Tensor *scale, const Tensor *shift,
+                      const Tensor *batch_mean, const Tensor *batch_variance) {
     const char *op = "batch_norm";
     require(src.dtype == MKC_DTYPE_F32, op, ": src must be float32");
     require(p.epsilon >= 0.f, op, ": epsilon must be >= 0");
@@ -374,7 +371,6 @@ void batch_norm(const mkc_batch_norm_params &p, const Tensor &src, Tensor *mean,
     require(x.size() >= 2 && x.size() <= 5, op, ": src must have rank 2..5 (N, C, ...), got ",
             x.size());
     const int64_t c = x[1];
-    const mkc_layout data_format = layout::resolve(p.data_format, static_cast<int>(x.size()));
     const bool training = p.training != 0;
     require(training || (mean && variance), op,
             ": inference needs the running mean and variance");
@@ -385,16 +381,64 @@ void batch_norm(const mkc_batch_norm_params &p, const Tensor &src, Tensor *mean,
     check_vector(batch_mean, c, op, "batch_mean");
     check_vector(batch_variance, c, op, "batch_variance");
     if (training) require(p.momentum >= 0.f && p.momentum <= 1.f, op, ": momentum must be in [0, 1]");
+}
 
-    Handler handler(op, p.name, training ? "batch_norm:train" : "batch_norm", nullptr, x);
-    auto entry = acquire_batch_norm(handler, p.epsilon, src, scale != nullptr, shift != nullptr,
-                                    training);
+// What the thread's argument cache knows an inference batch_norm by (with
+// the name's text): epsilon, the data_format asked for, src's dtype, caller
+// layout and dims, and which vectors are given with their dtypes and dims.
+// src's exact layout is checked against the entry's on a hit.
+class BatchNormCall : public CallWords<2 + 1 + MKC_MAX_NDIMS + 4 * (2 + MKC_MAX_NDIMS)> {
+public:
+    BatchNormCall(const mkc_batch_norm_params &p, const Tensor &src,
+                  std::initializer_list<const Tensor *> vectors) {
+        // 10: the batch_norm's op id
+        add(int64_t(10) << 40 | int64_t(src.dtype) << 32 | src.layout);
+        uint32_t epsilon;
+        std::memcpy(&epsilon, &p.epsilon, 4);
+        add(int64_t(epsilon) << 32 | static_cast<uint32_t>(p.data_format));
+        add_dims(src.dims);
+        seal(reinterpret_cast<uintptr_t>(p.name));
+        for (const Tensor *v : vectors) {
+            add(v ? v->dtype : -1);
+            if (v) add_dims(v->dims);
+        }
+    }
+};
+
+} // namespace
+
+void batch_norm(const mkc_batch_norm_params &p, const Tensor &src, Tensor *mean,
+                Tensor *variance, const Tensor *scale, const Tensor *shift, mkc_tensor **dst,
+                mkc_tensor *batch_mean, mkc_tensor *batch_variance) {
+    const char *op = "batch_norm";
+    const bool training = p.training != 0;
+    ThreadState &state = thread_state();
+    const mkc_layout data_format =
+        layout::resolve(state, p.data_format, static_cast<int>(src.dims.size()));
+    std::optional<Handler> handler; // training: leaves the descriptor through it
+    const auto acquire = [&](BlobCache::HitTicket &ticket, bool &hit) {
+        check_batch_norm(p, src, mean, variance, scale, shift, batch_mean, batch_variance);
+        handler.emplace(op, p.name, training ? "batch_norm:train" : "batch_norm", nullptr,
+                        src.dims);
+        auto e = acquire_batch_norm(*handler, p.epsilon, src, scale != nullptr,
+                                    shift != nullptr, training);
+        handler->report_hit(ticket, hit);
+        return e;
+    };
+    // An inference call this thread made before, whose entry the cache still
+    // holds and whose src is laid out as then, skips the checks, key and
+    // lookup.
+    const std::shared_ptr<void> blob = remembered_inference_entry<BatchNormEntry>(
+        training, state, BatchNormCall(p, src, {mean, variance, scale, shift}), p.name,
+        [&](const BatchNormEntry &e) { return e.takes_as_is(src, DNNL_ARG_SRC); }, acquire);
+    auto *entry = static_cast<BatchNormEntry *>(blob.get());
+    const int64_t c = src.dims[1];
     if (training && !entry->transferred.exchange(true)) {
         // Seed 000 §3: the descriptor (the same every call) for the grad op;
         // the statistics travel as the caller's batch_mean/batch_variance.
         auto t = std::make_shared<Transfer>();
-        t->forward = entry;
-        handler.leave_transfer(t);
+        t->forward = std::shared_ptr<PrimitiveEntry>(blob, entry);
+        handler->leave_transfer(t);
     }
     Handler::Output out = Handler::prepare_output(dst, *entry, DNNL_ARG_DST, data_format,
                                                   MKC_DTYPE_F32, op);
@@ -408,7 +452,7 @@ void batch_norm(const mkc_batch_norm_params &p, const Tensor &src, Tensor *mean,
     }
     const bool has_workspace = entry->has_arg(DNNL_ARG_WORKSPACE);
     {
-        Handler::Execution exec(*entry);
+        Handler::Execution exec(*entry, state);
         exec.input(DNNL_ARG_SRC, src);
         if (training) {
             exec.raw(DNNL_ARG_MEAN, bm);
@@ -440,7 +484,7 @@ void batch_norm(const mkc_batch_norm_params &p, const Tensor &src, Tensor *mean,
         update(mean, bm);
         update(variance, bv);
     }
-    layout::set_target(data_format);
+    layout::set_target(state, data_format);
 }
 
 void batch_norm_backward(const mkc_batch_norm_params &p, const Tensor &src, const Tensor &mean,
@@ -584,26 +628,68 @@ std::shared_ptr<LrnEntry> acquire_lrn(Handler &handler, const mkc_lrn_params &p,
 
 } // namespace
 
+namespace {
+
+// What the thread's argument cache knows an inference LRN by (with the
+// name's text): size, alpha, beta, k, the data_format asked for, src's
+// dtype, caller layout and dims. src's exact layout is checked against the
+// entry's on a hit.
+class LrnCall : public CallWords<4 + 1 + MKC_MAX_NDIMS> {
+public:
+    LrnCall(const mkc_lrn_params &p, const Tensor &src) {
+        const auto bits = [](float v) {
+            uint32_t b;
+            std::memcpy(&b, &v, 4);
+            return int64_t(b);
+        };
+        // 11: the LRN's op id
+        add(int64_t(11) << 40 | int64_t(src.dtype) << 32 | src.layout);
+        add(p.size);
+        add(bits(p.alpha) << 32 | bits(p.beta));
+        add(bits(p.k) << 32 | static_cast<uint32_t>(p.data_format));
+        add_dims(src.dims);
+        seal(reinterpret_cast<uintptr_t>(p.name));
+    }
+};
+
+} // namespace
+
 void lrn(const mkc_lrn_params &p, const Tensor &src, mkc_tensor **dst) {
-    const char *op = check_lrn(p, src, "lrn");
-    const mkc_layout data_format = layout::resolve(p.data_format, static_cast<int>(src.dims.size()));
-    Handler handler(op, p.name, ("lrn:" + std::to_string(p.size)).c_str(), nullptr, src.dims);
-    auto entry = acquire_lrn(handler, p, src, p.training);
+    const char *op = "lrn";
+    ThreadState &state = thread_state();
+    std::optional<Handler> handler; // training: leaves the workspace through it
+    // An inference call this thread made before, whose entry the cache still
+    // holds and whose src is laid out as then, skips the checks, key and
+    // lookup.
+    const std::shared_ptr<void> blob = remembered_inference_entry<LrnEntry>(
+        p.training, state, LrnCall(p, src), p.name,
+        [&](const LrnEntry &e) { return e.takes_as_is(src, DNNL_ARG_SRC); },
+        [&](BlobCache::HitTicket &ticket, bool &hit) {
+            check_lrn(p, src, op);
+            handler.emplace(op, p.name, ("lrn:" + std::to_string(p.size)).c_str(), nullptr,
+                            src.dims);
+            auto e = acquire_lrn(*handler, p, src, p.training);
+            handler->report_hit(ticket, hit);
+            return e;
+        });
+    auto &entry = *static_cast<LrnEntry *>(blob.get());
+    const mkc_layout data_format =
+        layout::resolve(state, p.data_format, static_cast<int>(src.dims.size()));
     if (p.training) {
         // Seed 000 §3: descriptor and this call's workspace for the grad op.
         auto t = std::make_shared<Transfer>();
-        t->forward = entry;
+        t->forward = std::shared_ptr<PrimitiveEntry>(blob, &entry);
         t->src_data = src.data;
-        Handler::Output out = Handler::prepare_output(dst, *entry, DNNL_ARG_DST, data_format,
+        Handler::Output out = Handler::prepare_output(dst, entry, DNNL_ARG_DST, data_format,
                                                       MKC_DTYPE_F32, op);
-        Handler::run_training_forward(*entry, src, out.data, t->workspace);
+        Handler::run_training_forward(entry, src, out.data, t->workspace);
         Handler::finish_output(out, dst);
-        if (t->workspace) t->bytes = entry->arg_desc(DNNL_ARG_WORKSPACE).get_size();
-        handler.leave_transfer(t);
+        if (t->workspace) t->bytes = entry.arg_desc(DNNL_ARG_WORKSPACE).get_size();
+        handler->leave_transfer(t);
     } else {
-        Handler::run_src_dst(*entry, src, dst, data_format, op);
+        Handler::run_src_dst(entry, src, dst, data_format, op, state);
     }
-    layout::set_target(data_format);
+    layout::set_target(state, data_format);
 }
 
 void lrn_backward(const mkc_lrn_params &p, const Tensor &src, const Tensor &diff_dst,

@@ -189,8 +189,7 @@ void pool(const mkc_pool_params &p, const Tensor &src, mkc_tensor **dst) {
                 const PoolGeometry g = pool_geometry(p, src);
                 Handler handler(g.op, p.name, g.default_name.c_str(), nullptr, g.x);
                 auto entry = acquire_forward(handler, p, g, src, false);
-                hit = handler.hit();
-                ticket = handler.hit_ticket();
+                handler.report_hit(ticket, hit);
                 return entry;
             });
         Handler::run_src_dst(*static_cast<PoolEntry *>(blob.get()), src, dst, data_format,

@@ -56,8 +56,7 @@ std::shared_ptr<SoftmaxEntry> acquire_softmax(int axis, bool log, const char *na
         e->set_args(e->pd, {DNNL_ARG_SRC, DNNL_ARG_DST});
         return e;
     });
-    hit = handler.hit();
-    ticket = handler.hit_ticket();
+    handler.report_hit(ticket, hit);
     return entry;
 }
 
