@@ -586,6 +586,105 @@ static void test_activation_arguments_remembered(void) {
     OK(mkc_tensor_destroy(tx_nhwc));
 }
 
+/* Layer norm over rows of `cols` values with scale 1 / shift 0 and the given
+ * epsilon, computed in double. */
+static double layer_norm_ref(const float *row, int cols, double epsilon, int j) {
+    double mean = 0, var = 0;
+    for (int i = 0; i < cols; ++i) mean += row[i];
+    mean /= cols;
+    for (int i = 0; i < cols; ++i) var += (row[i] - mean) * (row[i] - mean);
+    var /= cols;
+    return (row[j] - mean) / sqrt(var + epsilon);
+}
+
+/* One params struct of each op changed in place between repeated calls (as
+ * a C caller reuses its struct): every remembered call follows the change. */
+static void test_norm_arguments_remembered(void) {
+    enum { ROWS = 3, COLS = 8, N = ROWS * COLS };
+    float x[N], y[N], ones[COLS], zeros[COLS];
+    for (int i = 0; i < N; ++i) x[i] = (float)((i * 5) % 13) - 6.f;
+    for (int i = 0; i < COLS; ++i) ones[i] = 1.f, zeros[i] = 0.f;
+    const int64_t dims[2] = {ROWS, COLS}, vec[1] = {COLS};
+    mkc_tensor *tx = NULL, *ty = NULL, *ts = NULL, *tb = NULL;
+    OK(mkc_tensor_wrap(MKC_DTYPE_F32, 2, dims, MKC_LAYOUT_NCHW, x, &tx));
+    OK(mkc_tensor_wrap(MKC_DTYPE_F32, 2, dims, MKC_LAYOUT_NCHW, y, &ty));
+    OK(mkc_tensor_wrap(MKC_DTYPE_F32, 1, vec, MKC_LAYOUT_NCHW, ones, &ts));
+    OK(mkc_tensor_wrap(MKC_DTYPE_F32, 1, vec, MKC_LAYOUT_NCHW, zeros, &tb));
+    mkc_layer_norm_params p;
+    OK(mkc_layer_norm_params_init(&p));
+    p.name = "ln_remembered";
+    const float epsilons[] = {1e-5f, 1e-5f, 1e-5f, 2.f, 2.f, 2.f, 1e-5f, 1e-5f};
+    for (int k = 0; k < 8; ++k) {
+        p.epsilon = epsilons[k];
+        const int affine = k >= 6; /* scale 1 and shift 0 change nothing */
+        OK(mkc_layer_norm(&p, tx, affine ? ts : NULL, affine ? tb : NULL, &ty));
+        double worst = 0;
+        for (int r = 0; r < ROWS; ++r)
+            for (int j = 0; j < COLS; ++j)
+                worst = fmax(worst, fabs(y[r * COLS + j] -
+                                         layer_norm_ref(x + r * COLS, COLS, p.epsilon, j)));
+        CHECK(worst < 1e-5);
+    }
+
+    /* Softmax: the axis changed in place (rows, then columns). */
+    for (int k = 0; k < 6; ++k) {
+        const int axis = k < 3 ? 1 : 0;
+        OK(mkc_softmax(axis, 0, "softmax_remembered", tx, &ty));
+        double worst = 0;
+        for (int r = 0; r < ROWS; ++r)
+            for (int j = 0; j < COLS; ++j) {
+                double sum = 0;
+                for (int i = 0; i < (axis ? COLS : ROWS); ++i)
+                    sum += exp(axis ? x[r * COLS + i] : x[i * COLS + j]);
+                worst = fmax(worst, fabs(y[r * COLS + j] - exp(x[r * COLS + j]) / sum));
+            }
+        CHECK(worst < 1e-5);
+    }
+
+    /* Batch norm (channels = the columns) and LRN: epsilon and k changed in
+     * place; the batch norm of a constant-statistics input is checked in
+     * closed form, the LRN by its dependence on k. */
+    mkc_batch_norm_params bp;
+    OK(mkc_batch_norm_params_init(&bp));
+    bp.name = "bn_remembered";
+    float mean[COLS], var[COLS];
+    for (int i = 0; i < COLS; ++i) mean[i] = 1.f, var[i] = 3.f;
+    mkc_tensor *tm = NULL, *tv = NULL;
+    OK(mkc_tensor_wrap(MKC_DTYPE_F32, 1, vec, MKC_LAYOUT_NCHW, mean, &tm));
+    OK(mkc_tensor_wrap(MKC_DTYPE_F32, 1, vec, MKC_LAYOUT_NCHW, var, &tv));
+    for (int k = 0; k < 8; ++k) {
+        bp.epsilon = epsilons[k];
+        OK(mkc_batch_norm(&bp, tx, tm, tv, NULL, NULL, NULL, NULL, &ty));
+        double worst = 0;
+        for (int i = 0; i < N; ++i)
+            worst = fmax(worst, fabs(y[i] - (x[i] - 1.0) / sqrt(3.0 + bp.epsilon)));
+        CHECK(worst < 1e-5);
+    }
+    enum { C = 4, HW = 3, M = C * HW * HW };
+    float a[M], b[M];
+    for (int i = 0; i < M; ++i) a[i] = (float)((i * 3) % 7) - 3.f;
+    const int64_t d4[4] = {1, C, HW, HW};
+    mkc_tensor *ta = NULL, *tb4 = NULL;
+    OK(mkc_tensor_wrap(MKC_DTYPE_F32, 4, d4, MKC_LAYOUT_NCHW, a, &ta));
+    OK(mkc_tensor_wrap(MKC_DTYPE_F32, 4, d4, MKC_LAYOUT_NCHW, b, &tb4));
+    mkc_lrn_params lp;
+    OK(mkc_lrn_params_init(&lp));
+    lp.name = "lrn_remembered";
+    lp.size = 1; /* a window of one channel: b = a / (k + alpha * a^2)^beta */
+    lp.alpha = 0.5f;
+    const float ks[] = {1.f, 1.f, 1.f, 4.f, 4.f, 4.f, 1.f, 1.f};
+    for (int k = 0; k < 8; ++k) {
+        lp.k = ks[k];
+        OK(mkc_lrn(&lp, ta, &tb4));
+        double worst = 0;
+        for (int i = 0; i < M; ++i)
+            worst = fmax(worst, fabs(b[i] - a[i] / pow(lp.k + lp.alpha * a[i] * a[i], lp.beta)));
+        CHECK(worst < 1e-5);
+    }
+    mkc_tensor *all[] = {tx, ty, ts, tb, tm, tv, ta, tb4};
+    for (int i = 0; i < 8; ++i) OK(mkc_tensor_destroy(all[i]));
+}
+
 int main(void) {
     test_version();
     test_core_api();
@@ -594,6 +693,7 @@ int main(void) {
     test_handles_and_buffers_across_calls();
     test_conv_arguments_remembered();
     test_activation_arguments_remembered();
+    test_norm_arguments_remembered();
     test_cache();
     return finish("test_c_api");
 }
