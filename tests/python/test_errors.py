@@ -164,3 +164,45 @@ def test_norms_name_the_dead_handle():
     dst = _capi.tensor_p(dead)
     with pytest.raises(mkcache.InvalidHandleError, match=r"layer_norm: \*dst"):
         lib.mkc_layer_norm(ctypes.byref(lp), y.handle, None, None, ctypes.byref(dst))
+
+
+def test_backward_ops_name_the_dead_handle():
+    """Every backward entry point checks its tensor inputs in one go and
+    names the one that is not live (op: argument); no gradient is made."""
+    t = _capi.tensor_p()
+    dims = (ctypes.c_int64 * 1)(3)
+    lib.mkc_tensor_create(_capi.DTYPE_F32, 1, dims, 1, ctypes.byref(t))
+    dead = t.value
+    lib.mkc_tensor_destroy(t)
+    live = mkcache.Tensor(np.ones((2, 3, 4, 4), np.float32))
+    ref = ctypes.byref
+    params = {name: cls() for name, cls in (("conv", _capi.ConvParams), ("pool", _capi.PoolParams),
+                                            ("linear", _capi.LinearParams),
+                                            ("ln", _capi.LayerNormParams),
+                                            ("bn", _capi.BatchNormParams), ("lrn", _capi.LrnParams),
+                                            ("mm", _capi.MatmulParams))}
+    # function, arguments before the tensors, tensor argument names, gradient outputs
+    cases = [
+        ("mkc_conv2d_backward", [ref(params["conv"])], ["src", "weights", "diff_dst"], 3),
+        ("mkc_pool_backward", [ref(params["pool"])], ["src", "diff_dst"], 1),
+        ("mkc_activation_backward", [1, ctypes.c_float(0), ctypes.c_float(0), None],
+         ["src", "diff_dst"], 1),
+        ("mkc_softmax_backward", [-1, 0, None], ["dst", "diff_dst"], 1),
+        ("mkc_linear_backward", [ref(params["linear"])], ["src", "weights", "diff_dst"], 3),
+        ("mkc_layer_norm_backward", [ref(params["ln"])], ["src", "scale", "shift", "diff_dst"],
+         3),
+        ("mkc_batch_norm_backward", [ref(params["bn"])],
+         ["src", "mean", "variance", "scale", "shift", "diff_dst"], 3),
+        ("mkc_lrn_backward", [ref(params["lrn"])], ["src", "diff_dst"], 1),
+        ("mkc_binary_backward", [1, None], ["a", "b", "diff_dst"], 2),
+        ("mkc_matmul_backward", [ref(params["mm"])], ["a", "b", "bias", "diff_dst"], 3),
+    ]
+    for fn, head, names, n_out in cases:
+        op = fn[len("mkc_"):]
+        for i, arg in enumerate(names):
+            tensors = [live.handle] * len(names)
+            tensors[i] = dead
+            outs = [_capi.tensor_p() for _ in range(n_out)]
+            with pytest.raises(mkcache.InvalidHandleError, match=f"{op}: {arg} is not a live"):
+                getattr(lib, fn)(*head, *tensors, *[ref(o) for o in outs])
+            assert not any(outs), fn

@@ -10,6 +10,7 @@
 
 using namespace mkc;
 using mkc::api::guard;
+using mkc::api::check_tensor_args;
 using mkc::api::tensor_arg;
 
 namespace {
@@ -39,9 +40,10 @@ mkc_status run_convolution_backward(const char *op, int k, bool transposed,
                                     mkc_tensor **diff_bias) {
     return guard([&] {
         require(params != nullptr, op, ": params is NULL");
-        const Tensor &x = tensor_arg(src, op, "src");
-        const Tensor &w = tensor_arg(weights, op, "weights");
-        const Tensor &dy = tensor_arg(diff_dst, op, "diff_dst");
+        check_tensor_args(op, {{src, "src"}, {weights, "weights"}, {diff_dst, "diff_dst"}});
+        const Tensor &x = *src;
+        const Tensor &w = *weights;
+        const Tensor &dy = *diff_dst;
         require_some(op, {diff_src, diff_weights, diff_bias});
         for (auto [out, name] : {std::pair{diff_src, "diff_src"},
                                  std::pair{diff_weights, "diff_weights"},
@@ -88,8 +90,9 @@ MKC_API mkc_status mkc_pool_backward(const mkc_pool_params *params, const mkc_te
     return guard([&] {
         const char *op = "pool_backward";
         require(params != nullptr, op, ": params is NULL");
-        const Tensor &x = tensor_arg(src, "pool_backward: src");
-        const Tensor &dy = tensor_arg(diff_dst, "pool_backward: diff_dst");
+        check_tensor_args(op, {{src, "src"}, {diff_dst, "diff_dst"}});
+        const Tensor &x = *src;
+        const Tensor &dy = *diff_dst;
         require_some(op, {diff_src});
         check_grad_out(diff_src, op, "diff_src", {src, diff_dst});
         ops::pool_backward(*params, x, dy, diff_src);
@@ -100,8 +103,9 @@ MKC_API mkc_status mkc_activation_backward(mkc_activation_kind kind, float alpha
                                            const char *name, const mkc_tensor *src,
                                            const mkc_tensor *diff_dst, mkc_tensor **diff_src) {
     return guard([&] {
-        const Tensor &x = tensor_arg(src, "activation_backward: src");
-        const Tensor &dy = tensor_arg(diff_dst, "activation_backward: diff_dst");
+        check_tensor_args("activation_backward", {{src, "src"}, {diff_dst, "diff_dst"}});
+        const Tensor &x = *src;
+        const Tensor &dy = *diff_dst;
         require_some("activation_backward", {diff_src});
         check_grad_out(diff_src, "activation_backward", "diff_src", {src});
         ops::activation_backward(kind, alpha, beta, name, x, dy, diff_src);
@@ -112,8 +116,9 @@ MKC_API mkc_status mkc_softmax_backward(int axis, int log, const char *name,
                                         const mkc_tensor *dst, const mkc_tensor *diff_dst,
                                         mkc_tensor **diff_src) {
     return guard([&] {
-        const Tensor &y = tensor_arg(dst, "softmax_backward: dst");
-        const Tensor &dy = tensor_arg(diff_dst, "softmax_backward: diff_dst");
+        check_tensor_args("softmax_backward", {{dst, "dst"}, {diff_dst, "diff_dst"}});
+        const Tensor &y = *dst;
+        const Tensor &dy = *diff_dst;
         require_some("softmax_backward", {diff_src});
         check_grad_out(diff_src, "softmax_backward", "diff_src", {dst, diff_dst});
         ops::softmax_backward(axis, log != 0, name, y, dy, diff_src);
@@ -127,9 +132,11 @@ MKC_API mkc_status mkc_linear_backward(const mkc_linear_params *params, const mk
     return guard([&] {
         const char *op = "linear_backward";
         require(params != nullptr, op, ": params is NULL");
-        const Tensor &x = tensor_arg(src, "linear_backward: src");
-        const Tensor &w = tensor_arg(weights, "linear_backward: weights");
-        const Tensor &dy = tensor_arg(diff_dst, "linear_backward: diff_dst");
+        check_tensor_args(op,
+                          {{src, "src"}, {weights, "weights"}, {diff_dst, "diff_dst"}});
+        const Tensor &x = *src;
+        const Tensor &w = *weights;
+        const Tensor &dy = *diff_dst;
         require_some(op, {diff_src, diff_weights, diff_bias});
         for (auto [out, what] : {std::pair{diff_src, "diff_src"},
                                  std::pair{diff_weights, "diff_weights"},
@@ -147,16 +154,18 @@ MKC_API mkc_status mkc_layer_norm_backward(const mkc_layer_norm_params *params,
     return guard([&] {
         const char *op = "layer_norm_backward";
         require(params != nullptr, op, ": params is NULL");
-        const Tensor &x = tensor_arg(src, "layer_norm_backward: src");
-        const Tensor *sc = scale ? &tensor_arg(scale, "layer_norm_backward: scale") : nullptr;
-        const Tensor *sh = shift ? &tensor_arg(shift, "layer_norm_backward: shift") : nullptr;
-        const Tensor &dy = tensor_arg(diff_dst, "layer_norm_backward: diff_dst");
+        check_tensor_args(op, {{src, "src"},
+                               {scale, "scale", true},
+                               {shift, "shift", true},
+                               {diff_dst, "diff_dst"}});
+        const Tensor &x = *src;
+        const Tensor &dy = *diff_dst;
         require_some(op, {diff_src, diff_scale, diff_shift});
         for (auto [out, what] : {std::pair{diff_src, "diff_src"},
                                  std::pair{diff_scale, "diff_scale"},
                                  std::pair{diff_shift, "diff_shift"}})
             check_grad_out(out, op, what, {src, scale, shift, diff_dst});
-        ops::layer_norm_backward(*params, x, sc, sh, dy, diff_src, diff_scale, diff_shift);
+        ops::layer_norm_backward(*params, x, scale, shift, dy, diff_src, diff_scale, diff_shift);
     });
 }
 
@@ -169,18 +178,23 @@ MKC_API mkc_status mkc_batch_norm_backward(const mkc_batch_norm_params *params,
     return guard([&] {
         const char *op = "batch_norm_backward";
         require(params != nullptr, op, ": params is NULL");
-        const Tensor &x = tensor_arg(src, "batch_norm_backward: src");
-        const Tensor &m = tensor_arg(mean, "batch_norm_backward: mean");
-        const Tensor &v = tensor_arg(variance, "batch_norm_backward: variance");
-        const Tensor *sc = scale ? &tensor_arg(scale, "batch_norm_backward: scale") : nullptr;
-        const Tensor *sh = shift ? &tensor_arg(shift, "batch_norm_backward: shift") : nullptr;
-        const Tensor &dy = tensor_arg(diff_dst, "batch_norm_backward: diff_dst");
+        check_tensor_args(op, {{src, "src"},
+                               {mean, "mean"},
+                               {variance, "variance"},
+                               {scale, "scale", true},
+                               {shift, "shift", true},
+                               {diff_dst, "diff_dst"}});
+        const Tensor &x = *src;
+        const Tensor &m = *mean;
+        const Tensor &v = *variance;
+        const Tensor &dy = *diff_dst;
         require_some(op, {diff_src, diff_scale, diff_shift});
         for (auto [out, what] : {std::pair{diff_src, "diff_src"},
                                  std::pair{diff_scale, "diff_scale"},
                                  std::pair{diff_shift, "diff_shift"}})
             check_grad_out(out, op, what, {src, mean, variance, scale, shift, diff_dst});
-        ops::batch_norm_backward(*params, x, m, v, sc, sh, dy, diff_src, diff_scale, diff_shift);
+        ops::batch_norm_backward(*params, x, m, v, scale, shift, dy, diff_src, diff_scale,
+                                 diff_shift);
     });
 }
 
@@ -188,8 +202,9 @@ MKC_API mkc_status mkc_lrn_backward(const mkc_lrn_params *params, const mkc_tens
                                     const mkc_tensor *diff_dst, mkc_tensor **diff_src) {
     return guard([&] {
         require(params != nullptr, "lrn_backward: params is NULL");
-        const Tensor &x = tensor_arg(src, "lrn_backward: src");
-        const Tensor &dy = tensor_arg(diff_dst, "lrn_backward: diff_dst");
+        check_tensor_args("lrn_backward", {{src, "src"}, {diff_dst, "diff_dst"}});
+        const Tensor &x = *src;
+        const Tensor &dy = *diff_dst;
         require_some("lrn_backward", {diff_src});
         check_grad_out(diff_src, "lrn_backward", "diff_src", {src, diff_dst});
         ops::lrn_backward(*params, x, dy, diff_src);
@@ -202,9 +217,10 @@ MKC_API mkc_status mkc_binary_backward(mkc_binary_kind kind, const char *name,
                                        mkc_tensor **diff_b) {
     return guard([&] {
         const char *op = "binary_backward";
-        const Tensor &ta = tensor_arg(a, "binary_backward: a");
-        const Tensor &tb = tensor_arg(b, "binary_backward: b");
-        const Tensor &dy = tensor_arg(diff_dst, "binary_backward: diff_dst");
+        check_tensor_args(op, {{a, "a"}, {b, "b"}, {diff_dst, "diff_dst"}});
+        const Tensor &ta = *a;
+        const Tensor &tb = *b;
+        const Tensor &dy = *diff_dst;
         require_some(op, {diff_a, diff_b});
         check_grad_out(diff_a, op, "diff_a", {a, b, diff_dst});
         check_grad_out(diff_b, op, "diff_b", {a, b, diff_dst});
@@ -221,16 +237,17 @@ MKC_API mkc_status mkc_matmul_backward(const mkc_matmul_params *params, const mk
     return guard([&] {
         const char *op = "matmul_backward";
         require(params != nullptr, op, ": params is NULL");
-        const Tensor &ta = tensor_arg(a, "matmul_backward: a");
-        const Tensor &tb = tensor_arg(b, "matmul_backward: b");
-        const Tensor *tbias = bias ? &tensor_arg(bias, "matmul_backward: bias") : nullptr;
-        const Tensor &dy = tensor_arg(diff_dst, "matmul_backward: diff_dst");
+        check_tensor_args(op,
+                          {{a, "a"}, {b, "b"}, {bias, "bias", true}, {diff_dst, "diff_dst"}});
+        const Tensor &ta = *a;
+        const Tensor &tb = *b;
+        const Tensor &dy = *diff_dst;
         require_some(op, {diff_a, diff_b, diff_bias});
         for (auto [out, what] : {std::pair{diff_a, "diff_a"},
                                  std::pair{diff_b, "diff_b"},
                                  std::pair{diff_bias, "diff_bias"}})
             check_grad_out(out, op, what, {a, b, bias, diff_dst});
-        ops::matmul_backward(*params, ta, tb, tbias, dy, diff_a, diff_b, diff_bias);
+        ops::matmul_backward(*params, ta, tb, bias, dy, diff_a, diff_b, diff_bias);
     });
 }
 
@@ -246,7 +263,8 @@ MKC_API mkc_status mkc_concat_backward(int axis, int n, const mkc_tensor *const 
             const std::string what = "concat_backward: srcs[" + std::to_string(i) + "]";
             tensors.push_back(&tensor_arg(srcs[i], what.c_str()));
         }
-        const Tensor &dy = tensor_arg(diff_dst, "concat_backward: diff_dst");
+        check_tensor_args(op, {{diff_dst, "diff_dst"}});
+        const Tensor &dy = *diff_dst;
         for (int i = 0; i < n; ++i) {
             if (!diff_srcs[i]) continue;
             const std::string what = "concat_backward: diff_srcs[" + std::to_string(i) + "]";
