@@ -136,14 +136,19 @@ def test_name_must_be_text(bad):
 
 
 
-def test_norms_name_the_dead_handle():
-    """batch_norm and layer_norm check all their tensor arguments in one go
-    and name the one that is not live; nothing is created."""
+def _dead_handle() -> int:
+    """The address of a tensor handle just destroyed."""
     t = _capi.tensor_p()
     dims = (ctypes.c_int64 * 1)(3)
     lib.mkc_tensor_create(_capi.DTYPE_F32, 1, dims, 1, ctypes.byref(t))
-    dead = t.value
     lib.mkc_tensor_destroy(t)
+    return t.value
+
+
+def test_norms_name_the_dead_handle():
+    """batch_norm and layer_norm check all their tensor arguments in one go
+    and name the one that is not live; nothing is created."""
+    dead = _dead_handle()
     x = mkcache.Tensor(np.ones((2, 3, 4, 4), np.float32))
     vec = [mkcache.Tensor(np.ones(3, np.float32)) for _ in range(4)]
     bp = _capi.BatchNormParams()
@@ -169,11 +174,7 @@ def test_norms_name_the_dead_handle():
 def test_backward_ops_name_the_dead_handle():
     """Every backward entry point checks its tensor inputs in one go and
     names the one that is not live (op: argument); no gradient is made."""
-    t = _capi.tensor_p()
-    dims = (ctypes.c_int64 * 1)(3)
-    lib.mkc_tensor_create(_capi.DTYPE_F32, 1, dims, 1, ctypes.byref(t))
-    dead = t.value
-    lib.mkc_tensor_destroy(t)
+    dead = _dead_handle()
     live = mkcache.Tensor(np.ones((2, 3, 4, 4), np.float32))
     ref = ctypes.byref
     params = {name: cls() for name, cls in (("conv", _capi.ConvParams), ("pool", _capi.PoolParams),
