@@ -46,6 +46,8 @@ CASES = {
     "softmax 1x12x128x128 last axis": ("softmax", (1, 12, 128, 128), 20),
     "gelu 128x3072": ("gelu", (128, 3072), 20),
     "layer_norm 128x768": ("layer_norm", (128, 768), 200),
+    "layer_norm 1x768": ("layer_norm", (1, 768), 1000),
+    "softmax 1x12x1x64": ("softmax", (1, 12, 1, 64), 1000),
     "max pool 3x3 s2 1x64x112x112 backward": ("max_pool_bwd", (1, 64, 112, 112, 3, 2, 1), 10),
 }
 

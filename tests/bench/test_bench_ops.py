@@ -38,6 +38,7 @@ CASES = {
     "linear 128x768 -> 3072": ("linear", (128, 768, 3072), 5),
     "gelu 128x3072": ("gelu", (128, 3072), 100),
     "layer_norm 128x768": ("layer_norm", (128, 768), 200),
+    "layer_norm 1x768 (one token)": ("layer_norm", (1, 768), 2000),
     # Training (issue 4): backward data + weights (+ bias), and max-pool
     # backward with the forward's indices.
     "conv2d 3x3 64->64 56x56 backward": ("conv_bwd", (1, 64, 64, 56, 56, 3, 1, 1), 1),

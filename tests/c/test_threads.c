@@ -1,7 +1,8 @@
 /* Real threads against the C ABI, no Python in between: default-mode
  * threads sharing one model and its constant weights, clearing-mode threads
  * each in its own session at capacity, and a thread resetting the whole
- * cache meanwhile. Every result is checked against a direct reference.
+ * cache meanwhile; each step runs conv2d + relu, then softmax and layer_norm
+ * (their remembered calls). Every result is checked against a direct reference.
  * Built with sanitizers in CI (ASan/UBSan; TSan by hand, see README). */
 #include <math.h>
 #include <pthread.h>
@@ -50,13 +51,45 @@ static int check(const float *x, const float *y, int n, int h, int w) {
     return 1;
 }
 
+/* Softmax over the channels of y (n, O, h, w) and layer_norm of x (n, C, h,
+ * w) over its last axis, against direct references. */
+static int check_softmax(const float *y, const float *s, int n, int h, int w) {
+    for (int in = 0; in < n; ++in)
+        for (int i = 0; i < h * w; ++i) {
+            double sum = 0;
+            for (int o = 0; o < O; ++o) sum += exp(y[(in * O + o) * h * w + i]);
+            for (int o = 0; o < O; ++o) {
+                const size_t at = (size_t)(in * O + o) * h * w + i;
+                if (fabs(s[at] - exp(y[at]) / sum) > 1e-5) return 0;
+            }
+        }
+    return 1;
+}
+
+static int check_layer_norm(const float *x, const float *z, int rows, int w) {
+    for (int r = 0; r < rows; ++r) {
+        double mean = 0, var = 0;
+        for (int j = 0; j < w; ++j) mean += x[r * w + j];
+        mean /= w;
+        for (int j = 0; j < w; ++j) var += (x[r * w + j] - mean) * (x[r * w + j] - mean);
+        var /= w;
+        for (int j = 0; j < w; ++j)
+            if (fabs(z[r * w + j] - (x[r * w + j] - mean) / sqrt(var + 1e-5)) > 1e-4) return 0;
+    }
+    return 1;
+}
+
 static void run_once(int thread, int step, const char *name) {
     int n = 1 + (step + thread) % 2, h = 5 + step % 4, w = 6 + (step * 7 + thread) % 5;
     size_t xs = (size_t)n * C * h * w, ys = (size_t)n * O * h * w;
-    float *x = malloc(xs * sizeof(float)), *y = malloc(ys * sizeof(float));
+    float *x = malloc(xs * sizeof(float)), *y = malloc(ys * sizeof(float)),
+          *s = malloc(ys * sizeof(float)), *z = malloc(xs * sizeof(float));
     for (size_t i = 0; i < xs; ++i) x[i] = (float)((int)((i * 7919 + thread) % 17) - 8) / 8.0f;
     const int64_t dims[4] = {n, C, h, w};
-    mkc_tensor *tx = NULL, *ty = NULL;
+    mkc_tensor *tx = NULL, *ty = NULL, *ts = NULL, *tz = NULL;
+    mkc_layer_norm_params lp;
+    mkc_layer_norm_params_init(&lp);
+    lp.name = "norm";
     mkc_conv_params p;
     mkc_conv_params_init(&p);
     p.pad_begin[0] = p.pad_begin[1] = p.pad_end[0] = p.pad_end[1] = 1;
@@ -68,10 +101,21 @@ static void run_once(int thread, int step, const char *name) {
         fail("call failed", thread);
     else if (!check(x, y, n, h, w))
         fail("wrong result", thread);
+    if (mkc_softmax(1, 0, "softmax", ty, &ts) != MKC_STATUS_OK ||
+        mkc_tensor_export(ts, MKC_LAYOUT_NCHW, s, ys * sizeof(float)) != MKC_STATUS_OK ||
+        mkc_layer_norm(&lp, tx, NULL, NULL, &tz) != MKC_STATUS_OK ||
+        mkc_tensor_export(tz, MKC_LAYOUT_NCHW, z, xs * sizeof(float)) != MKC_STATUS_OK)
+        fail("softmax / layer_norm call failed", thread);
+    else if (!check_softmax(y, s, n, h, w) || !check_layer_norm(x, z, n * C * h, w))
+        fail("wrong softmax / layer_norm result", thread);
+    mkc_tensor_destroy(tz);
+    mkc_tensor_destroy(ts);
     mkc_tensor_destroy(ty);
     mkc_tensor_destroy(tx);
     free(x);
     free(y);
+    free(s);
+    free(z);
 }
 
 static void *default_mode(void *arg) {
