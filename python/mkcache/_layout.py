@@ -16,9 +16,17 @@ _BY_NAME = {
     "CHANNELS_FIRST": _capi.LAYOUT_CHANNELS_FIRST, "CHANNELS_LAST": _capi.LAYOUT_CHANNELS_LAST,
 }
 
-# Set while a `target_layout(...)` block is active on this thread: numpy()
-# then converts to that layout instead of the tensor's own.
-_explicit = threading.local()
+class _Explicit(threading.local):
+    """Set while a `target_layout(...)` block is active on this thread:
+    numpy() then converts to that layout instead of the tensor's own. The
+    class attribute is every thread's default (reading an attribute a
+    thread never set would otherwise raise and catch an AttributeError on
+    every operator call)."""
+
+    value = None
+
+
+_explicit = _Explicit()
 
 
 def to_enum(name, argument: str = "layout") -> int:
@@ -55,7 +63,7 @@ def set_target_layout(layout: str) -> None:
 
 def explicit_target():
     """The enum of an active target_layout() block, or None."""
-    return getattr(_explicit, "value", None)
+    return _explicit.value
 
 
 @contextlib.contextmanager

@@ -136,10 +136,9 @@ class _Args:
         """A handle the library only reads."""
         if isinstance(value, Tensor):
             return value.handle
-        array = check_array(value, argument)
         if layout_value == _capi.LAYOUT_TARGET:
-            return self.written(array, argument, layout_value)
-        owner = input_owner(array, layout_value)
+            return self.written(value, argument, layout_value)
+        owner = input_owner(value, argument, layout_value)
         self.held.append(owner)
         return owner.handle
 
@@ -360,7 +359,7 @@ def activation(x, kind: str, alpha=None, beta=None, *, name=None, out=None) -> T
     else:
         # A layout label does not matter to an element-wise op; the result
         # keeps it.
-        held = input_owner(check_array(x, "x"), _default_layout())  # held for the call
+        held = input_owner(x, "x", _default_layout())  # held for the call
         hx = held.handle
     dst = _out_handle(out)
     status = _activation(k, ctypes.c_float(a), ctypes.c_float(b), _name(name), hx,
@@ -482,7 +481,7 @@ def _unary(x, call, name, out):
     if isinstance(x, Tensor):
         hx = x.handle
     else:
-        held = input_owner(check_array(x, "x"), _default_layout())  # held for the call
+        held = input_owner(x, "x", _default_layout())  # held for the call
         hx = held.handle
     dst = _out_handle(out)
     status = call(hx, _name(name), ctypes.byref(dst))

@@ -78,3 +78,28 @@ def test_wrapping_after_nhwc_conv_keeps_nchw_default(rng):
     # (e.g. OIHW weights) must not silently change meaning.
     w = mkcache.Tensor(np.ones((4, 2, 3, 3), np.float32))
     assert w.layout == "NCHW" and w.shape == (4, 2, 3, 3)
+
+
+def test_target_layout_block_is_per_thread(rng):
+    """A target_layout block on one thread changes neither another thread's
+    wrapping default nor its exports; a thread that never opened a block
+    sees none."""
+    import threading
+    from mkcache import _layout
+
+    x = rng.standard_normal((1, 3, 4, 5), dtype=np.float32)
+    inside, seen = threading.Event(), {}
+
+    def other():
+        inside.wait()
+        seen["explicit"] = _layout.explicit_target()
+        seen["shape"] = np.asarray(mkcache.relu(mkcache.Tensor(x))).shape
+
+    t = threading.Thread(target=other)
+    t.start()
+    with mkcache.target_layout("NHWC"):
+        assert _layout.explicit_target() == _layout.to_enum("NHWC")
+        inside.set()
+        t.join()
+    assert seen == {"explicit": None, "shape": (1, 3, 4, 5)}
+    assert _layout.explicit_target() is None
