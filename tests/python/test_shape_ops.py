@@ -78,3 +78,20 @@ def test_shape_op_errors(rng):
         mkcache.to_layout(a, "nChw4c")
     with pytest.raises(mkcache.InvalidArgumentError, match="rank"):
         mkcache.to_layout(a, "nChw16c")
+
+
+@pytest.mark.parametrize("shape, fmt, name", [((2, 19, 5, 3), "nChw8c", "aBcd8b"),
+                                               ((2, 19, 5, 3), "nChw16c", "aBcd16b"),
+                                               ((1, 5, 2, 3, 4), "nCdhw16c", "aBcde16b"),
+                                               ((2, 3, 4, 5), "NHWC", "acdb"),
+                                               ((1, 3, 2, 4, 5), "NDHWC", "acdeb")])
+def test_format_names_in_tensors_and_reorder_keys(shape, fmt, name, rng):
+    """Format names follow oneDNN's tags, also in the cache keys of the
+    conversions that export a tensor ("reorder:<from>-><to>")."""
+    x = rng.standard_normal(shape, dtype=np.float32)
+    t = mkcache.to_layout(x, fmt)
+    assert t.format == name
+    plain = "abcd" if len(shape) == 4 else "abcde"
+    np.testing.assert_array_equal(t.numpy("NCHW" if len(shape) == 4 else "NCDHW"), x)
+    keys = [k for _, k in mkcache.cache.keys()]
+    assert any(k.startswith(f"reorder:{name}->{plain}|") for k in keys), keys

@@ -110,9 +110,13 @@ uint64_t reorder_count() { return reorders_executed.load(std::memory_order_relax
 
 void reorder(const dnnl::memory::desc &from, const void *src_data, const dnnl::memory::desc &to,
              void *dst_data) {
-    Handler handler("reorder", nullptr,
-                    ("reorder:" + format_name(from) + "->" + format_name(to)).c_str(), nullptr,
-                    from.get_dims());
+    // The default name, "reorder:<from>-><to>", built without allocating:
+    // this runs on every conversion (and every export of a blocked tensor).
+    char name[2 * kFormatNameSize + 16] = "reorder:";
+    char *end = format_name(from, name + 8) + std::strlen(name + 8);
+    std::memcpy(end, "->", 2);
+    format_name(to, end + 2);
+    Handler handler("reorder", nullptr, name, nullptr, from.get_dims());
     handler.sign(3); // operator id
     handler.sign_layout(from);
     handler.sign_layout(to);

@@ -1,5 +1,6 @@
 #include "tensor/tensor.hpp"
 
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -88,28 +89,45 @@ std::string shape_text(const Dims &dims) {
     return s + "]";
 }
 
-std::string format_name(const dnnl::memory::desc &desc) {
+char *format_name(const dnnl::memory::desc &desc, char *out) {
     // Name the arrangement the way oneDNN's format tags do: dims as letters
-    // ordered outermost to innermost by stride, then inner blocks.
-    const auto dims = desc.get_dims();
-    const int n = static_cast<int>(dims.size());
-    if (desc.get_format_kind() != dnnl::memory::format_kind::blocked) return "opaque";
-    auto strides = desc.get_strides();
-    auto blks = desc.get_inner_blks();
-    auto idxs = desc.get_inner_idxs();
-    std::vector<bool> blocked(n, false);
-    for (auto i : idxs) blocked[static_cast<size_t>(i)] = true;
-    std::vector<int> order(n);
+    // ordered outermost to innermost by stride, then inner blocks. The
+    // queries return pointers into the descriptor (no copies).
+    const const_dnnl_memory_desc_t md = desc.get();
+    dnnl_format_kind_t kind = dnnl_format_kind_undef;
+    int n = 0, nblks = 0;
+    const dnnl_dims_t *strides = nullptr, *blks = nullptr, *idxs = nullptr;
+    if (dnnl_memory_desc_query(md, dnnl_query_format_kind, &kind) != dnnl_success ||
+        kind != dnnl_blocked || dnnl_memory_desc_query(md, dnnl_query_ndims_s32, &n) ||
+        dnnl_memory_desc_query(md, dnnl_query_strides, &strides) ||
+        dnnl_memory_desc_query(md, dnnl_query_inner_nblks_s32, &nblks) ||
+        dnnl_memory_desc_query(md, dnnl_query_inner_blks, &blks) ||
+        dnnl_memory_desc_query(md, dnnl_query_inner_idxs, &idxs)) {
+        std::memcpy(out, "opaque", 7);
+        return out;
+    }
+    bool blocked[DNNL_MAX_NDIMS] = {};
+    for (int k = 0; k < nblks; ++k) blocked[(*idxs)[k]] = true;
+    int order[DNNL_MAX_NDIMS];
     for (int i = 0; i < n; ++i) order[i] = i;
     // Stable sort by descending stride; ties (size-1 dims) keep logical order.
     for (int i = 1; i < n; ++i)
-        for (int j = i; j > 0 && strides[order[j]] > strides[order[j - 1]]; --j)
+        for (int j = i; j > 0 && (*strides)[order[j]] > (*strides)[order[j - 1]]; --j)
             std::swap(order[j], order[j - 1]);
-    std::string out;
-    for (int i : order) out += static_cast<char>((blocked[i] ? 'A' : 'a') + i);
-    for (size_t k = 0; k < blks.size(); ++k)
-        out += std::to_string(blks[k]) + static_cast<char>('a' + idxs[k]);
+    char *p = out;
+    for (int i = 0; i < n; ++i)
+        *p++ = static_cast<char>((blocked[order[i]] ? 'A' : 'a') + order[i]);
+    for (int k = 0; k < nblks; ++k) {
+        p = std::to_chars(p, out + kFormatNameSize - 2, (*blks)[k]).ptr;
+        *p++ = static_cast<char>('a' + (*idxs)[k]);
+    }
+    *p = '\0';
     return out;
+}
+
+std::string format_name(const dnnl::memory::desc &desc) {
+    char name[kFormatNameSize];
+    return format_name(desc, name);
 }
 
 bool adopt_result_layout(Tensor &dst, const dnnl::memory::desc &desc) {

@@ -79,7 +79,12 @@ inline int64_t element_count(const Tensor &t) {
 // Sets desc and the cached dims together.
 void set_desc(Tensor &t, const dnnl::memory::desc &desc);
 Dims caller_dims(const Tensor &t);
-std::string format_name(const dnnl::memory::desc &desc); // "abcd", "aBcd16b", ...
+// oneDNN's name of an arrangement: "abcd", "aBcd16b", ... ("opaque" when
+// not blocked). The buffer form writes it, NUL-terminated, into `out`
+// (kFormatNameSize chars): no allocation, for names built on every call.
+constexpr size_t kFormatNameSize = DNNL_MAX_NDIMS * 22 + 8;
+char *format_name(const dnnl::memory::desc &desc, char *out);
+std::string format_name(const dnnl::memory::desc &desc);
 size_t plain_nbytes(const Tensor &t);
 Dims row_major_strides(const Dims &dims);
 std::string shape_text(const Dims &dims); // "[2, 3, 4]" for messages
