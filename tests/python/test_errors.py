@@ -207,3 +207,26 @@ def test_backward_ops_name_the_dead_handle():
             with pytest.raises(mkcache.InvalidHandleError, match=f"{op}: {arg} is not a live"):
                 getattr(lib, fn)(*head, *tensors, *[ref(o) for o in outs])
             assert not any(outs), fn
+
+
+def test_remembered_batch_norm_still_checks_every_vector():
+    """An inference batch_norm remembered for its arguments still refuses a
+    call whose (unused in inference) batch statistics are malformed: every
+    argument the checks read is part of what is remembered."""
+    x = mkcache.Tensor(np.ones((2, 3, 4, 4), np.float32))
+    vec = [mkcache.Tensor(np.ones(3, np.float32)) for _ in range(6)]
+    bad = mkcache.Tensor(np.ones(5, np.float32))
+    bp = _capi.BatchNormParams()
+    lib.mkc_batch_norm_params_init(ctypes.byref(bp))
+    handles = [v.handle for v in vec]
+    for _ in range(3):  # remembered from the second call on
+        dst = _capi.tensor_p()
+        lib.mkc_batch_norm(ctypes.byref(bp), x.handle, *handles, ctypes.byref(dst))
+        mkcache.Tensor._adopt(dst).close()
+    for i, arg in ((4, "batch_mean"), (5, "batch_variance"), (0, "mean")):
+        args = list(handles)
+        args[i] = bad.handle
+        dst = _capi.tensor_p()
+        with pytest.raises(mkcache.InvalidArgumentError, match=arg):
+            lib.mkc_batch_norm(ctypes.byref(bp), x.handle, *args, ctypes.byref(dst))
+        assert not dst

@@ -380,14 +380,16 @@ void check_batch_norm(const mkc_batch_norm_params &p, const Tensor &src, const T
     check_vector(shift, c, op, "shift");
     check_vector(batch_mean, c, op, "batch_mean");
     check_vector(batch_variance, c, op, "batch_variance");
-    if (training) require(p.momentum >= 0.f && p.momentum <= 1.f, op, ": momentum must be in [0, 1]");
+    if (training)
+        require(p.momentum >= 0.f && p.momentum <= 1.f, op, ": momentum must be in [0, 1]");
 }
 
 // What the thread's argument cache knows an inference batch_norm by (with
 // the name's text): epsilon, the data_format asked for, src's dtype, caller
-// layout and dims, and which vectors are given with their dtypes and dims.
+// layout and dims, and which vectors are given with their dtypes and dims
+// (the batch statistics too: unused in inference, but checked).
 // src's exact layout is checked against the entry's on a hit.
-class BatchNormCall : public CallWords<2 + 1 + MKC_MAX_NDIMS + 4 * (2 + MKC_MAX_NDIMS)> {
+class BatchNormCall : public CallWords<2 + 1 + MKC_MAX_NDIMS + 6 * (2 + MKC_MAX_NDIMS)> {
 public:
     BatchNormCall(const mkc_batch_norm_params &p, const Tensor &src,
                   std::initializer_list<const Tensor *> vectors) {
@@ -429,7 +431,8 @@ void batch_norm(const mkc_batch_norm_params &p, const Tensor &src, Tensor *mean,
     // holds and whose src is laid out as then, skips the checks, key and
     // lookup.
     const std::shared_ptr<void> blob = remembered_inference_entry<BatchNormEntry>(
-        training, state, BatchNormCall(p, src, {mean, variance, scale, shift}), p.name,
+        training, state,
+        BatchNormCall(p, src, {mean, variance, scale, shift, batch_mean, batch_variance}), p.name,
         [&](const BatchNormEntry &e) { return e.takes_as_is(src, DNNL_ARG_SRC); }, acquire);
     auto *entry = static_cast<BatchNormEntry *>(blob.get());
     const int64_t c = src.dims[1];
