@@ -40,15 +40,9 @@ uint64_t mix_bytes(uint64_t h, const char *text, size_t size) {
     return h;
 }
 
-// `text` (NUL-terminated) equals `s`. Byte by byte, stopping at the first
-// difference (so never past text's end): names are short, and inline this
-// costs less than a strncmp call.
+// `text` (NUL-terminated) equals `s`.
 bool same_text(const std::string &s, const char *text) {
-    const char *a = s.c_str();
-    size_t i = 0;
-    for (; a[i] != '\0'; ++i)
-        if (a[i] != text[i]) return false;
-    return text[i] == '\0';
+    return std::strcmp(s.c_str(), text) == 0;
 }
 } // namespace
 
