@@ -113,6 +113,12 @@ public:
         std::memcpy(words_ + size_, data, nbytes);
         size_ += n;
     }
+    // A float argument's bits, for a word (equal bits: the same call).
+    static int64_t bits(float v) {
+        uint32_t b;
+        std::memcpy(&b, &v, 4);
+        return b;
+    }
     void seal(uint64_t seed) { hash_ = FrontCache::hash_words(seed, words_, size_); }
     // False when the arguments are too absurd to keep (the full path then
     // reports what is wrong).

@@ -113,7 +113,7 @@ void reorder(const dnnl::memory::desc &from, const void *src_data, const dnnl::m
     // The default name, "reorder:<from>-><to>", built without allocating:
     // this runs on every conversion (and every export of a blocked tensor).
     char name[2 * kFormatNameSize + 16] = "reorder:";
-    char *end = format_name(from, name + 8) + std::strlen(name + 8);
+    char *end = format_name(from, name + 8);
     std::memcpy(end, "->", 2);
     format_name(to, end + 2);
     Handler handler("reorder", nullptr, name, nullptr, from.get_dims());

@@ -1,7 +1,6 @@
 // Element-wise activations. They run on whatever layout their input is in
 // (a conv output in nChw16c stays nChw16c), so a chain performs no reorder.
 #include <charconv>
-#include <cstring>
 #include <string>
 
 #include "common/engine.hpp"
@@ -78,10 +77,7 @@ public:
     ActivationCall(mkc_activation_kind kind, float alpha, float beta, const char *name,
                    const Tensor &src) {
         add(int64_t(2) << 40 | int64_t(kind) << 8 | src.layout); // 2: the activation's op id
-        uint32_t a, b;
-        std::memcpy(&a, &alpha, 4);
-        std::memcpy(&b, &beta, 4);
-        add(int64_t(a) << 32 | b);
+        add(bits(alpha) << 32 | bits(beta));
         add_dims(src.dims);
         seal(reinterpret_cast<uintptr_t>(name));
     }

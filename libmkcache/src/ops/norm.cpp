@@ -2,7 +2,6 @@
 // running statistics, or training forward with batch statistics and a
 // momentum update of the running ones), and LRN across channels.
 #include <atomic>
-#include <cstring>
 #include <optional>
 #include <string>
 
@@ -157,9 +156,7 @@ public:
         // 9: the layer_norm's op id
         add(int64_t(9) << 40 | int64_t(src.dtype) << 32 | int64_t(src.layout) << 24 |
             vector(scale) << 12 | vector(shift));
-        uint32_t epsilon;
-        std::memcpy(&epsilon, &p.epsilon, 4);
-        add(int64_t(epsilon) << 32 | static_cast<uint32_t>(p.begin_norm_axis));
+        add(bits(p.epsilon) << 32 | static_cast<uint32_t>(p.begin_norm_axis));
         add_dims(src.dims);
         seal(reinterpret_cast<uintptr_t>(p.name));
         if (scale) add_dims(scale->dims);
@@ -395,9 +392,7 @@ public:
                   std::initializer_list<const Tensor *> vectors) {
         // 10: the batch_norm's op id
         add(int64_t(10) << 40 | int64_t(src.dtype) << 32 | src.layout);
-        uint32_t epsilon;
-        std::memcpy(&epsilon, &p.epsilon, 4);
-        add(int64_t(epsilon) << 32 | static_cast<uint32_t>(p.data_format));
+        add(bits(p.epsilon) << 32 | static_cast<uint32_t>(p.data_format));
         add_dims(src.dims);
         seal(reinterpret_cast<uintptr_t>(p.name));
         for (const Tensor *v : vectors) {
@@ -640,11 +635,6 @@ namespace {
 class LrnCall : public CallWords<4 + 1 + MKC_MAX_NDIMS> {
 public:
     LrnCall(const mkc_lrn_params &p, const Tensor &src) {
-        const auto bits = [](float v) {
-            uint32_t b;
-            std::memcpy(&b, &v, 4);
-            return int64_t(b);
-        };
         // 11: the LRN's op id
         add(int64_t(11) << 40 | int64_t(src.dtype) << 32 | src.layout);
         add(p.size);

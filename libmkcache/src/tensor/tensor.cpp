@@ -104,7 +104,7 @@ char *format_name(const dnnl::memory::desc &desc, char *out) {
         dnnl_memory_desc_query(md, dnnl_query_inner_blks, &blks) ||
         dnnl_memory_desc_query(md, dnnl_query_inner_idxs, &idxs)) {
         std::memcpy(out, "opaque", 7);
-        return out;
+        return out + 6;
     }
     bool blocked[DNNL_MAX_NDIMS] = {};
     for (int k = 0; k < nblks; ++k) blocked[(*idxs)[k]] = true;
@@ -122,12 +122,12 @@ char *format_name(const dnnl::memory::desc &desc, char *out) {
         *p++ = static_cast<char>('a' + (*idxs)[k]);
     }
     *p = '\0';
-    return out;
+    return p;
 }
 
 std::string format_name(const dnnl::memory::desc &desc) {
     char name[kFormatNameSize];
-    return format_name(desc, name);
+    return std::string(name, format_name(desc, name));
 }
 
 bool adopt_result_layout(Tensor &dst, const dnnl::memory::desc &desc) {

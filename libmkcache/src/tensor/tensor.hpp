@@ -81,7 +81,8 @@ void set_desc(Tensor &t, const dnnl::memory::desc &desc);
 Dims caller_dims(const Tensor &t);
 // oneDNN's name of an arrangement: "abcd", "aBcd16b", ... ("opaque" when
 // not blocked). The buffer form writes it, NUL-terminated, into `out`
-// (kFormatNameSize chars): no allocation, for names built on every call.
+// (kFormatNameSize chars) and returns where its NUL is: no allocation, for
+// names built on every call.
 constexpr size_t kFormatNameSize = DNNL_MAX_NDIMS * 22 + 8;
 char *format_name(const dnnl::memory::desc &desc, char *out);
 std::string format_name(const dnnl::memory::desc &desc);
