@@ -17,8 +17,7 @@ std::unique_ptr<Tensor> plain_tensor(mkc_dtype dtype, int ndims, const int64_t *
     check_dims("dims", ndims, dims, dtype);
     const mkc_layout plain = layout::resolve(layout, ndims);
     const Dims onednn = layout::to_onednn_order(Dims(dims, dims + ndims), plain);
-    auto t = std::make_unique<Tensor>();
-    set_desc(*t, layout::plain_desc(onednn, to_onednn(dtype), plain));
+    auto t = std::make_unique<Tensor>(layout::plain_desc(onednn, to_onednn(dtype), plain));
     t->layout = plain;
     t->dtype = dtype;
     return t;

@@ -305,7 +305,7 @@ public:
         std::unique_ptr<Tensor> created_;
         Tensor *tensor_;
         const dnnl::memory::desc *have_;
-        dnnl::memory::desc view_;
+        dnnl::memory::desc view_ = empty_desc();
         std::shared_ptr<void> temporary_;
         void *data_;
     };

@@ -132,7 +132,7 @@ void binary_with(const BinaryInfo &info, mkc_binary_kind kind, const char *name,
     }
     const mkc_layout out_layout = src0->layout;
 
-    dnnl::memory::desc view;
+    dnnl::memory::desc view = empty_desc();
     std::unique_ptr<Tensor> src1_plain;
     if (!broadcast_view(*src1, n, out_layout, view)) {
         src1 = &row_major(*src1, src1_plain);

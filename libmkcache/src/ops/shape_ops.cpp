@@ -148,7 +148,7 @@ void to_layout(const char *format, const Tensor &src, mkc_tensor **dst) {
     const std::string f = format;
     const int rank = static_cast<int>(src.dims.size());
     using tag = dnnl::memory::format_tag;
-    dnnl::memory::desc want;
+    dnnl::memory::desc want = empty_desc();
     mkc_layout label = src.layout;
     const auto dt = to_onednn(src.dtype);
     if (f == "NCHW" || f == "NCDHW" || f == "NCW" || f == "NC" || f == "plain") {

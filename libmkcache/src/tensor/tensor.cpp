@@ -43,18 +43,34 @@ void check_dims(const char *what, int ndims, const int64_t *dims, mkc_dtype dtyp
     }
 }
 
+const dnnl::memory::desc &empty_desc() {
+    static const auto *desc = new dnnl::memory::desc(); // never destroyed: used up to exit
+    return *desc;
+}
+
+void *aligned_malloc(size_t nbytes) {
+    // The raw pointer is kept in the word below the aligned block.
+    void *raw = std::malloc(nbytes + 64 + sizeof(void *));
+    if (raw == nullptr) return nullptr;
+    const uintptr_t at = (reinterpret_cast<uintptr_t>(raw) + sizeof(void *) + 63) & ~uintptr_t(63);
+    reinterpret_cast<void **>(at)[-1] = raw;
+    return reinterpret_cast<void *>(at);
+}
+
+void aligned_free(void *p) {
+    if (p != nullptr) std::free(static_cast<void **>(p)[-1]);
+}
+
 std::shared_ptr<void> allocate(size_t nbytes, bool zero) {
-    void *p = nullptr;
-    if (posix_memalign(&p, 64, nbytes == 0 ? 64 : nbytes) != 0 || p == nullptr)
-        fail(MKC_STATUS_OUT_OF_MEMORY, "cannot allocate ", nbytes, " bytes");
+    void *p = aligned_malloc(nbytes == 0 ? 64 : nbytes);
+    if (p == nullptr) fail(MKC_STATUS_OUT_OF_MEMORY, "cannot allocate ", nbytes, " bytes");
     if (zero) std::memset(p, 0, nbytes);
-    return std::shared_ptr<void>(p, std::free);
+    return std::shared_ptr<void>(p, aligned_free);
 }
 
 std::unique_ptr<Tensor> make_owned_tensor(const dnnl::memory::desc &desc, mkc_layout layout,
                                           mkc_dtype dtype) {
-    auto t = std::make_unique<Tensor>();
-    set_desc(*t, desc);
+    auto t = std::make_unique<Tensor>(desc);
     t->layout = layout;
     t->dtype = dtype;
     t->owned = allocate(desc.get_size(), false);

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,10 +16,38 @@
 #include "layout/layout.hpp"
 #include "mkcache/mkcache.h"
 
+namespace mkc {
+// One shared empty descriptor. A default-constructed dnnl::memory::desc
+// allocates a ~1 KB descriptor (too big for malloc's per-thread bins) and
+// frees it when assigned over: about 2,000 instructions per tensor an
+// operator created. Descriptors are immutable handles, so one can be shared.
+const dnnl::memory::desc &empty_desc();
+
+// 64-byte aligned blocks from plain malloc (freed with aligned_free):
+// glibc's posix_memalign/aligned_alloc carve every block out of a larger
+// chunk past malloc's per-thread cache, ~300 instructions each, paid twice
+// by every tensor an operator creates (the tensor and its buffer). Null when
+// out of memory.
+void *aligned_malloc(size_t nbytes);
+void aligned_free(void *p);
+} // namespace mkc
+
 // The fields every operator call reads come first and share one cache line
 // (alignas): a call touches each argument's tensor once, and a primitive's
 // execution may have evicted it from L1 since the last call.
 struct alignas(64) mkc_tensor {
+    mkc_tensor() = default;
+    // Described by `d` from the start (no empty descriptor made first).
+    explicit mkc_tensor(const dnnl::memory::desc &d) : dims(d.get_dims()), desc(d) {}
+    // alignas(64) through mkc::aligned_malloc (see there).
+    static void *operator new(size_t n) {
+        if (void *p = mkc::aligned_malloc(n)) return p;
+        throw std::bad_alloc();
+    }
+    static void *operator new(size_t n, std::align_val_t) { return operator new(n); }
+    static void operator delete(void *p) { mkc::aligned_free(p); }
+    static void operator delete(void *p, std::align_val_t) { mkc::aligned_free(p); }
+
     void *data = nullptr;
     std::vector<int64_t> dims; // desc's dims, kept to avoid querying per call
     mkc_dtype dtype = MKC_DTYPE_F32;
@@ -37,14 +66,14 @@ struct alignas(64) mkc_tensor {
     // address); back to 0 (none drawn) whenever the copies or desc change.
     mutable std::atomic<uint64_t> converted_stamp{0};
 
-    dnnl::memory::desc desc;  // actual arrangement, oneDNN dim order
+    dnnl::memory::desc desc = mkc::empty_desc(); // actual arrangement, oneDNN dim order
     std::shared_ptr<void> owned; // set when the tensor owns `data`
 
     mutable std::mutex mutex;    // guards the two lazily filled fields below
     mutable std::string format;  // oneDNN format name, filled on first query
     // Converted copies of a constant tensor, one per layout asked for.
     struct Converted {
-        dnnl::memory::desc desc;
+        dnnl::memory::desc desc = mkc::empty_desc();
         std::shared_ptr<void> data;
         uint64_t match = 0; // last entry/argument it served, as layout_match
     };
