@@ -48,6 +48,8 @@ CASES = {
     "layer_norm 128x768": ("layer_norm", (128, 768), 200),
     "layer_norm 1x768": ("layer_norm", (1, 768), 1000),
     "softmax 1x12x1x64": ("softmax", (1, 12, 1, 64), 1000),
+    "add 1x64x56x56": ("add", (1, 64, 56, 56), 100),
+    "add 1x768": ("add", (1, 768), 1000),
     "max pool 3x3 s2 1x64x112x112 backward": ("max_pool_bwd", (1, 64, 112, 112, 3, 2, 1), 10),
 }
 

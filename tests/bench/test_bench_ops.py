@@ -35,6 +35,8 @@ CASES = {
     "LRN 5 1x96x55x55": ("lrn", (1, 96, 55, 55, 5), 50),
     "batch norm 1x64x56x56": ("batch_norm", (1, 64, 56, 56), 100),
     "softmax 1x12x128x128 last axis": ("softmax", (1, 12, 128, 128), 50),
+    "add 1x64x56x56 (residual)": ("add", (1, 64, 56, 56), 100),
+    "add 1x768 (one token)": ("add", (1, 768), 2000),
     "linear 128x768 -> 3072": ("linear", (128, 768, 3072), 5),
     "gelu 128x3072": ("gelu", (128, 3072), 100),
     "layer_norm 128x768": ("layer_norm", (128, 768), 200),
@@ -145,6 +147,13 @@ def _python_numpy_torch(case):
         if torch is not None:
             tx = torch.from_numpy(x)
             fns["torch"] = lambda: torch.softmax(tx, -1)
+    elif op == "add":
+        a, b = _rand(*p), _rand(*p)
+        fns["python"] = lambda: mkcache.add(a, b, name="bench_py")
+        fns["numpy"] = lambda: a + b
+        if torch is not None:
+            ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+            fns["torch"] = lambda: torch.add(ta, tb)
     elif op == "linear":
         m, k, n = p
         x, w, b = _rand(m, k), _rand(n, k) * 0.05, _rand(n)
@@ -225,7 +234,7 @@ def test_op_results_agree(helper):
     """The benchmarked mkcache calls compute what numpy computes (a smoke
     check that the suite measures real work)."""
     for case in ("max pool 3x3 s2 1x64x112x112", "softmax 1x12x128x128 last axis",
-                 "layer_norm 128x768"):
+                 "layer_norm 128x768", "add 1x64x56x56 (residual)"):
         fns = _python_numpy_torch(case)
         ours = fns["python"]()
         ours = ours.numpy("NCHW") if ours.ndim == 4 else np.asarray(ours)

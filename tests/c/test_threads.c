@@ -1,8 +1,8 @@
 /* Real threads against the C ABI, no Python in between: default-mode
  * threads sharing one model and its constant weights, clearing-mode threads
  * each in its own session at capacity, and a thread resetting the whole
- * cache meanwhile; each step runs conv2d + relu, then softmax and layer_norm
- * (their remembered calls). Every result is checked against a direct reference.
+ * cache meanwhile; each step runs conv2d + relu, then softmax, layer_norm and
+ * a residual add (their remembered calls). Every result is checked against a direct reference.
  * Built with sanitizers in CI (ASan/UBSan; TSan by hand, see README). */
 #include <math.h>
 #include <pthread.h>
@@ -83,10 +83,11 @@ static void run_once(int thread, int step, const char *name) {
     int n = 1 + (step + thread) % 2, h = 5 + step % 4, w = 6 + (step * 7 + thread) % 5;
     size_t xs = (size_t)n * C * h * w, ys = (size_t)n * O * h * w;
     float *x = malloc(xs * sizeof(float)), *y = malloc(ys * sizeof(float)),
-          *s = malloc(ys * sizeof(float)), *z = malloc(xs * sizeof(float));
+          *s = malloc(ys * sizeof(float)), *z = malloc(xs * sizeof(float)),
+          *r = malloc(ys * sizeof(float));
     for (size_t i = 0; i < xs; ++i) x[i] = (float)((int)((i * 7919 + thread) % 17) - 8) / 8.0f;
     const int64_t dims[4] = {n, C, h, w};
-    mkc_tensor *tx = NULL, *ty = NULL, *ts = NULL, *tz = NULL;
+    mkc_tensor *tx = NULL, *ty = NULL, *ts = NULL, *tz = NULL, *tr = NULL;
     mkc_layer_norm_params lp;
     mkc_layer_norm_params_init(&lp);
     lp.name = "norm";
@@ -108,6 +109,17 @@ static void run_once(int thread, int step, const char *name) {
         fail("softmax / layer_norm call failed", thread);
     else if (!check_softmax(y, s, n, h, w) || !check_layer_norm(x, z, n * C * h, w))
         fail("wrong softmax / layer_norm result", thread);
+    /* y + softmax(y): two library outputs in the layout the conv chose. */
+    if (mkc_binary(MKC_BINARY_ADD, "residual", ty, ts, &tr) != MKC_STATUS_OK ||
+        mkc_tensor_export(tr, MKC_LAYOUT_NCHW, r, ys * sizeof(float)) != MKC_STATUS_OK)
+        fail("add call failed", thread);
+    else
+        for (size_t i = 0; i < ys; ++i)
+            if (fabsf(r[i] - (y[i] + s[i])) > 1e-6f * (1.f + fabsf(y[i]))) {
+                fail("wrong add result", thread);
+                break;
+            }
+    mkc_tensor_destroy(tr);
     mkc_tensor_destroy(tz);
     mkc_tensor_destroy(ts);
     mkc_tensor_destroy(ty);
@@ -116,6 +128,7 @@ static void run_once(int thread, int step, const char *name) {
     free(y);
     free(s);
     free(z);
+    free(r);
 }
 
 static void *default_mode(void *arg) {

@@ -71,3 +71,54 @@ def test_binary_scalars_keys_and_errors(rng):
         mkcache.add(a, a.astype(np.float64))
     with pytest.raises(mkcache.Error):
         mkcache.add(a, None)
+
+
+@pytest.mark.parametrize("op", ["add", "sub", "div"])
+def test_binary_calls_remembered_follow_every_argument(op, rng):
+    """A binary call is remembered per thread by its raw arguments (kind,
+    dtypes, caller layouts, shapes): one name alternating the kind, which
+    operand broadcasts (a swapped, non-commutative op), a blocked src0 of
+    the same shape as a plain one, a broadcast operand seen through a view
+    that is plain and then blocked (same shape: it must be converted
+    first), and an expanded pair must each compute what numpy does, every
+    time, converting only what must be converted."""
+    x = _data((2, 16, 5, 7), rng, op)
+    z = _data((2, 16, 5, 7), rng, op)
+    ch = _data((1, 16, 1, 1), rng, op)
+    blocked_x = mkcache.conv2d(x, np.eye(16, dtype=np.float32)[:, :, None, None])
+    # NHWC data [2, 5, 7, 16] with an NCHW-labelled [1, 5, 7, 16] operand:
+    # broadcast in the caller's order through a view, which needs b plain.
+    nhwc = mkcache.Tensor(_data((2, 5, 7, 16), rng, op), "NHWC")
+    side = _data((1, 5, 7, 16), rng, op)
+    blocked_side = mkcache.conv2d(side, np.eye(5, dtype=np.float32)[:, :, None, None])
+    assert blocked_x.format != "abcd" and blocked_side.format != "abcd"
+    col, row = _data((3, 1), rng, op), _data((1, 4), rng, op)
+    fn, ref = getattr(mkcache, op), OPS[op]
+    other = "sub" if op != "sub" else "add"
+    # (function, reference, a, b, converts: a layout conversion is expected)
+    variants = [
+        (fn, ref, x, z, False), (getattr(mkcache, other), OPS[other], x, z, False),
+        (fn, ref, blocked_x, z, False), (fn, ref, x, z, False),
+        (fn, ref, x, ch, False), (fn, ref, ch, x, False), (fn, ref, ch, blocked_x, False),
+        (fn, ref, nhwc, side, False), (fn, ref, nhwc, blocked_side, True),
+        (fn, ref, nhwc, side, False), (fn, ref, col, row, False), (fn, ref, x, z, False),
+    ]
+    for step in range(2):
+        for f, r, a, b, converts in variants:
+            plain_a = a.numpy(a.layout) if isinstance(a, mkcache.Tensor) else a
+            plain_b = b.numpy(b.layout) if isinstance(b, mkcache.Tensor) else b
+            want = r(plain_a.astype(np.float64), plain_b.astype(np.float64))
+            for repeat in range(3):
+                before = mkcache.cache.reorder_count()
+                y = f(a, b, name="remembered_binary")
+                converted = mkcache.cache.reorder_count() != before
+                got = y.numpy(y.layout) if y.ndim == 4 else np.asarray(y)
+                what = (f"step {step} {f.__name__} {getattr(a, 'format', 'array')} "
+                        f"{getattr(b, 'format', 'array')} call {repeat}")
+                assert converted == converts, what
+                assert_close_elementwise(got, want, what, ulps=4)
+    s0 = mkcache.cache.stats()
+    fn(x, ch, name="remembered_binary")
+    fn(x, ch, name="remembered_binary")
+    s1 = mkcache.cache.stats()
+    assert s1["hits"] == s0["hits"] + 2 and s1["misses"] == s0["misses"]

@@ -347,7 +347,7 @@ void Handler::Execution::input(int arg_id, const Tensor &tensor,
         }
     }
     const dnnl::memory::desc &want = entry_.arg_descs[index];
-    const bool as_is = view ? *view == want : entry_.matches(tensor, arg_id, want);
+    const bool as_is = view ? view == &want || *view == want : entry_.matches(tensor, arg_id, want);
     bind(index, arg_id, as_is ? tensor.data : converted(index, arg_id, tensor, view));
 }
 

@@ -20,6 +20,34 @@ namespace {
 
 struct BinaryEntry : PrimitiveEntry {
     dnnl::binary::primitive_desc pd;
+    // What the full path worked out for the call that built the entry, for
+    // calls through the argument cache (BinaryCall: the same words give the
+    // same answers). b is src0 (a and b swapped):
+    bool swapped = false;
+    // src1 is seen through a broadcast view (its bytes re-described with the
+    // output's rank), which needs it plain, as `src1_plain` says; otherwise
+    // it is taken as the primitive's own SRC_1 layout.
+    bool src1_viewed = false;
+    dnnl::memory::desc src1_plain = empty_desc();
+};
+
+// The pseudo argument under which a tensor remembers it passed an entry's
+// src1_plain check (PrimitiveEntry::matches).
+constexpr int kPlainSrc1Check = 0xfffe;
+
+// What the thread's argument cache knows a binary call by (with the name's
+// text): the kind, both operands' dtypes, caller layouts and shapes. Their
+// exact layouts are checked against the entry's on a hit.
+class BinaryCall : public CallWords<2 + 2 * (1 + MKC_MAX_NDIMS)> {
+public:
+    BinaryCall(mkc_binary_kind kind, const char *name, const Tensor &a, const Tensor &b) {
+        // 5: the binary's op id; kind < 2^16 (internal comparisons are 100x)
+        add(int64_t(5) << 40 | int64_t(kind) << 16 | a.dtype << 8 | b.dtype);
+        add(int64_t(a.layout) << 8 | b.layout);
+        add_dims(a.dims);
+        add_dims(b.dims);
+        seal(reinterpret_cast<uintptr_t>(name));
+    }
 };
 
 struct BinaryInfo {
@@ -93,8 +121,18 @@ void binary(mkc_binary_kind kind, const char *name, const Tensor &a, const Tenso
 
 namespace {
 
-void binary_with(const BinaryInfo &info, mkc_binary_kind kind, const char *name,
-                 const Tensor &a, const Tensor &b, mkc_tensor **dst) {
+// The operands as the primitive takes them for one call: src0 has the
+// output's shape, src1 is broadcast; `expanded`/`src1_copy` hold tensors
+// made for this call (then it does not go into the argument cache).
+struct Operands {
+    const Tensor *src0, *src1;
+    std::unique_ptr<Tensor> expanded, src1_copy;
+};
+
+std::shared_ptr<BinaryEntry> acquire_binary(const BinaryInfo &info, mkc_binary_kind kind,
+                                            const char *name, const Tensor &a, const Tensor &b,
+                                            Operands &ops, BlobCache::HitTicket &ticket,
+                                            bool &hit) {
     require(a.dtype == MKC_DTYPE_F32 && b.dtype == MKC_DTYPE_F32, info.name,
             ": a and b must be float32");
     const Dims ca = caller_dims(a), cb = caller_dims(b);
@@ -112,12 +150,12 @@ void binary_with(const BinaryInfo &info, mkc_binary_kind kind, const char *name,
     // src0 must have the output's shape; prefer a (so `a op= b` is in place).
     const bool a_full = pa == out && static_cast<int>(ca.size()) == n;
     const bool b_full = pb == out && static_cast<int>(cb.size()) == n;
-    std::unique_ptr<Tensor> expanded; // when neither side has the output's shape
-    const Tensor *src0 = &a, *src1 = &b;
+    ops.src0 = &a;
+    ops.src1 = &b;
     bool swapped = false;
     if (!a_full && b_full) {
-        src0 = &b;
-        src1 = &a;
+        ops.src0 = &b;
+        ops.src1 = &a;
         swapped = true;
     } else if (!a_full && !b_full) {
         // Expand a to the output's shape: zeros(out) + a.
@@ -127,48 +165,87 @@ void binary_with(const BinaryInfo &info, mkc_binary_kind kind, const char *name,
         std::memset(zeros->data, 0, zeros->desc.get_size());
         mkc_tensor *result = zeros.get();
         binary(MKC_BINARY_ADD, nullptr, *zeros, a, &result);
-        expanded = std::move(zeros);
-        src0 = expanded.get();
+        ops.expanded = std::move(zeros);
+        ops.src0 = ops.expanded.get();
     }
-    const mkc_layout out_layout = src0->layout;
+    const Tensor &src0 = *ops.src0;
 
     dnnl::memory::desc view = empty_desc();
-    std::unique_ptr<Tensor> src1_plain;
-    if (!broadcast_view(*src1, n, out_layout, view)) {
-        src1 = &row_major(*src1, src1_plain);
-        broadcast_view(*src1, n, out_layout, view);
+    if (!broadcast_view(*ops.src1, n, src0.layout, view)) {
+        ops.src1 = &row_major(*ops.src1, ops.src1_copy);
+        broadcast_view(*ops.src1, n, src0.layout, view);
     }
+    const Tensor &src1 = *ops.src1;
+    const bool viewed = !(view == src1.desc);
 
-    const SerialRegion serial(element_count(*src0)); // built and run alike
+    const SerialRegion serial(element_count(src0)); // built as binary_with() runs it
     Handler handler(info.name, name, (std::string("binary:") + info.name).c_str(), info.suffix,
-                    src0->dims);
+                    src0.dims);
     handler.sign(5); // operator id
     handler.sign(kind);
     handler.sign(swapped ? 1 : 0);
-    handler.sign_layout(*src0, DNNL_ARG_SRC_0);
+    handler.sign_layout(src0, DNNL_ARG_SRC_0);
     handler.sign_layout(view);
     auto entry = handler.acquire_primitive<BinaryEntry>([&] {
         auto e = std::make_shared<BinaryEntry>();
         dnnl::primitive_attr attr = user_scratchpad_attr();
         if (swapped && !info.commutative && info.mirrored == info.alg) {
             // We computed b op a; turn it into a op b.
-            dnnl::post_ops ops;
-            if (kind == MKC_BINARY_SUB) ops.append_eltwise(dnnl::algorithm::eltwise_linear, -1.f, 0.f);
-            else ops.append_eltwise(dnnl::algorithm::eltwise_pow, 1.f, -1.f); // 1 / (b / a)
-            attr.set_post_ops(ops);
+            dnnl::post_ops post;
+            if (kind == MKC_BINARY_SUB) post.append_eltwise(dnnl::algorithm::eltwise_linear, -1.f, 0.f);
+            else post.append_eltwise(dnnl::algorithm::eltwise_pow, 1.f, -1.f); // 1 / (b / a)
+            attr.set_post_ops(post);
         }
         e->pd = dnnl::binary::primitive_desc(cpu_engine(), swapped ? info.mirrored : info.alg,
-                                             src0->desc, view, src0->desc, attr);
+                                             src0.desc, view, src0.desc, attr);
         e->primitive = dnnl::binary(e->pd);
         e->set_args(e->pd, {DNNL_ARG_SRC_0, DNNL_ARG_SRC_1, DNNL_ARG_DST});
+        e->swapped = swapped;
+        e->src1_viewed = viewed;
+        if (viewed) e->src1_plain = src1.desc;
         return e;
     });
+    handler.report_hit(ticket, hit);
+    // A call that made its own operands is not one to repeat blindly; nor
+    // is one whose entry another call built with other operand roles (the
+    // signature covers swapped and the view, so this is a safeguard).
+    if (ops.expanded || ops.src1_copy || entry->swapped != swapped || entry->src1_viewed != viewed)
+        hit = false;
+    return entry;
+}
+
+void binary_with(const BinaryInfo &info, mkc_binary_kind kind, const char *name,
+                 const Tensor &a, const Tensor &b, mkc_tensor **dst) {
+    // A call this thread made before, whose entry the cache still holds and
+    // whose operands are laid out as then, skips the shapes, key and lookup.
+    ThreadState &state = thread_state();
+    Operands ops;
+    const std::shared_ptr<void> blob = remembered_entry<BinaryEntry>(
+        state, BinaryCall(kind, name, a, b), name,
+        [&](const BinaryEntry &e) {
+            const Tensor &s0 = e.swapped ? b : a, &s1 = e.swapped ? a : b;
+            if (!e.takes_as_is(s0, DNNL_ARG_SRC_0) ||
+                !(e.src1_viewed ? e.matches(s1, kPlainSrc1Check, e.src1_plain)
+                                : e.takes_as_is(s1, DNNL_ARG_SRC_1)))
+                return false;
+            ops.src0 = &s0;
+            ops.src1 = &s1;
+            return true;
+        },
+        [&](BlobCache::HitTicket &ticket, bool &hit) {
+            return acquire_binary(info, kind, name, a, b, ops, ticket, hit);
+        });
+    auto &entry = *static_cast<BinaryEntry *>(blob.get());
+    const Tensor &src0 = *ops.src0, &src1 = *ops.src1;
+    const SerialRegion serial(element_count(src0)); // run as acquire_binary() built it
     Handler::Output result =
-        Handler::prepare_output(dst, *entry, DNNL_ARG_DST, out_layout, src0->dtype, info.name);
+        Handler::prepare_output(dst, entry, DNNL_ARG_DST, src0.layout, src0.dtype, info.name);
     {
-        Handler::Execution exec(*entry);
-        exec.input(DNNL_ARG_SRC_0, *src0);
-        exec.input(DNNL_ARG_SRC_1, *src1, &view);
+        Handler::Execution exec(entry, state);
+        exec.input(DNNL_ARG_SRC_0, src0);
+        // src1's bytes as the primitive sees them (a broadcast view of a
+        // plain tensor, or its own layout).
+        exec.input(DNNL_ARG_SRC_1, src1, &entry.arg_desc(DNNL_ARG_SRC_1));
         exec.output(DNNL_ARG_DST, result.data);
         exec.run();
     }

@@ -256,7 +256,7 @@ MKCB_API const char *mkcb_last_error(void) { return last_error.c_str(); }
 // op "relu":   params = dims (rank 2 or 4)
 // others (bench_ops.cpp): "max_pool" {n, c, h, w, k, stride, pad}, "lrn" {n, c, h,
 // w, size}, "batch_norm" {n, c, h, w}, "softmax" {4 dims, last axis}, "linear"
-// {m, k, n}, "gelu" {m, n}, "layer_norm" {m, n}
+// {m, k, n}, "gelu" {m, n}, "layer_norm" {m, n}, "add" dims (rank 2 or 4)
 // Returns NULL on failure (see mkcb_last_error).
 MKCB_API void *mkcb_create(const char *op, int mode, const int64_t *params, int nparams) {
     try {

@@ -195,6 +195,16 @@ Spec softmax_spec(const std::vector<int64_t> &p) { // 4 dims, softmax over the l
             {DNNL_ARG_SRC, DNNL_ARG_DST}};
 }
 
+Spec add_spec(const std::vector<int64_t> &p) { // dims (rank 2 or 4), a + b of one shape
+    const dnnl::memory::desc md(dims(p.begin(), p.end()), dt::f32,
+                                p.size() == 2 ? tag::ab : tag::abcd);
+    return {[=] {
+                return dnnl::binary::primitive_desc(engine(), dnnl::algorithm::binary_add, md,
+                                                    md, md);
+            },
+            {DNNL_ARG_SRC_0, DNNL_ARG_SRC_1, DNNL_ARG_DST}};
+}
+
 Spec linear_spec(const std::vector<int64_t> &p) { // m, k, n
     return {[=] {
                 return dnnl::inner_product_forward::primitive_desc(
@@ -312,6 +322,10 @@ std::unique_ptr<Cached> cached_case(const std::string &op, const std::vector<int
         mkc_tensor *x = b->wrap({p[0], p[1], p[2], p[3]}, 0.5f);
         mkc_tensor **y = b->slot();
         b->fn = [=] { mkc_softmax(-1, 0, "bench_softmax", x, y); };
+    } else if (op == "add") {
+        mkc_tensor *a = b->wrap(p, 0.5f), *addend = b->wrap(p, 0.25f);
+        mkc_tensor **y = b->slot();
+        b->fn = [=] { mkc_binary(MKC_BINARY_ADD, "bench_add", a, addend, y); };
     } else if (op == "linear") {
         mkc_tensor *x = b->wrap({p[0], p[1]}, 0.5f), *w = b->wrap({p[2], p[1]}, 0.01f),
                    *bias = b->wrap({p[2]}, 0.f);
@@ -378,6 +392,7 @@ Spec spec_of(const std::string &op, const std::vector<int64_t> &p) {
     if (op == "lrn" && p.size() == 5) return lrn_spec(p);
     if (op == "batch_norm" && p.size() == 4) return bnorm_spec(p);
     if (op == "softmax" && p.size() == 4) return softmax_spec(p);
+    if (op == "add" && (p.size() == 2 || p.size() == 4)) return add_spec(p);
     if (op == "linear" && p.size() == 3) return linear_spec(p);
     if (op == "gelu" && p.size() == 2) return gelu_spec(p);
     if (op == "layer_norm" && p.size() == 2) return lnorm_spec(p);
