@@ -509,7 +509,9 @@ def log_softmax(x, axis=-1, *, name=None, out=None) -> Tensor:
 
 
 def _operand(value, argument, args: "_Args"):
-    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+    # Arrays and Tensors first: isinstance against the numbers ABC costs ~0.3 us.
+    if type(value) is not _ndarray and not isinstance(value, Tensor) \
+            and isinstance(value, numbers.Real) and not isinstance(value, bool):
         return args.handle(np.array([value], dtype=np.float32), argument)
     return args.handle(value, argument, _default_layout())
 
