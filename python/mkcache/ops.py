@@ -491,6 +491,8 @@ def _unary(x, call, name, out):
 
 
 def _axis(axis) -> int:
+    if type(axis) is int:  # before the numbers ABC, whose isinstance costs ~0.3 us
+        return axis
     if not isinstance(axis, numbers.Integral):
         raise InvalidArgumentError(f"axis must be an int, got {axis!r}")
     return int(axis)
