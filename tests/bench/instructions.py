@@ -13,7 +13,7 @@ left is the calling code; then
 
 instructions per call, O = inside call() - inside dnnl_primitive_execute
 (the first, building calls cancel out). Needs valgrind and
-callgrind_annotate; takes ~15 minutes for every case.
+callgrind_annotate; takes ~35 minutes for every case on this machine.
 
     python tests/bench/instructions.py                 # every case
     python tests/bench/instructions.py relu layer_norm # cases whose name contains these
