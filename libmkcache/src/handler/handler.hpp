@@ -31,6 +31,12 @@ inline uint64_t layout_match_key(uint64_t entry_id, int arg_id) {
     return (entry_id << 20) | static_cast<uint64_t>(arg_id & 0xfffff);
 }
 
+// Pseudo arguments (above every DNNL_ARG_*) under which a tensor remembers it
+// passed a check of an entry that is no primitive argument's layout
+// (PrimitiveEntry::matches): kept together so no two operators share one.
+constexpr int kPlainWeightsCheck = 0xffff; // conv: grouped/transposed weights are plain
+constexpr int kPlainSrc1Check = 0xfffe;    // binary: a broadcast-viewed src1 is plain
+
 // What every cached operator entry holds. Operators derive from it to keep
 // their primitive descriptor too (the backward pass needs it).
 struct PrimitiveEntry {

@@ -31,10 +31,6 @@ struct BinaryEntry : PrimitiveEntry {
     dnnl::memory::desc src1_plain = empty_desc();
 };
 
-// The pseudo argument under which a tensor remembers it passed an entry's
-// src1_plain check (PrimitiveEntry::matches).
-constexpr int kPlainSrc1Check = 0xfffe;
-
 // What the thread's argument cache knows a binary call by (with the name's
 // text): the kind, both operands' dtypes, caller layouts and shapes. Their
 // exact layouts are checked against the entry's on a hit.

@@ -34,10 +34,6 @@ struct ConvEntry : PrimitiveEntry {
     dnnl::memory::desc plain_weights;
 };
 
-// The pseudo argument under which a tensor remembers it passed the plain
-// weights check of an entry (PrimitiveEntry::matches).
-constexpr int kPlainWeightsCheck = 0xffff;
-
 // What the thread's argument cache knows a forward call by: every argument
 // its checks and its primitive depend on (the name goes in as text). The
 // numeric parameters are copied as they are, unused spatial slots included:
