@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "api/aliasing.hpp"
 #include "api/guard.hpp"
 #include "ops/ops.hpp"
 
@@ -12,19 +13,31 @@ using namespace mkc;
 using mkc::api::guard;
 using mkc::api::check_tensor_args;
 using mkc::api::tensor_arg;
+using mkc::api::write_result;
 
 namespace {
 
-// Validates an optional gradient output: a live tensor or NULL in *out, and
-// never one of the inputs (it is written while they are read). Messages
-// name it "op: arg".
+// Validates an optional gradient output: a live tensor or NULL in *out,
+// sharing no memory with any input (it is written while they are read).
+// Messages name it "op: arg".
 void check_grad_out(mkc_tensor **out, const char *op, const char *arg,
                     std::initializer_list<const mkc_tensor *> inputs) {
     if (out == nullptr || *out == nullptr) return;
-    tensor_arg(*out, op, arg);
+    const Tensor &t = tensor_arg(*out, op, arg);
     for (const mkc_tensor *in : inputs)
-        if (*out == in)
-            fail(MKC_STATUS_INVALID_ARGUMENT, op, ": ", arg, " must not be one of the inputs");
+        if (in != nullptr && api::shares_memory(t, *in))
+            fail(MKC_STATUS_INVALID_ARGUMENT, op, ": ", arg, " must not be one of the inputs ",
+                 "(nor share memory with one)");
+}
+
+// Gradient outputs (already checked live) must not share memory either.
+void check_grads_apart(const char *op, std::initializer_list<std::pair<mkc_tensor **, const char *>> outs) {
+    for (auto i = outs.begin(); i != outs.end(); ++i)
+        for (auto j = i + 1; j != outs.end(); ++j)
+            if (i->first && *i->first && j->first && *j->first &&
+                api::shares_memory(**i->first, **j->first))
+                fail(MKC_STATUS_INVALID_ARGUMENT, op, ": ", i->second, " and ", j->second,
+                     " must not share memory");
 }
 
 void require_some(const char *op, std::initializer_list<mkc_tensor **> outs) {
@@ -49,6 +62,8 @@ mkc_status run_convolution_backward(const char *op, int k, bool transposed,
                                  std::pair{diff_weights, "diff_weights"},
                                  std::pair{diff_bias, "diff_bias"}})
             check_grad_out(out, op, name, {src, weights, diff_dst});
+        check_grads_apart(op, {{diff_src, "diff_src"}, {diff_weights, "diff_weights"},
+                               {diff_bias, "diff_bias"}});
         ops::convolution_backward(op, k, transposed, *params, x, w, dy, diff_src, diff_weights,
                                   diff_bias);
     });
@@ -108,7 +123,11 @@ MKC_API mkc_status mkc_activation_backward(mkc_activation_kind kind, float alpha
         const Tensor &dy = *diff_dst;
         require_some("activation_backward", {diff_src});
         check_grad_out(diff_src, "activation_backward", "diff_src", {src});
-        ops::activation_backward(kind, alpha, beta, name, x, dy, diff_src);
+        // In place over diff_dst when the gradient comes out in its layout.
+        write_result(diff_src, {&x, &dy}, dy.desc == x.desc ? &dy : nullptr, false,
+                     "activation_backward", [&](mkc_tensor **out) {
+                         ops::activation_backward(kind, alpha, beta, name, x, dy, out);
+                     });
     });
 }
 
@@ -142,6 +161,8 @@ MKC_API mkc_status mkc_linear_backward(const mkc_linear_params *params, const mk
                                  std::pair{diff_weights, "diff_weights"},
                                  std::pair{diff_bias, "diff_bias"}})
             check_grad_out(out, op, what, {src, weights, diff_dst});
+        check_grads_apart(op, {{diff_src, "diff_src"}, {diff_weights, "diff_weights"},
+                               {diff_bias, "diff_bias"}});
         ops::linear_backward(*params, x, w, dy, diff_src, diff_weights, diff_bias);
     });
 }
@@ -165,6 +186,8 @@ MKC_API mkc_status mkc_layer_norm_backward(const mkc_layer_norm_params *params,
                                  std::pair{diff_scale, "diff_scale"},
                                  std::pair{diff_shift, "diff_shift"}})
             check_grad_out(out, op, what, {src, scale, shift, diff_dst});
+        check_grads_apart(op, {{diff_src, "diff_src"}, {diff_scale, "diff_scale"},
+                               {diff_shift, "diff_shift"}});
         ops::layer_norm_backward(*params, x, scale, shift, dy, diff_src, diff_scale, diff_shift);
     });
 }
@@ -193,6 +216,8 @@ MKC_API mkc_status mkc_batch_norm_backward(const mkc_batch_norm_params *params,
                                  std::pair{diff_scale, "diff_scale"},
                                  std::pair{diff_shift, "diff_shift"}})
             check_grad_out(out, op, what, {src, mean, variance, scale, shift, diff_dst});
+        check_grads_apart(op, {{diff_src, "diff_src"}, {diff_scale, "diff_scale"},
+                               {diff_shift, "diff_shift"}});
         ops::batch_norm_backward(*params, x, m, v, scale, shift, dy, diff_src, diff_scale,
                                  diff_shift);
     });
@@ -226,6 +251,7 @@ MKC_API mkc_status mkc_binary_backward(mkc_binary_kind kind, const char *name,
         check_grad_out(diff_b, op, "diff_b", {a, b, diff_dst});
         require(!diff_a || !diff_b || *diff_a == nullptr || *diff_a != *diff_b, op,
                 ": diff_a and diff_b must be different tensors");
+        check_grads_apart(op, {{diff_a, "diff_a"}, {diff_b, "diff_b"}});
         ops::binary_backward(kind, name, ta, tb, dy, diff_a, diff_b);
     });
 }
@@ -247,6 +273,7 @@ MKC_API mkc_status mkc_matmul_backward(const mkc_matmul_params *params, const mk
                                  std::pair{diff_b, "diff_b"},
                                  std::pair{diff_bias, "diff_bias"}})
             check_grad_out(out, op, what, {a, b, bias, diff_dst});
+        check_grads_apart(op, {{diff_a, "diff_a"}, {diff_b, "diff_b"}, {diff_bias, "diff_bias"}});
         ops::matmul_backward(*params, ta, tb, bias, dy, diff_a, diff_b, diff_bias);
     });
 }
@@ -268,11 +295,12 @@ MKC_API mkc_status mkc_concat_backward(int axis, int n, const mkc_tensor *const 
         for (int i = 0; i < n; ++i) {
             if (!diff_srcs[i]) continue;
             const std::string what = "concat_backward: diff_srcs[" + std::to_string(i) + "]";
-            tensor_arg(diff_srcs[i], what.c_str());
-            require(diff_srcs[i] != diff_dst, what, " must not be diff_dst");
+            const Tensor &out = tensor_arg(diff_srcs[i], what.c_str());
+            require(!api::shares_memory(out, dy), what, " must not be diff_dst");
             for (int j = 0; j < n; ++j)
-                require(diff_srcs[i] != srcs[j] && (j == i || diff_srcs[i] != diff_srcs[j]), what,
-                        " must be neither an input nor another output");
+                require(!api::shares_memory(out, *tensors[j]) &&
+                            (j == i || !diff_srcs[j] || !api::shares_memory(out, *diff_srcs[j])),
+                        what, " must be neither an input nor another output");
         }
         ops::concat_backward(axis, n, tensors.data(), dy, diff_srcs);
     });

@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "api/aliasing.hpp"
 #include "api/guard.hpp"
 #include "ops/ops.hpp"
 
@@ -11,6 +12,7 @@ using mkc::api::guard;
 using mkc::api::check_tensor_args;
 using mkc::api::require_out;
 using mkc::api::tensor_arg;
+using mkc::api::write_result;
 
 namespace {
 
@@ -44,9 +46,10 @@ mkc_status run_convolution(const char *op, int k, bool transposed, const mkc_con
         require_out(dst, "dst");
         check_tensor_args(op, {{src, "src"}, {weights, "weights"}, {bias, "bias", true},
                                {*dst, "*dst", true}});
-        require(*dst != src && *dst != weights && (!bias || *dst != bias), op,
-                ": dst must not be one of the inputs");
-        ops::convolution(op, k, transposed, *params, *src, *weights, bias, dst);
+        write_result(dst, {src, weights, bias}, nullptr, params->sum != 0, op,
+                     [&](mkc_tensor **out) {
+                         ops::convolution(op, k, transposed, *params, *src, *weights, bias, out);
+                     });
     });
 }
 } // namespace
@@ -74,7 +77,9 @@ MKC_API mkc_status mkc_activation(mkc_activation_kind kind, float alpha, float b
     return guard([&] {
         require_out(dst, "dst");
         check_tensor_args("activation", {{src, "src"}, {*dst, "*dst", true}});
-        ops::activation(kind, alpha, beta, name, *src, dst);
+        write_result(dst, {src}, src, false, "activation", [&](mkc_tensor **out) {
+            ops::activation(kind, alpha, beta, name, *src, out);
+        });
     });
 }
 
@@ -111,6 +116,10 @@ void activation_plain(const char *op, const mkc_activation_call *call, const flo
         fail(MKC_STATUS_INVALID_ARGUMENT, op, ": ndims must be 1..", MKC_MAX_NDIMS, ", got ",
              call->ndims);
     PlainViews &v = plain_views(call->ndims, call->dims);
+    const size_t nbytes = v.src.desc.get_size();
+    const auto s0 = reinterpret_cast<uintptr_t>(src), d0 = reinterpret_cast<uintptr_t>(dst);
+    if (s0 != d0 && s0 < d0 + nbytes && d0 < s0 + nbytes)
+        fail(MKC_STATUS_INVALID_ARGUMENT, op, ": dst must be src itself or not overlap it");
     v.src.data = const_cast<float *>(src);
     v.dst.data = dst;
     mkc_tensor *out = &v.dst;
@@ -139,7 +148,8 @@ MKC_API mkc_status mkc_softmax(int axis, int log, const char *name, const mkc_te
     return guard([&] {
         const Tensor &x = tensor_arg(src, "softmax: src");
         check_dst(dst);
-        ops::softmax(axis, log != 0, name, x, dst);
+        write_result(dst, {&x}, &x, false, "softmax",
+                     [&](mkc_tensor **out) { ops::softmax(axis, log != 0, name, x, out); });
     });
 }
 
@@ -149,7 +159,12 @@ MKC_API mkc_status mkc_binary(mkc_binary_kind kind, const char *name, const mkc_
         const Tensor &ta = tensor_arg(a, "binary: a");
         const Tensor &tb = tensor_arg(b, "binary: b");
         check_dst(dst);
-        ops::binary(kind, name, ta, tb, dst);
+        // The operand of the result's shape is the one written over in place
+        // (a when both are: b is then only read).
+        const Tensor *in_place =
+            *dst != nullptr && (*dst)->data == tb.data && ta.dims != tb.dims ? &tb : &ta;
+        write_result(dst, {&ta, &tb}, in_place, false, "binary",
+                     [&](mkc_tensor **out) { ops::binary(kind, name, ta, tb, out); });
     });
 }
 
@@ -169,8 +184,8 @@ MKC_API mkc_status mkc_pool(const mkc_pool_params *params, const mkc_tensor *src
         require(params != nullptr, "pool: params is NULL");
         const Tensor &x = tensor_arg(src, "pool: src");
         check_dst(dst);
-        require(*dst != src, "pool: dst must not be src");
-        ops::pool(*params, x, dst);
+        write_result(dst, {&x}, nullptr, false, "pool",
+                     [&](mkc_tensor **out) { ops::pool(*params, x, out); });
     });
 }
 
@@ -190,9 +205,8 @@ MKC_API mkc_status mkc_linear(const mkc_linear_params *params, const mkc_tensor 
         const Tensor &w = tensor_arg(weights, "linear: weights");
         const Tensor *b = bias ? &tensor_arg(bias, "linear: bias") : nullptr;
         check_dst(dst);
-        require(*dst != src && *dst != weights && (!bias || *dst != bias),
-                "linear: dst must not be one of the inputs");
-        ops::linear(*params, x, w, b, dst);
+        write_result(dst, {&x, &w, b}, nullptr, false, "linear",
+                     [&](mkc_tensor **out) { ops::linear(*params, x, w, b, out); });
     });
 }
 
@@ -211,9 +225,8 @@ MKC_API mkc_status mkc_matmul(const mkc_matmul_params *params, const mkc_tensor 
         const Tensor &tb = tensor_arg(b, "matmul: b");
         const Tensor *tbias = bias ? &tensor_arg(bias, "matmul: bias") : nullptr;
         check_dst(dst);
-        require(*dst != a && *dst != b && (!bias || *dst != bias),
-                "matmul: dst must not be one of the inputs");
-        ops::matmul(*params, ta, tb, tbias, dst);
+        write_result(dst, {&ta, &tb, tbias}, nullptr, false, "matmul",
+                     [&](mkc_tensor **out) { ops::matmul(*params, ta, tb, tbias, out); });
     });
 }
 
@@ -234,9 +247,8 @@ MKC_API mkc_status mkc_layer_norm(const mkc_layer_norm_params *params, const mkc
         require_out(dst, "dst");
         check_tensor_args("layer_norm", {{src, "src"}, {scale, "scale", true},
                                          {shift, "shift", true}, {*dst, "*dst", true}});
-        require(*dst == nullptr || (*dst != scale && *dst != shift),
-                "layer_norm: dst must not be scale or shift");
-        ops::layer_norm(*params, *src, scale, shift, dst);
+        write_result(dst, {src, scale, shift}, src, false, "layer_norm",
+                     [&](mkc_tensor **out) { ops::layer_norm(*params, *src, scale, shift, out); });
     });
 }
 
@@ -263,11 +275,28 @@ MKC_API mkc_status mkc_batch_norm(const mkc_batch_norm_params *params, const mkc
                            {scale, "scale", true}, {shift, "shift", true},
                            {batch_mean, "batch_mean", true},
                            {batch_variance, "batch_variance", true}, {*dst, "*dst", true}});
-        require(*dst == nullptr || (*dst != mean && *dst != variance && *dst != scale &&
-                                    *dst != shift),
-                "batch_norm: dst must not be a statistics tensor");
-        ops::batch_norm(*params, *src, mean, variance, scale, shift, dst, batch_mean,
-                        batch_variance);
+        if (params->training) {
+            // Statistics written by the call, each apart from every other tensor.
+            const api::NamedTensor all[] = {{src, "src"},
+                                            {mean, "mean"},
+                                            {variance, "variance"},
+                                            {scale, "scale"},
+                                            {shift, "shift"},
+                                            {batch_mean, "batch_mean"},
+                                            {batch_variance, "batch_variance"}};
+            for (int i = 1; i < 7; ++i) {
+                if (i == 3 || i == 4) continue; // scale and shift are only read
+                for (int j = 0; j < 7; ++j)
+                    if (j != i)
+                        api::require_separate(all[i].tensor, "batch_norm", all[i].name,
+                                              {all[j]});
+            }
+        }
+        write_result(dst, {src, mean, variance, scale, shift, batch_mean, batch_variance}, src,
+                     false, "batch_norm", [&](mkc_tensor **out) {
+                         ops::batch_norm(*params, *src, mean, variance, scale, shift, out,
+                                         batch_mean, batch_variance);
+                     });
     });
 }
 
@@ -289,8 +318,8 @@ MKC_API mkc_status mkc_lrn(const mkc_lrn_params *params, const mkc_tensor *src,
         require(params != nullptr, "lrn: params is NULL");
         const Tensor &x = tensor_arg(src, "lrn: src");
         check_dst(dst);
-        require(*dst != src, "lrn: dst must not be src");
-        ops::lrn(*params, x, dst);
+        write_result(dst, {&x}, nullptr, false, "lrn",
+                     [&](mkc_tensor **out) { ops::lrn(*params, x, out); });
     });
 }
 
@@ -305,8 +334,8 @@ MKC_API mkc_status mkc_concat(int axis, int n, const mkc_tensor *const *srcs, co
             inputs.push_back(&tensor_arg(srcs[i], what.c_str()));
         }
         check_dst(dst);
-        for (int i = 0; i < n; ++i) require(*dst != srcs[i], "concat: dst must not be an input");
-        ops::concat(axis, n, inputs.data(), name, dst);
+        write_result(dst, inputs.data(), inputs.size(), nullptr, false, "concat",
+                     [&](mkc_tensor **out) { ops::concat(axis, n, inputs.data(), name, out); });
     });
 }
 
@@ -316,7 +345,8 @@ MKC_API mkc_status mkc_transpose(int n, const int *perm, const mkc_tensor *src,
         require(perm != nullptr || n == 0, "transpose: perm is NULL");
         const Tensor &x = tensor_arg(src, "transpose: src");
         check_dst(dst);
-        ops::transpose(n, perm, x, dst);
+        write_result(dst, {&x}, nullptr, false, "transpose",
+                     [&](mkc_tensor **out) { ops::transpose(n, perm, x, out); });
     });
 }
 
@@ -335,7 +365,8 @@ MKC_API mkc_status mkc_reshape(const mkc_tensor *src, int ndims, const int64_t *
         const Tensor &x = tensor_arg(src, "reshape: src");
         require(dims != nullptr, "reshape: dims is NULL");
         check_dst(dst);
-        ops::reshape(ndims, dims, x, dst);
+        write_result(dst, {&x}, nullptr, false, "reshape",
+                     [&](mkc_tensor **out) { ops::reshape(ndims, dims, x, out); });
     });
 }
 

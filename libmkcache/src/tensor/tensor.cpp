@@ -158,18 +158,21 @@ bool adopt_result_layout(Tensor &dst, const dnnl::memory::desc &desc) {
         return true;
     }
     if (dst.owned) {
-        auto storage = allocate(desc.get_size(), false);
-        std::lock_guard<std::mutex> lock(dst.mutex);
-        dst.owned = std::move(storage);
-        dst.data = dst.owned.get();
-        dst.desc = desc;
-        dst.layout_match.store(0, std::memory_order_relaxed);
-        dst.format.clear();
-        dst.converted.clear();
-        dst.converted_stamp.store(0, std::memory_order_relaxed);
+        adopt_storage(dst, desc, allocate(desc.get_size(), false));
         return true;
     }
     return false;
+}
+
+void adopt_storage(Tensor &dst, const dnnl::memory::desc &desc, std::shared_ptr<void> storage) {
+    std::lock_guard<std::mutex> lock(dst.mutex);
+    dst.owned = std::move(storage);
+    dst.data = dst.owned.get();
+    dst.desc = desc; // same dims: the cached dims stay valid
+    dst.layout_match.store(0, std::memory_order_relaxed);
+    dst.format.clear();
+    dst.converted.clear();
+    dst.converted_stamp.store(0, std::memory_order_relaxed);
 }
 
 } // namespace mkc

@@ -124,5 +124,7 @@ std::string shape_text(const Dims &dims); // "[2, 3, 4]" for messages
 // wrapped tensor of the same dims, and false is returned to ask the caller to
 // write to a temporary and reorder.
 bool adopt_result_layout(Tensor &dst, const dnnl::memory::desc &desc);
+// Makes owned `dst` hold `storage`, laid out as `desc` (same dims).
+void adopt_storage(Tensor &dst, const dnnl::memory::desc &desc, std::shared_ptr<void> storage);
 
 } // namespace mkc

@@ -1,0 +1,67 @@
+#include "api/aliasing.hpp"
+
+#include <cstdint>
+#include <cstring>
+
+#include "common/handles.hpp"
+#include "handler/handler.hpp"
+
+namespace mkc::api {
+
+bool shares_memory(const Tensor &a, const Tensor &b) {
+    if (a.data == nullptr || b.data == nullptr) return false;
+    const auto a0 = reinterpret_cast<uintptr_t>(a.data);
+    const auto b0 = reinterpret_cast<uintptr_t>(b.data);
+    return a0 < b0 + b.desc.get_size() && b0 < a0 + a.desc.get_size();
+}
+
+void require_separate(const Tensor *out, const char *op, const char *what,
+                      std::initializer_list<NamedTensor> others) {
+    if (out == nullptr) return;
+    for (const NamedTensor &other : others)
+        if (other.tensor != nullptr && shares_memory(*out, *other.tensor))
+            fail(MKC_STATUS_INVALID_ARGUMENT, op, ": ", what, " must not share memory with ",
+                 other.name);
+}
+
+namespace detail {
+
+bool writable_directly(const Tensor &dst, const Tensor *const *inputs, size_t n,
+                       const Tensor *in_place) {
+    for (size_t i = 0; i < n; ++i) {
+        const Tensor *in = inputs[i];
+        if (in == nullptr || !shares_memory(dst, *in)) continue;
+        // The operator reads each element before writing it, in one layout.
+        if (in == in_place && dst.data == in->data && dst.desc == in->desc) continue;
+        return false;
+    }
+    return true;
+}
+
+std::unique_ptr<Tensor> stand_in(const Tensor &dst, bool accumulate) {
+    if (!accumulate) return nullptr;
+    auto copy = make_owned_tensor(dst.desc, dst.layout, dst.dtype);
+    std::memcpy(copy->data, dst.data, dst.desc.get_size());
+    return copy;
+}
+
+std::unique_ptr<Tensor> written(std::unique_ptr<Tensor> stand_in, mkc_tensor *result) {
+    if (stand_in) return stand_in;
+    registry<Tensor>().remove(result); // never handed to the caller
+    return std::unique_ptr<Tensor>(result);
+}
+
+void replace_contents(Tensor &dst, Tensor &result, const char *op) {
+    require(dst.dtype == result.dtype && dst.dims == result.dims, op,
+            ": dst shape does not match the result");
+    if (dst.owned) {
+        adopt_storage(dst, result.desc, result.owned);
+        dst.layout = result.layout;
+    } else {
+        reorder(result.desc, result.data, dst.desc, dst.data);
+    }
+}
+
+} // namespace detail
+
+} // namespace mkc::api
