@@ -282,12 +282,13 @@ class Tensor:
             value = _layout.explicit_target()
             if value is None and self._owner is None and self._base is not None:
                 return self._base.copy()  # a plain array in its own layout already
-            if value is None:
-                value = _layout.to_enum(self.layout if self.ndim >= 3 else "NCHW")
         else:
             value = _layout.to_enum(layout)
         shape = self.shape
-        own = _layout.to_enum(self.layout) if self.ndim >= 3 else _capi.LAYOUT_CHANNELS_FIRST
+        # The label itself, not its name: a name is given only up to rank 5.
+        own = self._layout_value if len(shape) >= 3 else _capi.LAYOUT_CHANNELS_FIRST
+        if value is None:
+            value = own
         if self.ndim >= 3 and value != _capi.LAYOUT_TARGET and value != own:
             # Re-order the reported dims into the requested layout.
             if value == _capi.LAYOUT_CHANNELS_LAST:

@@ -260,6 +260,12 @@ void Handler::store(const std::shared_ptr<PrimitiveEntry> &entry) {
 Handler::Execution::Execution(PrimitiveEntry &entry, ThreadState &state)
     : entry_(entry), state_(state) {
     own_slot_ = !entry_.busy.exchange(true, std::memory_order_acquire);
+    const int needed = static_cast<int>(entry_.arg_descs.size());
+    if (needed > kInlineArgs) {
+        heap_args_.resize(needed);
+        args_ = heap_args_.data();
+        capacity_ = needed;
+    }
     if (!own_slot_) {
         for (auto &d : entry_.arg_descs)
             private_memories_.emplace_back(d, cpu_engine(), static_cast<void *>(nullptr));
@@ -286,7 +292,7 @@ void Handler::Execution::too_many_args() {
 }
 
 void Handler::Execution::bind(int index, int arg_id, void *data) {
-    if (nargs_ == kMaxArgs) too_many_args();
+    if (nargs_ == capacity_) too_many_args();
     dnnl_memory_t memory = memory_for(index).get(/*allow_empty=*/true);
     args_[nargs_++] = {arg_id, memory};
     // The entry's memories keep their handles between calls: binding the

@@ -221,12 +221,17 @@ public:
         void run();
 
     private:
-        static constexpr int kMaxArgs = 12;
+        // Arguments of most primitives fit inline; a concat of many inputs
+        // gets room on the heap, sized from the entry's argument list.
+        static constexpr int kInlineArgs = 12;
         PrimitiveEntry &entry_;
         ThreadState &state_;
         bool own_slot_ = false;
         std::vector<dnnl::memory> private_memories_; // when the slot is busy
-        dnnl_exec_arg_t args_[kMaxArgs];
+        dnnl_exec_arg_t inline_args_[kInlineArgs];
+        std::vector<dnnl_exec_arg_t> heap_args_;
+        dnnl_exec_arg_t *args_ = inline_args_;
+        int capacity_ = kInlineArgs;
         int nargs_ = 0;
         std::vector<std::shared_ptr<void>> temporaries_;
         dnnl::memory &memory_for(int index);

@@ -143,6 +143,7 @@ std::shared_ptr<BinaryEntry> acquire_binary(const BinaryInfo &info, mkc_binary_k
                  shape_text(cb), " (b) do not broadcast (dim ", i, ": ", pa[i], " vs ", pb[i],
                  ")");
     }
+    check_result_dims(info.name, out, MKC_DTYPE_F32);
     // src0 must have the output's shape; prefer a (so `a op= b` is in place).
     const bool a_full = pa == out && static_cast<int>(ca.size()) == n;
     const bool b_full = pb == out && static_cast<int>(cb.size()) == n;

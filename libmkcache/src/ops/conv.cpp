@@ -120,14 +120,21 @@ Geometry geometry(const char *op, const mkc_conv_params &p, const Tensor &src,
     g.y.push_back(oc);
     for (int i = 0; i < k; ++i) {
         const int64_t kernel = g.w[2 + i];
-        const int64_t extent = (kernel - 1) * p.dilation[i] + 1;
         const int64_t in = g.x[2 + i];
+        // Dims are below 2^56, stride, dilation and padding at most 2^30:
+        // only these two products can leave int64.
+        int64_t extent = 0, stretched = 0;
+        if (__builtin_mul_overflow(kernel - 1, p.dilation[i], &extent) ||
+            (transposed && __builtin_mul_overflow(in - 1, p.stride[i], &stretched)))
+            fail(MKC_STATUS_INVALID_ARGUMENT, op, ": the result is too large along spatial dim ",
+                 i);
+        extent += 1;
         g.stride.push_back(p.stride[i]);
         g.dilation.push_back(p.dilation[i] - 1);
         g.pad_l.push_back(p.pad_begin[i]);
         if (transposed) {
-            const int64_t out = (in - 1) * p.stride[i] - p.pad_begin[i] - p.pad_end[i] + extent +
-                                p.output_padding[i];
+            const int64_t out =
+                stretched - p.pad_begin[i] - p.pad_end[i] + extent + p.output_padding[i];
             require(out >= 1, op, ": padding leaves no output along spatial dim ", i);
             // oneDNN has no output_padding: it is less padding at the end.
             g.pad_r.push_back(p.pad_end[i] - p.output_padding[i]);
@@ -141,6 +148,7 @@ Geometry geometry(const char *op, const mkc_conv_params &p, const Tensor &src,
             g.y.push_back(span / p.stride[i] + 1);
         }
     }
+    check_result_dims(op, g.y, MKC_DTYPE_F32);
     if (groups > 1) g.onednn_w.push_back(groups);
     g.onednn_w.push_back(oc / (groups > 1 ? groups : 1));
     g.onednn_w.push_back(ic / groups);

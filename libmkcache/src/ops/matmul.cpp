@@ -63,6 +63,7 @@ LinearGeometry linear_geometry(const char *op, const mkc_linear_params &p, const
     if (p.activation != MKC_ACTIVATION_NONE) activation_info(p.activation);
     g.rows = 1;
     for (size_t i = 0; i + 1 < g.xc.size(); ++i) g.rows *= g.xc[i];
+    check_result_dims(op, Dims{g.rows, w[0]}, MKC_DTYPE_F32); // rows: bounded by src's size
     if (!p.name || !p.name[0]) {
         g.default_name = "linear:" + std::to_string(w[1]) + "x" + std::to_string(w[0]);
         if (bias) g.default_name += ":bias";
@@ -295,6 +296,7 @@ MatmulGeometry matmul_geometry(const mkc_matmul_params &p, const Tensor &a, cons
     }
     yc[n - 2] = M;
     yc[n - 1] = N;
+    check_result_dims("matmul", yc, MKC_DTYPE_F32);
     if (bias) {
         const Dims &bd = onednn_dims(*bias);
         require(bd.size() == 1 && bd[0] == N, "matmul: bias must have shape [", N, "]");

@@ -101,6 +101,7 @@ PoolGeometry pool_geometry(const mkc_pool_params &p, const Tensor &src) {
         }
         y.push_back(out);
     }
+    check_result_dims(op, y, MKC_DTYPE_F32);
     g.y = y;
     g.kernel = kernel;
     g.stride = stride;

@@ -1,12 +1,16 @@
 // Operators that move data rather than compute: concat along any axis,
 // transpose (any permutation), and conversion to a named layout (plain or
 // oneDNN-blocked).
+#include <algorithm>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "common/engine.hpp"
 #include "common/error.hpp"
+#include "common/handles.hpp"
 #include "handler/handler.hpp"
 #include "keys/keys.hpp"
 #include "ops/ops.hpp"
@@ -35,6 +39,22 @@ std::vector<int> onednn_to_caller_perm(int n, mkc_layout layout) {
 
 void concat(int axis, int n, const Tensor *const *srcs, const char *name, mkc_tensor **dst) {
     require(n >= 1 && n <= 4096, "concat: needs 1..4096 inputs, got ", n);
+    // oneDNN numbers a primitive's sources below DNNL_ARG_MULTIPLE_DST: more
+    // inputs are joined in runs of that many, and the runs then joined.
+    constexpr int kMaxSources = DNNL_ARG_MULTIPLE_DST - DNNL_ARG_MULTIPLE_SRC;
+    if (n > kMaxSources) {
+        std::vector<std::unique_ptr<Tensor>> runs;
+        std::vector<const Tensor *> parts;
+        for (int begin = 0; begin < n; begin += kMaxSources) {
+            mkc_tensor *part = nullptr;
+            concat(axis, std::min(kMaxSources, n - begin), srcs + begin, nullptr, &part);
+            registry<Tensor>().remove(part); // internal: never handed out
+            runs.emplace_back(part);
+            parts.push_back(part);
+        }
+        concat(axis, static_cast<int>(parts.size()), parts.data(), name, dst);
+        return;
+    }
     const Tensor &first = *srcs[0];
     const int rank = static_cast<int>(first.dims.size());
     require(axis >= -rank && axis < rank, "concat: axis ", axis, " is out of range for rank ", rank);
@@ -52,8 +72,10 @@ void concat(int axis, int n, const Tensor *const *srcs, const char *name, mkc_te
         for (int d = 0; d < rank; ++d)
             require(d == onednn_axis || t.dims[d] == first.dims[d], "concat: input ", i,
                     " differs from input 0 outside the concat axis");
-        out[onednn_axis] += t.dims[onednn_axis];
+        if (__builtin_add_overflow(out[onednn_axis], t.dims[onednn_axis], &out[onednn_axis]))
+            fail(MKC_STATUS_INVALID_ARGUMENT, "concat: the result is too large");
     }
+    check_result_dims("concat", out, MKC_DTYPE_F32);
     std::string suffix;
     keys::append_int(suffix, caller_axis);
     Handler handler("concat", name, ("concat:" + std::to_string(n)).c_str(), suffix.c_str(),
@@ -191,8 +213,10 @@ void reshape(int ndims, const int64_t *dims, const Tensor &src, mkc_tensor **dst
             infer = i;
         } else {
             require(out[i] >= 1, op, ": dims must be >= 1 (or one -1), got ", out[i]);
-            require(known <= count, op, ": the new shape holds more elements than src");
-            known *= out[i];
+            // Checked: a product that wraps around could equal src's count.
+            if (__builtin_mul_overflow(known, out[i], &known) || known > count)
+                fail(MKC_STATUS_INVALID_ARGUMENT, op, ": ", shape_text(out),
+                     " holds more elements than src (", count, ")");
         }
     }
     if (infer >= 0) {
@@ -227,7 +251,8 @@ void concat_backward(int axis, int n, const Tensor *const *srcs, const Tensor &d
         for (int d = 0; d < rank; ++d)
             require(d == caller_axis || ci[d] == out[d], op, ": input ", i,
                     " differs from input 0 outside the concat axis");
-        out[caller_axis] += ci[caller_axis];
+        if (__builtin_add_overflow(out[caller_axis], ci[caller_axis], &out[caller_axis]))
+            fail(MKC_STATUS_INVALID_ARGUMENT, op, ": the concatenated shape is too large");
     }
     if (!(diff_dst.dtype == MKC_DTYPE_F32 && caller_dims(diff_dst) == out))
         fail(MKC_STATUS_INVALID_ARGUMENT, op,

@@ -43,6 +43,19 @@ void check_dims(const char *what, int ndims, const int64_t *dims, mkc_dtype dtyp
     }
 }
 
+void check_result_dims(const char *op, const int64_t *dims, size_t ndims, mkc_dtype dtype) {
+    const uint64_t limit = uint64_t(1) << 56;
+    uint64_t bytes = dtype_size(dtype);
+    for (size_t i = 0; i < ndims; ++i) {
+        const bool fits = dims[i] >= 1 && static_cast<uint64_t>(dims[i]) <= limit / bytes;
+        if (!fits)
+            fail(MKC_STATUS_INVALID_ARGUMENT, op, ": the result ",
+                 shape_text(Dims(dims, dims + ndims)),
+                 dims[i] < 1 ? " is empty" : " is too large (more than 2^56 bytes)");
+        bytes *= static_cast<uint64_t>(dims[i]);
+    }
+}
+
 const dnnl::memory::desc &empty_desc() {
     static const auto *desc = new dnnl::memory::desc(); // never destroyed: used up to exit
     return *desc;

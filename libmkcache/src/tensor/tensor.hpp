@@ -90,6 +90,13 @@ size_t dtype_size(mkc_dtype dtype);
 // Checks rank, dims >= 1 and that the element count * size fits in memory;
 // `what` names the argument in messages.
 void check_dims(const char *what, int ndims, const int64_t *dims, mkc_dtype dtype);
+// The same bound for an operator's result, computed from its arguments:
+// refused ("op: the result <shape> is too large") before anything is built.
+void check_result_dims(const char *op, const int64_t *dims, size_t ndims, mkc_dtype dtype);
+template <typename D>
+void check_result_dims(const char *op, const D &dims, mkc_dtype dtype) {
+    check_result_dims(op, dims.data(), dims.size(), dtype);
+}
 
 // 64-byte aligned storage, optionally zero-filled; throws OUT_OF_MEMORY.
 std::shared_ptr<void> allocate(size_t nbytes, bool zero);

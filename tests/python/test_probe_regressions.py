@@ -1,0 +1,90 @@
+"""Regressions of a bad-input and concurrency probe: each case once gave a
+wrong answer, a crash or the wrong kind of error. Cases that crashed the
+process run in a child interpreter, so a regression fails one test instead
+of ending the run."""
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import mkcache
+
+
+def run_child(code: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """Runs `code` (after `import numpy as np, mkcache`) in a new interpreter."""
+    prelude = "import numpy as np, mkcache\no = lambda *s: np.ones(s, np.float32)\n"
+    return subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(code)],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def expect_error_in_child(call: str, message: str):
+    proc = run_child(f"""
+        try:
+            {call}
+        except mkcache.Error as e:
+            print("ERROR", type(e).__name__, e)
+        else:
+            print("NO ERROR")
+        """)
+    assert proc.returncode == 0, f"child died ({proc.returncode}): {proc.stderr[-2000:]}"
+    assert proc.stdout.startswith("ERROR"), proc.stdout
+    assert message in proc.stdout, proc.stdout
+
+
+# ------------------------------------------------ output sizes, overflow
+
+@pytest.mark.parametrize("call,message", [
+    ("mkcache.conv2d(o(1,1,1,1), o(1,1,1,1), padding=(2**30, 2**30-1, 2**30, 2**30-1))",
+     "conv2d: the result [1, 1, 2147483648, 2147483648] is too large"),
+    ("mkcache.conv2d(o(1,1,1,1), o(1,1,1,1), padding=2**30)", "conv2d: the result"),
+    ("mkcache.conv2d_transpose(o(1,1,2,2), o(1,1,1,1), stride=2**30)",
+     "conv2d_transpose: the result [1, 1, 1073741825, 1073741825] is too large"),
+    ("mkcache.max_pool2d(o(1,1,1,1), 2**30, stride=1, padding=2**30-1)",
+     "the result [1, 1, 1073741824, 1073741824] is too large"),
+    ("mkcache.reshape(o(3, 4), (4, 2**62 + 3))", "holds more elements than src"),
+])
+def test_result_sizes_refused_before_onednn_sees_them(call, message):
+    expect_error_in_child(call, message)
+
+
+@pytest.mark.parametrize("call", [
+    "mkcache.conv2d_transpose(o(1,1,2,2), o(1,1,1,1), stride=2**26)",
+    "mkcache.add(o(2**20, 1), o(1, 2**20))",
+    "mkcache.matmul(o(2**20, 1), o(1, 2**20))",
+])
+def test_large_but_bounded_result_is_out_of_memory_not_a_crash(call):
+    expect_error_in_child(call, "OutOfMemoryError")
+
+
+def test_reshape_through_the_c_abi_refuses_a_wrapping_product():
+    import ctypes
+    x = mkcache.Tensor(np.ones((3, 4), np.float32))
+    dims = (ctypes.c_int64 * 2)(4, 2**62 + 3)
+    out = mkcache._capi.tensor_p()
+    with pytest.raises(mkcache.InvalidArgumentError, match="holds more elements"):
+        mkcache._capi.lib.mkc_reshape(x.handle, 2, dims, ctypes.byref(out))
+    assert not out.value
+
+
+# ------------------------------------------------------ concat, export
+
+@pytest.mark.parametrize("n", [1, 11, 64, 300, 1025])
+def test_concat_of_any_accepted_count(rng, n):
+    xs = [rng.standard_normal((2, 1 + i % 3, 3)).astype(np.float32) for i in range(n)]
+    got = mkcache.concat(xs, axis=1)
+    np.testing.assert_array_equal(np.asarray(got), np.concatenate(xs, axis=1))
+    grads = mkcache.grad.concat(got, xs, axis=1)
+    for g, x in zip(grads, xs):
+        np.testing.assert_array_equal(np.asarray(g), x)
+
+
+def test_rank6_results_export(rng):
+    x = rng.standard_normal((2, 3, 2, 2, 3, 2)).astype(np.float32)
+    np.testing.assert_array_equal(np.asarray(mkcache.relu(mkcache.Tensor(x))), np.maximum(x, 0))
+    w = rng.standard_normal((4, 2)).astype(np.float32)
+    np.testing.assert_allclose(np.asarray(mkcache.linear(x, w)), x @ w.T, rtol=1e-5, atol=1e-5)
+    a = rng.standard_normal((2, 1, 3, 1, 4, 5)).astype(np.float32)
+    b = rng.standard_normal((1, 2, 1, 3, 5, 2)).astype(np.float32)
+    np.testing.assert_allclose(np.asarray(mkcache.matmul(a, b)), a @ b, rtol=1e-5, atol=1e-5)
