@@ -10,7 +10,8 @@ import numpy as np
 from . import _capi, _layout
 from . import tensor as tensor_module
 from .errors import InvalidArgumentError
-from .tensor import Tensor, check_array, data_address, input_owner, wrap_handle
+from .tensor import (Tensor, check_array, check_writable, data_address, input_owner,
+                     wrap_handle)
 
 _lib = _capi.lib
 _destroy = _capi.raw["mkc_tensor_destroy"]
@@ -137,7 +138,7 @@ class _Args:
         if isinstance(value, Tensor):
             return value.handle
         if layout_value == _capi.LAYOUT_TARGET:
-            return self.written(value, argument, layout_value)
+            return self._own(value, argument, layout_value)
         owner = input_owner(value, argument, layout_value)
         self.held.append(owner)
         return owner.handle
@@ -145,6 +146,10 @@ class _Args:
     def written(self, value, argument: str, layout_value: int = _capi.LAYOUT_CHANNELS_FIRST):
         """A handle the library may write through (an array updated in place
         or filled by the call): made for this call alone."""
+        check_writable(value, argument)
+        return self._own(value, argument, layout_value)
+
+    def _own(self, value, argument: str, layout_value: int):
         if isinstance(value, Tensor):
             return value.handle
         h = wrap_handle(check_array(value, argument), layout_value)
@@ -189,6 +194,7 @@ def _out_handle(out):
         return _capi.tensor_p()
     if not isinstance(out, Tensor):
         raise InvalidArgumentError("out must be an mkcache.Tensor or None")
+    check_writable(out, "out")
     return _capi.tensor_p(out.handle.value)
 
 
@@ -280,6 +286,8 @@ def _convolution(fn, op, k, x, weight, bias, stride, padding, dilation, groups, 
         # The sum post-op accumulates into dst: a Tensor residual is updated
         # in place, an array is copied first (the caller's array is kept).
         p.sum = 1
+        if isinstance(residual, Tensor):
+            check_writable(residual, "residual")
         out = residual if isinstance(residual, Tensor) else Tensor(
             np.array(check_array(residual, "residual")), data_format)
     args = _Args()

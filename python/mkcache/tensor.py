@@ -110,6 +110,16 @@ def wrap_handle(array: np.ndarray, layout_value: int):
     return handle
 
 
+def check_writable(value, argument: str) -> None:
+    """Refuses a read-only numpy array (or a Tensor over one) where the
+    library writes: writing through it would fault (a read-only mapping) or
+    change data numpy promised would not change."""
+    base = value._base if isinstance(value, Tensor) else value
+    if isinstance(base, np.ndarray) and not base.flags.writeable:
+        raise InvalidArgumentError(
+            f"{argument} is a read-only array, but the library writes into it")
+
+
 class _Owner:
     """Destroys one C tensor handle when collected. A Tensor holds one only
     once it has a handle, so the fast paths' results (which may never need

@@ -88,3 +88,47 @@ def test_rank6_results_export(rng):
     a = rng.standard_normal((2, 1, 3, 1, 4, 5)).astype(np.float32)
     b = rng.standard_normal((1, 2, 1, 3, 5, 2)).astype(np.float32)
     np.testing.assert_allclose(np.asarray(mkcache.matmul(a, b)), a @ b, rtol=1e-5, atol=1e-5)
+
+
+# ----------------------------------------------------- read-only arrays
+
+def _read_only(arr, tmp_path=None):
+    if tmp_path is None:
+        arr = arr.copy()
+        arr.flags.writeable = False
+        return arr
+    path = tmp_path / "data.bin"
+    arr.astype(np.float32).tofile(path)
+    return np.memmap(path, dtype=np.float32, mode="r", shape=arr.shape)
+
+
+@pytest.mark.parametrize("mapped", [False, True], ids=["flag", "memmap"])
+def test_read_only_arrays_are_never_written(rng, tmp_path, mapped):
+    x = rng.standard_normal((2, 4, 5, 5)).astype(np.float32)
+    w = rng.standard_normal((4, 4, 1, 1)).astype(np.float32)
+    ro = _read_only(x, tmp_path if mapped else None)
+    t = mkcache.Tensor(ro)
+    with pytest.raises(mkcache.InvalidArgumentError, match="out is a read-only array"):
+        mkcache.relu(x, out=t)
+    with pytest.raises(mkcache.InvalidArgumentError, match="out is a read-only array"):
+        mkcache.add(x, x, out=t)
+    with pytest.raises(mkcache.InvalidArgumentError, match="residual is a read-only array"):
+        mkcache.conv2d(x, w, residual=t)
+    np.testing.assert_array_equal(np.asarray(ro), x)
+    # Reading a read-only array is fine, and a residual array is copied.
+    np.testing.assert_array_equal(np.asarray(mkcache.relu(t)), np.maximum(x, 0))
+    np.testing.assert_array_equal(np.asarray(mkcache.relu(ro)), np.maximum(x, 0))
+    mkcache.conv2d(x, w, residual=ro)
+    np.testing.assert_array_equal(np.asarray(ro), x)
+
+
+@pytest.mark.parametrize("as_tensor", [False, True])
+def test_batch_norm_training_refuses_read_only_running_statistics(rng, as_tensor):
+    x = rng.standard_normal((2, 3, 4, 4)).astype(np.float32)
+    mean, var = _read_only(np.zeros(3, np.float32)), _read_only(np.ones(3, np.float32))
+    m = mkcache.Tensor(mean) if as_tensor else mean
+    with pytest.raises(mkcache.InvalidArgumentError, match="mean is a read-only array"):
+        mkcache.batch_norm(x, m, var, training=True)
+    np.testing.assert_array_equal(mean, 0)
+    # Inference only reads them.
+    mkcache.batch_norm(x, m, var)
