@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import mkcache
+import grad_reference as gref
 
 
 def run_child(code: str, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -132,3 +133,59 @@ def test_batch_norm_training_refuses_read_only_running_statistics(rng, as_tensor
     np.testing.assert_array_equal(mean, 0)
     # Inference only reads them.
     mkcache.batch_norm(x, m, var)
+
+
+# ------------------------------- forward -> backward data and reused memory
+
+def _pool_case(rng):
+    x1, x2 = randn(rng, 2, 3, 6, 6), randn(rng, 2, 3, 6, 6)
+    dy = randn(rng, 2, 3, 3, 3)
+    fwd = lambda x, training: mkcache.max_pool2d(x, 2, training=training, name="mp")  # noqa
+    bwd = lambda x: np.asarray(mkcache.grad.max_pool2d(dy, x, 2, name="mp"))  # noqa
+    exact = lambda x: gref.pool_backward(x, dy, "max", (2, 2), (2, 2), (0, 0), (0, 0))  # noqa
+    return x1, x2, fwd, bwd, exact
+
+
+def _layer_norm_case(rng):
+    x1, x2 = randn(rng, 4, 7), 3 * randn(rng, 4, 7) + 1
+    dy = randn(rng, 4, 7)
+    fwd = lambda x, training: mkcache.layer_norm(x, training=training, name="ln")  # noqa
+    bwd = lambda x: np.asarray(mkcache.grad.layer_norm(dy, x, name="ln", wrt=("x",)).x)  # noqa
+    exact = lambda x: gref.layer_norm_backward(x, dy, -1)[0]  # noqa
+    return x1, x2, fwd, bwd, exact
+
+
+def _lrn_case(rng):
+    x1, x2 = randn(rng, 2, 5, 3, 3), 2 * randn(rng, 2, 5, 3, 3)
+    dy = randn(rng, 2, 5, 3, 3)
+    fwd = lambda x, training: mkcache.lrn(x, 3, 1e-1, 0.75, 1.0, training=training,  # noqa
+                                          name="lrn")
+    bwd = lambda x: np.asarray(mkcache.grad.lrn(dy, x, 3, 1e-1, 0.75, 1.0, name="lrn"))  # noqa
+    exact = lambda x: gref.lrn_backward(x, dy, 3, 1e-1, 0.75, 1.0)  # noqa
+    return x1, x2, fwd, bwd, exact
+
+
+def randn(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+@pytest.mark.parametrize("case", [_pool_case, _layer_norm_case, _lrn_case],
+                         ids=["max_pool", "layer_norm", "lrn"])
+@pytest.mark.parametrize("how", ["buffer refilled", "refilled and run in inference"])
+def test_backward_never_uses_what_another_x_left(rng, case, how):
+    """A training forward on x1, then x1's buffer holding x2's values (what a
+    new array at a freed array's address looks like to the library): the
+    backward must be x2's."""
+    x1, x2, fwd, bwd, exact = case(rng)
+    buf = x1.copy()
+    fwd(buf, True)
+    np.testing.assert_allclose(bwd(buf), exact(x1), rtol=1e-4, atol=1e-5)  # data used
+    fwd(buf, True)
+    buf[...] = x2
+    if how == "refilled and run in inference":
+        fwd(buf, False)
+    np.testing.assert_allclose(bwd(buf), exact(x2), rtol=1e-4, atol=1e-5)
+    # A new Tensor over the buffer, as a new array at the old address.
+    fwd(mkcache.Tensor(buf), True)
+    buf[...] = x1
+    np.testing.assert_allclose(bwd(mkcache.Tensor(buf)), exact(x1), rtol=1e-4, atol=1e-5)

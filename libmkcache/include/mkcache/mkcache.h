@@ -621,9 +621,11 @@ MKC_API mkc_status mkc_tensor_to_layout(const mkc_tensor *src, const char *forma
  * backward call with the same parameters finds it, on any thread, so both
  * agree on layouts. If nothing (or something left by a forward with other
  * arguments or another src) is there, the backward recomputes what it
- * needs; it never uses a mismatched entry. Per-call data is matched by src's
- * data address: src must not be modified in place between the forward and
- * its backward (as in any autograd). Gradients come back in the
+ * needs; it never uses a mismatched entry. Per-call data is matched by a
+ * 64-bit fingerprint of src's layout and values (hashed by the training
+ * forward and again by the backward): a new array at a freed one's address
+ * or a refilled buffer gets data recomputed for its own values. Gradients
+ * come back in the
  * forward's layouts: diff_src like dst of the forward (data_format label),
  * weight and bias gradients always plain in the forward's weights shape.
  * ------------------------------------------------------------------------ */

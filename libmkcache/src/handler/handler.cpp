@@ -9,6 +9,7 @@
 #include "common/handles.hpp"
 #include "common/error.hpp"
 #include "keys/keys.hpp"
+#include "tensor/fingerprint.hpp"
 
 namespace mkc {
 
@@ -457,8 +458,8 @@ std::shared_ptr<void> Handler::workspace_for(
     const std::function<std::shared_ptr<PrimitiveEntry>()> &forward, const char *op) {
     if (!backward.has_arg(DNNL_ARG_WORKSPACE)) return nullptr;
     const auto &want = backward.arg_desc(DNNL_ARG_WORKSPACE);
-    if (t && t->workspace && t->src_data == src.data &&
-        t->forward->arg_desc(DNNL_ARG_WORKSPACE) == want)
+    if (t && t->workspace && t->forward->arg_desc(DNNL_ARG_WORKSPACE) == want &&
+        t->src_fingerprint == fingerprint(src))
         return t->workspace;
     // Nothing (valid) left for this src: recompute.
     auto fwd = forward();

@@ -125,8 +125,9 @@ struct Transfer {
     std::vector<int64_t> signature;          // the forward's (set by leave_transfer)
     std::shared_ptr<PrimitiveEntry> forward; // its entry: the training primitive descriptor
     // Data that belongs to one execution (max-pool indices, LRN workspace,
-    // layer-norm statistics): valid only for the input it was computed from.
-    const void *src_data = nullptr;
+    // layer-norm statistics): valid only for the values it was computed
+    // from, which the fingerprint of src identifies (tensor/fingerprint.hpp).
+    uint64_t src_fingerprint = 0;
     std::shared_ptr<void> workspace;
     std::shared_ptr<void> mean, variance;
     size_t bytes = 0; // of the data above, for the cache figures

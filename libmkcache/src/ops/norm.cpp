@@ -9,6 +9,7 @@
 #include "common/error.hpp"
 #include "handler/handler.hpp"
 #include "keys/keys.hpp"
+#include "tensor/fingerprint.hpp"
 #include "ops/ops.hpp"
 
 namespace mkc::ops {
@@ -196,7 +197,7 @@ void layer_norm(const mkc_layer_norm_params &p, const Tensor &src, const Tensor 
         // Seed 000 §3: this call's statistics go to the grad op.
         t = std::make_shared<Transfer>();
         t->forward = std::shared_ptr<PrimitiveEntry>(blob, &entry); // shares blob's count
-        t->src_data = src.data;
+        t->src_fingerprint = fingerprint(src);
         t->mean = allocate(g->rows * sizeof(float), false);
         t->variance = allocate(g->rows * sizeof(float), false);
         t->bytes = 2 * g->rows * sizeof(float);
@@ -258,7 +259,7 @@ void layer_norm_backward(const mkc_layer_norm_params &p, const Tensor &src, cons
     const Tensor &dy = Handler::plain_input(*fwd, DNNL_ARG_DST, diff_dst,
                                             layout::plain_desc(src.dims, f32, src.layout), hdy);
     std::shared_ptr<void> mean, variance;
-    if (t && t->mean && t->src_data == src.data) {
+    if (t && t->mean && t->src_fingerprint == fingerprint(src)) {
         mean = t->mean;
         variance = t->variance;
     } else {
@@ -672,7 +673,7 @@ void lrn(const mkc_lrn_params &p, const Tensor &src, mkc_tensor **dst) {
         // Seed 000 §3: descriptor and this call's workspace for the grad op.
         auto t = std::make_shared<Transfer>();
         t->forward = std::shared_ptr<PrimitiveEntry>(blob, &entry);
-        t->src_data = src.data;
+        t->src_fingerprint = fingerprint(src);
         Handler::Output out = Handler::prepare_output(dst, entry, DNNL_ARG_DST, data_format,
                                                       MKC_DTYPE_F32, op);
         Handler::run_training_forward(entry, src, out.data, t->workspace);

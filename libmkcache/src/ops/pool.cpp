@@ -9,6 +9,7 @@
 #include "common/error.hpp"
 #include "handler/handler.hpp"
 #include "keys/keys.hpp"
+#include "tensor/fingerprint.hpp"
 #include "ops/ops.hpp"
 
 namespace mkc::ops {
@@ -207,7 +208,7 @@ void pool(const mkc_pool_params &p, const Tensor &src, mkc_tensor **dst) {
         // each call: a grad op still reading the previous one keeps it.
         auto t = std::make_shared<Transfer>();
         t->forward = entry;
-        t->src_data = src.data;
+        t->src_fingerprint = fingerprint(src);
         Handler::Output out = Handler::prepare_output(dst, *entry, DNNL_ARG_DST, g.data_format,
                                                       MKC_DTYPE_F32, g.op);
         Handler::run_training_forward(*entry, src, out.data, t->workspace);
