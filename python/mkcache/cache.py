@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 
-from . import _capi
+from . import _capi, _checks
 from .errors import InvalidArgumentError
 
 _lib = _capi.lib
@@ -30,7 +30,7 @@ def stats(session=None) -> dict:
     if session is None:
         _lib.mkc_cache_get_stats(ctypes.byref(s))
     else:
-        _lib.mkc_cache_get_session_stats(int(session), ctypes.byref(s))
+        _lib.mkc_cache_get_session_stats(_checks.integer(session, "session"), ctypes.byref(s))
     return _stats_dict(s)
 
 
@@ -39,7 +39,7 @@ def clear(executor=None) -> None:
     if executor is None:
         _lib.mkc_cache_reset()
     else:
-        _lib.mkc_cache_reset_executor(int(executor))
+        _lib.mkc_cache_reset_executor(_checks.integer(executor, "executor", _checks.UINT64))
 
 
 def keys(session=None) -> list:
@@ -47,26 +47,48 @@ def keys(session=None) -> list:
     oldest first."""
     if session is None:
         session = get_session()
-    text = _capi.call_with_buffer(_lib.mkc_cache_get_keys, int(session))
-    return [tuple(line.split("\t", 1)) for line in text.splitlines() if line]
+    text = _capi.call_with_buffer(_lib.mkc_cache_get_keys, _checks.integer(session, "session"))
+    return [tuple(_unescape(field) for field in line.split("\t"))
+            for line in text.split("\n") if line]
+
+
+_ESCAPES = {"\\": "\\", "t": "\t", "n": "\n"}
+
+
+def _unescape(field: str) -> str:
+    """Undoes the listing's escapes (backslash, tab and newline written as
+    \\\\, \\t, \\n, so fields and lines split unambiguously)."""
+    if "\\" not in field:
+        return field
+    out, i = [], 0
+    while i < len(field):
+        c = field[i]
+        if c == "\\" and i + 1 < len(field):
+            out.append(_ESCAPES.get(field[i + 1], field[i + 1]))
+            i += 2
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
 
 
 def shape_string(shape) -> str:
     """(1, 3, 224, 224) -> "1x3x224x224" (strings pass through)."""
     if isinstance(shape, str):
         return shape
-    return "x".join(str(int(d)) for d in shape)
+    if not hasattr(shape, "__len__"):
+        raise InvalidArgumentError(f"shape must be a str or a sequence of integers, got {shape!r}")
+    return "x".join(str(d) for d in _checks.integers(shape, len(shape), "shape"))
 
 
 def make_key(name: str, shape=(), suffix=None) -> str:
     """The key an operator on this thread would build (seed "Caching Keys")."""
-    if not isinstance(name, str):
-        raise InvalidArgumentError("name must be a str")
-    dims = tuple(int(d) for d in shape)
+    encoded = _checks.name_bytes(name)
+    dims = _checks.integers(shape, len(shape), "shape") if len(shape) else ()
     arr = (ctypes.c_int64 * max(len(dims), 1))(*dims)
     return _capi.call_with_buffer(
-        _lib.mkc_key_make, name.encode(), None if suffix is None else str(suffix).encode(),
-        len(dims), arr)
+        _lib.mkc_key_make, encoded,
+        None if suffix is None else _checks.name_bytes(str(suffix), "suffix"), len(dims), arr)
 
 
 def get_session() -> int:
@@ -97,7 +119,7 @@ def get_executor() -> int:
 def session(session_id: int):
     """Runs the block in another top-level cache session."""
     previous = get_session()
-    _lib.mkc_cache_set_session(int(session_id))
+    _lib.mkc_cache_set_session(_checks.integer(session_id, "session_id"))
     try:
         yield
     finally:
@@ -108,10 +130,9 @@ def session(session_id: int):
 def clearing_mode(capacity: int):
     """Clearing mode: keys carry no thread id and a session keeps at most
     `capacity` input-shape groups, evicting the oldest."""
-    if int(capacity) <= 0:
-        raise InvalidArgumentError(f"capacity must be >= 1, got {capacity}")
+    capacity = _checks.integer(capacity, "capacity", (1, _checks.INT64[1]))
     previous = get_capacity()
-    _lib.mkc_cache_set_capacity(int(capacity))
+    _lib.mkc_cache_set_capacity(capacity)
     try:
         yield
     finally:
@@ -122,7 +143,7 @@ def clearing_mode(capacity: int):
 def input_shape(shape):
     """Puts new entries in the group of this input shape (tuple or str)."""
     previous = get_input_shape()
-    _lib.mkc_cache_set_input_shape(shape_string(shape).encode())
+    _lib.mkc_cache_set_input_shape(_checks.name_bytes(shape_string(shape), "shape"))
     try:
         yield
     finally:
@@ -133,7 +154,7 @@ def input_shape(shape):
 def executor(executor_id: int):
     """Tags keys and entries with an executor id (a model instance)."""
     previous = get_executor()
-    _lib.mkc_set_executor(int(executor_id))
+    _lib.mkc_set_executor(_checks.integer(executor_id, "executor_id", _checks.UINT64))
     try:
         yield
     finally:

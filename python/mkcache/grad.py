@@ -24,7 +24,7 @@ from __future__ import annotations
 import ctypes
 from collections import namedtuple
 
-from . import _capi, ops
+from . import _capi, _checks, ops
 from .errors import InvalidArgumentError
 from .tensor import Tensor
 
@@ -47,6 +47,10 @@ __all__ = [
 def _wants(wrt, allowed: tuple) -> set:
     if isinstance(wrt, str):
         wrt = (wrt,)
+    if not isinstance(wrt, (tuple, list, set, frozenset)) or \
+            not all(isinstance(w, str) for w in wrt):
+        raise InvalidArgumentError(f"wrt must be a name or a sequence of names of {allowed}, "
+                                   f"got {wrt!r}")
     chosen = set(wrt)
     unknown = chosen - set(allowed)
     if unknown or not chosen:
@@ -200,8 +204,8 @@ def activation(dy, x, kind: str, alpha=None, beta=None, *, name=None) -> Tensor:
     except (KeyError, TypeError):
         raise InvalidArgumentError(
             f"activation kind must be one of {sorted(_capi.ACTIVATIONS)}, got {kind!r}") from None
-    a = a if alpha is None else float(alpha)
-    b = b if beta is None else float(beta)
+    a = a if alpha is None else _checks.real(alpha, "alpha")
+    b = b if beta is None else _checks.real(beta, "beta")
     args = ops._Args()
     try:
         layout = x._layout_value if isinstance(x, Tensor) else ops._default_layout()

@@ -7,7 +7,7 @@ import numbers
 
 import numpy as np
 
-from . import _capi, _layout
+from . import _capi, _checks, _layout
 from . import tensor as tensor_module
 from .errors import InvalidArgumentError
 from .tensor import (Tensor, check_array, check_writable, data_address, input_owner,
@@ -175,11 +175,9 @@ def _name(name):
     per-thread memo of calls hashes the name's address)."""
     if name is None:
         return None
-    if not isinstance(name, str):
-        raise InvalidArgumentError(f"name must be a str or None, got {type(name).__name__}")
-    encoded = _NAMES.get(name)
+    encoded = _NAMES.get(name) if type(name) is str else None
     if encoded is None:
-        encoded = _remember(_NAMES, name, name.encode())
+        encoded = _remember(_NAMES, name, _checks.name_bytes(name))
     return encoded
 
 
@@ -246,8 +244,7 @@ def _build_conv_params(op, k, x, weight, stride, padding, dilation, groups, data
     if fmt == _capi.LAYOUT_TARGET:
         raise InvalidArgumentError("data_format must be given")
     act = _fused_activation(activation)
-    if not isinstance(groups, numbers.Integral):
-        raise InvalidArgumentError(f"groups must be an int, got {groups!r}")
+    groups = _checks.integer(groups, "groups")
     s = _ntuple(stride, k, "stride")
     d = _ntuple(dilation, k, "dilation")
     op_ = _ntuple(output_padding, k, "output_padding")
@@ -265,7 +262,7 @@ def _build_conv_params(op, k, x, weight, stride, padding, dilation, groups, data
     p.pad_end[:k] = ends
     p.dilation[:k] = d
     p.output_padding[:k] = op_
-    p.groups = int(groups)
+    p.groups = groups
     p.data_format = fmt
     p.activation, p.activation_alpha, p.activation_beta = act
     p.training = 1 if training else 0
@@ -355,9 +352,9 @@ def activation(x, kind: str, alpha=None, beta=None, *, name=None, out=None) -> T
         raise InvalidArgumentError(
             f"activation kind must be one of {sorted(_capi.ACTIVATIONS)}, got {kind!r}") from None
     if alpha is not None:
-        a = float(alpha)
+        a = _checks.real(alpha, "alpha")
     if beta is not None:
-        b = float(beta)
+        b = _checks.real(beta, "beta")
     if out is None and type(x) is np.ndarray:
         result = _plain_activation(k, a, b, x, _name(name))
         if result is not None:
@@ -453,7 +450,7 @@ def mish(x, *, name=None, out=None) -> Tensor:
 
 def clip(x, min, max, *, name=None, out=None) -> Tensor:  # noqa: A002 (numpy's names)
     """min(max(x, min), max)."""
-    if not float(min) <= float(max):
+    if not _checks.real(min, "min") <= _checks.real(max, "max"):
         raise InvalidArgumentError(f"clip: min ({min}) must be <= max ({max})")
     return activation(x, "clip", min, max, name=name, out=out)
 
@@ -499,11 +496,9 @@ def _unary(x, call, name, out):
 
 
 def _axis(axis) -> int:
-    if type(axis) is int:  # before the numbers ABC, whose isinstance costs ~0.3 us
+    if type(axis) is int and -2**31 <= axis < 2**31:  # the common case, inline
         return axis
-    if not isinstance(axis, numbers.Integral):
-        raise InvalidArgumentError(f"axis must be an int, got {axis!r}")
-    return int(axis)
+    return _checks.integer(axis, "axis", _checks.INT32)
 
 
 def softmax(x, axis=-1, *, name=None, out=None) -> Tensor:
@@ -522,7 +517,7 @@ def _operand(value, argument, args: "_Args"):
     # Arrays and Tensors first: isinstance against the numbers ABC costs ~0.3 us.
     if type(value) is not _ndarray and not isinstance(value, Tensor) \
             and isinstance(value, numbers.Real) and not isinstance(value, bool):
-        return args.handle(np.array([value], dtype=np.float32), argument)
+        return args.handle(np.array([_checks.real(value, argument)], dtype=np.float32), argument)
     return args.handle(value, argument, _default_layout())
 
 
@@ -569,32 +564,16 @@ def minimum(a, b, *, name=None, out=None) -> Tensor:
 
 
 def _ntuple(value, k: int, argument: str) -> tuple:
-    if isinstance(value, numbers.Integral):
-        return (int(value),) * k
-    try:
-        items = tuple(int(v) for v in value)
-    except TypeError:
-        raise InvalidArgumentError(f"{argument} must be an int or {k} ints, got {value!r}") from None
-    if len(items) != k:
-        raise InvalidArgumentError(f"{argument} must be an int or {k} ints, got {value!r}")
-    return items
+    return _checks.integers(value, k, argument)
 
 
 def _pool_padding(padding, k: int) -> tuple:
     """-> (begins, ends). 2k values are (begin, end) per spatial dim, as in
     conv2d's (top, bottom, left, right)."""
-    if isinstance(padding, numbers.Integral):
-        return (int(padding),) * k, (int(padding),) * k
-    try:
-        items = tuple(int(v) for v in padding)
-    except TypeError:
-        raise InvalidArgumentError(f"padding must be an int or a tuple, got {padding!r}") from None
+    items = _checks.integers(padding, k, "padding", counts=(k, 2 * k))
     if len(items) == k:
         return items, items
-    if len(items) == 2 * k:
-        return items[0::2], items[1::2]
-    raise InvalidArgumentError(
-        f"padding must have {k} (symmetric) or {2 * k} (begin, end per dim) values, got {padding!r}")
+    return items[0::2], items[1::2]
 
 
 def _pool_params(kind: int, k: int, kernel_size, stride, padding, ceil_mode, data_format, name,
@@ -761,8 +740,8 @@ def _layer_norm_params(begin_norm_axis, epsilon, name, training=False):
 def _build_layer_norm_params(begin_norm_axis, epsilon, name, training):
     p = _capi.LayerNormParams()
     _lib.mkc_layer_norm_params_init(ctypes.byref(p))
-    p.begin_norm_axis = _axis(begin_norm_axis)
-    p.epsilon = float(epsilon)
+    p.begin_norm_axis = _checks.integer(begin_norm_axis, "begin_norm_axis", _checks.INT32)
+    p.epsilon = _checks.real(epsilon, "epsilon")
     p.training = 1 if training else 0
     p.name = _name(name)
     return p
@@ -797,8 +776,8 @@ def _batch_norm_params(epsilon, momentum, training, data_format, name):
 def _build_batch_norm_params(epsilon, momentum, training, data_format, name):
     p = _capi.BatchNormParams()
     _lib.mkc_batch_norm_params_init(ctypes.byref(p))
-    p.epsilon = float(epsilon)
-    p.momentum = float(momentum)
+    p.epsilon = _checks.real(epsilon, "epsilon")
+    p.momentum = _checks.real(momentum, "momentum")
     p.training = 1 if training else 0
     p.data_format = _layout.to_enum(data_format, "data_format")
     p.name = _name(name)
@@ -832,6 +811,9 @@ def batch_norm(x, mean=None, variance=None, scale=None, shift=None, *, epsilon=1
                 shape, last = x.shape, x.layout in ("NHWC", "NDHWC", "NWC")
             else:
                 shape, last = x.shape, fmt == _capi.LAYOUT_CHANNELS_LAST
+            if len(shape) < 2:
+                raise InvalidArgumentError(
+                    f"batch_norm: x must have a channel dim (rank >= 2), got shape {shape}")
             c = shape[-1] if last and len(shape) > 2 else shape[1]
             bm = np.empty(c, np.float32)
             bv = np.empty(c, np.float32)
@@ -854,12 +836,12 @@ def _lrn_params(size, alpha, beta, k, data_format, name, training=False):
 
 def _build_lrn_params(size, alpha, beta, k, data_format, name, training):
     fmt = _layout.to_enum(data_format, "data_format")
-    if not isinstance(size, numbers.Integral):
-        raise InvalidArgumentError(f"size must be an int, got {size!r}")
+    size = _checks.integer(size, "size")
     p = _capi.LrnParams()
     _lib.mkc_lrn_params_init(ctypes.byref(p))
-    p.size = int(size)
-    p.alpha, p.beta, p.k = float(alpha), float(beta), float(k)
+    p.size = size
+    p.alpha, p.beta = _checks.real(alpha, "alpha"), _checks.real(beta, "beta")
+    p.k = _checks.real(k, "k")
     p.data_format = fmt
     p.training = 1 if training else 0
     p.name = _name(name)
@@ -890,10 +872,9 @@ def concat(tensors, axis=0, *, name=None, out=None) -> Tensor:
     """Concatenates arrays/Tensors along `axis` (of their shape as reported;
     all must share rank and layout)."""
     a = _axis(axis)
-    try:
-        items = list(tensors)
-    except TypeError:
-        raise InvalidArgumentError("tensors must be a sequence of arrays or Tensors") from None
+    if isinstance(tensors, (np.ndarray, Tensor, str, bytes)) or not hasattr(tensors, "__iter__"):
+        raise InvalidArgumentError("tensors must be a sequence of arrays or Tensors")
+    items = list(tensors)
     if not items:
         raise InvalidArgumentError("concat needs at least one input")
     args = _Args()
@@ -912,9 +893,15 @@ def transpose(x, axes=None) -> Tensor:
     The result is row-major."""
     args = _Args()
     try:
+        if not isinstance(x, Tensor):
+            x = check_array(x, "x")
         hx = args.handle(x, "x", _default_layout())
         ndim = x.ndim
-        perm = tuple(reversed(range(ndim))) if axes is None else tuple(int(v) for v in axes)
+        if axes is None:
+            perm = tuple(reversed(range(ndim)))
+        else:
+            perm = _checks.integers(axes, ndim, "axes", _checks.INT32,
+                                    counts=(len(axes),) if hasattr(axes, "__len__") else ())
         arr = (ctypes.c_int * max(len(perm), 1))(*perm)
         dst = _capi.tensor_p()
         _lib.mkc_transpose(len(perm), arr, hx, ctypes.byref(dst))
@@ -926,10 +913,8 @@ def transpose(x, axes=None) -> Tensor:
 def reshape(x, shape) -> Tensor:
     """x's values in row-major order of its shape (as reported) with a new
     shape, as numpy.reshape (one dim may be -1). Returns a row-major copy."""
-    try:
-        dims = tuple(int(d) for d in shape)
-    except TypeError:
-        raise InvalidArgumentError(f"shape must be a sequence of ints, got {shape!r}") from None
+    n = len(shape) if hasattr(shape, "__len__") and not isinstance(shape, (str, bytes)) else 1
+    dims = _checks.integers(shape, n, "shape")
     args = _Args()
     try:
         hx = args.handle(x, "x", _default_layout())
@@ -944,10 +929,13 @@ def reshape(x, shape) -> Tensor:
 def flatten(x, start_dim=1) -> Tensor:
     """x with dims [start_dim, rank) merged into one (PyTorch's flatten;
     [N, C, H, W] -> [N, C*H*W] by default)."""
+    if not isinstance(x, Tensor):
+        x = check_array(x, "x")
     shape = tuple(x.shape)
-    if not isinstance(start_dim, numbers.Integral) or not -len(shape) <= start_dim < len(shape):
+    start = _checks.integer(start_dim, "start_dim")
+    if not -len(shape) <= start < len(shape):
         raise InvalidArgumentError(f"start_dim {start_dim!r} is out of range for rank {len(shape)}")
-    start = int(start_dim) % len(shape)
+    start %= len(shape)
     return reshape(x, shape[:start] + (-1,))
 
 

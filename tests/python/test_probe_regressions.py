@@ -189,3 +189,105 @@ def test_backward_never_uses_what_another_x_left(rng, case, how):
     fwd(mkcache.Tensor(buf), True)
     buf[...] = x1
     np.testing.assert_allclose(bwd(mkcache.Tensor(buf)), exact(x1), rtol=1e-4, atol=1e-5)
+
+
+# ------------------------------------ integers, floats, errors, names
+
+X4 = np.ones((1, 2, 5, 5), np.float32)
+W4 = np.ones((2, 2, 1, 1), np.float32)
+
+BAD_NUMBERS = [
+    ("stride 2**64+2", lambda: mkcache.conv2d(X4, W4, stride=2**64 + 2)),
+    ("stride float", lambda: mkcache.conv2d(X4, W4, stride=(1.9, 1.9))),
+    ("padding float", lambda: mkcache.conv2d(X4, W4, padding=(0.5, 0.5))),
+    ("stride string", lambda: mkcache.conv2d(X4, W4, stride="22")),
+    ("stride bool", lambda: mkcache.conv2d(X4, W4, stride=True)),
+    ("stride None", lambda: mkcache.max_pool2d(X4, 2, stride=[None, 1])),
+    ("groups 2**63", lambda: mkcache.conv2d(X4, W4, groups=2**63)),
+    ("dilation -2**70", lambda: mkcache.conv2d(X4, W4, dilation=-2**70)),
+    ("kernel float", lambda: mkcache.max_pool2d(X4, 2.0)),
+    ("softmax axis 2**32", lambda: mkcache.softmax(X4, axis=2**32)),
+    ("softmax axis float", lambda: mkcache.softmax(X4, axis=1.0)),
+    ("concat axis 2**31", lambda: mkcache.concat([X4, X4], axis=2**31)),
+    ("layer_norm axis", lambda: mkcache.layer_norm(X4, begin_norm_axis=2**40)),
+    ("lrn size float", lambda: mkcache.lrn(X4, 3.5)),
+    ("epsilon string", lambda: mkcache.layer_norm(X4, epsilon="1e-5")),
+    ("epsilon huge", lambda: mkcache.layer_norm(X4, epsilon=1e300)),
+    ("alpha string", lambda: mkcache.leaky_relu(X4, "0.1")),
+    ("clip bounds", lambda: mkcache.clip(X4, "a", 1)),
+    ("momentum", lambda: mkcache.batch_norm(X4, np.zeros(2, np.float32),
+                                            np.ones(2, np.float32), training=True,
+                                            momentum=[0.9])),
+    ("reshape float", lambda: mkcache.reshape(X4, (2.0, 25))),
+    ("reshape 2**64", lambda: mkcache.reshape(X4, (2**64, 50))),
+    ("transpose axes", lambda: mkcache.transpose(X4, (0, 1, 2, 2**32 + 3))),
+    ("flatten float", lambda: mkcache.flatten(X4, 1.0)),
+    ("clearing_mode 2**64", lambda: mkcache.cache.clearing_mode(2**64).__enter__()),
+    ("clearing_mode 0", lambda: mkcache.cache.clearing_mode(0).__enter__()),
+    ("session 2**70", lambda: mkcache.cache.session(2**70).__enter__()),
+    ("executor -1", lambda: mkcache.cache.executor(-1).__enter__()),
+    ("input_shape float", lambda: mkcache.cache.input_shape((1.5, 2)).__enter__()),
+    ("make_key dims", lambda: mkcache.cache.make_key("a", (2**64,))),
+    ("add huge scalar", lambda: mkcache.add(X4, 1e300)),
+]
+
+
+@pytest.mark.parametrize("call", [c for _, c in BAD_NUMBERS], ids=[n for n, _ in BAD_NUMBERS])
+def test_numbers_are_validated_not_masked(call):
+    before = (mkcache.cache.get_session(), mkcache.cache.get_capacity(),
+              mkcache.cache.get_executor())
+    with pytest.raises(mkcache.InvalidArgumentError):
+        call()
+    assert (mkcache.cache.get_session(), mkcache.cache.get_capacity(),
+            mkcache.cache.get_executor()) == before
+    # Nothing was lost.
+    np.testing.assert_array_equal(np.asarray(mkcache.relu(X4)), X4)
+
+
+def test_numpy_integers_and_big_valid_ints_are_accepted():
+    y = mkcache.conv2d(X4, W4, stride=(np.int64(2), np.int32(1)), padding=np.uint8(1))
+    assert y.shape == (1, 2, 4, 7)
+    with mkcache.cache.session(2**62), mkcache.cache.executor(2**64 - 1):
+        assert mkcache.cache.get_session() == 2**62
+        assert mkcache.cache.get_executor() == 2**64 - 1
+
+
+OTHER_ERRORS = [
+    ("lone surrogate name", lambda: mkcache.relu(mkcache.Tensor(X4), name="a\ud800")),
+    ("NUL in name", lambda: mkcache.relu(mkcache.Tensor(X4), name="layer\0A")),
+    ("NUL in key", lambda: mkcache.cache.make_key("a\0b", (1,))),
+    ("batch_norm 1-D training", lambda: mkcache.batch_norm(np.ones(4, np.float32),
+                                                           training=True)),
+    ("flatten list", lambda: mkcache.flatten([[1.0, 2.0]], 0.5)),
+    ("transpose list", lambda: mkcache.transpose([[1.0, 2.0]], "ab")),
+    ("wrt int", lambda: mkcache.grad.linear(np.ones((2, 3), np.float32),
+                                            np.ones((2, 4), np.float32),
+                                            np.ones((3, 4), np.float32), wrt=5)),
+    ("concat of an array", lambda: mkcache.concat(np.ones((2, 3), np.float32))),
+    ("input_shape of an int", lambda: mkcache.cache.input_shape(5).__enter__()),
+    ("float as alpha", lambda: mkcache.grad.activation(X4, X4, "elu", alpha=object())),
+]
+
+
+@pytest.mark.parametrize("call", [c for _, c in OTHER_ERRORS], ids=[n for n, _ in OTHER_ERRORS])
+def test_every_failure_is_an_mkcache_error(call):
+    with pytest.raises(mkcache.Error):
+        call()
+
+
+def test_names_differing_after_a_nul_never_share_a_key():
+    with pytest.raises(mkcache.InvalidArgumentError, match="NUL"):
+        mkcache.relu(X4, name="layer\0B")
+    assert not [k for _, k in mkcache.cache.keys() if k.startswith("layer|")]
+
+
+@pytest.mark.parametrize("name", ["a\nb", "tab\there", "back\\slash\\", "pipe|d", "x\t\n\\"])
+def test_key_listing_is_unambiguous_for_any_name(name):
+    mkcache.relu(mkcache.Tensor(X4), name=name)
+    with mkcache.cache.input_shape("shape\twith\nbreaks"):
+        mkcache.relu(mkcache.Tensor(X4), name=name)
+    listed = mkcache.cache.keys()
+    want = mkcache.cache.make_key(name, X4.shape, "1")  # relu's kind
+    assert ("", want) in listed
+    assert ("shape\twith\nbreaks", want) in listed
+    assert all(len(item) == 2 for item in listed)

@@ -301,7 +301,10 @@ MKC_API mkc_status mkc_cache_get_session_stats(int64_t session_id,
                                                mkc_cache_stats *stats);
 
 /* The keys held by `session_id`, one per line, each line
- * "<group>\t<key>\n", groups oldest first. Buffer rules as mkc_key_make. */
+ * "<group>\t<key>\n", groups oldest first. Within group and key, a
+ * backslash, tab or newline is written as \\, \t or \n (two characters), so
+ * lines and fields split unambiguously whatever the names hold. Buffer rules
+ * as mkc_key_make. */
 MKC_API mkc_status mkc_cache_get_keys(int64_t session_id, char *buf,
                                       size_t size, size_t *needed);
 

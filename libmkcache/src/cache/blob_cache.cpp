@@ -188,6 +188,20 @@ mkc_cache_stats BlobCache::session_stats(int64_t session) const {
     return out;
 }
 
+namespace {
+// A field of the key listing: its separators (tab, newline) and the escape
+// character itself written as \t, \n and \\, so any group or name lists
+// unambiguously.
+void append_listed(std::string &out, const std::string &field) {
+    for (char c : field) {
+        if (c == '\\') out += "\\\\";
+        else if (c == '\t') out += "\\t";
+        else if (c == '\n') out += "\\n";
+        else out += c;
+    }
+}
+} // namespace
+
 std::string BlobCache::keys(int64_t session) const {
     std::string out;
     std::shared_lock<StripedSharedMutex> lock(mutex_);
@@ -195,9 +209,9 @@ std::string BlobCache::keys(int64_t session) const {
     if (s == sessions_.end()) return out;
     for (auto &g : s->second->groups)
         for (auto &e : g.entries) {
-            out += g.shape;
+            append_listed(out, g.shape);
             out += '\t';
-            out += e.first;
+            append_listed(out, e.first);
             out += '\n';
         }
     return out;
