@@ -40,7 +40,7 @@ DELETER = CFUNCTYPE(None, c_void_p)
 class CacheStats(Structure):
     _fields_ = [(name, c_uint64) for name in (
         "hits", "misses", "insertions", "evictions", "evicted_entries",
-        "entries", "groups", "sessions", "bytes")]
+        "entries", "groups", "sessions", "bytes", "transfers")]
 
 
 class ActivationCall(Structure):

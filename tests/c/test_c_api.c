@@ -570,6 +570,10 @@ static void test_activation_arguments_remembered(void) {
     }
     mkc_cache_stats before, after;
     OK(mkc_cache_get_stats(&before));
+    check_leaky(name, 0.5f, tx, x, N); /* replaces the alpha-0 entry under the key */
+    OK(mkc_cache_get_stats(&after));
+    CHECK(after.misses == before.misses + 1 && after.insertions == before.insertions + 1);
+    OK(mkc_cache_get_stats(&before));
     check_leaky(name, 0.5f, tx, x, N);
     OK(mkc_cache_get_stats(&after));
     CHECK(after.hits == before.hits + 1 && after.misses == before.misses); /* counted */

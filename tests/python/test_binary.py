@@ -118,6 +118,12 @@ def test_binary_calls_remembered_follow_every_argument(op, rng):
                 assert converted == converts, what
                 assert_close_elementwise(got, want, what, ulps=4)
     s0 = mkcache.cache.stats()
+    fn(x, ch, name="remembered_binary")  # replaces the (x, z) entry under the key
+    fn(x, ch, name="remembered_binary")
+    s1 = mkcache.cache.stats()
+    assert s1["hits"] == s0["hits"] + 1 and s1["misses"] == s0["misses"] + 1
+    assert s1["insertions"] == s0["insertions"] + 1
+    s0 = mkcache.cache.stats()
     fn(x, ch, name="remembered_binary")
     fn(x, ch, name="remembered_binary")
     s1 = mkcache.cache.stats()

@@ -117,6 +117,12 @@ def test_layer_norm_calls_remembered_follow_every_argument(rng):
                                          ulps=512)
         mkcache.layer_norm(x, s10, b10, training=True, name="remembered_ln")
     s0 = mkcache.cache.stats()
+    mkcache.layer_norm(x, s10, b10, name="remembered_ln")  # replaces the training entry
+    mkcache.layer_norm(x, s10, b10, name="remembered_ln")
+    s1 = mkcache.cache.stats()
+    assert s1["hits"] == s0["hits"] + 1 and s1["misses"] == s0["misses"] + 1
+    assert s1["insertions"] == s0["insertions"] + 1
+    s0 = mkcache.cache.stats()
     mkcache.layer_norm(x, s10, b10, name="remembered_ln")
     mkcache.layer_norm(x, s10, b10, name="remembered_ln")
     s1 = mkcache.cache.stats()

@@ -291,3 +291,32 @@ def test_key_listing_is_unambiguous_for_any_name(name):
     assert ("", want) in listed
     assert ("shape\twith\nbreaks", want) in listed
     assert all(len(item) == 2 for item in listed)
+
+
+# ---------------------------------------------------------------- counters
+
+def test_counters_insert_only_after_a_miss(rng):
+    """A loop with training forwards (which leave transfers) and a name
+    reused with other arguments (which replaces its entry): every insertion
+    follows a miss, transfers are counted apart, repeated passes all hit."""
+    x = rng.standard_normal((4, 16)).astype(np.float32)
+    w = rng.standard_normal((16, 16)).astype(np.float32)
+
+    def one_pass():
+        h = mkcache.linear(x, w, name="fc")
+        h = mkcache.layer_norm(h, training=True, name="ln1")
+        h = mkcache.leaky_relu(h, 0.1, name="act")
+        h = mkcache.leaky_relu(h, 0.2, name="act")  # same key, other arguments
+        mkcache.layer_norm(h, training=True, name="ln2")
+        mkcache.grad.layer_norm(h, h, name="ln2", wrt=("x",))
+
+    for n in range(4):
+        s0 = mkcache.cache.stats()
+        one_pass()
+        s1 = mkcache.cache.stats()
+        d = {k: s1[k] - s0[k] for k in s0}
+        assert d["insertions"] == d["misses"], d
+        assert d["transfers"] == 2, d
+        if n:
+            assert d["misses"] == 2, d  # the two 'act' calls replace each other
+            assert d["entries"] == 0, d

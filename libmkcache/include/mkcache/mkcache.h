@@ -280,10 +280,21 @@ MKC_API mkc_status mkc_cache_reset(void);
 /* Drops every entry created under `executor_id`, in all sessions. */
 MKC_API mkc_status mkc_cache_reset_executor(uint64_t executor_id);
 
+/* Every operator call looks its primitive up once (a call whose arguments
+ * the thread remembers counts a hit without the lookup): a hit finds an
+ * entry built for exactly its arguments, a miss builds one and inserts it
+ * (replacing an entry under the same key built for other arguments). A
+ * backward call also looks up the transfer its training forward left: a hit
+ * if there is one for its arguments, else a miss (it then recomputes;
+ * nothing is inserted). Training forwards count transfers, not insertions;
+ * mkc_cache_get_blob / mkc_cache_set_blob count hits, misses and
+ * insertions as above. */
 typedef struct mkc_cache_stats {
-    uint64_t hits;            /* lookups that found an entry                 */
-    uint64_t misses;          /* lookups that did not                        */
-    uint64_t insertions;      /* entries stored (replacements included)      */
+    uint64_t hits;            /* lookups that found a usable entry           */
+    uint64_t misses;          /* lookups that did not (nothing under the key,
+                                 or an entry built for other arguments)      */
+    uint64_t insertions;      /* entries stored: after a miss, or by
+                                 mkc_cache_set_blob (replacements included)  */
     uint64_t evictions;       /* input-shape groups evicted in clearing mode */
     uint64_t evicted_entries; /* entries those evictions dropped             */
     uint64_t entries;         /* entries held now                            */
@@ -292,6 +303,9 @@ typedef struct mkc_cache_stats {
     uint64_t bytes;           /* bytes entries declare: blob nbytes, primitive
                                  scratchpads (oneDNN does not report the size of
                                  JIT code, so primitives weigh more than this) */
+    uint64_t transfers;       /* forward->backward transfers left by training
+                                 forwards (each replaces the one before under
+                                 its key; counted in `entries` while held)   */
 } mkc_cache_stats;
 
 /* Counters for the whole cache. */

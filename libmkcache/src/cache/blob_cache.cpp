@@ -30,7 +30,8 @@ BlobCache &BlobCache::instance() {
 }
 
 std::shared_ptr<void> BlobCache::get(int64_t session, const std::string &group,
-                                     const std::string &key, BlobKind kind, HitTicket *ticket) {
+                                     const std::string &key, BlobKind kind, HitTicket *ticket,
+                                     bool count) {
     std::shared_ptr<void> found;
     Counters *session_counters = nullptr;
     {
@@ -45,12 +46,13 @@ std::shared_ptr<void> BlobCache::get(int64_t session, const std::string &group,
                     found = e->second.blob;
             }
         }
-        if (found && ticket) {
+        if (ticket && (found || !count)) {
             // Read under the lock: a removal after this lookup bumps it.
             ticket->generation = generation_.load(std::memory_order_relaxed);
             ticket->session = session_counters;
         }
     }
+    if (!count) return found;
     if (found) {
         (session_counters ? session_counters : &totals_)->hits.add();
     } else {
@@ -58,6 +60,11 @@ std::shared_ptr<void> BlobCache::get(int64_t session, const std::string &group,
         if (session_counters) session_counters->misses.add();
     }
     return found;
+}
+
+void BlobCache::count_miss(const HitTicket &ticket) {
+    totals_.misses.add();
+    if (ticket.session) static_cast<Counters *>(ticket.session)->misses.add();
 }
 
 void BlobCache::count_hit(const HitTicket &ticket, int stripe) {
@@ -100,8 +107,10 @@ void BlobCache::set(int64_t session, const std::string &group, int64_t capacity,
         entry.info = info;
         entry.thread = info.thread_bound ? keys::thread_hash() : 0;
         target.bytes += info.bytes;
-        s->counters.insertions.fetch_add(1, std::memory_order_relaxed);
-        totals_.insertions.fetch_add(1, std::memory_order_relaxed);
+        auto Counters::*counter =
+            info.kind == BlobKind::transfer ? &Counters::transfers : &Counters::insertions;
+        (s->counters.*counter).fetch_add(1, std::memory_order_relaxed);
+        (totals_.*counter).fetch_add(1, std::memory_order_relaxed);
     }
     if (info.thread_bound) thread_exit_guard.armed = true;
     released.clear();
@@ -155,6 +164,7 @@ void BlobCache::fill(mkc_cache_stats &out, const Counters &c) {
     out.insertions += c.insertions.load(std::memory_order_relaxed);
     out.evictions += c.evictions.load(std::memory_order_relaxed);
     out.evicted_entries += c.evicted_entries.load(std::memory_order_relaxed);
+    out.transfers += c.transfers.load(std::memory_order_relaxed);
 }
 
 mkc_cache_stats BlobCache::stats() const {

@@ -47,9 +47,12 @@ public:
     };
 
     // nullptr on a miss (a blob of another kind under `key` is a miss too).
-    // On a hit, fills `ticket` if given.
+    // On a hit, fills `ticket` if given. `count` false: the caller judges
+    // whether what was found is usable and counts the lookup itself
+    // (count_hit / count_miss with the ticket, filled then on a miss too).
     std::shared_ptr<void> get(int64_t session, const std::string &group, const std::string &key,
-                              BlobKind kind, HitTicket *ticket = nullptr);
+                              BlobKind kind, HitTicket *ticket = nullptr, bool count = true);
+    void count_miss(const HitTicket &ticket);
     // Counts a hit the front cache served (as get() would have); `stripe`:
     // the caller's stripe_index() (ThreadState::stripe).
     void count_hit(const HitTicket &ticket, int stripe);
@@ -86,7 +89,7 @@ private:
     // session counts (stats() adds them up): a hit costs one atomic add.
     struct Counters {
         StripedCounter hits, misses; // every lookup: striped, so threads do not contend
-        std::atomic<uint64_t> insertions{0}, evictions{0}, evicted_entries{0};
+        std::atomic<uint64_t> insertions{0}, evictions{0}, evicted_entries{0}, transfers{0};
     };
     struct Session {
         std::list<Group> groups; // insertion order: front is the oldest

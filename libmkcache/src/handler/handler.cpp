@@ -171,12 +171,9 @@ void Handler::sign_float(float v) {
 }
 
 std::shared_ptr<void> Handler::find_blob() {
-    if (front_blob_) {
-        BlobCache::instance().count_hit(ticket_, state_.stripe);
-        return std::move(front_blob_);
-    }
+    if (front_blob_) return std::move(front_blob_);
     auto blob = BlobCache::instance().get(state_.session(), state_.input_shape(), *key_,
-                                          BlobKind::primitive, &ticket_);
+                                          BlobKind::primitive, &ticket_, /*count=*/false);
     if (blob && call_ndims_ <= kMaxKeyDims)
         state_.front_cache().remember(call_hash_, call_dims_, call_ndims_, state_.context_version,
                                       *key_, blob, ticket_);
@@ -185,22 +182,28 @@ std::shared_ptr<void> Handler::find_blob() {
 
 std::shared_ptr<void> Handler::lookup() {
     auto blob = find_blob();
-    if (!blob) return nullptr;
-    // Checked through a plain pointer: a typed shared_ptr copy costs two
-    // atomic reference-count updates, and acquire_primitive makes the one
-    // it returns.
-    const auto *entry = static_cast<const PrimitiveEntry *>(blob.get());
+    if (blob && usable(*static_cast<const PrimitiveEntry *>(blob.get()))) {
+        BlobCache::instance().count_hit(ticket_, state_.stripe);
+        hit_ = true;
+        return blob;
+    }
+    // Nothing there, or an entry built for other arguments (the one about
+    // to be built replaces it): a miss either way.
+    BlobCache::instance().count_miss(ticket_);
+    return nullptr;
+}
+
+bool Handler::usable(const PrimitiveEntry &entry) const {
     // Same name, other arguments: never reuse a primitive built for others.
-    if (!signature_equals(entry->signature)) return nullptr;
-    if (entry->exact_inputs.size() != static_cast<size_t>(exact_size_)) return nullptr;
+    if (!signature_equals(entry.signature)) return false;
+    if (entry.exact_inputs.size() != static_cast<size_t>(exact_size_)) return false;
     for (int i = 0; i < exact_size_; ++i) {
         const bool same = exact_tensors_[i]
-                              ? entry->matches(*exact_tensors_[i], exact_args_[i], entry->exact_inputs[i])
-                              : entry->exact_inputs[i] == *exact_inputs_[i];
-        if (!same) return nullptr;
+                              ? entry.matches(*exact_tensors_[i], exact_args_[i], entry.exact_inputs[i])
+                              : entry.exact_inputs[i] == *exact_inputs_[i];
+        if (!same) return false;
     }
-    hit_ = true;
-    return blob;
+    return true;
 }
 
 bool Handler::signature_equals(const std::vector<int64_t> &sig) const {
@@ -236,11 +239,17 @@ void Handler::leave_transfer(const std::shared_ptr<Transfer> &t) {
 }
 
 std::shared_ptr<Transfer> Handler::find_transfer() {
+    BlobCache::HitTicket ticket;
     auto blob = BlobCache::instance().get(state_.session(), state_.input_shape(), transfer_key(),
-                                          BlobKind::transfer);
-    if (!blob) return nullptr;
+                                          BlobKind::transfer, &ticket, /*count=*/false);
     auto t = std::static_pointer_cast<Transfer>(blob);
-    return signature_equals(t->signature) ? t : nullptr;
+    // One a forward with other arguments left is no transfer for this call.
+    if (t && signature_equals(t->signature)) {
+        BlobCache::instance().count_hit(ticket, state_.stripe);
+        return t;
+    }
+    BlobCache::instance().count_miss(ticket);
+    return nullptr;
 }
 
 void Handler::store(const std::shared_ptr<PrimitiveEntry> &entry) {

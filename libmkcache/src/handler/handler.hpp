@@ -327,6 +327,7 @@ private:
     static constexpr int kMaxExact = 4;
 
     std::shared_ptr<void> lookup(); // a PrimitiveEntry for this key and signature
+    bool usable(const PrimitiveEntry &entry) const; // built for exactly this call
     std::shared_ptr<void> find_blob(); // front cache, else the shared maps
     void store(const std::shared_ptr<PrimitiveEntry> &entry);
     bool signature_equals(const std::vector<int64_t> &sig) const;
