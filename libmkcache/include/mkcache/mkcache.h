@@ -12,10 +12,21 @@
  *   - On failure the function changes none of its out-parameters and
  *     mkc_last_error() explains what went wrong, on the calling thread.
  *   - Objects are opaque handles with create/destroy pairs; destroy accepts
- *     NULL. A destroyed or foreign handle is detected and reported as
- *     MKC_STATUS_INVALID_HANDLE; it is never dereferenced.
+ *     NULL. A handle that is not live (destroyed, foreign, never made) is
+ *     reported as MKC_STATUS_INVALID_HANDLE and never dereferenced, with one
+ *     exception no pointer-valued handle can see: memory freed by a destroy
+ *     may hold the next object made, at the same address, and a stale copy
+ *     of the old handle then names that new object (a second destroy
+ *     destroys it). Destroy each handle once and drop it.
  *   - No bad input ever ends the process: no exception, abort or assert
  *     crosses this boundary.
+ *   - fork() from any thread is safe, also while other threads are inside
+ *     the library, and the child may use the library (with Intel's OpenMP
+ *     runtime, which the packaged oneDNN uses). The child keeps the cache
+ *     entries of the forking thread and of clearing-mode sessions; the
+ *     default-mode entries of the other threads are dropped, as if those
+ *     threads had exited. Tensors other threads were writing at the fork
+ *     hold unspecified values in the child.
  *
  * Compiles as C99 and as C++.
  */
