@@ -341,7 +341,12 @@ MKC_API mkc_status mkc_cache_get_keys(int64_t session_id, char *buf,
  * is created (in oneDNN's preferred layout) and returned in `*dst`;
  * `*dst` non-NULL -> the result is written into that tensor, whose shape
  * must match. Inputs may be wrapped or library-owned tensors in any layout;
- * they are converted only when the primitive needs another layout.
+ * they are converted only when the primitive needs another layout. `*dst`
+ * may share memory with any input: an element-wise operator given its own
+ * input's bytes in the same layout runs in place; any other overlap is
+ * computed into new memory that then replaces dst's contents (an owned dst
+ * takes the result's layout; a wrapped one keeps its own). Each result's
+ * size is checked (at most 2^56 bytes) before anything is built.
  *
  * `name` identifies the operator instance in the cache key (the seed's
  * "output tensor name"); NULL or "" derives one from the operator and its
