@@ -30,10 +30,14 @@ bool writable_directly(const Tensor &dst, const Tensor *const *inputs, size_t n,
                        const Tensor *in_place) {
     for (size_t i = 0; i < n; ++i) {
         const Tensor *in = inputs[i];
-        if (in == nullptr || !shares_memory(dst, *in)) continue;
-        // The operator reads each element before writing it, in one layout.
-        if (in == in_place && dst.data == in->data && dst.desc == in->desc) continue;
-        return false;
+        if (in == nullptr) continue;
+        if (in->data == dst.data) {
+            // The operator reads each element before writing it, in one
+            // layout (the same tensor needs no descriptor comparison).
+            if (in == in_place && (in == &dst || dst.desc == in->desc)) continue;
+            return false;
+        }
+        if (shares_memory(dst, *in)) return false;
     }
     return true;
 }
