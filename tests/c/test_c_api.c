@@ -689,6 +689,47 @@ static void test_norm_arguments_remembered(void) {
     for (int i = 0; i < 8; ++i) OK(mkc_tensor_destroy(all[i]));
 }
 
+/* dst sharing memory with an input: the second operand of an add, in a
+ * blocked layout (the result used to be garbage); a wrapping reshape; a
+ * concat of more inputs than oneDNN numbers in one primitive. */
+static void test_probe_regressions(void) {
+    enum { C = 5, HW = 9, N = C * HW };
+    float a[N], b[N], out[N];
+    for (int i = 0; i < N; ++i) {
+        a[i] = (float)(i % 7) - 3.f;
+        b[i] = (float)(i % 5) * 0.5f;
+    }
+    const int64_t dims[4] = {1, C, 3, 3};
+    mkc_tensor *ta = NULL, *tb = NULL, *blocked = NULL;
+    OK(mkc_tensor_wrap(MKC_DTYPE_F32, 4, dims, MKC_LAYOUT_NCHW, a, &ta));
+    OK(mkc_tensor_wrap(MKC_DTYPE_F32, 4, dims, MKC_LAYOUT_NCHW, b, &tb));
+    OK(mkc_tensor_to_layout(tb, "nChw8c", &blocked));
+    mkc_tensor *dst = blocked;
+    OK(mkc_binary(MKC_BINARY_SUB, NULL, ta, blocked, &dst)); /* blocked = a - blocked */
+    CHECK(dst == blocked);
+    OK(mkc_tensor_export(blocked, MKC_LAYOUT_NCHW, out, sizeof out));
+    int wrong = 0;
+    for (int i = 0; i < N; ++i) wrong += out[i] != a[i] - b[i];
+    CHECK(wrong == 0);
+
+    const int64_t wrapping[2] = {5, ((int64_t)1 << 62) + 9};
+    mkc_tensor *r = NULL;
+    CHECK(mkc_reshape(ta, 2, wrapping, &r) == MKC_STATUS_INVALID_ARGUMENT);
+    CHECK(r == NULL && strstr(mkc_last_error(), "more elements") != NULL);
+
+    enum { K = 1100 };
+    static const mkc_tensor *many[K];
+    for (int i = 0; i < K; ++i) many[i] = i % 2 ? ta : tb;
+    mkc_tensor *cat = NULL;
+    OK(mkc_concat(1, K, many, NULL, &cat));
+    int64_t shape[MKC_MAX_NDIMS];
+    int nd = 0;
+    OK(mkc_tensor_get_shape(cat, &nd, shape));
+    CHECK(nd == 4 && shape[1] == (int64_t)C * K);
+    mkc_tensor *all[] = {ta, tb, blocked, cat};
+    for (int i = 0; i < 4; ++i) OK(mkc_tensor_destroy(all[i]));
+}
+
 int main(void) {
     test_version();
     test_core_api();
@@ -699,5 +740,6 @@ int main(void) {
     test_activation_arguments_remembered();
     test_norm_arguments_remembered();
     test_cache();
+    test_probe_regressions();
     return finish("test_c_api");
 }
