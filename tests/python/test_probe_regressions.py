@@ -320,3 +320,23 @@ def test_counters_insert_only_after_a_miss(rng):
         if n:
             assert d["misses"] == 2, d  # the two 'act' calls replace each other
             assert d["entries"] == 0, d
+
+
+def test_deconvolution_oneDNN_cannot_do_is_a_clear_unsupported_error():
+    """output_padding past the end padding with a dilation: a negative end
+    padding oneDNN's deconvolutions refuse."""
+    x, w = np.ones((2, 6, 3, 7), np.float32), np.ones((6, 3, 1, 1), np.float32)
+    with pytest.raises(mkcache.UnsupportedError, match="output_padding larger than the end"):
+        mkcache.conv2d_transpose(x, w, stride=(2, 1), dilation=(1, 2), padding=(2, 1, 2, 0),
+                                 output_padding=(0, 1), groups=2)
+    # Without the dilation, oneDNN takes it.
+    import reference as ref
+    rng = np.random.default_rng(5)
+    x, w = rng.standard_normal(x.shape).astype(np.float32), rng.standard_normal(w.shape).astype(
+        np.float32)
+    y = mkcache.conv2d_transpose(x, w, stride=(2, 1), padding=(2, 0, 2, 0),
+                                 output_padding=(1, 0), groups=2)
+    exact = ref.conv_transpose2d(x, w, stride=(2, 1), pad_begin=(2, 2), pad_end=(0, 0),
+                                 output_padding=(1, 0), groups=2)
+    exact = exact[0] if isinstance(exact, tuple) else exact
+    np.testing.assert_allclose(np.asarray(y), exact, rtol=1e-5, atol=1e-5)

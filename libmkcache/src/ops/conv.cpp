@@ -136,7 +136,8 @@ Geometry geometry(const char *op, const mkc_conv_params &p, const Tensor &src,
             const int64_t out =
                 stretched - p.pad_begin[i] - p.pad_end[i] + extent + p.output_padding[i];
             require(out >= 1, op, ": padding leaves no output along spatial dim ", i);
-            // oneDNN has no output_padding: it is less padding at the end.
+            // oneDNN has no output_padding: it is less padding at the end
+            // (negative when output_padding is larger: see negative_end_pad).
             g.pad_r.push_back(p.pad_end[i] - p.output_padding[i]);
             g.y.push_back(out);
         } else {
@@ -291,11 +292,24 @@ std::shared_ptr<ConvEntry> forward_descriptor(const mkc_conv_params &p, const Ge
     const dnnl::memory::desc src_md(g.x, f32, tag::any), w_md(g.onednn_w.vec(), f32, tag::any),
         dst_md(g.y.vec(), f32, tag::any), b_md = bias_desc(g, bias);
     auto e = std::make_shared<ConvEntry>();
-    if (transposed)
-        e->deconv_pd = dnnl::deconvolution_forward::primitive_desc(
-            cpu_engine(), prop, dnnl::algorithm::deconvolution_direct, src_md, w_md, b_md, dst_md,
-            g.stride.vec(), g.dilation.vec(), g.pad_l.vec(), g.pad_r.vec(), attr);
-    else
+    if (transposed) {
+        try {
+            e->deconv_pd = dnnl::deconvolution_forward::primitive_desc(
+                cpu_engine(), prop, dnnl::algorithm::deconvolution_direct, src_md, w_md, b_md,
+                dst_md, g.stride.vec(), g.dilation.vec(), g.pad_l.vec(), g.pad_r.vec(), attr);
+        } catch (const dnnl::error &) {
+            // An output_padding larger than the end padding is a negative
+            // end padding to oneDNN, which not every deconvolution takes
+            // (none with a dilation).
+            for (size_t i = 0; i < g.pad_r.size(); ++i)
+                if (g.pad_r.data()[i] < 0)
+                    fail(MKC_STATUS_UNSUPPORTED,
+                         "conv2d_transpose: output_padding larger than the end padding along "
+                         "spatial dim ", i, " is not supported with these arguments (oneDNN "
+                         "takes no negative end padding here)");
+            throw;
+        }
+    } else
         e->conv_pd = dnnl::convolution_forward::primitive_desc(
             cpu_engine(), prop, dnnl::algorithm::convolution_direct, src_md, w_md, b_md, dst_md,
             g.stride.vec(), g.dilation.vec(), g.pad_l.vec(), g.pad_r.vec(), attr);
