@@ -948,7 +948,7 @@ def to_layout(x, layout: str) -> Tensor:
     try:
         hx = args.handle(x, "x", _default_layout())
         dst = _capi.tensor_p()
-        _lib.mkc_tensor_to_layout(hx, layout.encode(), ctypes.byref(dst))
+        _lib.mkc_tensor_to_layout(hx, _checks.name_bytes(layout, "layout"), ctypes.byref(dst))
         return Tensor._adopt(dst)
     finally:
         args.close()

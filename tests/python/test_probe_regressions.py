@@ -266,6 +266,8 @@ OTHER_ERRORS = [
     ("concat of an array", lambda: mkcache.concat(np.ones((2, 3), np.float32))),
     ("input_shape of an int", lambda: mkcache.cache.input_shape(5).__enter__()),
     ("float as alpha", lambda: mkcache.grad.activation(X4, X4, "elu", alpha=object())),
+    ("layout with NUL", lambda: mkcache.to_layout(X4, "nChw8c\0")),
+    ("layout lone surrogate", lambda: mkcache.to_layout(X4, "\udc80")),
 ]
 
 
@@ -340,3 +342,29 @@ def test_deconvolution_oneDNN_cannot_do_is_a_clear_unsupported_error():
                                  output_padding=(1, 0), groups=2)
     exact = exact[0] if isinstance(exact, tuple) else exact
     np.testing.assert_allclose(np.asarray(y), exact, rtol=1e-5, atol=1e-5)
+
+
+def test_a_failed_kernel_generation_leaves_the_thread_working():
+    """oneDNN's kernel generator keeps a per-thread error flag: after one
+    failed generation every later one on that thread failed, so the library
+    stopped working on the thread. Run in a child: the failure is per thread
+    and process-wide state is what is checked."""
+    proc = run_child("""
+        import threading
+        try:
+            mkcache.conv2d(o(1, 5, 1, 17), o(4, 17, 1, 3), stride=(21847, 536903677),
+                           padding=(0, 65536, 65536, 1073741823), dilation=(5, 3),
+                           data_format="NHWC")
+        except mkcache.Error as e:
+            print("first:", type(e).__name__)
+        rng = np.random.default_rng(0)
+        x = rng.standard_normal((2, 3, 5, 6)).astype(np.float32)
+        w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+        for i in range(3):  # new primitives, on the same thread
+            y = np.asarray(mkcache.conv2d(x, w, padding=1, stride=1 + i % 2, name=f"c{i}"))
+            z = np.asarray(mkcache.leaky_relu(x, 0.1 * (i + 1)))
+            assert np.allclose(z, np.where(x > 0, x, 0.1 * (i + 1) * x), rtol=1e-6)
+        print("ok", y.shape)
+        """)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "ok (2, 4, 5, 6)" in proc.stdout, proc.stdout

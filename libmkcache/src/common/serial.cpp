@@ -35,6 +35,15 @@ const OpenMp &openmp() {
 }
 } // namespace
 
+int openmp_max_threads() {
+    const OpenMp &omp = openmp();
+    return omp.get_max_threads ? omp.get_max_threads() : 0;
+}
+
+void set_openmp_max_threads(int threads) {
+    if (const OpenMp &omp = openmp(); omp.set_num_threads) omp.set_num_threads(threads);
+}
+
 SerialRegion::SerialRegion(int64_t elements) {
     if (elements > kSerialElements) return;
     const OpenMp &omp = openmp();

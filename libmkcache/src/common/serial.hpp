@@ -19,6 +19,11 @@ namespace mkc {
 // the costliest activations (gelu: ~2-4k elements on this class of machine).
 constexpr int64_t kSerialElements = 1024;
 
+// The calling thread's OpenMP thread count (0 when the runtime oneDNN uses
+// was not found), and setting it.
+int openmp_max_threads();
+void set_openmp_max_threads(int threads);
+
 class SerialRegion {
 public:
     // Active only if `elements` <= kSerialElements and the OpenMP runtime

@@ -19,6 +19,7 @@
 
 #include "cache/front_cache.hpp"
 #include "common/engine.hpp"
+#include "common/fresh_thread.hpp"
 #include "common/small_dims.hpp"
 #include "common/thread_state.hpp"
 #include "layout/layout.hpp"
@@ -198,7 +199,7 @@ public:
         std::shared_ptr<Entry> entry;
         {
             std::shared_lock<std::shared_mutex> creating(primitive_creation_mutex());
-            entry = build();
+            entry = create_isolated(build);
         }
         store(entry);
         return entry;
