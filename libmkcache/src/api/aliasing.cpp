@@ -12,7 +12,7 @@ bool shares_memory(const Tensor &a, const Tensor &b) {
     if (a.data == nullptr || b.data == nullptr) return false;
     const auto a0 = reinterpret_cast<uintptr_t>(a.data);
     const auto b0 = reinterpret_cast<uintptr_t>(b.data);
-    return a0 < b0 + b.desc.get_size() && b0 < a0 + a.desc.get_size();
+    return a0 < b0 + b.nbytes && b0 < a0 + a.nbytes;
 }
 
 void require_separate(const Tensor *out, const char *op, const char *what,

@@ -94,6 +94,7 @@ std::unique_ptr<Tensor> make_owned_tensor(const dnnl::memory::desc &desc, mkc_la
 void set_desc(Tensor &t, const dnnl::memory::desc &desc) {
     t.desc = desc;
     t.dims = desc.get_dims();
+    t.nbytes = desc.get_size();
     t.layout_match.store(0, std::memory_order_relaxed);
     t.converted_stamp.store(0, std::memory_order_relaxed);
 }
@@ -164,6 +165,7 @@ bool adopt_result_layout(Tensor &dst, const dnnl::memory::desc &desc) {
     if (dst.owned && desc.get_size() <= dst.desc.get_size()) {
         std::lock_guard<std::mutex> lock(dst.mutex);
         dst.desc = desc; // same dims: the cached dims stay valid
+        dst.nbytes = desc.get_size();
         dst.layout_match.store(0, std::memory_order_relaxed);
         dst.format.clear();
         dst.converted.clear();
@@ -182,6 +184,7 @@ void adopt_storage(Tensor &dst, const dnnl::memory::desc &desc, std::shared_ptr<
     dst.owned = std::move(storage);
     dst.data = dst.owned.get();
     dst.desc = desc; // same dims: the cached dims stay valid
+    dst.nbytes = desc.get_size();
     dst.layout_match.store(0, std::memory_order_relaxed);
     dst.format.clear();
     dst.converted.clear();

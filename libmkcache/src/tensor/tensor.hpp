@@ -38,7 +38,8 @@ void aligned_free(void *p);
 struct alignas(64) mkc_tensor {
     mkc_tensor() = default;
     // Described by `d` from the start (no empty descriptor made first).
-    explicit mkc_tensor(const dnnl::memory::desc &d) : dims(d.get_dims()), desc(d) {}
+    explicit mkc_tensor(const dnnl::memory::desc &d)
+        : dims(d.get_dims()), nbytes(d.get_size()), desc(d) {}
     // alignas(64) through mkc::aligned_malloc (see there).
     static void *operator new(size_t n) {
         if (void *p = mkc::aligned_malloc(n)) return p;
@@ -50,6 +51,7 @@ struct alignas(64) mkc_tensor {
 
     void *data = nullptr;
     std::vector<int64_t> dims; // desc's dims, kept to avoid querying per call
+    size_t nbytes = 0;         // desc's size, kept alike (changed with desc)
     mkc_dtype dtype = MKC_DTYPE_F32;
     mkc_layout layout = MKC_LAYOUT_CHANNELS_FIRST; // order of the caller's shape
     bool constant = false;       // caller promised data never changes
