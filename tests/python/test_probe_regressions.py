@@ -368,3 +368,18 @@ def test_a_failed_kernel_generation_leaves_the_thread_working():
         """)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "ok (2, 4, 5, 6)" in proc.stdout, proc.stdout
+
+
+def test_constant_tensors_are_never_written(rng):
+    x = rng.standard_normal((4, 4)).astype(np.float32)
+    kept = x.copy()
+    w = mkcache.Tensor(kept, constant=True)
+    with pytest.raises(mkcache.InvalidArgumentError, match="marked constant"):
+        mkcache.relu(x, out=w)
+    with pytest.raises(mkcache.InvalidArgumentError, match="marked constant"):
+        mkcache.add(x, x, out=w)
+    m = mkcache.Tensor(np.zeros(4, np.float32), constant=True)
+    with pytest.raises(mkcache.InvalidArgumentError, match="marked constant"):
+        mkcache.batch_norm(rng.standard_normal((2, 4, 3, 3)).astype(np.float32), m,
+                           np.ones(4, np.float32), training=True)
+    np.testing.assert_array_equal(kept, x)

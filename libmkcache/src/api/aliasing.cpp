@@ -26,6 +26,11 @@ void require_separate(const Tensor *out, const char *op, const char *what,
 
 namespace detail {
 
+void refuse_constant(const char *op) {
+    fail(MKC_STATUS_INVALID_ARGUMENT, op,
+         ": dst is marked constant (mkc_tensor_set_constant): its data must not change");
+}
+
 bool writable_directly(const Tensor &dst, const Tensor *const *inputs, size_t n,
                        const Tensor *in_place) {
     for (size_t i = 0; i < n; ++i) {

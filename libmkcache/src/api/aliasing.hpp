@@ -35,6 +35,9 @@ void require_separate(const Tensor *out, const char *op, const char *what,
                       std::initializer_list<NamedTensor> others);
 
 namespace detail {
+// A tensor marked constant promised its data never changes (operators may
+// keep converted copies of it): it is never an output.
+[[noreturn]] void refuse_constant(const char *op);
 // Whether `dst` can be written directly: it shares no memory with any of
 // `inputs`, or only with `in_place`, holding exactly its bytes in its layout.
 bool writable_directly(const Tensor &dst, const Tensor *const *inputs, size_t n,
@@ -57,6 +60,7 @@ void replace_contents(Tensor &dst, Tensor &result, const char *op);
 template <typename Run>
 void write_result(mkc_tensor **dst, const Tensor *const *inputs, size_t n,
                   const Tensor *in_place, bool accumulate, const char *op, Run &&run) {
+    if (*dst != nullptr && (*dst)->constant) detail::refuse_constant(op);
     if (*dst == nullptr || detail::writable_directly(**dst, inputs, n, in_place)) {
         run(dst);
         return;

@@ -276,6 +276,10 @@ MKC_API mkc_status mkc_batch_norm(const mkc_batch_norm_params *params, const mkc
                            {batch_mean, "batch_mean", true},
                            {batch_variance, "batch_variance", true}, {*dst, "*dst", true}});
         if (params->training) {
+            for (const mkc_tensor *running : {mean, variance})
+                require(running == nullptr || !running->constant,
+                        "batch_norm: training updates mean and variance, but one is marked "
+                        "constant (its data must not change)");
             // Statistics written by the call, each apart from every other tensor.
             const api::NamedTensor all[] = {{src, "src"},
                                             {mean, "mean"},
