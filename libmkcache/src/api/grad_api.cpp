@@ -24,6 +24,7 @@ void check_grad_out(mkc_tensor **out, const char *op, const char *arg,
                     std::initializer_list<const mkc_tensor *> inputs) {
     if (out == nullptr || *out == nullptr) return;
     const Tensor &t = tensor_arg(*out, op, arg);
+    require(!t.constant, op, ": ", arg, " is marked constant (its data must not change)");
     for (const mkc_tensor *in : inputs)
         if (in != nullptr && api::shares_memory(t, *in))
             fail(MKC_STATUS_INVALID_ARGUMENT, op, ": ", arg, " must not be one of the inputs ",
