@@ -6,6 +6,7 @@
 #include <oneapi/dnnl/dnnl.h>
 
 #include "common/engine.hpp"
+#include "common/fork.hpp"
 #include "keys/keys.hpp"
 
 namespace mkc {
@@ -25,7 +26,7 @@ thread_local ThreadExitGuard thread_exit_guard;
 BlobCache &BlobCache::instance() {
     // Deliberately leaked: entries hold oneDNN primitives that must not be
     // destroyed after oneDNN's own globals during process exit.
-    static BlobCache *cache = new BlobCache();
+    static BlobCache *cache = (install_fork_handlers(), new BlobCache());
     return *cache;
 }
 
@@ -156,6 +157,11 @@ void BlobCache::reset_executor(uint64_t executor) {
 void BlobCache::drop_thread(uint64_t thread_hash) {
     auto released = remove_if(
         [thread_hash](const Entry &e) { return e.info.thread_bound && e.thread == thread_hash; });
+}
+
+void BlobCache::drop_threads_except(uint64_t thread_hash) {
+    auto released = remove_if(
+        [thread_hash](const Entry &e) { return e.info.thread_bound && e.thread != thread_hash; });
 }
 
 void BlobCache::fill(mkc_cache_stats &out, const Counters &c) {

@@ -68,6 +68,15 @@ public:
     void reset();
     void reset_executor(uint64_t executor);
     void drop_thread(uint64_t thread_hash); // entries a finished thread created
+    // The thread-bound entries of every thread but this one: in a child
+    // process, those of the threads that did not come along through fork().
+    void drop_threads_except(uint64_t thread_hash);
+
+    // For the fork handlers (common/fork.cpp) only: the lock, exclusively
+    // (every stripe); reset_lock_in_child(): see StripedSharedMutex.
+    void lock_for_fork() { mutex_.lock(); }
+    void unlock_for_fork() { mutex_.unlock(); }
+    void reset_lock_in_child() { mutex_.reset_in_child(); }
 
     mkc_cache_stats stats() const;
     mkc_cache_stats session_stats(int64_t session) const;

@@ -1,5 +1,6 @@
 #include "common/engine.hpp"
 
+#include "common/fork.hpp"
 #include "common/thread_state.hpp"
 
 namespace mkc {
@@ -10,7 +11,8 @@ const dnnl::engine &cpu_engine() {
 }
 
 std::shared_mutex &primitive_creation_mutex() {
-    static auto *mutex = new std::shared_mutex(); // leaked: used until exit
+    // Leaked: used until exit.
+    static auto *mutex = (install_fork_handlers(), new std::shared_mutex());
     return *mutex;
 }
 

@@ -12,7 +12,10 @@ const dnnl::engine &cpu_engine();
 
 // Held shared while a primitive is created and exclusively while oneDNN's
 // primitive cache is flushed: oneDNN v3.2 crashes when its cache capacity is
-// changed while another thread creates a primitive through it.
+// changed while another thread creates a primitive through it. The fork
+// handlers (common/fork.hpp) hold it exclusively to keep every thread out of
+// oneDNN's primitive cache at the fork, so every oneDNN primitive and
+// primitive descriptor must be made under its shared side.
 std::shared_mutex &primitive_creation_mutex();
 
 struct ThreadState;

@@ -6,8 +6,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <new>
 #include <shared_mutex>
 #include <unordered_set>
+
+#include "common/fork.hpp"
 
 namespace mkc {
 
@@ -43,6 +46,27 @@ public:
         for (int i = 0; i < n; ++i)
             if (handles[i] != nullptr && !check(recent, handles[i])) return i;
         return -1;
+    }
+
+    // For the fork handlers (common/fork.cpp) only. lock_all() takes every
+    // shard exclusively, in order; unlock_all() frees them in the process
+    // that took them; in a child made while they were held,
+    // reset_locks_in_child() gives every shard a fresh, unlocked lock
+    // instead (see StripedSharedMutex::reset_in_child).
+    void lock_all() {
+        for (auto &s : shards_) s.mutex.lock();
+    }
+    void unlock_all() {
+        for (size_t i = kShards; i-- > 0;) shards_[i].mutex.unlock();
+    }
+    void reset_locks_in_child() {
+        for (auto &s : shards_) new (&s.mutex) std::shared_mutex();
+    }
+    // Calls f(p) for every live handle; only while lock_all() is held.
+    template <typename F>
+    void for_each_live(F &&f) const {
+        for (const auto &s : shards_)
+            for (const T *p : s.live) f(p);
     }
 
 private:
@@ -89,7 +113,7 @@ private:
 // Leaked on purpose so handles can be checked during process exit.
 template <typename T>
 HandleRegistry<T> &registry() {
-    static auto *r = new HandleRegistry<T>();
+    static auto *r = (install_fork_handlers(), new HandleRegistry<T>());
     return *r;
 }
 

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <new>
 #include <shared_mutex>
 
 namespace mkc {
@@ -35,6 +36,16 @@ public:
     }
     void lock_shared() { stripes_[stripe_index()].mutex.lock_shared(); }
     void unlock_shared() { stripes_[stripe_index()].mutex.unlock_shared(); }
+
+    // For a child process made by fork() while this thread held lock():
+    // gives every stripe a fresh, unlocked lock. unlock() would not do there:
+    // glibc tells a writer's unlock from a reader's by the kernel thread id
+    // that locked it, and the child's thread has a new one, so unlock()
+    // would be taken for a reader's and corrupt the lock. Only while no
+    // other thread can use the lock (the child has one thread).
+    void reset_in_child() {
+        for (auto &s : stripes_) new (&s.mutex) std::shared_mutex();
+    }
 
 private:
     struct alignas(64) Stripe {

@@ -9,9 +9,9 @@
 
 namespace mkc {
 
-ThreadState::ThreadState()
-    : thread_hash(std::hash<std::thread::id>()(std::this_thread::get_id())),
-      stripe(stripe_index()) {}
+uint64_t thread_id_hash() { return std::hash<std::thread::id>()(std::this_thread::get_id()); }
+
+ThreadState::ThreadState() : thread_hash(thread_id_hash()), stripe(stripe_index()) {}
 
 ThreadState::~ThreadState() {
     if (current_thread_state == this) current_thread_state = nullptr;

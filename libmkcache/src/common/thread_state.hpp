@@ -74,6 +74,10 @@ private:
     uint64_t executor_ = 0;
 };
 
+// The hash of the calling thread's id that its default-mode keys carry
+// (ThreadState::thread_hash holds it once computed).
+uint64_t thread_id_hash();
+
 // The calling thread's state. The hot path reads one constant-initialised
 // pointer (__thread: no guard or init wrapper, as a thread_local object with
 // a constructor needs); the first call of a thread creates the state.
