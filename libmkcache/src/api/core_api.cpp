@@ -1,12 +1,14 @@
 // C ABI: status strings, errors, version, build info, thread-local context.
 #include <dlfcn.h>
 
+#include <shared_mutex>
 #include <string>
 #include <thread>
 
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "api/guard.hpp"
+#include "common/engine.hpp"
 #include "common/thread_state.hpp"
 #include "layout/layout.hpp"
 
@@ -93,7 +95,12 @@ MKC_API mkc_status mkc_get_build_info(const char **json) {
         thread_local std::string text;
         const dnnl_version_t *v = dnnl_version();
         int capacity = -1;
-        dnnl_get_primitive_cache_capacity(&capacity);
+        {
+            // oneDNN's cache lock is taken inside: under the creation lock,
+            // as every other entry into that cache, so fork() waits for it.
+            std::shared_lock<std::shared_mutex> no_fork(primitive_creation_mutex());
+            dnnl_get_primitive_cache_capacity(&capacity);
+        }
         text = std::string("{\"version\": \"") + MKC_VERSION_STRING +
                "\", \"onednn_version\": \"" + std::to_string(v->major) + "." +
                std::to_string(v->minor) + "." + std::to_string(v->patch) +
