@@ -251,8 +251,13 @@ def _build_conv_params(op, k, x, weight, stride, padding, dilation, groups, data
     if isinstance(padding, str):
         if op != "conv":
             raise InvalidArgumentError("padding 'same'/'valid' is for convolutions only")
-        spatial = x.shape[1:1 + k] if fmt == _capi.LAYOUT_CHANNELS_LAST else x.shape[2:2 + k]
-        begins, ends = _conv_padding(padding, k, weight.shape[2:2 + k], s, d, spatial)
+        xs = x.shape if isinstance(x, Tensor) else check_array(x, "x").shape
+        ws = weight.shape if isinstance(weight, Tensor) else check_array(weight, "weight").shape
+        if len(xs) != k + 2 or len(ws) != k + 2:  # the library names the wrong rank
+            begins = ends = (0,) * k
+        else:
+            spatial = xs[1:1 + k] if fmt == _capi.LAYOUT_CHANNELS_LAST else xs[2:2 + k]
+            begins, ends = _conv_padding(padding, k, ws[2:2 + k], s, d, spatial)
     else:
         begins, ends = _pool_padding(padding, k)
     p = _capi.ConvParams()
