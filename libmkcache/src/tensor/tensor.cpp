@@ -160,16 +160,24 @@ std::string format_name(const dnnl::memory::desc &desc) {
     return std::string(name, format_name(desc, name));
 }
 
+namespace {
+// Describes dst's bytes as `desc` (same dims: the cached dims stay valid)
+// and forgets what was derived from the old description. Under dst.mutex.
+void redescribe(Tensor &dst, const dnnl::memory::desc &desc) {
+    dst.desc = desc;
+    dst.nbytes = desc.get_size();
+    dst.layout_match.store(0, std::memory_order_relaxed);
+    dst.format.clear();
+    dst.converted.clear();
+    dst.converted_stamp.store(0, std::memory_order_relaxed);
+}
+} // namespace
+
 bool adopt_result_layout(Tensor &dst, const dnnl::memory::desc &desc) {
     if (dst.desc == desc) return true;
     if (dst.owned && desc.get_size() <= dst.desc.get_size()) {
         std::lock_guard<std::mutex> lock(dst.mutex);
-        dst.desc = desc; // same dims: the cached dims stay valid
-        dst.nbytes = desc.get_size();
-        dst.layout_match.store(0, std::memory_order_relaxed);
-        dst.format.clear();
-        dst.converted.clear();
-        dst.converted_stamp.store(0, std::memory_order_relaxed);
+        redescribe(dst, desc);
         return true;
     }
     if (dst.owned) {
@@ -183,12 +191,7 @@ void adopt_storage(Tensor &dst, const dnnl::memory::desc &desc, std::shared_ptr<
     std::lock_guard<std::mutex> lock(dst.mutex);
     dst.owned = std::move(storage);
     dst.data = dst.owned.get();
-    dst.desc = desc; // same dims: the cached dims stay valid
-    dst.nbytes = desc.get_size();
-    dst.layout_match.store(0, std::memory_order_relaxed);
-    dst.format.clear();
-    dst.converted.clear();
-    dst.converted_stamp.store(0, std::memory_order_relaxed);
+    redescribe(dst, desc);
 }
 
 } // namespace mkc
