@@ -10,11 +10,12 @@ return a named tuple (``None`` for what was not asked with ``wrt``)::
     g.x, g.weight, g.bias
 
 Forward -> backward (seed 000 section 3): a forward run with
-``training=True`` leaves its oneDNN primitive descriptor (and, for max
-pooling, LRN and layer norm, the data its backward needs) in the cache under
+``training=True`` leaves its oneDNN primitive descriptor in the cache under
 a key without thread id; the grad call with the same arguments and name finds
-it on any thread. Without it the grad op recomputes what it needs, and it
-never uses what a forward with other arguments (or another x) left.
+it on any thread (without it the grad op builds its own), and it never uses
+what a forward with other arguments left. Data of one execution (max-pool
+indices, the LRN workspace, layer-norm statistics) is recomputed from the x
+given to the grad op, so it is right whatever x holds now.
 Gradients come back like the forward's outputs: dx in the forward's layout,
 weight/bias/scale gradients plain in the parameter's shape. Fused
 activations and residual sums have no backward: run them as separate ops.
@@ -308,9 +309,8 @@ def _norm_wants(wrt, scale, shift) -> set:
 def layer_norm(dy, x, scale=None, shift=None, *, begin_norm_axis=-1, epsilon=1e-5, name=None,
                wrt=("x", "scale", "shift")) -> NormGrads:
     """Gradients of ``mkcache.layer_norm``: NormGrads(x, scale, shift), the
-    parameter gradients shaped as the normalized trailing dims. Uses the
-    statistics a ``training=True`` forward of this x left (else recomputes
-    them)."""
+    parameter gradients shaped as the normalized trailing dims. The
+    statistics are recomputed from this x."""
     wanted = _norm_wants(wrt, scale, shift)
     p = ops._layer_norm_params(begin_norm_axis, epsilon, name, training=True)
     args = ops._Args()

@@ -633,7 +633,7 @@ def _pool(kind: int, x, k: int, kernel_size, stride, padding, ceil_mode, data_fo
 def max_pool2d(x, kernel_size, stride=None, padding=0, *, ceil_mode=False, data_format="NCHW",
                training=False, name=None, out=None) -> Tensor:
     """Max pooling over H, W. stride defaults to kernel_size (as PyTorch).
-    training: keep the indices of the maxima for ``mkcache.grad.max_pool2d``."""
+    training: leave the training descriptor for ``mkcache.grad.max_pool2d``."""
     return _pool(1, x, 2, kernel_size, stride, padding, ceil_mode, data_format, name, out,
                  training=training)
 
@@ -756,8 +756,8 @@ def layer_norm(x, scale=None, shift=None, *, begin_norm_axis=-1, epsilon=1e-5, t
                name=None, out=None) -> Tensor:
     """Normalizes over dims [begin_norm_axis, rank): (x - mean) /
     sqrt(var + epsilon) * scale + shift (scale/shift hold one value per
-    normalized element). training: keep this call's statistics for
-    ``mkcache.grad.layer_norm``."""
+    normalized element). training: run the training forward, whose entry
+    ``mkcache.grad.layer_norm`` shares."""
     p = _layer_norm_params(begin_norm_axis, epsilon, name, training)
     args = _Args()
     try:
@@ -858,7 +858,7 @@ def lrn(x, size=5, alpha=1e-4, beta=0.75, k=1.0, *, data_format="NCHW", training
     """Local response normalization across channels:
     x / (k + alpha / size * sum over `size` neighbouring channels of x^2)^beta
     (Caffe's and PyTorch's formula; PaddlePaddle's alpha is alpha / size).
-    training: keep the workspace for ``mkcache.grad.lrn``."""
+    training: leave the training descriptor for ``mkcache.grad.lrn``."""
     p = _lrn_params(size, alpha, beta, k, data_format, name, training)
     fmt = p.data_format
     args = _Args()

@@ -303,14 +303,17 @@ def test_counters_insert_only_after_a_miss(rng):
     follows a miss, transfers are counted apart, repeated passes all hit."""
     x = rng.standard_normal((4, 16)).astype(np.float32)
     w = rng.standard_normal((16, 16)).astype(np.float32)
+    img = rng.standard_normal((2, 3, 8, 8)).astype(np.float32)
+    dy = rng.standard_normal((2, 3, 4, 4)).astype(np.float32)
 
     def one_pass():
         h = mkcache.linear(x, w, name="fc")
         h = mkcache.layer_norm(h, training=True, name="ln1")
         h = mkcache.leaky_relu(h, 0.1, name="act")
-        h = mkcache.leaky_relu(h, 0.2, name="act")  # same key, other arguments
-        mkcache.layer_norm(h, training=True, name="ln2")
-        mkcache.grad.layer_norm(h, h, name="ln2", wrt=("x",))
+        mkcache.leaky_relu(h, 0.2, name="act")  # same key, other arguments
+        mkcache.max_pool2d(img, 2, training=True, name="mp1")
+        mkcache.max_pool2d(img, 3, stride=2, padding=1, training=True, name="mp2")
+        mkcache.grad.max_pool2d(dy, img, 2, name="mp1")
 
     for n in range(4):
         s0 = mkcache.cache.stats()

@@ -648,17 +648,14 @@ MKC_API mkc_status mkc_tensor_to_layout(const mkc_tensor *src, const char *forma
  * must be requested; no output may be an input.
  *
  * Forward -> backward: a forward run with `training` set leaves its
- * primitive descriptor (and, for max pooling, LRN and layer norm, the data
- * its backward needs) in the cache under a key without thread id: same
+ * primitive descriptor in the cache under a key without thread id: same
  * name, same shapes, same executor, session and input-shape group. The
  * backward call with the same parameters finds it, on any thread, so both
  * agree on layouts. If nothing (or something left by a forward with other
- * arguments or another src) is there, the backward recomputes what it
- * needs; it never uses a mismatched entry. Per-call data is matched by a
- * 64-bit fingerprint of src's layout and values (hashed by the training
- * forward and again by the backward): a new array at a freed one's address
- * or a refilled buffer gets data recomputed for its own values. Gradients
- * come back in the
+ * arguments) is there, the backward builds its own; it never uses a
+ * mismatched entry. Data of one execution (max-pool indices, the LRN
+ * workspace, layer-norm statistics) is recomputed by the backward from its
+ * own src, so it is right whatever src holds now. Gradients come back in the
  * forward's layouts: diff_src like dst of the forward (data_format label),
  * weight and bias gradients always plain in the forward's weights shape.
  * ------------------------------------------------------------------------ */

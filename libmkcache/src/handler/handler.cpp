@@ -9,7 +9,6 @@
 #include "common/handles.hpp"
 #include "common/error.hpp"
 #include "keys/keys.hpp"
-#include "tensor/fingerprint.hpp"
 
 namespace mkc {
 
@@ -231,7 +230,7 @@ void Handler::leave_transfer(const std::shared_ptr<Transfer> &t) {
     t->signature = signature();
     BlobInfo info;
     info.kind = BlobKind::transfer;
-    info.bytes = t->bytes;
+    info.bytes = 0; // a descriptor: its primitive's bytes count in the forward's entry
     info.executor = state_.executor();
     info.thread_bound = false; // outlives the forward's thread: the grad op may run elsewhere
     BlobCache::instance().set(state_.session(), state_.input_shape(), state_.capacity(), transfer_key(),
@@ -463,14 +462,10 @@ void Handler::run_training_forward(PrimitiveEntry &entry, const Tensor &src, voi
 }
 
 std::shared_ptr<void> Handler::workspace_for(
-    const PrimitiveEntry &backward, const Transfer *t, const Tensor &src,
+    const PrimitiveEntry &backward, const Tensor &src,
     const std::function<std::shared_ptr<PrimitiveEntry>()> &forward, const char *op) {
     if (!backward.has_arg(DNNL_ARG_WORKSPACE)) return nullptr;
     const auto &want = backward.arg_desc(DNNL_ARG_WORKSPACE);
-    if (t && t->workspace && t->forward->arg_desc(DNNL_ARG_WORKSPACE) == want &&
-        t->src_fingerprint == fingerprint(src))
-        return t->workspace;
-    // Nothing (valid) left for this src: recompute.
     auto fwd = forward();
     require(fwd->arg_desc(DNNL_ARG_WORKSPACE) == want, op,
             ": internal: the forward's workspace layout does not match the backward's");

@@ -125,13 +125,12 @@ void reorder(const dnnl::memory::desc &from, const void *src_data,
 struct Transfer {
     std::vector<int64_t> signature;          // the forward's (set by leave_transfer)
     std::shared_ptr<PrimitiveEntry> forward; // its entry: the training primitive descriptor
-    // Data that belongs to one execution (max-pool indices, LRN workspace,
-    // layer-norm statistics): valid only for the values it was computed
-    // from, which the fingerprint of src identifies (tensor/fingerprint.hpp).
-    uint64_t src_fingerprint = 0;
-    std::shared_ptr<void> workspace;
-    std::shared_ptr<void> mean, variance;
-    size_t bytes = 0; // of the data above, for the cache figures
+    // No data of one execution (max-pool indices, the LRN workspace,
+    // layer-norm statistics) comes along: it is right only for the values
+    // the forward read, and telling whether a backward's src still holds
+    // them means reading all of src - as costly as recomputing the data,
+    // which the backward does. A data address cannot tell: a new array may
+    // sit where a freed one was, and a caller may refill a buffer.
 };
 
 class Handler {
@@ -279,11 +278,10 @@ public:
     // the previous one keeps it alive).
     static void run_training_forward(PrimitiveEntry &entry, const Tensor &src, void *dst_data,
                                      std::shared_ptr<void> &workspace);
-    // The workspace `backward` needs for `src` (null if it takes none): the
-    // one a training forward left in `t` for this very src and layout, else
-    // recomputed by running the training forward `forward()` returns.
+    // The workspace `backward` needs for `src` (null if it takes none),
+    // computed by running the training forward `forward()` returns.
     static std::shared_ptr<void> workspace_for(
-        const PrimitiveEntry &backward, const Transfer *t, const Tensor &src,
+        const PrimitiveEntry &backward, const Tensor &src,
         const std::function<std::shared_ptr<PrimitiveEntry>()> &forward, const char *op);
 
     // `src` if it is laid out as `plain` (remembered per tensor), else a

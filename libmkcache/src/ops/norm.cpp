@@ -9,7 +9,6 @@
 #include "common/error.hpp"
 #include "handler/handler.hpp"
 #include "keys/keys.hpp"
-#include "tensor/fingerprint.hpp"
 #include "ops/ops.hpp"
 
 namespace mkc::ops {
@@ -170,7 +169,7 @@ public:
 void layer_norm(const mkc_layer_norm_params &p, const Tensor &src, const Tensor *scale,
                 const Tensor *shift, mkc_tensor **dst) {
     ThreadState &state = thread_state();
-    std::optional<Handler> handler; // training: leaves the statistics through it
+    std::optional<Handler> handler;
     std::optional<LayerNormGeometry> g;
     const auto acquire = [&](BlobCache::HitTicket &ticket, bool &hit) {
         g.emplace(layer_norm_geometry("layer_norm", p, src, scale, shift));
@@ -192,19 +191,14 @@ void layer_norm(const mkc_layer_norm_params &p, const Tensor &src, const Tensor 
     check_plain_vectors(entry, scale, shift, "layer_norm");
     Tensor &y = Handler::plain_output(entry, DNNL_ARG_DST, dst, entry.x_plain, src.layout,
                                       created, "layer_norm");
-    std::shared_ptr<Transfer> t;
+    std::shared_ptr<void> mean, variance; // the training forward computes them
     if (p.training) {
-        // Seed 000 §3: this call's statistics go to the grad op.
-        t = std::make_shared<Transfer>();
-        t->forward = std::shared_ptr<PrimitiveEntry>(blob, &entry); // shares blob's count
-        t->src_fingerprint = fingerprint(src);
-        t->mean = allocate(g->rows * sizeof(float), false);
-        t->variance = allocate(g->rows * sizeof(float), false);
-        t->bytes = 2 * g->rows * sizeof(float);
+        mean = allocate(g->rows * sizeof(float), false);
+        variance = allocate(g->rows * sizeof(float), false);
     }
-    execute_layer_norm(entry, x.data, scale, shift, y.data, t ? t->mean.get() : nullptr,
-                       t ? t->variance.get() : nullptr, state);
-    if (t) handler->leave_transfer(t);
+    // No transfer: the grad op builds the same training entry (found in the
+    // cache) and recomputes the statistics (see Transfer).
+    execute_layer_norm(entry, x.data, scale, shift, y.data, mean.get(), variance.get(), state);
     Handler::publish(created, dst);
 }
 
@@ -224,7 +218,6 @@ void layer_norm_backward(const mkc_layer_norm_params &p, const Tensor &src, cons
     Handler forward("layer_norm", name, name, nullptr, key_dims);
     auto fwd = acquire_layer_norm(forward, p, g, src, scale, shift, true);
     check_plain_vectors(*fwd, scale, shift, op);
-    std::shared_ptr<Transfer> t = forward.find_transfer();
 
     const bool params_grad = scale || shift;
     Handler handler("layer_norm", name, name, "bwd", key_dims);
@@ -258,14 +251,12 @@ void layer_norm_backward(const mkc_layer_norm_params &p, const Tensor &src, cons
     const Tensor &x = Handler::plain_input(*fwd, DNNL_ARG_SRC, src, fwd->x_plain, hx);
     const Tensor &dy = Handler::plain_input(*fwd, DNNL_ARG_DST, diff_dst,
                                             layout::plain_desc(src.dims, f32, src.layout), hdy);
-    std::shared_ptr<void> mean, variance;
-    if (t && t->mean && t->src_fingerprint == fingerprint(src)) {
-        mean = t->mean;
-        variance = t->variance;
-    } else {
-        // No statistics left for this src: recompute them.
-        mean = allocate(g.rows * sizeof(float), false);
-        variance = allocate(g.rows * sizeof(float), false);
+    // The statistics of this very src, recomputed: ones a forward left
+    // could only be matched to src's values by reading all of them, which
+    // costs as much as computing them (see Transfer).
+    std::shared_ptr<void> mean = allocate(g.rows * sizeof(float), false);
+    std::shared_ptr<void> variance = allocate(g.rows * sizeof(float), false);
+    {
         auto y = allocate(g.rows * g.cols * sizeof(float), false);
         execute_layer_norm(*fwd, x.data, scale, shift, y.get(), mean.get(), variance.get(),
                            thread_state());
@@ -670,15 +661,14 @@ void lrn(const mkc_lrn_params &p, const Tensor &src, mkc_tensor **dst) {
     const mkc_layout data_format =
         layout::resolve(state, p.data_format, static_cast<int>(src.dims.size()));
     if (p.training) {
-        // Seed 000 §3: descriptor and this call's workspace for the grad op.
+        // The descriptor goes to the grad op (the workspace it recomputes).
         auto t = std::make_shared<Transfer>();
         t->forward = std::shared_ptr<PrimitiveEntry>(blob, &entry);
-        t->src_fingerprint = fingerprint(src);
         Handler::Output out = Handler::prepare_output(dst, entry, DNNL_ARG_DST, data_format,
                                                       MKC_DTYPE_F32, op);
-        Handler::run_training_forward(entry, src, out.data, t->workspace);
+        std::shared_ptr<void> workspace;
+        Handler::run_training_forward(entry, src, out.data, workspace);
         Handler::finish_output(out, dst);
-        if (t->workspace) t->bytes = entry.arg_desc(DNNL_ARG_WORKSPACE).get_size();
         handler->leave_transfer(t);
     } else {
         Handler::run_src_dst(entry, src, dst, data_format, op, state);
@@ -719,7 +709,7 @@ void lrn_backward(const mkc_lrn_params &p, const Tensor &src, const Tensor &diff
         e->set_args(pd, args);
         return e;
     });
-    const auto workspace = Handler::workspace_for(*entry, t.get(), src, [&] {
+    const auto workspace = Handler::workspace_for(*entry, src, [&] {
         Handler again("lrn", name, name, nullptr, src.dims); // this thread's training forward
         return std::static_pointer_cast<PrimitiveEntry>(acquire_lrn(again, p, src, true));
     }, op);

@@ -9,7 +9,6 @@
 #include "common/error.hpp"
 #include "handler/handler.hpp"
 #include "keys/keys.hpp"
-#include "tensor/fingerprint.hpp"
 #include "ops/ops.hpp"
 
 namespace mkc::ops {
@@ -203,17 +202,15 @@ void pool(const mkc_pool_params &p, const Tensor &src, mkc_tensor **dst) {
     Handler handler(g.op, p.name, g.default_name.c_str(), nullptr, g.x);
     auto entry = acquire_forward(handler, p, g, src, true);
     {
-        // Seed 000 §3: the descriptor and this call's workspace (the indices
-        // of the maxima) go to the grad op through the cache. A new buffer
-        // each call: a grad op still reading the previous one keeps it.
+        // The descriptor goes to the grad op through the cache (the indices
+        // of the maxima it recomputes: see Transfer).
         auto t = std::make_shared<Transfer>();
         t->forward = entry;
-        t->src_fingerprint = fingerprint(src);
         Handler::Output out = Handler::prepare_output(dst, *entry, DNNL_ARG_DST, g.data_format,
                                                       MKC_DTYPE_F32, g.op);
-        Handler::run_training_forward(*entry, src, out.data, t->workspace);
+        std::shared_ptr<void> workspace;
+        Handler::run_training_forward(*entry, src, out.data, workspace);
         Handler::finish_output(out, dst);
-        if (t->workspace) t->bytes = entry->arg_desc(DNNL_ARG_WORKSPACE).get_size();
         handler.leave_transfer(t);
     }
     layout::set_target(g.data_format);
@@ -258,7 +255,7 @@ void pool_backward(const mkc_pool_params &p, const Tensor &src, const Tensor &di
         return e;
     });
 
-    const auto workspace = Handler::workspace_for(*entry, t.get(), src, [&] {
+    const auto workspace = Handler::workspace_for(*entry, src, [&] {
         Handler again(g.op, name, g.default_name.c_str(), nullptr, g.x);
         return std::static_pointer_cast<PrimitiveEntry>(acquire_forward(again, p, g, src, true));
     }, op.c_str());
