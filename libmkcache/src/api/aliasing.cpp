@@ -8,13 +8,6 @@
 
 namespace mkc::api {
 
-bool shares_memory(const Tensor &a, const Tensor &b) {
-    if (a.data == nullptr || b.data == nullptr) return false;
-    const auto a0 = reinterpret_cast<uintptr_t>(a.data);
-    const auto b0 = reinterpret_cast<uintptr_t>(b.data);
-    return a0 < b0 + b.nbytes && b0 < a0 + a.nbytes;
-}
-
 void require_separate(const Tensor *out, const char *op, const char *what,
                       std::initializer_list<NamedTensor> others) {
     if (out == nullptr) return;
@@ -29,22 +22,6 @@ namespace detail {
 void refuse_constant(const char *op) {
     fail(MKC_STATUS_INVALID_ARGUMENT, op,
          ": dst is marked constant (mkc_tensor_set_constant): its data must not change");
-}
-
-bool writable_directly(const Tensor &dst, const Tensor *const *inputs, size_t n,
-                       const Tensor *in_place) {
-    for (size_t i = 0; i < n; ++i) {
-        const Tensor *in = inputs[i];
-        if (in == nullptr) continue;
-        if (in->data == dst.data) {
-            // The operator reads each element before writing it, in one
-            // layout (the same tensor needs no descriptor comparison).
-            if (in == in_place && (in == &dst || dst.desc == in->desc)) continue;
-            return false;
-        }
-        if (shares_memory(dst, *in)) return false;
-    }
-    return true;
 }
 
 std::unique_ptr<Tensor> stand_in(const Tensor &dst, bool accumulate) {

@@ -12,6 +12,7 @@
 
 #include <initializer_list>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <utility>
 
@@ -21,8 +22,14 @@
 
 namespace mkc::api {
 
-// True if the byte ranges of a's and b's storage overlap.
-bool shares_memory(const Tensor &a, const Tensor &b);
+// True if the byte ranges of a's and b's storage overlap (inline: every
+// operator call with a dst asks it for each input).
+inline bool shares_memory(const Tensor &a, const Tensor &b) {
+    if (a.data == nullptr || b.data == nullptr) return false;
+    const auto a0 = reinterpret_cast<uintptr_t>(a.data);
+    const auto b0 = reinterpret_cast<uintptr_t>(b.data);
+    return a0 < b0 + b.nbytes && b0 < a0 + a.nbytes;
+}
 
 // Refuses `out` sharing memory with any of `others` (null entries skipped):
 // for outputs that cannot be produced in place (gradients, statistics).
@@ -40,8 +47,21 @@ namespace detail {
 [[noreturn]] void refuse_constant(const char *op);
 // Whether `dst` can be written directly: it shares no memory with any of
 // `inputs`, or only with `in_place`, holding exactly its bytes in its layout.
-bool writable_directly(const Tensor &dst, const Tensor *const *inputs, size_t n,
-                       const Tensor *in_place);
+inline bool writable_directly(const Tensor &dst, const Tensor *const *inputs, size_t n,
+                              const Tensor *in_place) {
+    for (size_t i = 0; i < n; ++i) {
+        const Tensor *in = inputs[i];
+        if (in == nullptr) continue;
+        if (in->data == dst.data) {
+            // The operator reads each element before writing it, in one
+            // layout (the same tensor needs no descriptor comparison).
+            if (in == in_place && (in == &dst || dst.desc == in->desc)) continue;
+            return false;
+        }
+        if (shares_memory(dst, *in)) return false;
+    }
+    return true;
+}
 // A tensor the operator writes instead of dst: null (the operator creates
 // it), or a copy of dst's contents when the operator accumulates into dst.
 std::unique_ptr<Tensor> stand_in(const Tensor &dst, bool accumulate);
