@@ -117,7 +117,7 @@ void reorder(const dnnl::memory::desc &from, const void *src_data, const dnnl::m
     std::memcpy(end, "->", 2);
     format_name(to, end + 2);
     Handler handler("reorder", nullptr, name, nullptr, from.get_dims());
-    handler.sign(3); // operator id
+    handler.sign(OpKind::reorder);
     handler.sign_layout(from);
     handler.sign_layout(to);
     auto entry = handler.acquire_primitive<ReorderEntry>([&] {

@@ -20,6 +20,7 @@
 #include "cache/front_cache.hpp"
 #include "common/engine.hpp"
 #include "common/fresh_thread.hpp"
+#include "common/op_kind.hpp"
 #include "common/small_dims.hpp"
 #include "common/thread_state.hpp"
 #include "layout/layout.hpp"
@@ -146,6 +147,7 @@ public:
 
     // Signature: everything (besides names) the primitive depends on. Kept
     // in a fixed array: the hit path allocates nothing.
+    void sign(OpKind kind) { sign(static_cast<int64_t>(kind)); }
     void sign(int64_t v) {
         if (signature_size_ < kMaxSignature) signature_[signature_size_++] = v;
         else signature_spill_.push_back(v); // rare: e.g. concat of many inputs

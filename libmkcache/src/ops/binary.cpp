@@ -37,8 +37,8 @@ struct BinaryEntry : PrimitiveEntry {
 class BinaryCall : public CallWords<2 + 2 * (1 + MKC_MAX_NDIMS)> {
 public:
     BinaryCall(mkc_binary_kind kind, const char *name, const Tensor &a, const Tensor &b) {
-        // 5: the binary's op id; kind < 2^16 (internal comparisons are 100x)
-        add(int64_t(5) << 40 | int64_t(kind) << 16 | a.dtype << 8 | b.dtype);
+        // kind < 2^16 (internal comparisons are 100x)
+        add(kind_word(OpKind::binary) | int64_t(kind) << 16 | a.dtype << 8 | b.dtype);
         add(int64_t(a.layout) << 8 | b.layout);
         add_dims(a.dims);
         add_dims(b.dims);
@@ -178,7 +178,7 @@ std::shared_ptr<BinaryEntry> acquire_binary(const BinaryInfo &info, mkc_binary_k
     const SerialRegion serial(element_count(src0)); // built as binary_with() runs it
     Handler handler(info.name, name, (std::string("binary:") + info.name).c_str(), info.suffix,
                     src0.dims);
-    handler.sign(5); // operator id
+    handler.sign(OpKind::binary);
     handler.sign(kind);
     handler.sign(swapped ? 1 : 0);
     handler.sign_layout(src0, DNNL_ARG_SRC_0);
@@ -271,7 +271,7 @@ void reduce_sum_to(const Tensor &full, const Tensor &like, float scale, mkc_tens
     auto result = make_owned_tensor(layout::plain_desc(like.dims, f32(), like.layout),
                                     like.layout, MKC_DTYPE_F32);
     Handler handler("reduce_sum", nullptr, "reduce_sum", nullptr, fc);
-    handler.sign(112); // operator id: reduce to a broadcast operand's shape
+    handler.sign(OpKind::reduce_sum);
     handler.sign(target);
     handler.sign_float(scale);
     auto entry = handler.acquire_primitive<PrimitiveEntry>([&] {

@@ -41,9 +41,9 @@ struct ConvEntry : PrimitiveEntry {
 // address, the first stride and padding, the types and src's shape.
 class ConvCall : public CallWords<1 + 3 * 7 + 19> {
 public:
-    ConvCall(int op_id, int k, const mkc_conv_params &p, const Tensor &src,
+    ConvCall(OpKind kind, int k, const mkc_conv_params &p, const Tensor &src,
              const Tensor &weights, const Tensor *bias) {
-        add(int64_t(op_id) << 40 | int64_t(k) << 24 | src.dtype << 16 | weights.dtype << 8 |
+        add(kind_word(kind) | int64_t(k) << 24 | src.dtype << 16 | weights.dtype << 8 |
             (bias ? bias->dtype + 1 : 0));
         add_dims(src.dims);
         seal(reinterpret_cast<uintptr_t>(p.name) ^ static_cast<uint64_t>(p.stride[0]) << 8 ^
@@ -256,7 +256,7 @@ const char *default_name(const char *op, const mkc_conv_params &p, const Geometr
 // they find what a training forward left them).
 void sign_forward(Handler &h, const mkc_conv_params &p, const Geometry &g, bool transposed,
                   bool bias, bool training) {
-    h.sign(transposed ? 13 : 1); // operator id
+    h.sign(transposed ? OpKind::deconvolution : OpKind::convolution);
     h.sign(g.x);
     h.sign(g.w);
     h.sign(bias ? 1 : 0);
@@ -371,7 +371,8 @@ void convolution(const char *op, int k, bool transposed, const mkc_conv_params &
     // A call whose arguments this thread ran before (and whose entry the
     // cache still holds) skips the checks, shapes, key and signature: they
     // are the same as the last time, which passed.
-    const ConvCall args(transposed ? 13 : 1, k, p, src, weights, bias);
+    const ConvCall args(transposed ? OpKind::deconvolution : OpKind::convolution, k, p, src,
+                        weights, bias);
     const std::shared_ptr<void> blob = remembered_entry<ConvEntry>(
         state, args, p.name, [](const ConvEntry &) { return true; },
         [&](BlobCache::HitTicket &ticket, bool &hit) {
@@ -487,7 +488,7 @@ void convolution_backward(const char *op, int k, bool transposed, const mkc_conv
     if (diff_src) {
         Handler handler(op, name, name, "bwd_data", g.x);
         sign_forward(handler, p, g, transposed, bias, true);
-        handler.sign(100); // backward data
+        handler.sign(OpKind::backward_data);
         auto entry = handler.acquire_primitive<PrimitiveEntry>([&] {
             auto fwd = hint();
             auto e = std::make_shared<PrimitiveEntry>();
@@ -513,7 +514,7 @@ void convolution_backward(const char *op, int k, bool transposed, const mkc_conv
         require(diff_weights != nullptr, op, ": diff_bias needs diff_weights too");
         Handler handler(op, name, name, "bwd_weights", g.x);
         sign_forward(handler, p, g, transposed, bias, true);
-        handler.sign(101); // backward weights
+        handler.sign(OpKind::backward_weights);
         auto entry = handler.acquire_primitive<PrimitiveEntry>([&] {
             auto fwd = hint();
             auto e = std::make_shared<PrimitiveEntry>();

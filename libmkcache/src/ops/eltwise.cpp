@@ -76,7 +76,7 @@ class ActivationCall : public CallWords<3 + 1 + MKC_MAX_NDIMS> {
 public:
     ActivationCall(mkc_activation_kind kind, float alpha, float beta, const char *name,
                    const Tensor &src) {
-        add(int64_t(2) << 40 | int64_t(kind) << 8 | src.layout); // 2: the activation's op id
+        add(kind_word(OpKind::activation) | int64_t(kind) << 8 | src.layout);
         add(bits(alpha) << 32 | bits(beta));
         add_dims(src.dims);
         seal(reinterpret_cast<uintptr_t>(name));
@@ -90,7 +90,7 @@ std::shared_ptr<EltwiseEntry> acquire_activation(mkc_activation_kind kind, float
     const Dims &x = onednn_dims(src);
     const KeyFields key(kind, "", a.name, name, alpha, beta);
     Handler handler("activation", name, key.default_name, key.suffix, x);
-    handler.sign(2); // operator id
+    handler.sign(OpKind::activation);
     handler.sign(kind);
     handler.sign_float(alpha);
     handler.sign_float(beta);
@@ -146,7 +146,7 @@ void activation_backward(mkc_activation_kind kind, float alpha, float beta, cons
     const KeyFields key(kind, "bwd", a.name, name, alpha, beta);
     const SerialRegion serial(element_count(src));
     Handler handler("activation", name, key.default_name, key.suffix, src.dims);
-    handler.sign(102); // operator id: activation backward
+    handler.sign(OpKind::activation_backward);
     handler.sign(kind);
     handler.sign_float(alpha);
     handler.sign_float(beta);

@@ -75,7 +75,7 @@ LinearGeometry linear_geometry(const char *op, const mkc_linear_params &p, const
 
 void sign_linear(Handler &handler, const mkc_linear_params &p, const LinearGeometry &g,
                  const Tensor &src, bool bias, bool training) {
-    handler.sign(7); // operator id
+    handler.sign(OpKind::linear);
     handler.sign(src.dims);
     handler.sign(src.layout);
     handler.sign(g.w);
@@ -183,7 +183,7 @@ void linear_backward(const mkc_linear_params &p, const Tensor &src, const Tensor
     if (diff_src) {
         Handler handler("linear", name.c_str(), name.c_str(), "bwd_data", key_dims);
         sign_linear(handler, p, g, src, bias, true);
-        handler.sign(100); // backward data
+        handler.sign(OpKind::backward_data);
         auto entry = handler.acquire_primitive<LinearEntry>([&] {
             auto fwd = hint();
             dnnl::inner_product_backward_data::primitive_desc pd(
@@ -211,7 +211,7 @@ void linear_backward(const mkc_linear_params &p, const Tensor &src, const Tensor
         require(diff_weights != nullptr, op, ": diff_bias needs diff_weights too");
         Handler handler("linear", name.c_str(), name.c_str(), "bwd_weights", key_dims);
         sign_linear(handler, p, g, src, bias, true);
-        handler.sign(101); // backward weights
+        handler.sign(OpKind::backward_weights);
         auto entry = handler.acquire_primitive<LinearEntry>([&] {
             auto fwd = hint();
             const dnnl::memory::desc dw(w, f32, tag::any), db({w[0]}, f32, tag::a);
@@ -327,7 +327,7 @@ void matmul(const mkc_matmul_params &p, const Tensor &a_in, const Tensor &b_in, 
     const dnnl::memory::desc bias_view(bias_dims, f32, row_major_strides(bias_dims));
 
     Handler handler("matmul", p.name, "matmul", nullptr, ac);
-    handler.sign(8); // operator id
+    handler.sign(OpKind::matmul);
     handler.sign(ac);
     handler.sign(bc);
     handler.sign(p.transpose_a);

@@ -77,7 +77,7 @@ std::shared_ptr<LayerNormEntry> acquire_layer_norm(Handler &handler,
                                                    const LayerNormGeometry &g, const Tensor &src,
                                                    const Tensor *scale, const Tensor *shift,
                                                    bool training) {
-    handler.sign(9); // operator id
+    handler.sign(OpKind::layer_norm);
     handler.sign(src.dims);
     handler.sign(src.layout);
     handler.sign(g.rows);
@@ -153,8 +153,7 @@ public:
         const auto vector = [](const Tensor *t) {
             return t ? int64_t(t->dtype) << 8 | t->layout : int64_t(0xff);
         };
-        // 9: the layer_norm's op id
-        add(int64_t(9) << 40 | int64_t(src.dtype) << 32 | int64_t(src.layout) << 24 |
+        add(kind_word(OpKind::layer_norm) | int64_t(src.dtype) << 32 | int64_t(src.layout) << 24 |
             vector(scale) << 12 | vector(shift));
         add(bits(p.epsilon) << 32 | static_cast<uint32_t>(p.begin_norm_axis));
         add_dims(src.dims);
@@ -221,7 +220,7 @@ void layer_norm_backward(const mkc_layer_norm_params &p, const Tensor &src, cons
 
     const bool params_grad = scale || shift;
     Handler handler("layer_norm", name, name, "bwd", key_dims);
-    handler.sign(109); // operator id: layer norm backward
+    handler.sign(OpKind::layer_norm_backward);
     handler.sign(src.dims);
     handler.sign(src.layout);
     handler.sign(g.rows);
@@ -309,7 +308,7 @@ void layer_norm_backward(const mkc_layer_norm_params &p, const Tensor &src, cons
 namespace {
 
 void sign_batch_norm(Handler &handler, float epsilon, bool scale, bool shift, bool training) {
-    handler.sign(10); // operator id
+    handler.sign(OpKind::batch_norm);
     handler.sign(training ? 1 : 0);
     handler.sign(scale ? 1 : 0);
     handler.sign(shift ? 1 : 0);
@@ -382,8 +381,7 @@ class BatchNormCall : public CallWords<2 + 1 + MKC_MAX_NDIMS + 6 * (2 + MKC_MAX_
 public:
     BatchNormCall(const mkc_batch_norm_params &p, const Tensor &src,
                   std::initializer_list<const Tensor *> vectors) {
-        // 10: the batch_norm's op id
-        add(int64_t(10) << 40 | int64_t(src.dtype) << 32 | src.layout);
+        add(kind_word(OpKind::batch_norm) | int64_t(src.dtype) << 32 | src.layout);
         add(bits(p.epsilon) << 32 | static_cast<uint32_t>(p.data_format));
         add_dims(src.dims);
         seal(reinterpret_cast<uintptr_t>(p.name));
@@ -500,7 +498,7 @@ void batch_norm_backward(const mkc_batch_norm_params &p, const Tensor &src, cons
     const char *name = p.name && p.name[0] ? p.name : "batch_norm:train";
 
     Handler handler(op, name, name, "bwd", x);
-    handler.sign(110); // operator id: batch norm backward
+    handler.sign(OpKind::batch_norm_backward);
     handler.sign(scale ? 1 : 0);
     handler.sign(shift ? 1 : 0);
     handler.sign_float(p.epsilon);
@@ -584,7 +582,7 @@ const char *check_lrn(const mkc_lrn_params &p, const Tensor &src, const char *op
 }
 
 void sign_lrn(Handler &handler, const mkc_lrn_params &p, bool training) {
-    handler.sign(11); // operator id
+    handler.sign(OpKind::lrn);
     handler.sign(p.size);
     handler.sign_float(p.alpha);
     handler.sign_float(p.beta);
@@ -627,8 +625,7 @@ namespace {
 class LrnCall : public CallWords<4 + 1 + MKC_MAX_NDIMS> {
 public:
     LrnCall(const mkc_lrn_params &p, const Tensor &src) {
-        // 11: the LRN's op id
-        add(int64_t(11) << 40 | int64_t(src.dtype) << 32 | src.layout);
+        add(kind_word(OpKind::lrn) | int64_t(src.dtype) << 32 | src.layout);
         add(p.size);
         add(bits(p.alpha) << 32 | bits(p.beta));
         add(bits(p.k) << 32 | static_cast<uint32_t>(p.data_format));
@@ -690,7 +687,7 @@ void lrn_backward(const mkc_lrn_params &p, const Tensor &src, const Tensor &diff
     std::shared_ptr<Transfer> t = forward.find_transfer();
 
     Handler handler("lrn", name, name, "bwd", src.dims);
-    handler.sign(111); // operator id: LRN backward
+    handler.sign(OpKind::lrn_backward);
     handler.sign(p.size);
     handler.sign_float(p.alpha);
     handler.sign_float(p.beta);

@@ -126,7 +126,7 @@ PoolGeometry pool_geometry(const mkc_pool_params &p, const Tensor &src) {
 }
 
 void sign_forward(Handler &h, const mkc_pool_params &p, const PoolGeometry &g, bool training) {
-    h.sign(6); // operator id
+    h.sign(OpKind::pooling);
     h.sign(p.kind);
     h.sign(g.kernel);
     h.sign(g.stride);
@@ -164,8 +164,8 @@ std::shared_ptr<PoolEntry> acquire_forward(Handler &h, const mkc_pool_params &p,
 class PoolCall : public CallWords<1 + 7 + 12> {
 public:
     PoolCall(const mkc_pool_params &p, const Tensor &src) {
-        add(int64_t(6) << 40 | int64_t(p.kind) << 16 | src.dtype << 8 |
-            (p.global ? 2 : 0) | (p.ceil_mode ? 1 : 0)); // 6: pooling's op id
+        add(kind_word(OpKind::pooling) | int64_t(p.kind) << 16 | src.dtype << 8 |
+            (p.global ? 2 : 0) | (p.ceil_mode ? 1 : 0));
         add_dims(src.dims);
         seal(reinterpret_cast<uintptr_t>(p.name));
         for (const int64_t *field : {p.kernel, p.stride, p.pad_begin, p.pad_end})
@@ -232,7 +232,7 @@ void pool_backward(const mkc_pool_params &p, const Tensor &src, const Tensor &di
 
     Handler handler(g.op, name, g.default_name.c_str(), "bwd", g.x);
     sign_forward(handler, p, g, true);
-    handler.sign(100); // backward
+    handler.sign(OpKind::backward_data);
     handler.sign_layout(src, DNNL_ARG_SRC);
     std::shared_ptr<PoolEntry> recomputed; // the forward, when nothing was left
     auto entry = handler.acquire_primitive<PrimitiveEntry>([&] {

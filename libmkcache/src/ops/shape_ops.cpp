@@ -80,7 +80,7 @@ void concat(int axis, int n, const Tensor *const *srcs, const char *name, mkc_te
     keys::append_int(suffix, caller_axis);
     Handler handler("concat", name, ("concat:" + std::to_string(n)).c_str(), suffix.c_str(),
                     first.dims);
-    handler.sign(12); // operator id
+    handler.sign(OpKind::concat);
     handler.sign(onednn_axis);
     handler.sign(n);
     // Input layouts are part of what the primitive was built for; compare

@@ -20,8 +20,7 @@ struct SoftmaxEntry : PrimitiveEntry {
 class SoftmaxCall : public CallWords<2 + 1 + MKC_MAX_NDIMS> {
 public:
     SoftmaxCall(int axis, bool log, const char *name, const Tensor &src) {
-        // 4: the softmax's op id
-        add(int64_t(4) << 40 | int64_t(log) << 32 | int64_t(src.dtype) << 16 | src.layout);
+        add(kind_word(OpKind::softmax) | int64_t(log) << 32 | int64_t(src.dtype) << 16 | src.layout);
         add(axis);
         add_dims(src.dims);
         seal(reinterpret_cast<uintptr_t>(name));
@@ -42,7 +41,7 @@ std::shared_ptr<SoftmaxEntry> acquire_softmax(int axis, bool log, const char *na
     std::string suffix;
     keys::append_int(suffix, caller_axis);
     Handler handler(op, name, op, suffix.c_str(), x);
-    handler.sign(4); // operator id
+    handler.sign(OpKind::softmax);
     handler.sign(log ? 1 : 0);
     handler.sign(onednn_axis);
     handler.sign_layout(src, DNNL_ARG_SRC);
@@ -99,7 +98,7 @@ void softmax_backward(int axis, bool log, const char *name, const Tensor &dst,
     keys::append_int(suffix, caller_axis);
     Handler handler(log ? "log_softmax" : "softmax", name, log ? "log_softmax" : "softmax",
                     suffix.c_str(), x);
-    handler.sign(104); // operator id: softmax backward
+    handler.sign(OpKind::softmax_backward);
     handler.sign(log ? 1 : 0);
     handler.sign(onednn_axis);
     handler.sign_layout(dst, DNNL_ARG_DST);
