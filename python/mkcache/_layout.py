@@ -69,7 +69,7 @@ def explicit_target():
 @contextlib.contextmanager
 def target_layout(layout: str):
     """Within the block, this thread exports (``numpy()``) in `layout` and
-    wraps 4-D/5-D arrays in it by default (seed "NHWC support")."""
+    wraps 4-D/5-D arrays in it by default."""
     value = to_enum(layout, "target layout")
     if value == _capi.LAYOUT_TARGET:
         raise InvalidArgumentError("target layout must be NCHW or NHWC")

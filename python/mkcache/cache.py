@@ -82,7 +82,7 @@ def shape_string(shape) -> str:
 
 
 def make_key(name: str, shape=(), suffix=None) -> str:
-    """The key an operator on this thread would build (seed "Caching Keys")."""
+    """The key an operator on this thread would build."""
     encoded = _checks.name_bytes(name)
     dims = _checks.integers(shape, len(shape), "shape") if len(shape) else ()
     arr = (ctypes.c_int64 * max(len(dims), 1))(*dims)

@@ -9,7 +9,7 @@ return a named tuple (``None`` for what was not asked with ``wrt``)::
     g = mkcache.grad.conv2d(dy, x, w, b, padding=1, name="conv1")
     g.x, g.weight, g.bias
 
-Forward -> backward (seed 000 section 3): a forward run with
+Forward -> backward: a forward run with
 ``training=True`` leaves its oneDNN primitive descriptor in the cache under
 a key without thread id; the grad call with the same arguments and name finds
 it on any thread (without it the grad op builds its own), and it never uses

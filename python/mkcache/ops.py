@@ -551,7 +551,7 @@ def sub(a, b, *, name=None, out=None) -> Tensor:
 
 
 def mul(a, b, *, name=None, out=None) -> Tensor:
-    """a * b with numpy broadcasting (key suffix "M", seed 002)."""
+    """a * b with numpy broadcasting (key suffix "M")."""
     return _binary_op("mul", a, b, name, out)
 
 

@@ -137,7 +137,7 @@ typedef enum mkc_layout {
     MKC_LAYOUT_MAX_ENUM = 0x7fffffff
 } mkc_layout;
 
-/* The thread-local target layout (seed "NHWC support"): the plain layout data
+/* The thread-local target layout: the plain layout data
  * is converted to when it leaves the library and the default layout of
  * wrapped caller data. Starts as CHANNELS_FIRST on every thread. Operators
  * with a data_format attribute (conv2d, ...) set it to their data_format, so
@@ -426,7 +426,7 @@ MKC_API mkc_status mkc_conv2d_transpose(const mkc_conv_params *params,
 /* Element-wise activation; the output keeps src's shape and layout.
  * `*dst == src` runs in place. `alpha`/`beta` parametrise the kinds that
  * say so above (pass 0 otherwise). The cache key carries the kind as its
- * in-place suffix (seed "Caching Keys"). Up to 1024 elements run on the
+ * in-place suffix. Up to 1024 elements run on the
  * calling thread alone (waking the OpenMP team costs more than the work);
  * the same holds for mkc_binary. */
 MKC_API mkc_status mkc_activation(mkc_activation_kind kind, float alpha,
@@ -463,14 +463,14 @@ MKC_API mkc_status mkc_activation_plain_ref(const mkc_activation_call *call,
 /* Softmax along `axis` of the caller's dims order (negative counts from the
  * end; an NHWC tensor's axis -1 is C). `log` != 0 computes log-softmax.
  * Runs on src's layout; `*dst == src` runs in place. The key's in-place
- * suffix is the axis (seed "Caching Keys"). */
+ * suffix is the axis. */
 MKC_API mkc_status mkc_softmax(int axis, int log, const char *name,
                                const mkc_tensor *src, mkc_tensor **dst);
 
 typedef enum mkc_binary_kind {
     MKC_BINARY_ADD = 1,
     MKC_BINARY_SUB = 2,
-    MKC_BINARY_MUL = 3, /* key suffix "M" (seed "Caching Keys") */
+    MKC_BINARY_MUL = 3, /* key suffix "M" */
     MKC_BINARY_DIV = 4,
     MKC_BINARY_MAX = 5,
     MKC_BINARY_MIN = 6,

@@ -1,4 +1,4 @@
-// The three-level blob cache of seed "Data Caching":
+// The three-level blob cache:
 //   session id -> input-shape group -> key -> blob
 // Blobs are type-erased shared_ptr<void>, so a blob in use survives its
 // eviction. One reader/writer lock guards the maps: a hit holds it shared,

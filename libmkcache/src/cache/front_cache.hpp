@@ -1,4 +1,4 @@
-// A thread's memo of its recent cache hits (issue 5: per-thread front cache).
+// A thread's memo of its recent cache hits (the per-thread front cache).
 //
 // A cached operator call normally formats its key (name, suffix, dims,
 // executor, thread) and looks it up in the shared maps under a lock: about

@@ -1,9 +1,9 @@
 // Everything the library keeps per thread, in one place so the hot path
 // pays for one thread-local lookup instead of one per concern:
-//  - the cache context of seed "Data Caching": session id, input-shape
+//  - the cache context: session id, input-shape
 //    group, capacity (0 = default mode, > 0 = clearing mode), executor id;
 //  - the front caches: memos of this thread's recent hits;
-//  - the target layout of seed "NHWC support";
+//  - the target layout data leaves the library in;
 //  - the thread-id hash that default-mode keys carry;
 //  - key buffers and the oneDNN stream the thread executes on.
 #pragma once

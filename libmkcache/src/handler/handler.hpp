@@ -1,4 +1,4 @@
-// The Acquire-API handler base (seed "MKL-DNN Acquire API").
+// The handler base: create-or-fetch a primitive, bind, execute.
 //
 // An operator derives nothing from the cache: it describes itself to a
 // Handler (key parts + a signature of everything its primitive depends on)
@@ -182,7 +182,7 @@ public:
         hit = hit_;
     }
 
-    // Seed 000 §3, forward -> backward: a forward op in training mode leaves
+    // Forward -> backward: a forward op in training mode leaves
     // `t` under this handler's key without the thread field (the grad op may
     // run on another thread), stamped with the signature. find_transfer()
     // returns it only if the signature matches this handler's exactly, so a

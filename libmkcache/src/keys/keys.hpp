@@ -1,4 +1,4 @@
-// Cache keys (seed "Data Caching Keys"):
+// Cache keys:
 //   <name>|<suffix>|<d0>x<d1>x...|e<executor hex>[|t<thread hash hex>]
 // Dims are joined with 'x' so {1,64,56,56} and {16,4,56,56} never collide;
 // '|' and '\' in free-form parts are escaped so fields cannot run together.

@@ -1,4 +1,4 @@
-// Plain layouts, the thread-local target layout (seed "NHWC support") and the
+// Plain layouts, the thread-local target layout (NHWC support) and the
 // MatchShapeToLayout rule: callers speak NHWC dims, oneDNN always NCHW order.
 #pragma once
 

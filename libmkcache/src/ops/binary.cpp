@@ -49,7 +49,7 @@ public:
 struct BinaryInfo {
     dnnl::algorithm alg;
     const char *name;
-    const char *suffix; // seed 002: elementwise mul carries "M"
+    const char *suffix; // the key's in-place suffix ("M" for elementwise mul)
     bool commutative;
     dnnl::algorithm mirrored; // b op' a == a op b (comparisons); else alg
 };

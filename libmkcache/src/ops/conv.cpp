@@ -414,7 +414,7 @@ void convolution(const char *op, int k, bool transposed, const mkc_conv_params &
     } else {
         Handler::finish_output(out, dst);
     }
-    layout::set_target(state, data_format); // seed 001: the model's layout is the thread's target
+    layout::set_target(state, data_format); // the model's layout becomes the thread's target
 }
 
 } // namespace mkc::ops
@@ -473,8 +473,7 @@ void convolution_backward(const char *op, int k, bool transposed, const mkc_conv
     const auto w_view = weights_view(g, p.groups, transposed);
     const char *name = p.name && p.name[0] ? p.name : default_name(op, p, g, bias);
 
-    // On a miss: the forward's training descriptor is the hint (seed 000
-    // §3), taken from the cache when a training forward left it, else made
+    // On a miss: the forward's training descriptor is the hint, taken from the cache when a training forward left it, else made
     // here (a descriptor only, no primitive).
     auto hint = [&]() -> std::shared_ptr<ConvEntry> {
         Handler forward(op, name, name, nullptr, g.x);

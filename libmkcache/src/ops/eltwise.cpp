@@ -18,7 +18,7 @@ struct EltwiseEntry : PrimitiveEntry {
     dnnl::eltwise_forward::primitive_desc pd;
 };
 
-// An activation's key fields. Seed 002: the suffix carries the algorithm
+// An activation's key fields. The suffix carries the algorithm
 // (after `prefix`); the default name is the activation's, with alpha and
 // beta when they are set. Built on the stack in the common case: this runs
 // on every call.

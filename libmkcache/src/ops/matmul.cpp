@@ -132,7 +132,7 @@ void linear(const mkc_linear_params &p, const Tensor &src, const Tensor &weights
         return e;
     });
     if (p.training && !entry->transferred.exchange(true)) {
-        auto t = std::make_shared<Transfer>(); // seed 000 §3: the descriptor
+        auto t = std::make_shared<Transfer>(); // forward -> backward: the descriptor
         t->forward = entry;
         handler.leave_transfer(t);
     }

@@ -422,7 +422,7 @@ void batch_norm(const mkc_batch_norm_params &p, const Tensor &src, Tensor *mean,
     auto *entry = static_cast<BatchNormEntry *>(blob.get());
     const int64_t c = src.dims[1];
     if (training && !entry->transferred.exchange(true)) {
-        // Seed 000 §3: the descriptor (the same every call) for the grad op;
+        // The descriptor (the same every call) for the grad op;
         // the statistics travel as the caller's batch_mean/batch_variance.
         auto t = std::make_shared<Transfer>();
         t->forward = std::shared_ptr<PrimitiveEntry>(blob, entry);

@@ -37,7 +37,7 @@ std::shared_ptr<SoftmaxEntry> acquire_softmax(int axis, bool log, const char *na
     require(axis >= -n && axis < n, op, ": axis ", axis, " is out of range for rank ", n);
     const int caller_axis = axis < 0 ? axis + n : axis;
     const int onednn_axis = layout::to_onednn_axis(caller_axis, n, src.layout);
-    // Seed 002: the softmax key carries the axis as its in-place suffix.
+    // The softmax key carries the axis as its in-place suffix.
     std::string suffix;
     keys::append_int(suffix, caller_axis);
     Handler handler(op, name, op, suffix.c_str(), x);
