@@ -32,7 +32,8 @@ void check_grad_out(mkc_tensor **out, const char *op, const char *arg,
 }
 
 // Gradient outputs (already checked live) must not share memory either.
-void check_grads_apart(const char *op, std::initializer_list<std::pair<mkc_tensor **, const char *>> outs) {
+void check_grads_apart(const char *op,
+                       std::initializer_list<std::pair<mkc_tensor **, const char *>> outs) {
     for (auto i = outs.begin(); i != outs.end(); ++i)
         for (auto j = i + 1; j != outs.end(); ++j)
             if (i->first && *i->first && j->first && *j->first &&

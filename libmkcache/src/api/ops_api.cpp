@@ -281,19 +281,16 @@ MKC_API mkc_status mkc_batch_norm(const mkc_batch_norm_params *params, const mkc
                         "batch_norm: training updates mean and variance, but one is marked "
                         "constant (its data must not change)");
             // Statistics written by the call, each apart from every other tensor.
-            const api::NamedTensor all[] = {{src, "src"},
-                                            {mean, "mean"},
-                                            {variance, "variance"},
-                                            {scale, "scale"},
-                                            {shift, "shift"},
-                                            {batch_mean, "batch_mean"},
-                                            {batch_variance, "batch_variance"}};
-            for (int i = 1; i < 7; ++i) {
-                if (i == 3 || i == 4) continue; // scale and shift are only read
-                for (int j = 0; j < 7; ++j)
-                    if (j != i)
-                        api::require_separate(all[i].tensor, "batch_norm", all[i].name,
-                                              {all[j]});
+            const api::NamedTensor written[] = {{mean, "mean"},
+                                                {variance, "variance"},
+                                                {batch_mean, "batch_mean"},
+                                                {batch_variance, "batch_variance"}};
+            for (size_t i = 0; i < 4; ++i) {
+                api::require_separate(written[i].tensor, "batch_norm", written[i].name,
+                                      {{src, "src"}, {scale, "scale"}, {shift, "shift"}});
+                for (size_t j = i + 1; j < 4; ++j)
+                    api::require_separate(written[i].tensor, "batch_norm", written[i].name,
+                                          {written[j]});
             }
         }
         write_result(dst, {src, mean, variance, scale, shift, batch_mean, batch_variance}, src,

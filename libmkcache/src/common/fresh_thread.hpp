@@ -15,12 +15,12 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "common/serial.hpp"
+
 namespace mkc {
 
 namespace detail {
 bool &creation_failed_here(); // this thread's flag
-int openmp_threads();         // the calling thread's OpenMP thread count
-void set_openmp_threads(int threads);
 } // namespace detail
 
 // build() on this thread, or on a fresh one after a failure here.
@@ -37,10 +37,10 @@ auto create_isolated(Build &&build) -> decltype(build()) {
     }
     decltype(build()) result;
     std::exception_ptr error;
-    const int threads = detail::openmp_threads();
+    const int threads = openmp_max_threads();
     std::thread worker([&] {
         try {
-            if (threads > 0) detail::set_openmp_threads(threads);
+            if (threads > 0) set_openmp_max_threads(threads);
             result = build();
         } catch (...) {
             error = std::current_exception();
