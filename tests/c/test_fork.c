@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "conv_reference.h"
 #include "mkcache/mkcache.h"
 
 #if defined(__has_feature)
@@ -44,29 +45,6 @@ static int stopped(void) {
     return s;
 }
 
-/* relu(conv3x3 pad 1) of x (1, C, h, w) with `weights`: 1 if y matches. */
-static int check(const float *x, const float *y, int h, int w) {
-    for (int o = 0; o < O; ++o)
-        for (int i = 0; i < h; ++i)
-            for (int j = 0; j < w; ++j) {
-                double acc = 0, mag = 0;
-                for (int c = 0; c < C; ++c)
-                    for (int ki = 0; ki < K; ++ki)
-                        for (int kj = 0; kj < K; ++kj) {
-                            int yy = i + ki - 1, xx = j + kj - 1;
-                            if (yy < 0 || yy >= h || xx < 0 || xx >= w) continue;
-                            double p = (double)x[(c * h + yy) * w + xx] *
-                                       weights[((o * C + c) * K + ki) * K + kj];
-                            acc += p;
-                            mag += fabs(p);
-                        }
-                double want = acc > 0 ? acc : 0;
-                if (fabs(y[(o * h + i) * w + j] - want) > 4.0 * (C * K * K + 1) * 1.2e-7 * mag + 1e-30)
-                    return 0;
-            }
-    return 1;
-}
-
 /* conv2d + relu on a (1, C, h, w) input; 1 if it ran and is right. */
 static int run_conv(int h, int w, int seed) {
     float x[C * 16 * 16], y[O * 16 * 16];
@@ -80,7 +58,7 @@ static int run_conv(int h, int w, int seed) {
     int ok = mkc_tensor_wrap(MKC_DTYPE_F32, 4, dims, MKC_LAYOUT_NCHW, x, &tx) == MKC_STATUS_OK &&
              mkc_conv2d(&p, tx, shared_w, NULL, &ty) == MKC_STATUS_OK &&
              mkc_tensor_export(ty, MKC_LAYOUT_NCHW, y, sizeof y) == MKC_STATUS_OK &&
-             check(x, y, h, w);
+             conv_relu_matches(x, weights, y, 1, C, O, K, h, w);
     mkc_tensor_destroy(ty);
     mkc_tensor_destroy(tx);
     return ok;

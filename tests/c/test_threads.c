@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "conv_reference.h"
 #include "mkcache/mkcache.h"
 
 enum { C = 8, O = 8, K = 3, ITER = 60, DEFAULT_THREADS = 4, CLEARING_THREADS = 3 };
@@ -25,30 +26,6 @@ static void fail(const char *what, int thread) {
     ++failures;
     fprintf(stderr, "thread %d: %s (last error: %s)\n", thread, what, mkc_last_error());
     pthread_mutex_unlock(&failures_mutex);
-}
-
-/* relu(conv3x3, pad 1) at every output point, then compare. */
-static int check(const float *x, const float *y, int n, int h, int w) {
-    for (int in = 0; in < n; ++in)
-        for (int o = 0; o < O; ++o)
-            for (int i = 0; i < h; ++i)
-                for (int j = 0; j < w; ++j) {
-                    double acc = 0, mag = 0;
-                    for (int c = 0; c < C; ++c)
-                        for (int ki = 0; ki < K; ++ki)
-                            for (int kj = 0; kj < K; ++kj) {
-                                int yy = i + ki - 1, xx = j + kj - 1;
-                                if (yy < 0 || yy >= h || xx < 0 || xx >= w) continue;
-                                double p = (double)x[((in * C + c) * h + yy) * w + xx] *
-                                           weights[((o * C + c) * K + ki) * K + kj];
-                                acc += p;
-                                mag += fabs(p);
-                            }
-                    double want = acc > 0 ? acc : 0;
-                    double got = y[((in * O + o) * h + i) * w + j];
-                    if (fabs(got - want) > 4.0 * (C * K * K + 1) * 1.2e-7 * mag + 1e-30) return 0;
-                }
-    return 1;
 }
 
 /* Softmax over the channels of y (n, O, h, w) and layer_norm of x (n, C, h,
@@ -100,7 +77,7 @@ static void run_once(int thread, int step, const char *name) {
         mkc_activation(MKC_ACTIVATION_RELU, 0.f, 0.f, "relu", ty, &ty) != MKC_STATUS_OK ||
         mkc_tensor_export(ty, MKC_LAYOUT_NCHW, y, ys * sizeof(float)) != MKC_STATUS_OK)
         fail("call failed", thread);
-    else if (!check(x, y, n, h, w))
+    else if (!conv_relu_matches(x, weights, y, n, C, O, K, h, w))
         fail("wrong result", thread);
     if (mkc_softmax(1, 0, "softmax", ty, &ts) != MKC_STATUS_OK ||
         mkc_tensor_export(ts, MKC_LAYOUT_NCHW, s, ys * sizeof(float)) != MKC_STATUS_OK ||
