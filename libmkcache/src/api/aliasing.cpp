@@ -27,7 +27,7 @@ void refuse_constant(const char *op) {
 std::unique_ptr<Tensor> stand_in(const Tensor &dst, bool accumulate) {
     if (!accumulate) return nullptr;
     auto copy = make_owned_tensor(dst.desc, dst.layout, dst.dtype);
-    std::memcpy(copy->data, dst.data, dst.desc.get_size());
+    std::memcpy(copy->data, dst.data, dst.nbytes);
     return copy;
 }
 

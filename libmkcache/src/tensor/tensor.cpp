@@ -175,7 +175,7 @@ void redescribe(Tensor &dst, const dnnl::memory::desc &desc) {
 
 bool adopt_result_layout(Tensor &dst, const dnnl::memory::desc &desc) {
     if (dst.desc == desc) return true;
-    if (dst.owned && desc.get_size() <= dst.desc.get_size()) {
+    if (dst.owned && desc.get_size() <= dst.nbytes) {
         std::lock_guard<std::mutex> lock(dst.mutex);
         redescribe(dst, desc);
         return true;
