@@ -154,7 +154,15 @@ int main(void) {
     /* Forward here again, backward on another thread: same gradients, and
      * what the forward left (keys without a thread field) is what it used. */
     OK(mkc_cache_reset());
+    mkc_cache_stats left_before, left_after;
+    OK(mkc_cache_get_stats(&left_before));
     run_forward();
+    OK(mkc_cache_get_stats(&left_after));
+    /* The conv and the max pool each left a transfer, counted apart from
+     * insertions (which follow misses only). */
+    CHECK(left_after.transfers == left_before.transfers + 2);
+    CHECK(left_after.insertions - left_before.insertions ==
+          left_after.misses - left_before.misses);
     char keys[4096];
     size_t needed = 0;
     OK(mkc_cache_get_keys(0, keys, sizeof keys, &needed));
