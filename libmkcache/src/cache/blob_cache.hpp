@@ -24,7 +24,7 @@ namespace mkc {
 enum class BlobKind : uint32_t {
     caller = 0,    // set by a C caller (mkc_cache_set_blob)
     primitive = 1, // a PrimitiveEntry
-    transfer = 2,  // what a training forward leaves its grad op (handler/transfer.hpp)
+    transfer = 2,  // what a training forward leaves its grad op (Transfer, handler.hpp)
 };
 
 struct BlobInfo {

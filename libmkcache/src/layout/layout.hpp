@@ -7,12 +7,11 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "common/dims.hpp"
 #include "common/thread_state.hpp"
 #include "mkcache/mkcache.h"
 
 namespace mkc {
-
-using Dims = std::vector<int64_t>;
 
 namespace layout {
 

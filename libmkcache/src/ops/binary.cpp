@@ -11,6 +11,7 @@
 #include "common/serial.hpp"
 #include "common/error.hpp"
 #include "handler/handler.hpp"
+#include "ops/call_words.hpp"
 #include "keys/keys.hpp"
 #include "ops/ops.hpp"
 

@@ -14,6 +14,7 @@
 #include "common/error.hpp"
 #include "common/small_dims.hpp"
 #include "handler/handler.hpp"
+#include "ops/call_words.hpp"
 #include "keys/keys.hpp"
 #include "ops/ops.hpp"
 

@@ -8,6 +8,7 @@
 #include "common/engine.hpp"
 #include "common/error.hpp"
 #include "handler/handler.hpp"
+#include "ops/call_words.hpp"
 #include "keys/keys.hpp"
 #include "ops/ops.hpp"
 

@@ -1,0 +1,68 @@
+// An operator call's raw arguments as the words its thread's argument cache
+// knows the call by (see ThreadState::argument_cache).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "cache/front_cache.hpp"
+
+namespace mkc {
+
+// An operator call's raw arguments as words for its thread's argument cache
+// (ThreadState::argument_cache), on the stack: built on every call, so
+// nothing here allocates. The hash covers the words added before seal():
+// those that tell a model's calls apart (a collision only costs a miss).
+// Operators share the cache: the first word carries the operator's id (as
+// in its Handler signature) from bit 40 up, so two operators' calls differ.
+template <int kMaxWords>
+class CallWords {
+public:
+    void add(int64_t word) {
+        if (size_ < kMaxWords) words_[size_++] = word;
+        else fits_ = false;
+    }
+    // Count, then values (element by element: cheaper than a memcpy call
+    // for a few words).
+    template <typename Dims>
+    void add_dims(const Dims &dims) {
+        const int n = static_cast<int>(dims.size());
+        if (size_ + 1 + n > kMaxWords) {
+            fits_ = false;
+            return;
+        }
+        words_[size_++] = n;
+        for (int i = 0; i < n; ++i) words_[size_ + i] = dims[i];
+        size_ += n;
+    }
+    // Raw bytes of a struct without padding (indeterminate bytes would make
+    // equal calls differ): nbytes a multiple of 8.
+    void add_bytes(const void *data, size_t nbytes) {
+        const int n = static_cast<int>(nbytes / 8);
+        if (size_ + n > kMaxWords) {
+            fits_ = false;
+            return;
+        }
+        std::memcpy(words_ + size_, data, nbytes);
+        size_ += n;
+    }
+    // A float argument's bits, for a word (equal bits: the same call).
+    static int64_t bits(float v) {
+        uint32_t b;
+        std::memcpy(&b, &v, 4);
+        return b;
+    }
+    void seal(uint64_t seed) { hash_ = FrontCache::hash_words(seed, words_, size_); }
+    // False when the arguments are too absurd to keep (the full path then
+    // reports what is wrong).
+    bool fits() const { return fits_; }
+    FrontCache::Call call(const char *name) const { return {name, nullptr, words_, size_, hash_}; }
+
+private:
+    int64_t words_[kMaxWords];
+    int size_ = 0;
+    uint64_t hash_ = 0;
+    bool fits_ = true;
+};
+
+} // namespace mkc
