@@ -132,3 +132,63 @@ def test_cached_primitive_used_by_threads_other_than_its_creator(rng):
             _run([threading.Thread(target=mkcache.cache.clear)])
     assert errors == []
     assert mkcache.cache.stats(session=77)["hits"] >= 6
+
+
+def _race(session_id, call, threads=8):
+    """Runs call() on `threads` threads released together, each in clearing
+    mode (keys threads share) in `session_id`; -> (results, errors)."""
+    barrier = threading.Barrier(threads)
+    results, errors = [None] * threads, [None] * threads
+
+    def work(i):
+        with mkcache.cache.session(session_id), mkcache.cache.clearing_mode(4):
+            barrier.wait()
+            try:
+                results[i] = call()
+            except mkcache.Error as exc:
+                errors[i] = exc
+
+    _run([threading.Thread(target=work, args=(i,)) for i in range(threads)])
+    return results, errors
+
+
+def test_threads_missing_one_shared_key_build_it_once(rng, monkeypatch):
+    # The library's test delay holds each build long enough that all eight
+    # calls miss the key while the first is making it (set only here: it is
+    # read at each build).
+    monkeypatch.setenv("MKCACHE_TEST_BUILD_DELAY_MS", "20")
+    for session_id, channels in zip(range(9100, 9103), range(21, 24)):
+        x = rng.standard_normal((2, channels, 13, 11), dtype=np.float32)
+        w = rng.standard_normal((10, channels, 3, 3), dtype=np.float32)
+        exact, mag = conv2d_nchw(x, w, pads=(1, 1, 1, 1))
+        want = relu(exact)
+        tol = 4 * (channels * 9 + 1) * np.finfo(np.float32).eps * mag + 1e-30
+        results, errors = _race(session_id, lambda: np.asarray(
+            mkcache.conv2d(x, w, padding=1, activation="relu", name="raced")))
+        assert errors == [None] * 8
+        for r in results:
+            assert np.all(np.abs(r - want) <= tol)
+        # Every thread missed the conv's key (and those of the layout
+        # conversions around it); each key was made once.
+        s = mkcache.cache.stats(session_id)
+        assert s["misses"] >= 8 and s["insertions"] == s["entries"], s
+
+
+def test_a_failed_shared_build_leaves_nothing_and_the_waiters_go_on(monkeypatch):
+    # oneDNN refuses this transposed convolution when its primitive is made:
+    # every racing call gets the error (none hangs on the failed builder),
+    # nothing is stored, and the key then builds normally.
+    monkeypatch.setenv("MKCACHE_TEST_BUILD_DELAY_MS", "20")
+    x, w = np.ones((2, 6, 3, 7), np.float32), np.ones((6, 3, 1, 1), np.float32)
+    bad = dict(stride=(2, 1), dilation=(1, 2), padding=(2, 1, 2, 0), output_padding=(0, 1),
+               groups=2)
+    results, errors = _race(9110, lambda: mkcache.conv2d_transpose(x, w, name="t", **bad))
+    assert all(isinstance(e, mkcache.UnsupportedError) for e in errors), errors
+    assert mkcache.cache.stats(9110)["entries"] == 0
+    results, errors = _race(9110, lambda: np.asarray(
+        mkcache.conv2d_transpose(x, w, name="t", groups=2)))
+    assert errors == [None] * 8
+    for r in results[1:]:
+        np.testing.assert_array_equal(r, results[0])
+    s = mkcache.cache.stats(9110)
+    assert (s["insertions"], s["entries"]) == (1, 1), s

@@ -57,15 +57,23 @@ std::shared_ptr<void> BlobCache::get(int64_t session, const std::string &group,
     if (found) {
         (session_counters ? session_counters : &totals_)->hits.add();
     } else {
-        totals_.misses.add();
-        if (session_counters) session_counters->misses.add();
+        count_miss(HitTicket{0, session_counters}, session);
     }
     return found;
 }
 
-void BlobCache::count_miss(const HitTicket &ticket) {
+void BlobCache::count_miss(const HitTicket &ticket, int64_t session) {
     totals_.misses.add();
-    if (ticket.session) static_cast<Counters *>(ticket.session)->misses.add();
+    if (ticket.session) {
+        static_cast<Counters *>(ticket.session)->misses.add();
+        return;
+    }
+    // The session's first lookup: it gets its counters now (the entry
+    // about to be built would create them anyway).
+    std::unique_lock<StripedSharedMutex> lock(mutex_);
+    auto &s = sessions_[session];
+    if (!s) s = std::make_unique<Session>();
+    s->counters.misses.add();
 }
 
 void BlobCache::count_hit(const HitTicket &ticket, int stripe) {

@@ -52,7 +52,8 @@ public:
     // (count_hit / count_miss with the ticket, filled then on a miss too).
     std::shared_ptr<void> get(int64_t session, const std::string &group, const std::string &key,
                               BlobKind kind, HitTicket *ticket = nullptr, bool count = true);
-    void count_miss(const HitTicket &ticket);
+    // Counts a miss of a lookup in `session` that filled `ticket`.
+    void count_miss(const HitTicket &ticket, int64_t session);
     // Counts a hit the front cache served (as get() would have); `stripe`:
     // the caller's stripe_index() (ThreadState::stripe).
     void count_hit(const HitTicket &ticket, int stripe);

@@ -8,6 +8,7 @@
 #include <shared_mutex>
 
 #include "cache/blob_cache.hpp"
+#include "cache/build_once.hpp"
 #include "common/engine.hpp"
 #include "common/handles.hpp"
 #include "common/thread_state.hpp"
@@ -53,6 +54,7 @@ void unlock_tensor(const Tensor *t) { t->mutex.unlock(); }
 void prepare() {
     primitive_creation_mutex().lock();
     BlobCache::instance().lock_for_fork();
+    BuildOnce::instance().lock_for_fork();
     registry<Tensor>().lock_all();
     registry<mkc_blob>().lock_all();
     registry<Tensor>().for_each_live(lock_tensor);
@@ -63,6 +65,7 @@ void parent() {
     registry<Tensor>().for_each_live(unlock_tensor);
     registry<mkc_blob>().unlock_all();
     registry<Tensor>().unlock_all();
+    BuildOnce::instance().unlock_for_fork();
     BlobCache::instance().unlock_for_fork();
     primitive_creation_mutex().unlock();
 }
@@ -77,6 +80,7 @@ void child() {
     registry<mkc_blob>().reset_locks_in_child();
     registry<Tensor>().reset_locks_in_child();
     BlobCache::instance().reset_lock_in_child();
+    BuildOnce::instance().reset_in_child();
     new (&primitive_creation_mutex()) std::shared_mutex();
 
     // The OpenMP runtime has just reset itself (its handler runs before

@@ -19,9 +19,12 @@
 //   2. The blob cache's lock, every stripe (cache/blob_cache.hpp). Nothing
 //      is locked while it is held, and it is never held while 1 is taken
 //      (a clearing-mode eviction flushes oneDNN's cache after unlocking).
-//   3. The shards of the live-handle registries (common/handles.hpp):
+//   3. The build-once table's lock (cache/build_once.hpp): held only to
+//      claim or release a key. Claims whose builders did not come along
+//      are dropped in the child.
+//   4. The shards of the live-handle registries (common/handles.hpp):
 //      tensors, then blob references. Nothing is locked while they are held.
-//   4. The lock of every live tensor (mkc_tensor::mutex), taken while the
+//   5. The lock of every live tensor (mkc_tensor::mutex), taken while the
 //      tensor registry is held so the set of tensors cannot change. Held
 //      only around a tensor's lazily filled fields, never while any other
 //      lock is taken. Only tensors handed out to callers are registered;

@@ -179,17 +179,22 @@ std::shared_ptr<void> Handler::find_blob() {
     return blob;
 }
 
-std::shared_ptr<void> Handler::lookup() {
+std::shared_ptr<void> Handler::lookup(bool count) {
     auto blob = find_blob();
     if (blob && usable(*static_cast<const PrimitiveEntry *>(blob.get()))) {
-        BlobCache::instance().count_hit(ticket_, state_.stripe);
+        if (count) BlobCache::instance().count_hit(ticket_, state_.stripe);
         hit_ = true;
         return blob;
     }
     // Nothing there, or an entry built for other arguments (the one about
     // to be built replaces it): a miss either way.
-    BlobCache::instance().count_miss(ticket_);
+    if (count) BlobCache::instance().count_miss(ticket_, state_.session());
     return nullptr;
+}
+
+BuildOnce::Claim Handler::claim_build() {
+    if (!state_.clearing_mode()) return {}; // the key carries this thread's hash
+    return BuildOnce::instance().claim(state_.session(), state_.input_shape(), *key_);
 }
 
 bool Handler::usable(const PrimitiveEntry &entry) const {
@@ -247,7 +252,7 @@ std::shared_ptr<Transfer> Handler::find_transfer() {
         BlobCache::instance().count_hit(ticket, state_.stripe);
         return t;
     }
-    BlobCache::instance().count_miss(ticket);
+    BlobCache::instance().count_miss(ticket, state_.session());
     return nullptr;
 }
 

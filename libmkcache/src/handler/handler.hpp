@@ -17,6 +17,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "cache/build_once.hpp"
 #include "cache/front_cache.hpp"
 #include "common/engine.hpp"
 #include "common/fresh_thread.hpp"
@@ -193,17 +194,29 @@ public:
     // Fetches the entry for this key and signature, or builds and stores it
     // with `build()` (-> std::shared_ptr<Entry>). A template, not a
     // std::function: wrapping the builder would allocate on every hit.
+    // Threads missing one shared key at once build it once (BuildOnce).
     template <typename Entry, typename Build>
     std::shared_ptr<Entry> acquire_primitive(Build &&build) {
         auto found = lookup();
         if (found) return std::static_pointer_cast<Entry>(found);
-        std::shared_ptr<Entry> entry;
-        {
-            std::shared_lock<std::shared_mutex> creating(primitive_creation_mutex());
-            entry = create_isolated(build);
+        for (;;) {
+            BuildOnce::Claim claim = claim_build();
+            if (claim.owner()) {
+                claim.before_build();
+                std::shared_ptr<Entry> entry;
+                {
+                    std::shared_lock<std::shared_mutex> creating(primitive_creation_mutex());
+                    entry = create_isolated(build);
+                }
+                store(entry);
+                return entry; // the claim is released after the store
+            }
+            claim.wait();
+            // What the owner stored (if it succeeded, and built it for the
+            // same arguments); this call's miss is counted already.
+            found = lookup(/*count=*/false);
+            if (found) return std::static_pointer_cast<Entry>(found);
         }
-        store(entry);
-        return entry;
     }
 
     // Binds arguments of one execution. Inputs in a layout other than the
@@ -327,7 +340,10 @@ private:
     static constexpr int kMaxSignature = 64;
     static constexpr int kMaxExact = 4;
 
-    std::shared_ptr<void> lookup(); // a PrimitiveEntry for this key and signature
+    // A PrimitiveEntry for this key and signature; `count`: as a hit or a
+    // miss in the cache figures.
+    std::shared_ptr<void> lookup(bool count = true);
+    BuildOnce::Claim claim_build(); // a claim owning nothing for thread-bound keys
     bool usable(const PrimitiveEntry &entry) const; // built for exactly this call
     std::shared_ptr<void> find_blob(); // front cache, else the shared maps
     void store(const std::shared_ptr<PrimitiveEntry> &entry);
