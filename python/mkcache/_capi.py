@@ -37,13 +37,27 @@ status_t = c_int
 DELETER = CFUNCTYPE(None, c_void_p)
 
 
-class CacheStats(Structure):
+class _Sized(Structure):
+    """The `size_t struct_size` every struct of mkcache.h passed by pointer
+    starts with, as a base class. Each mirror's `_fields_` lists the fields
+    after it, so positional arguments and the field list (cache.stats()
+    reads it) stay what they were. A mirror is made with struct_size set to
+    its own size: every struct the package (or a test) builds passes the
+    library's check. The layout is C's: the base takes 8 bytes, a multiple
+    of every field's alignment."""
+    _fields_ = [("struct_size", c_size_t)]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(ctypes.sizeof(self), *args, **kwargs)
+
+
+class CacheStats(_Sized):
     _fields_ = [(name, c_uint64) for name in (
         "hits", "misses", "insertions", "evictions", "evicted_entries",
         "entries", "groups", "sessions", "bytes", "transfers")]
 
 
-class ActivationCall(Structure):
+class ActivationCall(_Sized):
     _fields_ = [
         ("kind", c_int),
         ("alpha", c_float),
@@ -54,7 +68,7 @@ class ActivationCall(Structure):
     ]
 
 
-class PoolParams(Structure):
+class PoolParams(_Sized):
     _fields_ = [
         ("kind", c_int),
         ("kernel", c_int64 * 3),
@@ -69,7 +83,7 @@ class PoolParams(Structure):
     ]
 
 
-class LinearParams(Structure):
+class LinearParams(_Sized):
     _fields_ = [
         ("activation", c_int),
         ("activation_alpha", c_float),
@@ -79,7 +93,7 @@ class LinearParams(Structure):
     ]
 
 
-class MatmulParams(Structure):
+class MatmulParams(_Sized):
     _fields_ = [
         ("transpose_a", c_int),
         ("transpose_b", c_int),
@@ -90,22 +104,22 @@ class MatmulParams(Structure):
     ]
 
 
-class LayerNormParams(Structure):
+class LayerNormParams(_Sized):
     _fields_ = [("begin_norm_axis", c_int), ("epsilon", c_float), ("training", c_int),
                 ("name", c_char_p)]
 
 
-class BatchNormParams(Structure):
+class BatchNormParams(_Sized):
     _fields_ = [("epsilon", c_float), ("momentum", c_float), ("training", c_int),
                 ("data_format", c_int), ("name", c_char_p)]
 
 
-class LrnParams(Structure):
+class LrnParams(_Sized):
     _fields_ = [("size", c_int64), ("alpha", c_float), ("beta", c_float), ("k", c_float),
                 ("data_format", c_int), ("training", c_int), ("name", c_char_p)]
 
 
-class ConvParams(Structure):
+class ConvParams(_Sized):
     _fields_ = [
         ("stride", c_int64 * 3),
         ("pad_begin", c_int64 * 3),
@@ -121,6 +135,11 @@ class ConvParams(Structure):
         ("training", c_int),
         ("name", c_char_p),
     ]
+
+
+# mkc_struct_id -> the mirror of that struct (mkcache.h, "Struct sizes").
+STRUCTS = {1: ConvParams, 2: PoolParams, 3: LinearParams, 4: MatmulParams, 5: LayerNormParams,
+           6: BatchNormParams, 7: LrnParams, 8: CacheStats, 9: ActivationCall}
 
 
 lib.mkc_status_string.argtypes = [status_t]
@@ -145,6 +164,7 @@ _SIGNATURES = {
     "mkc_get_version": [POINTER(c_int), POINTER(c_int), POINTER(c_int)],
     "mkc_get_build_info": [POINTER(c_char_p)],
     "mkc_get_reorder_count": [POINTER(c_uint64)],
+    "mkc_get_struct_size": [c_int, POINTER(c_size_t)],
     "mkc_set_target_layout": [c_int],
     "mkc_get_target_layout": [POINTER(c_int)],
     "mkc_tensor_wrap": [c_int, c_int, POINTER(c_int64), c_int, c_void_p, POINTER(tensor_p)],
@@ -174,6 +194,7 @@ _SIGNATURES = {
     "mkc_blob_release": [blob_p],
     "mkc_cache_reset": [],
     "mkc_cache_reset_executor": [c_uint64],
+    "mkc_cache_stats_init": [POINTER(CacheStats)],
     "mkc_cache_get_stats": [POINTER(CacheStats)],
     "mkc_cache_get_session_stats": [c_int64, POINTER(CacheStats)],
     "mkc_cache_get_keys": [c_int64, POINTER(c_char), c_size_t, POINTER(c_size_t)],

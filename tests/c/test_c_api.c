@@ -4,6 +4,7 @@
 #define _POSIX_C_SOURCE 200809L /* dlopen */
 #include <dlfcn.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,6 +96,8 @@ static void test_conv_and_relu(void) {
 
     /* A second call hits the cache. */
     mkc_cache_stats before, after;
+    OK(mkc_cache_stats_init(&before));
+    OK(mkc_cache_stats_init(&after));
     OK(mkc_cache_get_stats(&before));
     mkc_tensor *ty2 = NULL;
     OK(mkc_conv2d(&p, tx, tw, tb, &ty2));
@@ -178,6 +181,7 @@ static void test_cache(void) {
         OK(mkc_cache_set_blob("k", p, sizeof(int), count_delete));
     }
     mkc_cache_stats s;
+    OK(mkc_cache_stats_init(&s));
     OK(mkc_cache_get_session_stats(77, &s));
     CHECK(s.groups == 2 && s.evictions == 1);
     CHECK(deleted == 2);
@@ -267,6 +271,7 @@ static void test_core_api(void) {
     CHECK(strstr(keys, "|e2a|") != NULL);
     OK(mkc_cache_reset_executor(42));
     mkc_cache_stats s;
+    OK(mkc_cache_stats_init(&s));
     OK(mkc_cache_get_session_stats(5, &s));
     CHECK(s.entries == 0);
     uint64_t before = 0, after = 0;
@@ -294,6 +299,7 @@ static void test_activation_plain(void) {
     int i;
     for (i = 0; i < 21; ++i) x[i] = (float)(i % 5) - 2.f;
     memset(&call, 0, sizeof call);
+    call.struct_size = sizeof call;
     call.kind = MKC_ACTIVATION_RELU;
     call.ndims = 2;
     call.dims[0] = 3;
@@ -500,6 +506,8 @@ static void test_conv_arguments_remembered(void) {
     p.dilation[0] = p.dilation[1] = 1;
     /* Another name in the same buffer, then other groups and weights. */
     mkc_cache_stats before, after;
+    OK(mkc_cache_stats_init(&before));
+    OK(mkc_cache_stats_init(&after));
     OK(mkc_cache_get_stats(&before));
     strcpy(name, "memo_b");
     check_conv(&p, tx, tw_full, x, w_full, C, HW, OC, K);
@@ -569,6 +577,8 @@ static void test_activation_arguments_remembered(void) {
         check_leaky(name, 0.f, tx, x, N);
     }
     mkc_cache_stats before, after;
+    OK(mkc_cache_stats_init(&before));
+    OK(mkc_cache_stats_init(&after));
     OK(mkc_cache_get_stats(&before));
     check_leaky(name, 0.5f, tx, x, N); /* replaces the alpha-0 entry under the key */
     OK(mkc_cache_get_stats(&after));
@@ -730,6 +740,236 @@ static void test_probe_regressions(void) {
     for (int i = 0; i < 4; ++i) OK(mkc_tensor_destroy(all[i]));
 }
 
+/* A call's status is INVALID_ARGUMENT and its message holds `words`. */
+#define REFUSED(call, words)                                                     \
+    do {                                                                         \
+        CHECK((call) == MKC_STATUS_INVALID_ARGUMENT);                            \
+        CHECK(strstr(mkc_last_error(), (words)) != NULL);                        \
+    } while (0)
+
+#define FIELD_END(T, field) (offsetof(T, field) + sizeof(((T *)0)->field))
+
+/* Struct sizes (mkcache.h): the size query agrees with sizeof and every
+ * _init sets struct_size; a call takes the library's own size as it is, an
+ * older layout (a struct ending at the end of one of its fields) over the
+ * defaults, and refuses 0, a size that ends no field and a larger size, with
+ * a message naming the struct and both sizes. mkc_cache_stats is written as
+ * far as it reaches; mkc_activation_call takes its exact size only. */
+static void test_struct_sizes(void) {
+    const struct {
+        mkc_struct_id id;
+        size_t size;
+    } structs[] = {{MKC_STRUCT_CONV_PARAMS, sizeof(mkc_conv_params)},
+                   {MKC_STRUCT_POOL_PARAMS, sizeof(mkc_pool_params)},
+                   {MKC_STRUCT_LINEAR_PARAMS, sizeof(mkc_linear_params)},
+                   {MKC_STRUCT_MATMUL_PARAMS, sizeof(mkc_matmul_params)},
+                   {MKC_STRUCT_LAYER_NORM_PARAMS, sizeof(mkc_layer_norm_params)},
+                   {MKC_STRUCT_BATCH_NORM_PARAMS, sizeof(mkc_batch_norm_params)},
+                   {MKC_STRUCT_LRN_PARAMS, sizeof(mkc_lrn_params)},
+                   {MKC_STRUCT_CACHE_STATS, sizeof(mkc_cache_stats)},
+                   {MKC_STRUCT_ACTIVATION_CALL, sizeof(mkc_activation_call)}};
+    size_t size = 0;
+    for (size_t i = 0; i < sizeof structs / sizeof structs[0]; ++i) {
+        size = 0;
+        OK(mkc_get_struct_size(structs[i].id, &size));
+        CHECK(size == structs[i].size);
+    }
+    size = 5;
+    REFUSED(mkc_get_struct_size((mkc_struct_id)0, &size), "unknown struct id 0");
+    REFUSED(mkc_get_struct_size((mkc_struct_id)10, &size), "unknown struct id 10");
+    CHECK(size == 5);
+    CHECK(mkc_get_struct_size(MKC_STRUCT_CONV_PARAMS, NULL) == MKC_STATUS_INVALID_ARGUMENT);
+
+    mkc_conv_params cp;
+    mkc_pool_params pp;
+    mkc_linear_params lp;
+    mkc_matmul_params mp;
+    mkc_layer_norm_params np;
+    mkc_batch_norm_params bp;
+    mkc_lrn_params rp;
+    mkc_cache_stats st;
+    memset(&cp, 0xff, sizeof cp);
+    memset(&pp, 0xff, sizeof pp);
+    memset(&lp, 0xff, sizeof lp);
+    memset(&mp, 0xff, sizeof mp);
+    memset(&np, 0xff, sizeof np);
+    memset(&bp, 0xff, sizeof bp);
+    memset(&rp, 0xff, sizeof rp);
+    memset(&st, 0xff, sizeof st);
+    OK(mkc_conv_params_init(&cp));
+    OK(mkc_pool_params_init(&pp));
+    OK(mkc_linear_params_init(&lp));
+    OK(mkc_matmul_params_init(&mp));
+    OK(mkc_layer_norm_params_init(&np));
+    OK(mkc_batch_norm_params_init(&bp));
+    OK(mkc_lrn_params_init(&rp));
+    OK(mkc_cache_stats_init(&st));
+    CHECK(cp.struct_size == sizeof cp && pp.struct_size == sizeof pp);
+    CHECK(lp.struct_size == sizeof lp && mp.struct_size == sizeof mp);
+    CHECK(np.struct_size == sizeof np && bp.struct_size == sizeof bp);
+    CHECK(rp.struct_size == sizeof rp && st.struct_size == sizeof st);
+    CHECK(st.hits == 0 && st.transfers == 0);
+
+    /* conv2d: x holds both signs, the 1x1 weights negate and add. */
+    enum { C = 2, HW = 4, N = C * HW * HW, O = 3, OUT = O * HW * HW };
+    float x[N], w[O * C], plain[OUT], got[OUT];
+    for (int i = 0; i < N; ++i) x[i] = (float)(i - 16);
+    for (int i = 0; i < O * C; ++i) w[i] = -1.f;
+    const int64_t xd[4] = {1, C, HW, HW}, wd[4] = {O, C, 1, 1};
+    mkc_tensor *tx = NULL, *tw = NULL, *y = NULL;
+    OK(mkc_tensor_wrap(MKC_DTYPE_F32, 4, xd, MKC_LAYOUT_NCHW, x, &tx));
+    OK(mkc_tensor_wrap(MKC_DTYPE_F32, 4, wd, MKC_LAYOUT_NCHW, w, &tw));
+    OK(mkc_conv2d(&cp, tx, tw, NULL, &y));
+    OK(mkc_tensor_export(y, MKC_LAYOUT_NCHW, plain, sizeof plain));
+    OK(mkc_tensor_destroy(y));
+    y = NULL;
+    int negative = 0;
+    for (int i = 0; i < OUT; ++i) negative += plain[i] < 0.f;
+    CHECK(negative > 0);
+
+    char want[256];
+    const size_t conv_size = sizeof(mkc_conv_params);
+    cp.struct_size = 0;
+    snprintf(want, sizeof want,
+             "conv2d: mkc_conv_params.struct_size is 0 (expected %zu; initialise params with "
+             "mkc_conv_params_init)",
+             conv_size);
+    REFUSED(mkc_conv2d(&cp, tx, tw, NULL, &y), want);
+    cp.struct_size = conv_size + 8;
+    snprintf(want, sizeof want,
+             "conv2d: mkc_conv_params.struct_size is %zu (expected %zu; a larger size is a "
+             "struct of a newer mkcache.h",
+             conv_size + 8, conv_size);
+    REFUSED(mkc_conv2d(&cp, tx, tw, NULL, &y), want);
+    cp.struct_size = FIELD_END(mkc_conv_params, stride) + 4; /* inside pad_begin */
+    snprintf(want, sizeof want,
+             "conv2d: mkc_conv_params.struct_size is %zu, which is not the end of a field "
+             "(expected %zu, or an older layout's size",
+             FIELD_END(mkc_conv_params, stride) + 4, conv_size);
+    REFUSED(mkc_conv2d(&cp, tx, tw, NULL, &y), want);
+    CHECK(y == NULL);
+    cp.struct_size = 0;
+    REFUSED(mkc_conv2d_backward(&cp, tx, tw, tx, &y, NULL, NULL),
+            "conv2d_backward: mkc_conv_params.struct_size is 0");
+    CHECK(y == NULL);
+
+    /* An older layout, ending after data_format: the fused relu and the
+     * name past its end are not read (the defaults hold). The struct is a
+     * buffer of exactly that size, as an older caller's would be. */
+    cp.struct_size = sizeof cp;
+    cp.activation = MKC_ACTIVATION_RELU;
+    cp.name = "struct_size_name_past_the_end";
+    const size_t older_size = FIELD_END(mkc_conv_params, data_format);
+    void *older = malloc(older_size);
+    CHECK(older != NULL);
+    if (older) {
+        cp.struct_size = older_size;
+        memcpy(older, &cp, older_size);
+        OK(mkc_conv2d((const mkc_conv_params *)older, tx, tw, NULL, &y));
+        OK(mkc_tensor_export(y, MKC_LAYOUT_NCHW, got, sizeof got));
+        OK(mkc_tensor_destroy(y));
+        y = NULL;
+        CHECK(memcmp(got, plain, sizeof got) == 0); /* no relu */
+        char keys[4096];
+        OK(mkc_cache_get_keys(0, keys, sizeof keys, &size));
+        CHECK(strstr(keys, "struct_size_name") == NULL);
+        free(older);
+    }
+    cp.struct_size = sizeof cp; /* the same struct whole: relu and name read */
+    OK(mkc_conv2d(&cp, tx, tw, NULL, &y));
+    OK(mkc_tensor_export(y, MKC_LAYOUT_NCHW, got, sizeof got));
+    OK(mkc_tensor_destroy(y));
+    y = NULL;
+    for (int i = 0; i < OUT; ++i) CHECK(got[i] == (plain[i] > 0.f ? plain[i] : 0.f));
+
+    /* Every other params struct: 0 refused (naming op, struct and size), an
+     * older layout ending before `name` accepted. */
+    const int64_t d2[2] = {2, 4}, dw[2] = {3, 4}, db[2] = {4, 3}, dc[1] = {C};
+    float x2[8], w2[12], b2[12], mean[C] = {0.f, 0.f}, var[C] = {1.f, 1.f};
+    for (int i = 0; i < 8; ++i) x2[i] = (float)(i - 4);
+    for (int i = 0; i < 12; ++i) w2[i] = b2[i] = 0.5f;
+    mkc_tensor *tx2 = NULL, *tw2 = NULL, *tb2 = NULL, *tm = NULL, *tv = NULL;
+    OK(mkc_tensor_wrap(MKC_DTYPE_F32, 2, d2, MKC_LAYOUT_NCHW, x2, &tx2));
+    OK(mkc_tensor_wrap(MKC_DTYPE_F32, 2, dw, MKC_LAYOUT_NCHW, w2, &tw2));
+    OK(mkc_tensor_wrap(MKC_DTYPE_F32, 2, db, MKC_LAYOUT_NCHW, b2, &tb2));
+    OK(mkc_tensor_wrap(MKC_DTYPE_F32, 1, dc, MKC_LAYOUT_NCHW, mean, &tm));
+    OK(mkc_tensor_wrap(MKC_DTYPE_F32, 1, dc, MKC_LAYOUT_NCHW, var, &tv));
+#define SIZES(params, T, last_field, op, call)                                       \
+    do {                                                                             \
+        (params).struct_size = 0;                                                    \
+        snprintf(want, sizeof want, op ": " #T ".struct_size is 0 (expected %zu; ",  \
+                 sizeof(T));                                                         \
+        REFUSED(call, want);                                                         \
+        CHECK(y == NULL);                                                            \
+        (params).struct_size = FIELD_END(T, last_field);                             \
+        OK(call);                                                                    \
+        OK(mkc_tensor_destroy(y));                                                   \
+        y = NULL;                                                                    \
+    } while (0)
+    SIZES(pp, mkc_pool_params, training, "pool", mkc_pool(&pp, tx, &y));
+    SIZES(lp, mkc_linear_params, training, "linear", mkc_linear(&lp, tx2, tw2, NULL, &y));
+    SIZES(mp, mkc_matmul_params, activation_beta, "matmul",
+          mkc_matmul(&mp, tx2, tb2, NULL, &y));
+    SIZES(np, mkc_layer_norm_params, training, "layer_norm",
+          mkc_layer_norm(&np, tx2, NULL, NULL, &y));
+    SIZES(bp, mkc_batch_norm_params, data_format, "batch_norm",
+          mkc_batch_norm(&bp, tx, tm, tv, NULL, NULL, NULL, NULL, &y));
+    SIZES(rp, mkc_lrn_params, training, "lrn", mkc_lrn(&rp, tx, &y));
+#undef SIZES
+    /* Where padding comes before `name`, its start ends no field. */
+    mp.struct_size = offsetof(mkc_matmul_params, name);
+    REFUSED(mkc_matmul(&mp, tx2, tb2, NULL, &y), "which is not the end of a field");
+    CHECK(y == NULL);
+
+    /* Cache stats: written as far as struct_size reaches, nothing written
+     * when it is refused. */
+    mkc_cache_stats full, part, bad;
+    OK(mkc_cache_stats_init(&full));
+    OK(mkc_cache_get_stats(&full));
+    CHECK(full.misses > 0 && full.entries > 0);
+    memset(&part, 0xab, sizeof part);
+    part.struct_size = FIELD_END(mkc_cache_stats, evicted_entries);
+    OK(mkc_cache_get_stats(&part));
+    CHECK(part.struct_size == FIELD_END(mkc_cache_stats, evicted_entries));
+    CHECK(part.hits == full.hits && part.misses == full.misses);
+    CHECK(part.insertions == full.insertions && part.evicted_entries == full.evicted_entries);
+    CHECK(part.entries == 0xababababababababULL && part.transfers == 0xababababababababULL);
+    const size_t bad_sizes[3] = {0, sizeof bad + 8, FIELD_END(mkc_cache_stats, hits) + 4};
+    for (int i = 0; i < 3; ++i) {
+        memset(&bad, 0xab, sizeof bad);
+        bad.struct_size = bad_sizes[i];
+        snprintf(want, sizeof want, "cache_get_session_stats: mkc_cache_stats.struct_size is %zu",
+                 bad_sizes[i]);
+        REFUSED(mkc_cache_get_session_stats(0, &bad), want);
+        CHECK(bad.hits == 0xababababababababULL && bad.transfers == 0xababababababababULL);
+    }
+    CHECK(strstr(mkc_last_error(), "which is not the end of a field") != NULL);
+    bad.struct_size = 0;
+    snprintf(want, sizeof want,
+             "cache_get_stats: mkc_cache_stats.struct_size is 0 (expected %zu; initialise "
+             "stats with mkc_cache_stats_init)",
+             sizeof bad);
+    REFUSED(mkc_cache_get_stats(&bad), want);
+
+    /* The binding helper: its exact size only. */
+    mkc_activation_call call;
+    memset(&call, 0, sizeof call);
+    call.struct_size = sizeof call - 8;
+    call.kind = MKC_ACTIVATION_RELU;
+    call.ndims = 1;
+    call.dims[0] = 8;
+    snprintf(want, sizeof want,
+             "activation_plain: mkc_activation_call.struct_size is %zu (expected %zu; ",
+             sizeof call - 8, sizeof call);
+    REFUSED(mkc_activation_plain(&call, x2, got), want);
+    call.struct_size = sizeof call;
+    OK(mkc_activation_plain(&call, x2, got));
+    for (int i = 0; i < 8; ++i) CHECK(got[i] == (x2[i] > 0.f ? x2[i] : 0.f));
+
+    mkc_tensor *all[] = {tx, tw, tx2, tw2, tb2, tm, tv};
+    for (int i = 0; i < 7; ++i) OK(mkc_tensor_destroy(all[i]));
+}
+
 int main(void) {
     test_version();
     test_core_api();
@@ -741,5 +981,6 @@ int main(void) {
     test_norm_arguments_remembered();
     test_cache();
     test_probe_regressions();
+    test_struct_sizes();
     return finish("test_c_api");
 }

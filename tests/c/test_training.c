@@ -155,6 +155,8 @@ int main(void) {
      * what the forward left (keys without a thread field) is what it used. */
     OK(mkc_cache_reset());
     mkc_cache_stats left_before, left_after;
+    OK(mkc_cache_stats_init(&left_before));
+    OK(mkc_cache_stats_init(&left_after));
     OK(mkc_cache_get_stats(&left_before));
     run_forward();
     OK(mkc_cache_get_stats(&left_after));
@@ -169,6 +171,8 @@ int main(void) {
     CHECK(strstr(keys, "c_train_conv||2x3x6x5|e0|train") != NULL);
     CHECK(strstr(keys, "c_train_pool||2x3x6x5|e0|train") != NULL);
     mkc_cache_stats before, after;
+    OK(mkc_cache_stats_init(&before));
+    OK(mkc_cache_stats_init(&after));
     OK(mkc_cache_get_stats(&before));
     pthread_t t;
     CHECK(pthread_create(&t, NULL, run_backward, &there) == 0);

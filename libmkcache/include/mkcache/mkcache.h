@@ -20,6 +20,9 @@
  *     destroys it). Destroy each handle once and drop it.
  *   - No bad input ever ends the process: no exception, abort or assert
  *     crosses this boundary.
+ *   - Every struct passed by pointer starts with `size_t struct_size`, the
+ *     size of the struct the caller built against (see "Struct sizes"), so
+ *     later versions can append fields without breaking older callers.
  *   - fork() from any thread is safe, also while other threads are inside
  *     the library, and the child may use the library (with Intel's OpenMP
  *     runtime, which the packaged oneDNN uses). The child keeps the cache
@@ -104,6 +107,56 @@ MKC_API mkc_status mkc_get_build_info(const char **json);
  * process, exports included: a debugging aid to check that a chain of
  * operators converts nothing between them. */
 MKC_API mkc_status mkc_get_reorder_count(uint64_t *count);
+
+/* ------------------------------------------------------------------------ */
+/* Struct sizes                                                             */
+/* ------------------------------------------------------------------------ */
+
+/* Every struct passed to the library by pointer (the params structs,
+ * mkc_cache_stats, mkc_activation_call) starts with
+ *
+ *     size_t struct_size;
+ *
+ * the struct's size as the caller's mkcache.h declares it. Its _init
+ * function sets it to sizeof; a caller filling a struct without _init sets
+ * it to sizeof itself. A later version of the library only ever appends
+ * fields, so it tells from struct_size which fields a caller's struct has.
+ * A call taking such a struct accepts as struct_size:
+ *   - the library's own size (mkc_get_struct_size): the struct is used as
+ *     it is;
+ *   - a smaller size that ends exactly at the end of one of its fields
+ *     after struct_size (the struct of an older mkcache.h): the fields up
+ *     to there are read, every later one takes the value its _init
+ *     function gives it;
+ *   - nothing else: 0, a size that is not the end of a field (inside one,
+ *     or in the padding before one), or a size larger than the library's
+ *     (a struct from a newer mkcache.h than the library) is
+ *     MKC_STATUS_INVALID_ARGUMENT, with a message naming the struct, the
+ *     size given and the size expected.
+ * mkc_cache_stats is written by the library: it is checked the same way
+ * and only the fields within struct_size are written (struct_size itself
+ * is left as it is). mkc_activation_call, a binding helper, accepts its
+ * exact size only. The _init functions write only the caller's struct and
+ * may be called from any thread at any time, as may mkc_get_struct_size. */
+
+typedef enum mkc_struct_id {
+    MKC_STRUCT_CONV_PARAMS = 1,
+    MKC_STRUCT_POOL_PARAMS = 2,
+    MKC_STRUCT_LINEAR_PARAMS = 3,
+    MKC_STRUCT_MATMUL_PARAMS = 4,
+    MKC_STRUCT_LAYER_NORM_PARAMS = 5,
+    MKC_STRUCT_BATCH_NORM_PARAMS = 6,
+    MKC_STRUCT_LRN_PARAMS = 7,
+    MKC_STRUCT_CACHE_STATS = 8,
+    MKC_STRUCT_ACTIVATION_CALL = 9, /* for language bindings (end of header) */
+    MKC_STRUCT_MAX_ENUM = 0x7fffffff
+} mkc_struct_id;
+
+/* The library's size of a struct: the struct_size with which a struct is
+ * used as it is (a binding checks its own declarations of the structs
+ * against these). An unknown id is MKC_STATUS_INVALID_ARGUMENT. May be
+ * called from any thread at any time: the sizes are constants. */
+MKC_API mkc_status mkc_get_struct_size(mkc_struct_id id, size_t *size);
 
 /* ------------------------------------------------------------------------ */
 /* Data types and layouts                                                   */
@@ -301,6 +354,7 @@ MKC_API mkc_status mkc_cache_reset_executor(uint64_t executor_id);
  * mkc_cache_get_blob / mkc_cache_set_blob count hits, misses and
  * insertions as above. */
 typedef struct mkc_cache_stats {
+    size_t struct_size;       /* set by the caller (mkc_cache_stats_init)    */
     uint64_t hits;            /* lookups that found a usable entry           */
     uint64_t misses;          /* lookups that did not (nothing under the key,
                                  or an entry built for other arguments)      */
@@ -318,6 +372,12 @@ typedef struct mkc_cache_stats {
                                  forwards (each replaces the one before under
                                  its key; counted in `entries` while held)   */
 } mkc_cache_stats;
+
+/* Zeroes `stats` and sets its struct_size to sizeof(mkc_cache_stats): call
+ * it (or zero the struct and set struct_size yourself) before passing the
+ * struct to the two functions below, which write only the fields within
+ * its struct_size. */
+MKC_API mkc_status mkc_cache_stats_init(mkc_cache_stats *stats);
 
 /* Counters for the whole cache. */
 MKC_API mkc_status mkc_cache_get_stats(mkc_cache_stats *stats);
@@ -377,6 +437,7 @@ typedef enum mkc_activation_kind {
 /* Convolution parameters, shared by conv2d, conv3d and conv2d_transpose.
  * Spatial fields: index 0..1 for 2-D (h, w), 0..2 for 3-D (d, h, w). */
 typedef struct mkc_conv_params {
+    size_t struct_size;        /* sizeof; set by mkc_conv_params_init         */
     int64_t stride[3];         /* >= 1                                        */
     int64_t pad_begin[3];      /* top, left (front, top, left); >= 0          */
     int64_t pad_end[3];        /* bottom, right; >= 0 (asymmetric allowed)    */
@@ -433,33 +494,6 @@ MKC_API mkc_status mkc_activation(mkc_activation_kind kind, float alpha,
                                   float beta, const char *name,
                                   const mkc_tensor *src, mkc_tensor **dst);
 
-/* Everything about an activation on plain buffers but the buffers: filled
- * once by the caller and passed to every mkc_activation_plain call of that
- * kind and shape (binding language wrappers pay per argument, so the call
- * itself takes three). */
-typedef struct mkc_activation_call {
-    mkc_activation_kind kind;
-    float alpha, beta;            /* as mkc_activation */
-    const char *name;             /* NULL or "" = derived from kind/alpha/beta */
-    int ndims;                    /* 1..MKC_MAX_NDIMS */
-    int64_t dims[MKC_MAX_NDIMS];  /* row-major shape */
-} mkc_activation_call;
-
-/* mkc_activation on plain row-major float32 buffers of shape
- * call->dims[call->ndims], with no tensor handles: the cheapest call for
- * small arrays (no allocation, no handle; a repeated shape builds nothing).
- * dst may equal src. */
-MKC_API mkc_status mkc_activation_plain(const mkc_activation_call *call, const float *src,
-                                        float *dst);
-
-/* mkc_activation_plain with the buffers read from where the caller keeps
- * their addresses: src = *src_ref, dst = *dst_ref. For bindings whose array
- * objects hold the data pointer in a field: passing the field's address
- * costs them less than building a pointer object per call (numpy's arrays
- * keep it at a fixed offset in the array object). */
-MKC_API mkc_status mkc_activation_plain_ref(const mkc_activation_call *call,
-                                            const float *const *src_ref, float *const *dst_ref);
-
 /* Softmax along `axis` of the caller's dims order (negative counts from the
  * end; an NHWC tensor's axis -1 is C). `log` != 0 computes log-softmax.
  * Runs on src's layout; `*dst == src` runs in place. The key's in-place
@@ -495,6 +529,7 @@ typedef enum mkc_pool_kind {
 /* Spatial fields: index 0..1 for 2-D (h, w), 0..2 for 3-D (d, h, w); the
  * spatial rank comes from src (4-D or 5-D). */
 typedef struct mkc_pool_params {
+    size_t struct_size;     /* sizeof; set by mkc_pool_params_init */
     mkc_pool_kind kind;
     int64_t kernel[3];      /* >= 1                                          */
     int64_t stride[3];      /* >= 1                                          */
@@ -517,6 +552,7 @@ MKC_API mkc_status mkc_pool(const mkc_pool_params *params, const mkc_tensor *src
                             mkc_tensor **dst);
 
 typedef struct mkc_linear_params {
+    size_t struct_size;             /* sizeof; set by mkc_linear_params_init */
     mkc_activation_kind activation; /* fused post-op (NONE: none)            */
     float activation_alpha;
     float activation_beta;
@@ -536,6 +572,7 @@ MKC_API mkc_status mkc_linear(const mkc_linear_params *params,
                               const mkc_tensor *bias, mkc_tensor **dst);
 
 typedef struct mkc_matmul_params {
+    size_t struct_size;             /* sizeof; set by mkc_matmul_params_init */
     int transpose_a;                /* != 0: use a[..., K, M] as a^T         */
     int transpose_b;                /* != 0: use b[..., N, K] as b^T         */
     mkc_activation_kind activation; /* fused post-op (NONE: none)            */
@@ -555,6 +592,7 @@ MKC_API mkc_status mkc_matmul(const mkc_matmul_params *params, const mkc_tensor 
                               mkc_tensor **dst);
 
 typedef struct mkc_layer_norm_params {
+    size_t struct_size;  /* sizeof; set by mkc_layer_norm_params_init             */
     int begin_norm_axis; /* normalize over dims [axis, rank) (negative: from end) */
     float epsilon;
     int training;        /* != 0: leaves mean/variance for the backward       */
@@ -572,6 +610,7 @@ MKC_API mkc_status mkc_layer_norm(const mkc_layer_norm_params *params,
                                   const mkc_tensor *shift, mkc_tensor **dst);
 
 typedef struct mkc_batch_norm_params {
+    size_t struct_size;     /* sizeof; set by mkc_batch_norm_params_init */
     float epsilon;
     float momentum;         /* training: running = m * running + (1 - m) * batch */
     int training;           /* != 0: normalize with the batch statistics         */
@@ -596,6 +635,7 @@ MKC_API mkc_status mkc_batch_norm(const mkc_batch_norm_params *params,
                                   mkc_tensor *batch_variance, mkc_tensor **dst);
 
 typedef struct mkc_lrn_params {
+    size_t struct_size;      /* sizeof; set by mkc_lrn_params_init           */
     int64_t size;            /* channels in the window (odd sizes centre it) */
     float alpha, beta, k;    /* dst = src / (k + alpha / size * sum(src^2))^beta */
     mkc_layout data_format;
@@ -756,6 +796,44 @@ MKC_API mkc_status mkc_matmul_backward(const mkc_matmul_params *params,
  * tensor of srcs[i]'s shape. */
 MKC_API mkc_status mkc_concat_backward(int axis, int n, const mkc_tensor *const *srcs,
                                        const mkc_tensor *diff_dst, mkc_tensor **diff_srcs);
+
+/* ------------------------------------------------------------------------
+ * For language bindings; may change between minor versions
+ *
+ * Calls shaped by what a binding pays per call (ctypes pays per argument
+ * and per pointer object it builds) and by the object layout of its arrays
+ * (numpy keeps an array's data pointer at a fixed offset in the object). A
+ * binding is shipped with the library it calls; a C program may use these
+ * too, rebuilt against each minor version's header.
+ * ------------------------------------------------------------------------ */
+
+/* Everything about an activation on plain buffers but the buffers: filled
+ * once by the caller and passed to every mkc_activation_plain call of that
+ * kind and shape (binding language wrappers pay per argument, so the call
+ * itself takes three). */
+typedef struct mkc_activation_call {
+    size_t struct_size;           /* sizeof(mkc_activation_call), exactly */
+    mkc_activation_kind kind;
+    float alpha, beta;            /* as mkc_activation */
+    const char *name;             /* NULL or "" = derived from kind/alpha/beta */
+    int ndims;                    /* 1..MKC_MAX_NDIMS */
+    int64_t dims[MKC_MAX_NDIMS];  /* row-major shape */
+} mkc_activation_call;
+
+/* mkc_activation on plain row-major float32 buffers of shape
+ * call->dims[call->ndims], with no tensor handles: the cheapest call for
+ * small arrays (no allocation, no handle; a repeated shape builds nothing).
+ * dst may equal src. */
+MKC_API mkc_status mkc_activation_plain(const mkc_activation_call *call, const float *src,
+                                        float *dst);
+
+/* mkc_activation_plain with the buffers read from where the caller keeps
+ * their addresses: src = *src_ref, dst = *dst_ref. For bindings whose array
+ * objects hold the data pointer in a field: passing the field's address
+ * costs them less than building a pointer object per call (numpy's arrays
+ * keep it at a fixed offset in the array object). */
+MKC_API mkc_status mkc_activation_plain_ref(const mkc_activation_call *call,
+                                            const float *const *src_ref, float *const *dst_ref);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -2,6 +2,7 @@
 #include <memory>
 
 #include "api/guard.hpp"
+#include "api/struct_size.hpp"
 #include "cache/blob_cache.hpp"
 #include "common/thread_state.hpp"
 #include "keys/keys.hpp"
@@ -120,17 +121,26 @@ MKC_API mkc_status mkc_cache_reset_executor(uint64_t executor_id) {
     return guard([&] { BlobCache::instance().reset_executor(executor_id); });
 }
 
+MKC_API mkc_status mkc_cache_stats_init(mkc_cache_stats *stats) {
+    return guard([&] {
+        require_out(stats, "stats");
+        *stats = mkc_cache_stats{};
+        stats->struct_size = sizeof(mkc_cache_stats);
+    });
+}
+
 MKC_API mkc_status mkc_cache_get_stats(mkc_cache_stats *stats) {
     return guard([&] {
         require_out(stats, "stats");
-        *stats = BlobCache::instance().stats();
+        api::write_sized("cache_get_stats", stats, BlobCache::instance().stats());
     });
 }
 
 MKC_API mkc_status mkc_cache_get_session_stats(int64_t session_id, mkc_cache_stats *stats) {
     return guard([&] {
         require_out(stats, "stats");
-        *stats = BlobCache::instance().session_stats(session_id);
+        api::write_sized("cache_get_session_stats", stats,
+                         BlobCache::instance().session_stats(session_id));
     });
 }
 

@@ -7,10 +7,12 @@
 
 #include "api/aliasing.hpp"
 #include "api/guard.hpp"
+#include "api/struct_size.hpp"
 #include "ops/ops.hpp"
 
 using namespace mkc;
 using mkc::api::guard;
+using mkc::api::sized_params;
 using mkc::api::check_tensor_args;
 using mkc::api::tensor_arg;
 using mkc::api::write_result;
@@ -55,6 +57,8 @@ mkc_status run_convolution_backward(const char *op, int k, bool transposed,
                                     mkc_tensor **diff_bias) {
     return guard([&] {
         require(params != nullptr, op, ": params is NULL");
+        mkc_conv_params older;
+        const mkc_conv_params &p = sized_params(op, *params, older);
         check_tensor_args(op, {{src, "src"}, {weights, "weights"}, {diff_dst, "diff_dst"}});
         const Tensor &x = *src;
         const Tensor &w = *weights;
@@ -66,7 +70,7 @@ mkc_status run_convolution_backward(const char *op, int k, bool transposed,
             check_grad_out(out, op, name, {src, weights, diff_dst});
         check_grads_apart(op, {{diff_src, "diff_src"}, {diff_weights, "diff_weights"},
                                {diff_bias, "diff_bias"}});
-        ops::convolution_backward(op, k, transposed, *params, x, w, dy, diff_src, diff_weights,
+        ops::convolution_backward(op, k, transposed, p, x, w, dy, diff_src, diff_weights,
                                   diff_bias);
     });
 }
@@ -107,12 +111,14 @@ MKC_API mkc_status mkc_pool_backward(const mkc_pool_params *params, const mkc_te
     return guard([&] {
         const char *op = "pool_backward";
         require(params != nullptr, op, ": params is NULL");
+        mkc_pool_params older;
+        const mkc_pool_params &p = sized_params(op, *params, older);
         check_tensor_args(op, {{src, "src"}, {diff_dst, "diff_dst"}});
         const Tensor &x = *src;
         const Tensor &dy = *diff_dst;
         require_some(op, {diff_src});
         check_grad_out(diff_src, op, "diff_src", {src, diff_dst});
-        ops::pool_backward(*params, x, dy, diff_src);
+        ops::pool_backward(p, x, dy, diff_src);
     });
 }
 
@@ -153,6 +159,8 @@ MKC_API mkc_status mkc_linear_backward(const mkc_linear_params *params, const mk
     return guard([&] {
         const char *op = "linear_backward";
         require(params != nullptr, op, ": params is NULL");
+        mkc_linear_params older;
+        const mkc_linear_params &p = sized_params(op, *params, older);
         check_tensor_args(op,
                           {{src, "src"}, {weights, "weights"}, {diff_dst, "diff_dst"}});
         const Tensor &x = *src;
@@ -165,7 +173,7 @@ MKC_API mkc_status mkc_linear_backward(const mkc_linear_params *params, const mk
             check_grad_out(out, op, what, {src, weights, diff_dst});
         check_grads_apart(op, {{diff_src, "diff_src"}, {diff_weights, "diff_weights"},
                                {diff_bias, "diff_bias"}});
-        ops::linear_backward(*params, x, w, dy, diff_src, diff_weights, diff_bias);
+        ops::linear_backward(p, x, w, dy, diff_src, diff_weights, diff_bias);
     });
 }
 
@@ -177,6 +185,8 @@ MKC_API mkc_status mkc_layer_norm_backward(const mkc_layer_norm_params *params,
     return guard([&] {
         const char *op = "layer_norm_backward";
         require(params != nullptr, op, ": params is NULL");
+        mkc_layer_norm_params older;
+        const mkc_layer_norm_params &p = sized_params(op, *params, older);
         check_tensor_args(op, {{src, "src"},
                                {scale, "scale", true},
                                {shift, "shift", true},
@@ -190,7 +200,7 @@ MKC_API mkc_status mkc_layer_norm_backward(const mkc_layer_norm_params *params,
             check_grad_out(out, op, what, {src, scale, shift, diff_dst});
         check_grads_apart(op, {{diff_src, "diff_src"}, {diff_scale, "diff_scale"},
                                {diff_shift, "diff_shift"}});
-        ops::layer_norm_backward(*params, x, scale, shift, dy, diff_src, diff_scale, diff_shift);
+        ops::layer_norm_backward(p, x, scale, shift, dy, diff_src, diff_scale, diff_shift);
     });
 }
 
@@ -203,6 +213,8 @@ MKC_API mkc_status mkc_batch_norm_backward(const mkc_batch_norm_params *params,
     return guard([&] {
         const char *op = "batch_norm_backward";
         require(params != nullptr, op, ": params is NULL");
+        mkc_batch_norm_params older;
+        const mkc_batch_norm_params &p = sized_params(op, *params, older);
         check_tensor_args(op, {{src, "src"},
                                {mean, "mean"},
                                {variance, "variance"},
@@ -220,7 +232,7 @@ MKC_API mkc_status mkc_batch_norm_backward(const mkc_batch_norm_params *params,
             check_grad_out(out, op, what, {src, mean, variance, scale, shift, diff_dst});
         check_grads_apart(op, {{diff_src, "diff_src"}, {diff_scale, "diff_scale"},
                                {diff_shift, "diff_shift"}});
-        ops::batch_norm_backward(*params, x, m, v, scale, shift, dy, diff_src, diff_scale,
+        ops::batch_norm_backward(p, x, m, v, scale, shift, dy, diff_src, diff_scale,
                                  diff_shift);
     });
 }
@@ -229,12 +241,14 @@ MKC_API mkc_status mkc_lrn_backward(const mkc_lrn_params *params, const mkc_tens
                                     const mkc_tensor *diff_dst, mkc_tensor **diff_src) {
     return guard([&] {
         require(params != nullptr, "lrn_backward: params is NULL");
+        mkc_lrn_params older;
+        const mkc_lrn_params &p = sized_params("lrn_backward", *params, older);
         check_tensor_args("lrn_backward", {{src, "src"}, {diff_dst, "diff_dst"}});
         const Tensor &x = *src;
         const Tensor &dy = *diff_dst;
         require_some("lrn_backward", {diff_src});
         check_grad_out(diff_src, "lrn_backward", "diff_src", {src, diff_dst});
-        ops::lrn_backward(*params, x, dy, diff_src);
+        ops::lrn_backward(p, x, dy, diff_src);
     });
 }
 
@@ -265,6 +279,8 @@ MKC_API mkc_status mkc_matmul_backward(const mkc_matmul_params *params, const mk
     return guard([&] {
         const char *op = "matmul_backward";
         require(params != nullptr, op, ": params is NULL");
+        mkc_matmul_params older;
+        const mkc_matmul_params &p = sized_params(op, *params, older);
         check_tensor_args(op,
                           {{a, "a"}, {b, "b"}, {bias, "bias", true}, {diff_dst, "diff_dst"}});
         const Tensor &ta = *a;
@@ -276,7 +292,7 @@ MKC_API mkc_status mkc_matmul_backward(const mkc_matmul_params *params, const mk
                                  std::pair{diff_bias, "diff_bias"}})
             check_grad_out(out, op, what, {a, b, bias, diff_dst});
         check_grads_apart(op, {{diff_a, "diff_a"}, {diff_b, "diff_b"}, {diff_bias, "diff_bias"}});
-        ops::matmul_backward(*params, ta, tb, bias, dy, diff_a, diff_b, diff_bias);
+        ops::matmul_backward(p, ta, tb, bias, dy, diff_a, diff_b, diff_bias);
     });
 }
 

@@ -5,12 +5,14 @@
 
 #include "api/aliasing.hpp"
 #include "api/guard.hpp"
+#include "api/struct_size.hpp"
 #include "ops/ops.hpp"
 
 using namespace mkc;
 using mkc::api::guard;
 using mkc::api::check_tensor_args;
 using mkc::api::require_out;
+using mkc::api::sized_params;
 using mkc::api::tensor_arg;
 using mkc::api::write_result;
 
@@ -30,6 +32,7 @@ MKC_API mkc_status mkc_conv_params_init(mkc_conv_params *params) {
     return guard([&] {
         require_out(params, "params");
         *params = mkc_conv_params{};
+        params->struct_size = sizeof(mkc_conv_params);
         for (int i = 0; i < 3; ++i) params->stride[i] = params->dilation[i] = 1;
         params->groups = 1;
         params->data_format = MKC_LAYOUT_NCHW;
@@ -43,12 +46,14 @@ mkc_status run_convolution(const char *op, int k, bool transposed, const mkc_con
                            const mkc_tensor *bias, mkc_tensor **dst) {
     return guard([&] {
         require(params != nullptr, op, ": params is NULL");
+        mkc_conv_params older;
+        const mkc_conv_params &p = sized_params(op, *params, older);
         require_out(dst, "dst");
         check_tensor_args(op, {{src, "src"}, {weights, "weights"}, {bias, "bias", true},
                                {*dst, "*dst", true}});
-        write_result(dst, {src, weights, bias}, nullptr, params->sum != 0, op,
+        write_result(dst, {src, weights, bias}, nullptr, p.sum != 0, op,
                      [&](mkc_tensor **out) {
-                         ops::convolution(op, k, transposed, *params, *src, *weights, bias, out);
+                         ops::convolution(op, k, transposed, p, *src, *weights, bias, out);
                      });
     });
 }
@@ -112,6 +117,8 @@ void activation_plain(const char *op, const mkc_activation_call *call, const flo
                       float *dst) {
     if (call == nullptr || src == nullptr || dst == nullptr)
         fail(MKC_STATUS_INVALID_ARGUMENT, op, ": call, src and dst must not be NULL");
+    if (call->struct_size != sizeof(mkc_activation_call))
+        api::check_struct_size(op, api::Sized<mkc_activation_call>::rule, call->struct_size);
     if (call->ndims < 1 || call->ndims > MKC_MAX_NDIMS)
         fail(MKC_STATUS_INVALID_ARGUMENT, op, ": ndims must be 1..", MKC_MAX_NDIMS, ", got ",
              call->ndims);
@@ -172,6 +179,7 @@ MKC_API mkc_status mkc_pool_params_init(mkc_pool_params *params) {
     return guard([&] {
         require_out(params, "params");
         *params = mkc_pool_params{};
+        params->struct_size = sizeof(mkc_pool_params);
         params->kind = MKC_POOL_MAX;
         for (int i = 0; i < 3; ++i) params->kernel[i] = params->stride[i] = 1;
         params->data_format = MKC_LAYOUT_NCHW;
@@ -182,10 +190,12 @@ MKC_API mkc_status mkc_pool(const mkc_pool_params *params, const mkc_tensor *src
                             mkc_tensor **dst) {
     return guard([&] {
         require(params != nullptr, "pool: params is NULL");
+        mkc_pool_params older;
+        const mkc_pool_params &p = sized_params("pool", *params, older);
         const Tensor &x = tensor_arg(src, "pool: src");
         check_dst(dst);
         write_result(dst, {&x}, nullptr, false, "pool",
-                     [&](mkc_tensor **out) { ops::pool(*params, x, out); });
+                     [&](mkc_tensor **out) { ops::pool(p, x, out); });
     });
 }
 
@@ -193,6 +203,7 @@ MKC_API mkc_status mkc_linear_params_init(mkc_linear_params *params) {
     return guard([&] {
         require_out(params, "params");
         *params = mkc_linear_params{};
+        params->struct_size = sizeof(mkc_linear_params);
     });
 }
 
@@ -201,12 +212,14 @@ MKC_API mkc_status mkc_linear(const mkc_linear_params *params, const mkc_tensor 
                               mkc_tensor **dst) {
     return guard([&] {
         require(params != nullptr, "linear: params is NULL");
+        mkc_linear_params older;
+        const mkc_linear_params &p = sized_params("linear", *params, older);
         const Tensor &x = tensor_arg(src, "linear: src");
         const Tensor &w = tensor_arg(weights, "linear: weights");
         const Tensor *b = bias ? &tensor_arg(bias, "linear: bias") : nullptr;
         check_dst(dst);
         write_result(dst, {&x, &w, b}, nullptr, false, "linear",
-                     [&](mkc_tensor **out) { ops::linear(*params, x, w, b, out); });
+                     [&](mkc_tensor **out) { ops::linear(p, x, w, b, out); });
     });
 }
 
@@ -214,6 +227,7 @@ MKC_API mkc_status mkc_matmul_params_init(mkc_matmul_params *params) {
     return guard([&] {
         require_out(params, "params");
         *params = mkc_matmul_params{};
+        params->struct_size = sizeof(mkc_matmul_params);
     });
 }
 
@@ -221,12 +235,14 @@ MKC_API mkc_status mkc_matmul(const mkc_matmul_params *params, const mkc_tensor 
                               const mkc_tensor *b, const mkc_tensor *bias, mkc_tensor **dst) {
     return guard([&] {
         require(params != nullptr, "matmul: params is NULL");
+        mkc_matmul_params older;
+        const mkc_matmul_params &p = sized_params("matmul", *params, older);
         const Tensor &ta = tensor_arg(a, "matmul: a");
         const Tensor &tb = tensor_arg(b, "matmul: b");
         const Tensor *tbias = bias ? &tensor_arg(bias, "matmul: bias") : nullptr;
         check_dst(dst);
         write_result(dst, {&ta, &tb, tbias}, nullptr, false, "matmul",
-                     [&](mkc_tensor **out) { ops::matmul(*params, ta, tb, tbias, out); });
+                     [&](mkc_tensor **out) { ops::matmul(p, ta, tb, tbias, out); });
     });
 }
 
@@ -234,6 +250,7 @@ MKC_API mkc_status mkc_layer_norm_params_init(mkc_layer_norm_params *params) {
     return guard([&] {
         require_out(params, "params");
         *params = mkc_layer_norm_params{};
+        params->struct_size = sizeof(mkc_layer_norm_params);
         params->begin_norm_axis = -1;
         params->epsilon = 1e-5f;
     });
@@ -244,11 +261,13 @@ MKC_API mkc_status mkc_layer_norm(const mkc_layer_norm_params *params, const mkc
                                   mkc_tensor **dst) {
     return guard([&] {
         require(params != nullptr, "layer_norm: params is NULL");
+        mkc_layer_norm_params older;
+        const mkc_layer_norm_params &p = sized_params("layer_norm", *params, older);
         require_out(dst, "dst");
         check_tensor_args("layer_norm", {{src, "src"}, {scale, "scale", true},
                                          {shift, "shift", true}, {*dst, "*dst", true}});
         write_result(dst, {src, scale, shift}, src, false, "layer_norm",
-                     [&](mkc_tensor **out) { ops::layer_norm(*params, *src, scale, shift, out); });
+                     [&](mkc_tensor **out) { ops::layer_norm(p, *src, scale, shift, out); });
     });
 }
 
@@ -256,6 +275,7 @@ MKC_API mkc_status mkc_batch_norm_params_init(mkc_batch_norm_params *params) {
     return guard([&] {
         require_out(params, "params");
         *params = mkc_batch_norm_params{};
+        params->struct_size = sizeof(mkc_batch_norm_params);
         params->epsilon = 1e-5f;
         params->momentum = 0.9f;
         params->data_format = MKC_LAYOUT_NCHW;
@@ -269,13 +289,15 @@ MKC_API mkc_status mkc_batch_norm(const mkc_batch_norm_params *params, const mkc
                                   mkc_tensor **dst) {
     return guard([&] {
         require(params != nullptr, "batch_norm: params is NULL");
+        mkc_batch_norm_params older;
+        const mkc_batch_norm_params &p = sized_params("batch_norm", *params, older);
         require_out(dst, "dst");
         check_tensor_args("batch_norm",
                           {{src, "src"}, {mean, "mean", true}, {variance, "variance", true},
                            {scale, "scale", true}, {shift, "shift", true},
                            {batch_mean, "batch_mean", true},
                            {batch_variance, "batch_variance", true}, {*dst, "*dst", true}});
-        if (params->training) {
+        if (p.training) {
             for (const mkc_tensor *running : {mean, variance})
                 require(running == nullptr || !running->constant,
                         "batch_norm: training updates mean and variance, but one is marked "
@@ -295,7 +317,7 @@ MKC_API mkc_status mkc_batch_norm(const mkc_batch_norm_params *params, const mkc
         }
         write_result(dst, {src, mean, variance, scale, shift, batch_mean, batch_variance}, src,
                      false, "batch_norm", [&](mkc_tensor **out) {
-                         ops::batch_norm(*params, *src, mean, variance, scale, shift, out,
+                         ops::batch_norm(p, *src, mean, variance, scale, shift, out,
                                          batch_mean, batch_variance);
                      });
     });
@@ -305,6 +327,7 @@ MKC_API mkc_status mkc_lrn_params_init(mkc_lrn_params *params) {
     return guard([&] {
         require_out(params, "params");
         *params = mkc_lrn_params{};
+        params->struct_size = sizeof(mkc_lrn_params);
         params->size = 5;
         params->alpha = 1e-4f;
         params->beta = 0.75f;
@@ -317,10 +340,12 @@ MKC_API mkc_status mkc_lrn(const mkc_lrn_params *params, const mkc_tensor *src,
                            mkc_tensor **dst) {
     return guard([&] {
         require(params != nullptr, "lrn: params is NULL");
+        mkc_lrn_params older;
+        const mkc_lrn_params &p = sized_params("lrn", *params, older);
         const Tensor &x = tensor_arg(src, "lrn: src");
         check_dst(dst);
         write_result(dst, {&x}, nullptr, false, "lrn",
-                     [&](mkc_tensor **out) { ops::lrn(*params, x, out); });
+                     [&](mkc_tensor **out) { ops::lrn(p, x, out); });
     });
 }
 

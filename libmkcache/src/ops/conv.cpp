@@ -47,17 +47,21 @@ public:
         add(kind_word(kind) | int64_t(k) << 24 | src.dtype << 16 | weights.dtype << 8 |
             (bias ? bias->dtype + 1 : 0));
         add_dims(src.dims);
-        seal(reinterpret_cast<uintptr_t>(p.name) ^ static_cast<uint64_t>(p.stride[0]) << 8 ^
+        seal(p.name, static_cast<uint64_t>(p.stride[0]) << 8 ^
              static_cast<uint64_t>(p.pad_begin[0]));
         add_dims(weights.dims);
         if (bias) add_dims(bias->dims);
-        add_bytes(&p, kParamBytes);
+        add_bytes(reinterpret_cast<const char *>(&p) + offsetof(mkc_conv_params, stride),
+                  kParamBytes);
     }
 
 private:
-    // Everything before `name`: 16 int64 fields and 6 four-byte ones, no
-    // padding in between (so no indeterminate bytes are compared).
-    static constexpr size_t kParamBytes = offsetof(mkc_conv_params, name);
+    // Everything from `stride` up to `name` (struct_size, which the API
+    // makes the library's own size, left out): 16 int64 fields and 6
+    // four-byte ones, no padding in between (so no indeterminate bytes are
+    // compared).
+    static constexpr size_t kParamBytes =
+        offsetof(mkc_conv_params, name) - offsetof(mkc_conv_params, stride);
     static_assert(kParamBytes == 16 * 8 + 6 * 4 && kParamBytes == 19 * 8);
 };
 // Computed on every call, so nothing here allocates: x and w are the

@@ -1,0 +1,74 @@
+// C ABI: struct sizes (mkcache.h, "Struct sizes") and the check of a
+// caller's struct_size.
+#include "api/struct_size.hpp"
+
+#include "api/guard.hpp"
+
+using namespace mkc;
+
+namespace mkc::api {
+
+namespace {
+
+// Every size list ascends from the end of the first field after
+// struct_size to sizeof: a struct appended to without its list fails here.
+template <typename T>
+constexpr bool well_formed() {
+    const auto &sizes = Sized<T>::sizes;
+    for (size_t i = 1; i < std::size(sizes); ++i)
+        if (sizes[i] <= sizes[i - 1]) return false;
+    return sizes[0] > sizeof(size_t) && sizes[std::size(sizes) - 1] == sizeof(T);
+}
+static_assert(well_formed<mkc_conv_params>());
+static_assert(well_formed<mkc_pool_params>());
+static_assert(well_formed<mkc_linear_params>());
+static_assert(well_formed<mkc_matmul_params>());
+static_assert(well_formed<mkc_layer_norm_params>());
+static_assert(well_formed<mkc_batch_norm_params>());
+static_assert(well_formed<mkc_lrn_params>());
+static_assert(well_formed<mkc_cache_stats>());
+static_assert(well_formed<mkc_activation_call>());
+
+} // namespace
+
+void check_struct_size(const char *op, const SizeRule &rule, size_t given) {
+    const size_t own = rule.sizes[rule.count - 1];
+    for (size_t i = 0; i < rule.count; ++i)
+        if (given == rule.sizes[i]) return;
+    if (given > own)
+        fail(MKC_STATUS_INVALID_ARGUMENT, op, ": ", rule.type, ".struct_size is ", given,
+             " (expected ", own, "; a larger size is a struct of a newer mkcache.h than this ",
+             "library's, or one never initialised: ", rule.hint, ")");
+    if (given < rule.sizes[0]) // 0 included; an exact-size struct gets here for any other
+        fail(MKC_STATUS_INVALID_ARGUMENT, op, ": ", rule.type, ".struct_size is ", given,
+             " (expected ", own, "; ", rule.hint, ")");
+    fail(MKC_STATUS_INVALID_ARGUMENT, op, ": ", rule.type, ".struct_size is ", given,
+         ", which is not the end of a field (expected ", own,
+         ", or an older layout's size, which ends at the end of a field; ", rule.hint, ")");
+}
+
+} // namespace mkc::api
+
+extern "C" {
+
+MKC_API mkc_status mkc_get_struct_size(mkc_struct_id id, size_t *size) {
+    return api::guard([&] {
+        api::require_out(size, "size");
+        switch (id) {
+        case MKC_STRUCT_CONV_PARAMS: *size = sizeof(mkc_conv_params); return;
+        case MKC_STRUCT_POOL_PARAMS: *size = sizeof(mkc_pool_params); return;
+        case MKC_STRUCT_LINEAR_PARAMS: *size = sizeof(mkc_linear_params); return;
+        case MKC_STRUCT_MATMUL_PARAMS: *size = sizeof(mkc_matmul_params); return;
+        case MKC_STRUCT_LAYER_NORM_PARAMS: *size = sizeof(mkc_layer_norm_params); return;
+        case MKC_STRUCT_BATCH_NORM_PARAMS: *size = sizeof(mkc_batch_norm_params); return;
+        case MKC_STRUCT_LRN_PARAMS: *size = sizeof(mkc_lrn_params); return;
+        case MKC_STRUCT_CACHE_STATS: *size = sizeof(mkc_cache_stats); return;
+        case MKC_STRUCT_ACTIVATION_CALL: *size = sizeof(mkc_activation_call); return;
+        case MKC_STRUCT_MAX_ENUM: break;
+        }
+        fail(MKC_STATUS_INVALID_ARGUMENT, "get_struct_size: unknown struct id ",
+             static_cast<int>(id));
+    });
+}
+
+} // extern "C"
