@@ -49,9 +49,8 @@ _PARAMS = {}  # prepared params structs per builder and distinct arguments (boun
 def _prepared(build, *arguments):
     """build(*arguments), a params struct, made once per distinct arguments
     and kept: building one costs a few us of Python (a ctypes struct, its
-    C init call, field by field), more than the rest of a small call, and
-    a kept struct keeps its name's address, which the library's per-thread
-    memo of calls hashes. The arguments' types are part of the key (1.0
+    C init call, field by field), more than the rest of a small call. The
+    arguments' types are part of the key (1.0
     equals 1 but is refused where an int is needed); unhashable arguments
     (a list) get a struct built each time. Callers must not modify it."""
     key = (build, arguments, tuple(map(type, arguments)))
@@ -166,19 +165,9 @@ def _default_layout() -> int:
     return _layout.explicit_target() or _capi.LAYOUT_CHANNELS_FIRST
 
 
-_NAMES = {}  # str -> its bytes, kept: one address per name (bounded)
-
-
 def _name(name):
-    """A cache name as the C argument: the same bytes object for the same
-    text, so the pointer the library receives stays the same (its
-    per-thread memo of calls hashes the name's address)."""
-    if name is None:
-        return None
-    encoded = _NAMES.get(name) if type(name) is str else None
-    if encoded is None:
-        encoded = _remember(_NAMES, name, _checks.name_bytes(name))
-    return encoded
+    """A cache name as the C argument (None: the operator's default name)."""
+    return None if name is None else _checks.name_bytes(name)
 
 
 def _result(out, handle):

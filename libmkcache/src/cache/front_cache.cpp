@@ -59,6 +59,10 @@ uint64_t FrontCache::hash_words(uint64_t seed, const int64_t *words, int nwords)
     return h ^ (h >> 32);
 }
 
+uint64_t FrontCache::hash_text(const char *text) {
+    return text ? mix_bytes(0, text, std::strlen(text)) : mix_bytes(0, "", 0);
+}
+
 FrontCache::Call::Call(const char *name_, const char *suffix_, const int64_t *words_,
                        int nwords_, uint64_t hash_)
     : name(name_ ? name_ : ""), suffix(suffix_ ? suffix_ : ""), words(words_), nwords(nwords_),

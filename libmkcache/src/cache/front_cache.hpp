@@ -44,6 +44,9 @@ public:
     // arguments are ~30 words), then a fold that spreads the high bits into
     // the slot index.
     static uint64_t hash_words(uint64_t seed, const int64_t *words, int nwords);
+    // A hash of a name's bytes (null hashes as ""): calls are told apart by
+    // their names' text, wherever the caller keeps it.
+    static uint64_t hash_text(const char *text);
 
     // The blob remembered for `call` in context `context`, if the cache
     // still holds it; fills `ticket` for BlobCache::count_hit and, if given,

@@ -108,7 +108,7 @@ public:
         add(kind_word(OpKind::batch_norm) | int64_t(src.dtype) << 32 | src.layout);
         add(bits(p.epsilon) << 32 | static_cast<uint32_t>(p.data_format));
         add_dims(src.dims);
-        seal(reinterpret_cast<uintptr_t>(p.name));
+        seal(p.name);
         for (const Tensor *v : vectors) {
             add(v ? v->dtype : -1);
             if (v) add_dims(v->dims);

@@ -43,7 +43,7 @@ public:
         add(int64_t(a.layout) << 8 | b.layout);
         add_dims(a.dims);
         add_dims(b.dims);
-        seal(reinterpret_cast<uintptr_t>(name));
+        seal(name);
     }
 };
 

@@ -52,7 +52,11 @@ public:
         std::memcpy(&b, &v, 4);
         return b;
     }
-    void seal(uint64_t seed) { hash_ = FrontCache::hash_words(seed, words_, size_); }
+    // `name`'s text goes into the hash too, and `seed`: any other function
+    // of the arguments worth spreading.
+    void seal(const char *name, uint64_t seed = 0) {
+        hash_ = FrontCache::hash_words(FrontCache::hash_text(name) ^ seed, words_, size_);
+    }
     // False when the arguments are too absurd to keep (the full path then
     // reports what is wrong).
     bool fits() const { return fits_; }

@@ -39,7 +39,7 @@ struct ConvEntry : PrimitiveEntry {
 // its checks and its primitive depend on (the name goes in as text). The
 // numeric parameters are copied as they are, unused spatial slots included:
 // garbage there only makes the call miss this cache. Hashed: the name's
-// address, the first stride and padding, the types and src's shape.
+// text, the first stride and padding, the types and src's shape.
 class ConvCall : public CallWords<1 + 3 * 7 + 19> {
 public:
     ConvCall(OpKind kind, int k, const mkc_conv_params &p, const Tensor &src,

@@ -80,7 +80,7 @@ public:
         add(kind_word(OpKind::activation) | int64_t(kind) << 8 | src.layout);
         add(bits(alpha) << 32 | bits(beta));
         add_dims(src.dims);
-        seal(reinterpret_cast<uintptr_t>(name));
+        seal(name);
     }
 };
 

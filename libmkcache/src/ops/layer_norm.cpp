@@ -139,7 +139,7 @@ public:
             vector(scale) << 12 | vector(shift));
         add(bits(p.epsilon) << 32 | static_cast<uint32_t>(p.begin_norm_axis));
         add_dims(src.dims);
-        seal(reinterpret_cast<uintptr_t>(p.name));
+        seal(p.name);
         if (scale) add_dims(scale->dims);
         if (shift) add_dims(shift->dims);
     }

@@ -79,7 +79,7 @@ public:
         add(bits(p.alpha) << 32 | bits(p.beta));
         add(bits(p.k) << 32 | static_cast<uint32_t>(p.data_format));
         add_dims(src.dims);
-        seal(reinterpret_cast<uintptr_t>(p.name));
+        seal(p.name);
     }
 };
 

@@ -168,7 +168,7 @@ public:
         add(kind_word(OpKind::pooling) | int64_t(p.kind) << 16 | src.dtype << 8 |
             (p.global ? 2 : 0) | (p.ceil_mode ? 1 : 0));
         add_dims(src.dims);
-        seal(reinterpret_cast<uintptr_t>(p.name));
+        seal(p.name);
         for (const int64_t *field : {p.kernel, p.stride, p.pad_begin, p.pad_end})
             for (int i = 0; i < 3; ++i) add(field[i]);
     }

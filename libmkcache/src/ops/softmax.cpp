@@ -24,7 +24,7 @@ public:
         add(kind_word(OpKind::softmax) | int64_t(log) << 32 | int64_t(src.dtype) << 16 | src.layout);
         add(axis);
         add_dims(src.dims);
-        seal(reinterpret_cast<uintptr_t>(name));
+        seal(name);
     }
 };
 
