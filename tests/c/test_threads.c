@@ -2,8 +2,11 @@
  * threads sharing one model and its constant weights, clearing-mode threads
  * each in its own session at capacity, and a thread resetting the whole
  * cache meanwhile; each step runs conv2d + relu, then softmax, layer_norm and
- * a residual add (their remembered calls). Every result is checked against a direct reference.
+ * a residual add (their remembered calls); and eight threads racing to miss
+ * one shared key, which must be built once. Every result is checked against a
+ * direct reference.
  * Built with sanitizers in CI (ASan/UBSan; TSan by hand, see README). */
+#define _POSIX_C_SOURCE 200112L /* pthread barriers */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -124,6 +127,7 @@ static void *clearing_mode(void *arg) {
         mkc_cache_set_input_shape(shape);
         run_once(id, i, "conv");
         mkc_cache_stats s;
+        mkc_cache_stats_init(&s);
         mkc_cache_get_session_stats(1000 + id, &s);
         if (s.groups > 2) fail("clearing mode exceeded its capacity", id);
     }
@@ -142,9 +146,80 @@ static void *resetter(void *arg) {
     while (!should_stop()) {
         mkc_cache_reset();
         mkc_cache_stats s;
+        mkc_cache_stats_init(&s);
         mkc_cache_get_stats(&s);
     }
     return NULL;
+}
+
+/* Build once: RACERS threads released together miss one clearing-mode key
+ * (keys threads share), in a fresh session per round. The library's test
+ * delay (MKCACHE_TEST_BUILD_DELAY_MS, set by main around it) holds every build long
+ * enough that all of them miss the key while the first is making it, even
+ * on a busy machine. Every round must make each key once (insertions ==
+ * entries) and every result must be right. */
+enum { RACERS = 8, RACE_ROUNDS = 3 };
+static pthread_barrier_t race_barrier;
+static int race_channels;
+static float *race_weights;
+static mkc_tensor *race_w;
+
+static void *racer(void *arg) {
+    const int thread = (int)(size_t)arg, c = race_channels, n = 2, h = 17, w = 19;
+    const size_t xs = (size_t)n * c * h * w, ys = (size_t)n * O * h * w;
+    float *x = malloc(xs * sizeof(float)), *y = malloc(ys * sizeof(float));
+    for (size_t i = 0; i < xs; ++i) x[i] = (float)((int)(i * 7919 % 17) - 8) / 8.0f;
+    const int64_t dims[4] = {n, c, h, w};
+    mkc_tensor *tx = NULL, *ty = NULL;
+    mkc_conv_params p;
+    mkc_conv_params_init(&p);
+    p.pad_begin[0] = p.pad_begin[1] = p.pad_end[0] = p.pad_end[1] = 1;
+    p.activation = MKC_ACTIVATION_RELU;
+    p.name = "raced";
+    if (mkc_cache_set_session(7700 + c) != MKC_STATUS_OK ||
+        mkc_cache_set_capacity(4) != MKC_STATUS_OK ||
+        mkc_tensor_wrap(MKC_DTYPE_F32, 4, dims, MKC_LAYOUT_NCHW, x, &tx) != MKC_STATUS_OK)
+        fail("race set-up failed", thread);
+    pthread_barrier_wait(&race_barrier);
+    if (mkc_conv2d(&p, tx, race_w, NULL, &ty) != MKC_STATUS_OK ||
+        mkc_tensor_export(ty, MKC_LAYOUT_NCHW, y, ys * sizeof(float)) != MKC_STATUS_OK)
+        fail("raced call failed", thread);
+    else if (!conv_relu_matches(x, race_weights, y, n, c, O, K, h, w))
+        fail("raced call: wrong result", thread);
+    mkc_tensor_destroy(tx);
+    mkc_tensor_destroy(ty);
+    free(x);
+    free(y);
+    return NULL;
+}
+
+static void race_one_key(void) {
+    for (int round = 0; round < RACE_ROUNDS; ++round) {
+        race_channels = 21 + 2 * round;
+        const int64_t wd[4] = {O, race_channels, K, K};
+        race_weights = malloc(sizeof(float) * O * race_channels * K * K);
+        for (int i = 0; i < O * race_channels * K * K; ++i)
+            race_weights[i] = (float)((i * 31 % 19) - 9) / 19.0f;
+        if (mkc_tensor_wrap(MKC_DTYPE_F32, 4, wd, MKC_LAYOUT_NCHW, race_weights, &race_w) !=
+            MKC_STATUS_OK)
+            fail("race weights", -1);
+        pthread_barrier_init(&race_barrier, NULL, RACERS);
+        pthread_t t[RACERS];
+        for (int i = 0; i < RACERS; ++i) pthread_create(&t[i], NULL, racer, (void *)(size_t)i);
+        for (int i = 0; i < RACERS; ++i) pthread_join(t[i], NULL);
+        pthread_barrier_destroy(&race_barrier);
+        mkc_cache_stats st;
+        mkc_cache_stats_init(&st);
+        if (mkc_cache_get_session_stats(7700 + race_channels, &st) != MKC_STATUS_OK ||
+            st.misses < RACERS || st.insertions != st.entries) {
+            fprintf(stderr, "race round %d: %llu misses, %llu insertions, %llu entries\n",
+                    round, (unsigned long long)st.misses, (unsigned long long)st.insertions,
+                    (unsigned long long)st.entries);
+            fail("a raced key was built more than once", -1);
+        }
+        mkc_tensor_destroy(race_w);
+        free(race_weights);
+    }
 }
 
 int main(void) {
@@ -155,6 +230,10 @@ int main(void) {
         fprintf(stderr, "setup failed: %s\n", mkc_last_error());
         return 1;
     }
+    /* Read at each shared build: set while no other thread runs. */
+    setenv("MKCACHE_TEST_BUILD_DELAY_MS", "20", 1);
+    race_one_key();
+    unsetenv("MKCACHE_TEST_BUILD_DELAY_MS");
     pthread_t t[DEFAULT_THREADS + CLEARING_THREADS], r;
     pthread_create(&r, NULL, resetter, NULL);
     for (int i = 0; i < DEFAULT_THREADS; ++i)
