@@ -48,3 +48,21 @@ def test_cli_bench_short(tmp_path):
     for line in table.splitlines()[2:]:
         assert line.count("|") == 8, line  # case + 6 modes, every cell filled or "-"
     assert "layer_norm 128x768" in out
+
+
+def test_keys_are_built_from_an_explicit_scope():
+    """Below the C entry points (src/api/), code that makes cache keys reads
+    the CacheScope it is handed, never the calling thread's context: the
+    same operator code then serves eager calls and programs alike."""
+    src = HEADER.parents[2] / "src"
+    context = re.compile(r"\.(session|input_shape|capacity|executor|clearing_mode)\(\)"
+                         r"|context_version|\bset_(session|input_shape|capacity|executor)\(")
+    readers = []
+    for path in sorted(src.rglob("*.[ch]pp")):
+        rel = path.relative_to(src).as_posix()
+        if rel.startswith("api/") or rel.startswith("common/thread_state"):
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if context.search(line.split("//")[0]):
+                readers.append(f"{rel}:{number}: {line.strip()}")
+    assert readers == []

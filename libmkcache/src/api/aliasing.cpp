@@ -1,4 +1,5 @@
 #include "api/aliasing.hpp"
+#include "api/eager_scope.hpp"
 
 #include <cstdint>
 #include <cstring>
@@ -44,7 +45,7 @@ void replace_contents(Tensor &dst, Tensor &result, const char *op) {
         adopt_storage(dst, result.desc, result.owned);
         dst.layout = result.layout;
     } else {
-        reorder(result.desc, result.data, dst.desc, dst.data);
+        reorder(eager_scope(), result.desc, result.data, dst.desc, dst.data);
     }
 }
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "api/aliasing.hpp"
+#include "api/eager_scope.hpp"
 #include "api/guard.hpp"
 #include "api/struct_size.hpp"
 #include "ops/ops.hpp"
@@ -70,8 +71,8 @@ mkc_status run_convolution_backward(const char *op, int k, bool transposed,
             check_grad_out(out, op, name, {src, weights, diff_dst});
         check_grads_apart(op, {{diff_src, "diff_src"}, {diff_weights, "diff_weights"},
                                {diff_bias, "diff_bias"}});
-        ops::convolution_backward(op, k, transposed, p, x, w, dy, diff_src, diff_weights,
-                                  diff_bias);
+        ops::convolution_backward(api::eager_scope(), op, k, transposed, p, x, w, dy, diff_src,
+                                  diff_weights, diff_bias);
     });
 }
 
@@ -118,7 +119,7 @@ MKC_API mkc_status mkc_pool_backward(const mkc_pool_params *params, const mkc_te
         const Tensor &dy = *diff_dst;
         require_some(op, {diff_src});
         check_grad_out(diff_src, op, "diff_src", {src, diff_dst});
-        ops::pool_backward(p, x, dy, diff_src);
+        ops::pool_backward(api::eager_scope(), p, x, dy, diff_src);
     });
 }
 
@@ -134,7 +135,8 @@ MKC_API mkc_status mkc_activation_backward(mkc_activation_kind kind, float alpha
         // In place over diff_dst when the gradient comes out in its layout.
         write_result(diff_src, {&x, &dy}, dy.desc == x.desc ? &dy : nullptr, false,
                      "activation_backward", [&](mkc_tensor **out) {
-                         ops::activation_backward(kind, alpha, beta, name, x, dy, out);
+                         ops::activation_backward(api::eager_scope(), kind, alpha, beta, name, x,
+                                                  dy, out);
                      });
     });
 }
@@ -148,7 +150,7 @@ MKC_API mkc_status mkc_softmax_backward(int axis, int log, const char *name,
         const Tensor &dy = *diff_dst;
         require_some("softmax_backward", {diff_src});
         check_grad_out(diff_src, "softmax_backward", "diff_src", {dst, diff_dst});
-        ops::softmax_backward(axis, log != 0, name, y, dy, diff_src);
+        ops::softmax_backward(api::eager_scope(), axis, log != 0, name, y, dy, diff_src);
     });
 }
 
@@ -173,7 +175,7 @@ MKC_API mkc_status mkc_linear_backward(const mkc_linear_params *params, const mk
             check_grad_out(out, op, what, {src, weights, diff_dst});
         check_grads_apart(op, {{diff_src, "diff_src"}, {diff_weights, "diff_weights"},
                                {diff_bias, "diff_bias"}});
-        ops::linear_backward(p, x, w, dy, diff_src, diff_weights, diff_bias);
+        ops::linear_backward(api::eager_scope(), p, x, w, dy, diff_src, diff_weights, diff_bias);
     });
 }
 
@@ -200,7 +202,8 @@ MKC_API mkc_status mkc_layer_norm_backward(const mkc_layer_norm_params *params,
             check_grad_out(out, op, what, {src, scale, shift, diff_dst});
         check_grads_apart(op, {{diff_src, "diff_src"}, {diff_scale, "diff_scale"},
                                {diff_shift, "diff_shift"}});
-        ops::layer_norm_backward(p, x, scale, shift, dy, diff_src, diff_scale, diff_shift);
+        ops::layer_norm_backward(api::eager_scope(), p, x, scale, shift, dy, diff_src, diff_scale,
+                                 diff_shift);
     });
 }
 
@@ -232,8 +235,8 @@ MKC_API mkc_status mkc_batch_norm_backward(const mkc_batch_norm_params *params,
             check_grad_out(out, op, what, {src, mean, variance, scale, shift, diff_dst});
         check_grads_apart(op, {{diff_src, "diff_src"}, {diff_scale, "diff_scale"},
                                {diff_shift, "diff_shift"}});
-        ops::batch_norm_backward(p, x, m, v, scale, shift, dy, diff_src, diff_scale,
-                                 diff_shift);
+        ops::batch_norm_backward(api::eager_scope(), p, x, m, v, scale, shift, dy, diff_src,
+                                 diff_scale, diff_shift);
     });
 }
 
@@ -248,7 +251,7 @@ MKC_API mkc_status mkc_lrn_backward(const mkc_lrn_params *params, const mkc_tens
         const Tensor &dy = *diff_dst;
         require_some("lrn_backward", {diff_src});
         check_grad_out(diff_src, "lrn_backward", "diff_src", {src, diff_dst});
-        ops::lrn_backward(p, x, dy, diff_src);
+        ops::lrn_backward(api::eager_scope(), p, x, dy, diff_src);
     });
 }
 
@@ -268,7 +271,7 @@ MKC_API mkc_status mkc_binary_backward(mkc_binary_kind kind, const char *name,
         require(!diff_a || !diff_b || *diff_a == nullptr || *diff_a != *diff_b, op,
                 ": diff_a and diff_b must be different tensors");
         check_grads_apart(op, {{diff_a, "diff_a"}, {diff_b, "diff_b"}});
-        ops::binary_backward(kind, name, ta, tb, dy, diff_a, diff_b);
+        ops::binary_backward(api::eager_scope(), kind, name, ta, tb, dy, diff_a, diff_b);
     });
 }
 
@@ -292,7 +295,7 @@ MKC_API mkc_status mkc_matmul_backward(const mkc_matmul_params *params, const mk
                                  std::pair{diff_bias, "diff_bias"}})
             check_grad_out(out, op, what, {a, b, bias, diff_dst});
         check_grads_apart(op, {{diff_a, "diff_a"}, {diff_b, "diff_b"}, {diff_bias, "diff_bias"}});
-        ops::matmul_backward(p, ta, tb, bias, dy, diff_a, diff_b, diff_bias);
+        ops::matmul_backward(api::eager_scope(), p, ta, tb, bias, dy, diff_a, diff_b, diff_bias);
     });
 }
 
@@ -320,7 +323,7 @@ MKC_API mkc_status mkc_concat_backward(int axis, int n, const mkc_tensor *const 
                             (j == i || !diff_srcs[j] || !api::shares_memory(out, *diff_srcs[j])),
                         what, " must be neither an input nor another output");
         }
-        ops::concat_backward(axis, n, tensors.data(), dy, diff_srcs);
+        ops::concat_backward(api::eager_scope(), axis, n, tensors.data(), dy, diff_srcs);
     });
 }
 

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "api/aliasing.hpp"
+#include "api/eager_scope.hpp"
 #include "api/guard.hpp"
 #include "api/struct_size.hpp"
 #include "ops/ops.hpp"
@@ -51,10 +52,9 @@ mkc_status run_convolution(const char *op, int k, bool transposed, const mkc_con
         require_out(dst, "dst");
         check_tensor_args(op, {{src, "src"}, {weights, "weights"}, {bias, "bias", true},
                                {*dst, "*dst", true}});
-        write_result(dst, {src, weights, bias}, nullptr, p.sum != 0, op,
-                     [&](mkc_tensor **out) {
-                         ops::convolution(op, k, transposed, p, *src, *weights, bias, out);
-                     });
+        write_result(dst, {src, weights, bias}, nullptr, p.sum != 0, op, [&](mkc_tensor **out) {
+            ops::convolution(api::eager_scope(), op, k, transposed, p, *src, *weights, bias, out);
+        });
     });
 }
 } // namespace
@@ -83,7 +83,7 @@ MKC_API mkc_status mkc_activation(mkc_activation_kind kind, float alpha, float b
         require_out(dst, "dst");
         check_tensor_args("activation", {{src, "src"}, {*dst, "*dst", true}});
         write_result(dst, {src}, src, false, "activation", [&](mkc_tensor **out) {
-            ops::activation(kind, alpha, beta, name, *src, out);
+            ops::activation(api::eager_scope(), kind, alpha, beta, name, *src, out);
         });
     });
 }
@@ -130,7 +130,8 @@ void activation_plain(const char *op, const mkc_activation_call *call, const flo
     v.src.data = const_cast<float *>(src);
     v.dst.data = dst;
     mkc_tensor *out = &v.dst;
-    ops::activation(call->kind, call->alpha, call->beta, call->name, v.src, &out);
+    ops::activation(api::eager_scope(), call->kind, call->alpha, call->beta, call->name, v.src,
+                    &out);
 }
 
 } // namespace
@@ -155,8 +156,9 @@ MKC_API mkc_status mkc_softmax(int axis, int log, const char *name, const mkc_te
     return guard([&] {
         const Tensor &x = tensor_arg(src, "softmax: src");
         check_dst(dst);
-        write_result(dst, {&x}, &x, false, "softmax",
-                     [&](mkc_tensor **out) { ops::softmax(axis, log != 0, name, x, out); });
+        write_result(dst, {&x}, &x, false, "softmax", [&](mkc_tensor **out) {
+            ops::softmax(api::eager_scope(), axis, log != 0, name, x, out);
+        });
     });
 }
 
@@ -170,8 +172,9 @@ MKC_API mkc_status mkc_binary(mkc_binary_kind kind, const char *name, const mkc_
         // (a when both are: b is then only read).
         const Tensor *in_place =
             *dst != nullptr && (*dst)->data == tb.data && ta.dims != tb.dims ? &tb : &ta;
-        write_result(dst, {&ta, &tb}, in_place, false, "binary",
-                     [&](mkc_tensor **out) { ops::binary(kind, name, ta, tb, out); });
+        write_result(dst, {&ta, &tb}, in_place, false, "binary", [&](mkc_tensor **out) {
+            ops::binary(api::eager_scope(), kind, name, ta, tb, out);
+        });
     });
 }
 
@@ -195,7 +198,7 @@ MKC_API mkc_status mkc_pool(const mkc_pool_params *params, const mkc_tensor *src
         const Tensor &x = tensor_arg(src, "pool: src");
         check_dst(dst);
         write_result(dst, {&x}, nullptr, false, "pool",
-                     [&](mkc_tensor **out) { ops::pool(p, x, out); });
+                     [&](mkc_tensor **out) { ops::pool(api::eager_scope(), p, x, out); });
     });
 }
 
@@ -219,7 +222,7 @@ MKC_API mkc_status mkc_linear(const mkc_linear_params *params, const mkc_tensor 
         const Tensor *b = bias ? &tensor_arg(bias, "linear: bias") : nullptr;
         check_dst(dst);
         write_result(dst, {&x, &w, b}, nullptr, false, "linear",
-                     [&](mkc_tensor **out) { ops::linear(p, x, w, b, out); });
+                     [&](mkc_tensor **out) { ops::linear(api::eager_scope(), p, x, w, b, out); });
     });
 }
 
@@ -241,8 +244,9 @@ MKC_API mkc_status mkc_matmul(const mkc_matmul_params *params, const mkc_tensor 
         const Tensor &tb = tensor_arg(b, "matmul: b");
         const Tensor *tbias = bias ? &tensor_arg(bias, "matmul: bias") : nullptr;
         check_dst(dst);
-        write_result(dst, {&ta, &tb, tbias}, nullptr, false, "matmul",
-                     [&](mkc_tensor **out) { ops::matmul(p, ta, tb, tbias, out); });
+        write_result(dst, {&ta, &tb, tbias}, nullptr, false, "matmul", [&](mkc_tensor **out) {
+            ops::matmul(api::eager_scope(), p, ta, tb, tbias, out);
+        });
     });
 }
 
@@ -266,8 +270,9 @@ MKC_API mkc_status mkc_layer_norm(const mkc_layer_norm_params *params, const mkc
         require_out(dst, "dst");
         check_tensor_args("layer_norm", {{src, "src"}, {scale, "scale", true},
                                          {shift, "shift", true}, {*dst, "*dst", true}});
-        write_result(dst, {src, scale, shift}, src, false, "layer_norm",
-                     [&](mkc_tensor **out) { ops::layer_norm(p, *src, scale, shift, out); });
+        write_result(dst, {src, scale, shift}, src, false, "layer_norm", [&](mkc_tensor **out) {
+            ops::layer_norm(api::eager_scope(), p, *src, scale, shift, out);
+        });
     });
 }
 
@@ -317,8 +322,8 @@ MKC_API mkc_status mkc_batch_norm(const mkc_batch_norm_params *params, const mkc
         }
         write_result(dst, {src, mean, variance, scale, shift, batch_mean, batch_variance}, src,
                      false, "batch_norm", [&](mkc_tensor **out) {
-                         ops::batch_norm(p, *src, mean, variance, scale, shift, out,
-                                         batch_mean, batch_variance);
+                         ops::batch_norm(api::eager_scope(), p, *src, mean, variance, scale, shift,
+                                         out, batch_mean, batch_variance);
                      });
     });
 }
@@ -345,7 +350,7 @@ MKC_API mkc_status mkc_lrn(const mkc_lrn_params *params, const mkc_tensor *src,
         const Tensor &x = tensor_arg(src, "lrn: src");
         check_dst(dst);
         write_result(dst, {&x}, nullptr, false, "lrn",
-                     [&](mkc_tensor **out) { ops::lrn(p, x, out); });
+                     [&](mkc_tensor **out) { ops::lrn(api::eager_scope(), p, x, out); });
     });
 }
 
@@ -361,7 +366,9 @@ MKC_API mkc_status mkc_concat(int axis, int n, const mkc_tensor *const *srcs, co
         }
         check_dst(dst);
         write_result(dst, inputs.data(), inputs.size(), nullptr, false, "concat",
-                     [&](mkc_tensor **out) { ops::concat(axis, n, inputs.data(), name, out); });
+                     [&](mkc_tensor **out) {
+                         ops::concat(api::eager_scope(), axis, n, inputs.data(), name, out);
+                     });
     });
 }
 
@@ -371,8 +378,9 @@ MKC_API mkc_status mkc_transpose(int n, const int *perm, const mkc_tensor *src,
         require(perm != nullptr || n == 0, "transpose: perm is NULL");
         const Tensor &x = tensor_arg(src, "transpose: src");
         check_dst(dst);
-        write_result(dst, {&x}, nullptr, false, "transpose",
-                     [&](mkc_tensor **out) { ops::transpose(n, perm, x, out); });
+        write_result(dst, {&x}, nullptr, false, "transpose", [&](mkc_tensor **out) {
+            ops::transpose(api::eager_scope(), n, perm, x, out);
+        });
     });
 }
 
@@ -381,7 +389,7 @@ MKC_API mkc_status mkc_tensor_to_layout(const mkc_tensor *src, const char *forma
     return guard([&] {
         const Tensor &x = tensor_arg(src, "to_layout: src");
         require_out(dst, "dst");
-        ops::to_layout(format, x, dst);
+        ops::to_layout(api::eager_scope(), format, x, dst);
     });
 }
 
@@ -391,8 +399,9 @@ MKC_API mkc_status mkc_reshape(const mkc_tensor *src, int ndims, const int64_t *
         const Tensor &x = tensor_arg(src, "reshape: src");
         require(dims != nullptr, "reshape: dims is NULL");
         check_dst(dst);
-        write_result(dst, {&x}, nullptr, false, "reshape",
-                     [&](mkc_tensor **out) { ops::reshape(ndims, dims, x, out); });
+        write_result(dst, {&x}, nullptr, false, "reshape", [&](mkc_tensor **out) {
+            ops::reshape(api::eager_scope(), ndims, dims, x, out);
+        });
     });
 }
 

@@ -1,6 +1,7 @@
 // C ABI: tensors.
 #include <memory>
 
+#include "api/eager_scope.hpp"
 #include "api/guard.hpp"
 #include "handler/handler.hpp"
 #include "ops/ops.hpp"
@@ -131,7 +132,7 @@ MKC_API mkc_status mkc_tensor_export(const mkc_tensor *tensor, mkc_layout layout
     return guard([&] {
         const Tensor &t = tensor_arg(tensor, "tensor");
         require(dst != nullptr, "export: dst is NULL");
-        ops::export_plain(t, layout, dst, dst_bytes);
+        ops::export_plain(api::eager_scope(), t, layout, dst, dst_bytes);
     });
 }
 

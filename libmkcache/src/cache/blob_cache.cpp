@@ -114,7 +114,7 @@ void BlobCache::set(int64_t session, const std::string &group, int64_t capacity,
         }
         entry.blob = std::move(blob);
         entry.info = info;
-        entry.thread = info.thread_bound ? keys::thread_hash() : 0;
+        entry.thread = info.thread_bound ? info.thread : 0;
         target.bytes += info.bytes;
         auto Counters::*counter =
             info.kind == BlobKind::transfer ? &Counters::transfers : &Counters::insertions;

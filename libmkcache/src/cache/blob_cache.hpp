@@ -31,7 +31,8 @@ struct BlobInfo {
     BlobKind kind = BlobKind::caller;
     size_t bytes = 0;       // counted towards the memory figures
     uint64_t executor = 0;  // for reset_executor
-    bool thread_bound = false; // key carries the creating thread's hash
+    bool thread_bound = false; // key carries the hash of the thread it is private to
+    uint64_t thread = 0;       // that hash (drop_thread removes by it)
 };
 
 class BlobCache {

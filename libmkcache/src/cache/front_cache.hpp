@@ -4,7 +4,7 @@
 // executor, thread) and looks it up in the shared maps under a lock: about
 // half of what the library adds to a small primitive. A call whose name,
 // suffix and dims match a remembered hit of the same thread, in the same
-// cache context (ThreadState::context_version), skips both. The memo is only
+// cache scope (CacheScope::memo_context), skips both. The memo is only
 // trusted while the cache has removed or replaced nothing since the hit was
 // remembered (BlobCache::generation), so it never hands out a blob the
 // shared cache no longer holds. Slots keep weak references: an evicted blob

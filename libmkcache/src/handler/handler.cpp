@@ -94,29 +94,29 @@ bool PrimitiveEntry::has_arg(int arg_id) const {
     return std::find(arg_ids.begin(), arg_ids.end(), arg_id) != arg_ids.end();
 }
 
-const Tensor &as_layout(const Tensor &t, const dnnl::memory::desc &want,
+const Tensor &as_layout(const CacheScope &scope, const Tensor &t, const dnnl::memory::desc &want,
                         std::unique_ptr<Tensor> &holder) {
     if (t.desc == want) return t;
     holder = make_owned_tensor(want, t.layout, t.dtype);
-    reorder(t.desc, t.data, holder->desc, holder->data);
+    reorder(scope, t.desc, t.data, holder->desc, holder->data);
     return *holder;
 }
 
-const Tensor &row_major(const Tensor &t, std::unique_ptr<Tensor> &holder) {
-    return as_layout(t, layout::plain_desc(t.dims, to_onednn(t.dtype), t.layout), holder);
+const Tensor &row_major(const CacheScope &scope, const Tensor &t, std::unique_ptr<Tensor> &holder) {
+    return as_layout(scope, t, layout::plain_desc(t.dims, to_onednn(t.dtype), t.layout), holder);
 }
 
 uint64_t reorder_count() { return reorders_executed.load(std::memory_order_relaxed); }
 
-void reorder(const dnnl::memory::desc &from, const void *src_data, const dnnl::memory::desc &to,
-             void *dst_data) {
+void reorder(const CacheScope &scope, const dnnl::memory::desc &from, const void *src_data,
+             const dnnl::memory::desc &to, void *dst_data) {
     // The default name, "reorder:<from>-><to>", built without allocating:
     // this runs on every conversion (and every export of a blocked tensor).
     char name[2 * kFormatNameSize + 16] = "reorder:";
     char *end = format_name(from, name + 8);
     std::memcpy(end, "->", 2);
     format_name(to, end + 2);
-    Handler handler("reorder", nullptr, name, nullptr, from.get_dims());
+    Handler handler(scope, "reorder", nullptr, name, nullptr, from.get_dims());
     handler.sign(OpKind::reorder);
     handler.sign_layout(from);
     handler.sign_layout(to);
@@ -128,16 +128,16 @@ void reorder(const dnnl::memory::desc &from, const void *src_data, const dnnl::m
         e->set_args(pd, {DNNL_ARG_FROM, DNNL_ARG_TO});
         return e;
     });
-    Handler::Execution exec(*entry);
+    Handler::Execution exec(*entry, scope);
     exec.raw(DNNL_ARG_FROM, const_cast<void *>(src_data));
     exec.raw(DNNL_ARG_TO, dst_data);
     exec.run();
     reorders_executed.fetch_add(1, std::memory_order_relaxed);
 }
 
-Handler::Handler(const char *op, const char *name, const char *default_name, const char *suffix,
-                 const Dims &key_dims)
-    : op_(op), state_(thread_state()) {
+Handler::Handler(const CacheScope &scope, const char *op, const char *name,
+                 const char *default_name, const char *suffix, const Dims &key_dims)
+    : op_(op), scope_(scope), state_(thread_state()) {
     if (state_.key_depth == ThreadState::kKeyDepth)
         fail(MKC_STATUS_INTERNAL_ERROR, op, ": handlers nested too deep");
     key_ = &state_.key_buffers[state_.key_depth];
@@ -149,11 +149,11 @@ Handler::Handler(const char *op, const char *name, const char *default_name, con
     if (ndims <= kMaxKeyDims) {
         std::copy(key_dims.begin(), key_dims.end(), call_dims_);
         // A remembered hit brings its key along: no formatting.
-        front_blob_ = state_.front_cache().find(call, state_.context_version, ticket_, key_);
+        front_blob_ = state_.front_cache().find(call, scope_.memo_context, ticket_, key_);
     }
     if (!front_blob_)
-        keys::make(*key_, key_name, suffix, key_dims.data(), ndims, state_.executor(),
-                   !state_.clearing_mode(), state_.thread_hash);
+        keys::make(*key_, key_name, suffix, key_dims.data(), ndims, scope_.executor,
+                   scope_.thread_bound, scope_.thread);
     ++state_.key_depth; // only once constructed: the destructor undoes it
 }
 
@@ -171,10 +171,10 @@ void Handler::sign_float(float v) {
 
 std::shared_ptr<void> Handler::find_blob() {
     if (front_blob_) return std::move(front_blob_);
-    auto blob = BlobCache::instance().get(state_.session(), state_.input_shape(), *key_,
+    auto blob = BlobCache::instance().get(scope_.session, *scope_.shape_group, *key_,
                                           BlobKind::primitive, &ticket_, /*count=*/false);
     if (blob && call_ndims_ <= kMaxKeyDims)
-        state_.front_cache().remember(call_hash_, call_dims_, call_ndims_, state_.context_version,
+        state_.front_cache().remember(call_hash_, call_dims_, call_ndims_, scope_.memo_context,
                                       *key_, blob, ticket_);
     return blob;
 }
@@ -188,13 +188,13 @@ std::shared_ptr<void> Handler::lookup(bool count) {
     }
     // Nothing there, or an entry built for other arguments (the one about
     // to be built replaces it): a miss either way.
-    if (count) BlobCache::instance().count_miss(ticket_, state_.session());
+    if (count) BlobCache::instance().count_miss(ticket_, scope_.session);
     return nullptr;
 }
 
 BuildOnce::Claim Handler::claim_build() {
-    if (!state_.clearing_mode()) return {}; // the key carries this thread's hash
-    return BuildOnce::instance().claim(state_.session(), state_.input_shape(), *key_);
+    if (scope_.thread_bound) return {}; // the key carries this thread's hash
+    return BuildOnce::instance().claim(scope_.session, *scope_.shape_group, *key_);
 }
 
 bool Handler::usable(const PrimitiveEntry &entry) const {
@@ -226,7 +226,7 @@ std::vector<int64_t> Handler::signature() const {
 
 std::string Handler::transfer_key() const {
     std::string key = *key_;
-    if (!state_.clearing_mode()) key.erase(key.rfind("|t")); // names are escaped: '|' is ours
+    if (scope_.thread_bound) key.erase(key.rfind("|t")); // names are escaped: '|' is ours
     key += "|train";
     return key;
 }
@@ -236,15 +236,15 @@ void Handler::leave_transfer(const std::shared_ptr<Transfer> &t) {
     BlobInfo info;
     info.kind = BlobKind::transfer;
     info.bytes = 0; // a descriptor: its primitive's bytes count in the forward's entry
-    info.executor = state_.executor();
+    info.executor = scope_.executor;
     info.thread_bound = false; // outlives the forward's thread: the grad op may run elsewhere
-    BlobCache::instance().set(state_.session(), state_.input_shape(), state_.capacity(), transfer_key(),
+    BlobCache::instance().set(scope_.session, *scope_.shape_group, scope_.capacity, transfer_key(),
                               std::static_pointer_cast<void>(t), info);
 }
 
 std::shared_ptr<Transfer> Handler::find_transfer() {
     BlobCache::HitTicket ticket;
-    auto blob = BlobCache::instance().get(state_.session(), state_.input_shape(), transfer_key(),
+    auto blob = BlobCache::instance().get(scope_.session, *scope_.shape_group, transfer_key(),
                                           BlobKind::transfer, &ticket, /*count=*/false);
     auto t = std::static_pointer_cast<Transfer>(blob);
     // One a forward with other arguments left is no transfer for this call.
@@ -252,7 +252,7 @@ std::shared_ptr<Transfer> Handler::find_transfer() {
         BlobCache::instance().count_hit(ticket, state_.stripe);
         return t;
     }
-    BlobCache::instance().count_miss(ticket, state_.session());
+    BlobCache::instance().count_miss(ticket, scope_.session);
     return nullptr;
 }
 
@@ -263,16 +263,17 @@ void Handler::store(const std::shared_ptr<PrimitiveEntry> &entry) {
     BlobInfo info;
     info.kind = BlobKind::primitive;
     info.bytes = entry->bytes;
-    info.executor = state_.executor();
-    info.thread_bound = !state_.clearing_mode();
-    BlobCache::instance().set(state_.session(), state_.input_shape(), state_.capacity(), *key_,
+    info.executor = scope_.executor;
+    info.thread_bound = scope_.thread_bound;
+    info.thread = scope_.thread;
+    BlobCache::instance().set(scope_.session, *scope_.shape_group, scope_.capacity, *key_,
                               std::static_pointer_cast<void>(entry), info);
 }
 
 // ---------------------------------------------------------------- Execution
 
-Handler::Execution::Execution(PrimitiveEntry &entry, ThreadState &state)
-    : entry_(entry), state_(state) {
+Handler::Execution::Execution(PrimitiveEntry &entry, const CacheScope &scope, ThreadState &state)
+    : entry_(entry), scope_(scope), state_(state) {
     own_slot_ = !entry_.busy.exchange(true, std::memory_order_acquire);
     const int needed = static_cast<int>(entry_.arg_descs.size());
     if (needed > kInlineArgs) {
@@ -341,7 +342,7 @@ void *Handler::Execution::converted_copy(int index, int arg_id, const Tensor &te
     if (!copy) {
         lock.unlock();
         auto converted = allocate(want.get_size(), false);
-        reorder(have, tensor.data, want, converted.get());
+        reorder(scope_, have, tensor.data, want, converted.get());
         lock.lock();
         tensor.converted.push_back({want, converted, key});
         copy = converted.get();
@@ -379,7 +380,7 @@ __attribute__((noinline)) void *Handler::Execution::converted(int index, int arg
     if (tensor.constant) return converted_copy(index, arg_id, tensor, have);
     const dnnl::memory::desc &want = entry_.arg_descs[index];
     auto temp = allocate(want.get_size(), false);
-    reorder(have, tensor.data, want, temp.get());
+    reorder(scope_, have, tensor.data, want, temp.get());
     temporaries_.push_back(temp);
     return temp.get();
 }
@@ -424,24 +425,25 @@ Handler::Output Handler::prepare_output(mkc_tensor **dst, const PrimitiveEntry &
     return out;
 }
 
-void Handler::run_src_dst(PrimitiveEntry &entry, const Tensor &src, mkc_tensor **dst,
-                          mkc_layout out_layout, const char *op, ThreadState &state) {
+void Handler::run_src_dst(const CacheScope &scope, PrimitiveEntry &entry, const Tensor &src,
+                          mkc_tensor **dst, mkc_layout out_layout, const char *op,
+                          ThreadState &state) {
     Output out = prepare_output(dst, entry, DNNL_ARG_DST, out_layout, src.dtype, op);
     {
-        Execution exec(entry, state);
+        Execution exec(entry, scope, state);
         exec.input(DNNL_ARG_SRC, src);
         exec.output(DNNL_ARG_DST, out.data);
         exec.run();
     }
-    finish_output(out, dst);
+    finish_output(scope, out, dst);
 }
 
-void Handler::run_two_inputs(PrimitiveEntry &entry, int arg_a, const Tensor &a, int arg_b,
-                             const Tensor &b, int result_arg, mkc_tensor **dst,
-                             mkc_layout out_layout, const char *op) {
+void Handler::run_two_inputs(const CacheScope &scope, PrimitiveEntry &entry, int arg_a,
+                             const Tensor &a, int arg_b, const Tensor &b, int result_arg,
+                             mkc_tensor **dst, mkc_layout out_layout, const char *op) {
     Output out;
     {
-        Execution exec(entry);
+        Execution exec(entry, scope);
         // Inputs first: when the result goes into one of them (in place) in
         // another layout, prepare_output may re-describe that tensor; the
         // input was bound (or converted) before.
@@ -451,12 +453,13 @@ void Handler::run_two_inputs(PrimitiveEntry &entry, int arg_a, const Tensor &a, 
         exec.output(result_arg, out.data);
         exec.run();
     }
-    finish_output(out, dst);
+    finish_output(scope, out, dst);
 }
 
-void Handler::run_training_forward(PrimitiveEntry &entry, const Tensor &src, void *dst_data,
+void Handler::run_training_forward(const CacheScope &scope, PrimitiveEntry &entry,
+                                   const Tensor &src, void *dst_data,
                                    std::shared_ptr<void> &workspace) {
-    Execution exec(entry);
+    Execution exec(entry, scope);
     exec.input(DNNL_ARG_SRC, src);
     exec.output(DNNL_ARG_DST, dst_data);
     if (entry.has_arg(DNNL_ARG_WORKSPACE)) {
@@ -466,9 +469,10 @@ void Handler::run_training_forward(PrimitiveEntry &entry, const Tensor &src, voi
     exec.run();
 }
 
-std::shared_ptr<void> Handler::workspace_for(
-    const PrimitiveEntry &backward, const Tensor &src,
-    const std::function<std::shared_ptr<PrimitiveEntry>()> &forward, const char *op) {
+std::shared_ptr<void>
+Handler::workspace_for(const CacheScope &scope, const PrimitiveEntry &backward, const Tensor &src,
+                       const std::function<std::shared_ptr<PrimitiveEntry>()> &forward,
+                       const char *op) {
     if (!backward.has_arg(DNNL_ARG_WORKSPACE)) return nullptr;
     const auto &want = backward.arg_desc(DNNL_ARG_WORKSPACE);
     auto fwd = forward();
@@ -476,15 +480,15 @@ std::shared_ptr<void> Handler::workspace_for(
             ": internal: the forward's workspace layout does not match the backward's");
     auto scratch_dst = allocate(fwd->arg_desc(DNNL_ARG_DST).get_size(), false);
     std::shared_ptr<void> workspace;
-    run_training_forward(*fwd, src, scratch_dst.get(), workspace);
+    run_training_forward(scope, *fwd, src, scratch_dst.get(), workspace);
     return workspace;
 }
 
-const Tensor &Handler::plain_input(const PrimitiveEntry &entry, int arg_id, const Tensor &src,
-                                   const dnnl::memory::desc &plain,
+const Tensor &Handler::plain_input(const CacheScope &scope, const PrimitiveEntry &entry, int arg_id,
+                                   const Tensor &src, const dnnl::memory::desc &plain,
                                    std::unique_ptr<Tensor> &holder) {
     if (entry.matches(src, arg_id, plain)) return src;
-    return as_layout(src, plain, holder);
+    return as_layout(scope, src, plain, holder);
 }
 
 Tensor &Handler::plain_output(const PrimitiveEntry &entry, int arg_id, mkc_tensor **dst,
@@ -512,10 +516,10 @@ void Handler::publish(std::unique_ptr<Tensor> &created, mkc_tensor **dst) {
     *dst = created.release();
 }
 
-Handler::PlainResult::PlainResult(const PrimitiveEntry &entry, int arg_id, mkc_tensor **dst,
-                                  const dnnl::memory::desc &plain,
+Handler::PlainResult::PlainResult(const CacheScope &scope, const PrimitiveEntry &entry, int arg_id,
+                                  mkc_tensor **dst, const dnnl::memory::desc &plain,
                                   const dnnl::memory::desc &view, const char *op)
-    : dst_(dst), have_(&entry.arg_desc(arg_id)), view_(view) {
+    : scope_(scope), dst_(dst), have_(&entry.arg_desc(arg_id)), view_(view) {
     tensor_ = &plain_output(entry, arg_id, dst, plain, MKC_LAYOUT_CHANNELS_FIRST, created_, op);
     if (*have_ == view_) {
         data_ = tensor_->data;
@@ -526,12 +530,12 @@ Handler::PlainResult::PlainResult(const PrimitiveEntry &entry, int arg_id, mkc_t
 }
 
 void Handler::PlainResult::finish() {
-    if (temporary_) reorder(*have_, temporary_.get(), view_, tensor_->data);
+    if (temporary_) reorder(scope_, *have_, temporary_.get(), view_, tensor_->data);
     publish(created_, dst_);
 }
 
-void Handler::finish_output(Output &out, mkc_tensor **dst) {
-    if (out.temporary) reorder(*out.desc, out.data, out.tensor->desc, out.tensor->data);
+void Handler::finish_output(const CacheScope &scope, Output &out, mkc_tensor **dst) {
+    if (out.temporary) reorder(scope, *out.desc, out.data, out.tensor->desc, out.tensor->data);
     publish(out.created, dst);
 }
 

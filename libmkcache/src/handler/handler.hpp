@@ -24,6 +24,7 @@
 #include "common/op_kind.hpp"
 #include "common/small_dims.hpp"
 #include "common/thread_state.hpp"
+#include "handler/cache_scope.hpp"
 #include "layout/layout.hpp"
 #include "tensor/tensor.hpp"
 
@@ -109,18 +110,18 @@ dnnl::primitive_attr user_scratchpad_attr();
 
 // `t` if it is laid out as `want` (same dims), else a converted copy kept
 // in `holder`.
-const Tensor &as_layout(const Tensor &t, const dnnl::memory::desc &want,
+const Tensor &as_layout(const CacheScope &scope, const Tensor &t, const dnnl::memory::desc &want,
                         std::unique_ptr<Tensor> &holder);
 // `t` if it is row-major in its caller's order, else a row-major copy.
-const Tensor &row_major(const Tensor &t, std::unique_ptr<Tensor> &holder);
+const Tensor &row_major(const CacheScope &scope, const Tensor &t, std::unique_ptr<Tensor> &holder);
 
 // A library-wide count of layout conversions (reorders) executed, so tests
 // can prove a chain of operators performs none between them.
 uint64_t reorder_count();
 
 // Converts `src_data` laid out as `from` into `dst_data` laid out as `to`
-// (same dims) with a cached reorder primitive.
-void reorder(const dnnl::memory::desc &from, const void *src_data,
+// (same dims) with a reorder primitive cached in `scope`.
+void reorder(const CacheScope &scope, const dnnl::memory::desc &from, const void *src_data,
              const dnnl::memory::desc &to, void *dst_data);
 
 // What a training forward leaves its grad op (see Handler::leave_transfer).
@@ -138,9 +139,9 @@ struct Transfer {
 class Handler {
 public:
     // `name` may be null/empty: `default_name` is used then. `key_dims` is
-    // the input shape that goes into the key.
-    Handler(const char *op, const char *name, const char *default_name, const char *suffix,
-            const Dims &key_dims);
+    // the input shape that goes into the key. `scope` outlives the handler.
+    Handler(const CacheScope &scope, const char *op, const char *name, const char *default_name,
+            const char *suffix, const Dims &key_dims);
 
     Handler(const Handler &) = delete;
     Handler &operator=(const Handler &) = delete;
@@ -223,8 +224,11 @@ public:
     // primitive's are converted (constant tensors keep the converted copy).
     class Execution {
     public:
-        // `state`: the calling thread's, for callers that hold it already.
-        explicit Execution(PrimitiveEntry &entry, ThreadState &state = thread_state());
+        // `scope`: where conversions of its inputs are cached (outlives the
+        // execution); `state`: the calling thread's, for callers that hold
+        // it already.
+        Execution(PrimitiveEntry &entry, const CacheScope &scope,
+                  ThreadState &state = thread_state());
         ~Execution();
         Execution(const Execution &) = delete;
         Execution &operator=(const Execution &) = delete;
@@ -241,6 +245,7 @@ public:
         // gets room on the heap, sized from the entry's argument list.
         static constexpr int kInlineArgs = 12;
         PrimitiveEntry &entry_;
+        const CacheScope &scope_;
         ThreadState &state_;
         bool own_slot_ = false;
         std::vector<dnnl::memory> private_memories_; // when the slot is busy
@@ -275,34 +280,35 @@ public:
     };
     static Output prepare_output(mkc_tensor **dst, const PrimitiveEntry &entry, int arg_id,
                                  mkc_layout layout, mkc_dtype dtype, const char *op);
-    static void finish_output(Output &out, mkc_tensor **dst);
+    static void finish_output(const CacheScope &scope, Output &out, mkc_tensor **dst);
 
     // The whole call of a one-input, one-output primitive (SRC -> DST):
     // output, binding, execution.
-    static void run_src_dst(PrimitiveEntry &entry, const Tensor &src, mkc_tensor **dst,
-                            mkc_layout out_layout, const char *op,
+    static void run_src_dst(const CacheScope &scope, PrimitiveEntry &entry, const Tensor &src,
+                            mkc_tensor **dst, mkc_layout out_layout, const char *op,
                             ThreadState &state = thread_state());
     // The same for two inputs and a result argument (e.g. a backward:
     // SRC + DIFF_DST -> DIFF_SRC).
-    static void run_two_inputs(PrimitiveEntry &entry, int arg_a, const Tensor &a, int arg_b,
-                               const Tensor &b, int result_arg, mkc_tensor **dst,
-                               mkc_layout out_layout, const char *op);
+    static void run_two_inputs(const CacheScope &scope, PrimitiveEntry &entry, int arg_a,
+                               const Tensor &a, int arg_b, const Tensor &b, int result_arg,
+                               mkc_tensor **dst, mkc_layout out_layout, const char *op);
     // Executes a training forward (SRC -> DST) into `dst_data`; when the
     // primitive has a workspace (max-pool indices, LRN), it goes to a new
     // buffer returned in `workspace` (new each call: a grad op still reading
     // the previous one keeps it alive).
-    static void run_training_forward(PrimitiveEntry &entry, const Tensor &src, void *dst_data,
+    static void run_training_forward(const CacheScope &scope, PrimitiveEntry &entry,
+                                     const Tensor &src, void *dst_data,
                                      std::shared_ptr<void> &workspace);
     // The workspace `backward` needs for `src` (null if it takes none),
     // computed by running the training forward `forward()` returns.
-    static std::shared_ptr<void> workspace_for(
-        const PrimitiveEntry &backward, const Tensor &src,
-        const std::function<std::shared_ptr<PrimitiveEntry>()> &forward, const char *op);
+    static std::shared_ptr<void>
+    workspace_for(const CacheScope &scope, const PrimitiveEntry &backward, const Tensor &src,
+                  const std::function<std::shared_ptr<PrimitiveEntry>()> &forward, const char *op);
 
     // `src` if it is laid out as `plain` (remembered per tensor), else a
     // converted copy kept in `holder`.
-    static const Tensor &plain_input(const PrimitiveEntry &entry, int arg_id, const Tensor &src,
-                                     const dnnl::memory::desc &plain,
+    static const Tensor &plain_input(const CacheScope &scope, const PrimitiveEntry &entry,
+                                     int arg_id, const Tensor &src, const dnnl::memory::desc &plain,
                                      std::unique_ptr<Tensor> &holder);
     // The tensor a plain (row-major) result goes to: `*dst` (re-described if
     // it is owned and laid out otherwise) or a new one kept in `created`
@@ -320,13 +326,14 @@ public:
     // into a temporary that finish() reorders.
     class PlainResult {
     public:
-        PlainResult(const PrimitiveEntry &entry, int arg_id, mkc_tensor **dst,
-                    const dnnl::memory::desc &plain, const dnnl::memory::desc &view,
-                    const char *op);
+        PlainResult(const CacheScope &scope, const PrimitiveEntry &entry, int arg_id,
+                    mkc_tensor **dst, const dnnl::memory::desc &plain,
+                    const dnnl::memory::desc &view, const char *op);
         void *data() const { return data_; }
         void finish(); // after the execution: converts, hands the tensor over
 
     private:
+        const CacheScope &scope_;
         mkc_tensor **dst_;
         std::unique_ptr<Tensor> created_;
         Tensor *tensor_;
@@ -363,6 +370,7 @@ private:
     }
 
     const char *op_;
+    const CacheScope &scope_;
     ThreadState &state_;
     std::string *key_;   // a per-thread buffer (one per nesting level)
     // What the front cache knows this call by (dims copied: the caller's
@@ -392,12 +400,13 @@ private:
 // The result points to an Entry; it is returned as the cache holds it (a
 // shared_ptr<Entry> copy would cost two more atomic operations per call).
 template <typename Entry, typename Words, typename Usable, typename Acquire>
-std::shared_ptr<void> remembered_entry(ThreadState &state, const Words &args, const char *name,
-                                       Usable &&usable, Acquire &&acquire) {
+std::shared_ptr<void> remembered_entry(ThreadState &state, const CacheScope &scope,
+                                       const Words &args, const char *name, Usable &&usable,
+                                       Acquire &&acquire) {
     const FrontCache::Call call = args.call(name);
     BlobCache::HitTicket ticket;
     if (args.fits()) {
-        auto blob = state.argument_cache().find(call, state.context_version, ticket);
+        auto blob = state.argument_cache().find(call, scope.memo_context, ticket);
         if (blob && usable(*static_cast<Entry *>(blob.get()))) {
             BlobCache::instance().count_hit(ticket, state.stripe);
             return blob;
@@ -406,7 +415,7 @@ std::shared_ptr<void> remembered_entry(ThreadState &state, const Words &args, co
     bool hit = false;
     std::shared_ptr<void> entry = acquire(ticket, hit);
     if (hit && args.fits())
-        state.argument_cache().remember(call, state.context_version, entry, ticket);
+        state.argument_cache().remember(call, scope.memo_context, entry, ticket);
     return entry;
 }
 
@@ -416,14 +425,15 @@ std::shared_ptr<void> remembered_entry(ThreadState &state, const Words &args, co
 // argument cache.
 template <typename Entry, typename Words, typename Usable, typename Acquire>
 std::shared_ptr<void> remembered_inference_entry(bool training, ThreadState &state,
-                                                 const Words &args, const char *name,
-                                                 Usable &&usable, Acquire &&acquire) {
+                                                 const CacheScope &scope, const Words &args,
+                                                 const char *name, Usable &&usable,
+                                                 Acquire &&acquire) {
     if (training) {
         BlobCache::HitTicket ticket;
         bool hit = false;
         return acquire(ticket, hit);
     }
-    return remembered_entry<Entry>(state, args, name, usable, acquire);
+    return remembered_entry<Entry>(state, scope, args, name, usable, acquire);
 }
 
 } // namespace mkc

@@ -118,9 +118,9 @@ public:
 
 } // namespace
 
-void batch_norm(const mkc_batch_norm_params &p, const Tensor &src, Tensor *mean,
-                Tensor *variance, const Tensor *scale, const Tensor *shift, mkc_tensor **dst,
-                mkc_tensor *batch_mean, mkc_tensor *batch_variance) {
+void batch_norm(const CacheScope &scope, const mkc_batch_norm_params &p, const Tensor &src,
+                Tensor *mean, Tensor *variance, const Tensor *scale, const Tensor *shift,
+                mkc_tensor **dst, mkc_tensor *batch_mean, mkc_tensor *batch_variance) {
     const char *op = "batch_norm";
     const bool training = p.training != 0;
     ThreadState &state = thread_state();
@@ -129,7 +129,7 @@ void batch_norm(const mkc_batch_norm_params &p, const Tensor &src, Tensor *mean,
     std::optional<Handler> handler; // training: leaves the descriptor through it
     const auto acquire = [&](BlobCache::HitTicket &ticket, bool &hit) {
         check_batch_norm(p, src, mean, variance, scale, shift, batch_mean, batch_variance);
-        handler.emplace(op, p.name, training ? "batch_norm:train" : "batch_norm", nullptr,
+        handler.emplace(scope, op, p.name, training ? "batch_norm:train" : "batch_norm", nullptr,
                         src.dims);
         auto e = acquire_batch_norm(*handler, p.epsilon, src, scale != nullptr,
                                     shift != nullptr, training);
@@ -140,7 +140,7 @@ void batch_norm(const mkc_batch_norm_params &p, const Tensor &src, Tensor *mean,
     // holds and whose src is laid out as then, skips the checks, key and
     // lookup.
     const std::shared_ptr<void> blob = remembered_inference_entry<BatchNormEntry>(
-        training, state,
+        training, state, scope,
         BatchNormCall(p, src, {mean, variance, scale, shift, batch_mean, batch_variance}), p.name,
         [&](const BatchNormEntry &e) { return e.takes_as_is(src, DNNL_ARG_SRC); }, acquire);
     auto *entry = static_cast<BatchNormEntry *>(blob.get());
@@ -164,7 +164,7 @@ void batch_norm(const mkc_batch_norm_params &p, const Tensor &src, Tensor *mean,
     }
     const bool has_workspace = entry->has_arg(DNNL_ARG_WORKSPACE);
     {
-        Handler::Execution exec(*entry, state);
+        Handler::Execution exec(*entry, scope, state);
         exec.input(DNNL_ARG_SRC, src);
         if (training) {
             exec.raw(DNNL_ARG_MEAN, bm);
@@ -182,7 +182,7 @@ void batch_norm(const mkc_batch_norm_params &p, const Tensor &src, Tensor *mean,
         exec.output(DNNL_ARG_DST, out.data);
         exec.run();
     }
-    Handler::finish_output(out, dst);
+    Handler::finish_output(scope, out, dst);
     if (training) {
         // running = momentum * running + (1 - momentum) * batch (PaddlePaddle's
         // convention; the batch variance is the biased one).
@@ -199,10 +199,10 @@ void batch_norm(const mkc_batch_norm_params &p, const Tensor &src, Tensor *mean,
     layout::set_target(state, data_format);
 }
 
-void batch_norm_backward(const mkc_batch_norm_params &p, const Tensor &src, const Tensor &mean,
-                         const Tensor &variance, const Tensor *scale, const Tensor *shift,
-                         const Tensor &diff_dst, mkc_tensor **diff_src, mkc_tensor **diff_scale,
-                         mkc_tensor **diff_shift) {
+void batch_norm_backward(const CacheScope &scope, const mkc_batch_norm_params &p, const Tensor &src,
+                         const Tensor &mean, const Tensor &variance, const Tensor *scale,
+                         const Tensor *shift, const Tensor &diff_dst, mkc_tensor **diff_src,
+                         mkc_tensor **diff_scale, mkc_tensor **diff_shift) {
     const char *op = "batch_norm_backward";
     require(src.dtype == MKC_DTYPE_F32 && diff_dst.dtype == MKC_DTYPE_F32, op,
             ": src and diff_dst must be float32");
@@ -221,7 +221,7 @@ void batch_norm_backward(const mkc_batch_norm_params &p, const Tensor &src, cons
     const mkc_layout data_format = layout::resolve(p.data_format, static_cast<int>(x.size()));
     const char *name = p.name && p.name[0] ? p.name : "batch_norm:train";
 
-    Handler handler(op, name, name, "bwd", x);
+    Handler handler(scope, op, name, name, "bwd", x);
     handler.sign(OpKind::batch_norm_backward);
     handler.sign(scale ? 1 : 0);
     handler.sign(shift ? 1 : 0);
@@ -230,7 +230,7 @@ void batch_norm_backward(const mkc_batch_norm_params &p, const Tensor &src, cons
     auto entry = handler.acquire_primitive<PrimitiveEntry>([&] {
         std::shared_ptr<BatchNormEntry> fwd;
         {
-            Handler forward(op, name, name, nullptr, x);
+            Handler forward(scope, op, name, name, nullptr, x);
             sign_batch_norm(forward, p.epsilon, scale, shift, true);
             if (auto t = forward.find_transfer())
                 fwd = std::static_pointer_cast<BatchNormEntry>(t->forward);
@@ -268,13 +268,13 @@ void batch_norm_backward(const mkc_batch_norm_params &p, const Tensor &src, cons
     std::unique_ptr<Handler::PlainResult> dscale, dshift;
     std::shared_ptr<void> param_scratch = allocate(2 * c * sizeof(float), false);
     if (diff_scale)
-        dscale = std::make_unique<Handler::PlainResult>(*entry, DNNL_ARG_DIFF_SCALE, diff_scale,
-                                                        vec, vec, op);
+        dscale = std::make_unique<Handler::PlainResult>(scope, *entry, DNNL_ARG_DIFF_SCALE,
+                                                        diff_scale, vec, vec, op);
     if (diff_shift)
-        dshift = std::make_unique<Handler::PlainResult>(*entry, DNNL_ARG_DIFF_SHIFT, diff_shift,
-                                                        vec, vec, op);
+        dshift = std::make_unique<Handler::PlainResult>(scope, *entry, DNNL_ARG_DIFF_SHIFT,
+                                                        diff_shift, vec, vec, op);
     {
-        Handler::Execution exec(*entry);
+        Handler::Execution exec(*entry, scope);
         exec.input(DNNL_ARG_SRC, src);
         exec.input(DNNL_ARG_MEAN, mean);
         exec.input(DNNL_ARG_VARIANCE, variance);
@@ -288,7 +288,7 @@ void batch_norm_backward(const mkc_batch_norm_params &p, const Tensor &src, cons
         if (shift) exec.output(DNNL_ARG_DIFF_SHIFT, dshift ? dshift->data() : scratch + c);
         exec.run();
     }
-    if (diff_src) Handler::finish_output(out, diff_src);
+    if (diff_src) Handler::finish_output(scope, out, diff_src);
     if (dscale) dscale->finish();
     if (dshift) dshift->finish();
     layout::set_target(data_format);

@@ -106,14 +106,14 @@ bool broadcast_view(const Tensor &t, int n, mkc_layout out_layout, dnnl::memory:
     return true;
 }
 
-void binary_with(const BinaryInfo &info, mkc_binary_kind kind, const char *name,
-                 const Tensor &a, const Tensor &b, mkc_tensor **dst);
+void binary_with(const CacheScope &scope, const BinaryInfo &info, mkc_binary_kind kind,
+                 const char *name, const Tensor &a, const Tensor &b, mkc_tensor **dst);
 
 } // namespace
 
-void binary(mkc_binary_kind kind, const char *name, const Tensor &a, const Tensor &b,
-            mkc_tensor **dst) {
-    binary_with(binary_info(kind), kind, name, a, b, dst);
+void binary(const CacheScope &scope, mkc_binary_kind kind, const char *name, const Tensor &a,
+            const Tensor &b, mkc_tensor **dst) {
+    binary_with(scope, binary_info(kind), kind, name, a, b, dst);
 }
 
 namespace {
@@ -126,10 +126,10 @@ struct Operands {
     std::unique_ptr<Tensor> expanded, src1_copy;
 };
 
-std::shared_ptr<BinaryEntry> acquire_binary(const BinaryInfo &info, mkc_binary_kind kind,
-                                            const char *name, const Tensor &a, const Tensor &b,
-                                            Operands &ops, BlobCache::HitTicket &ticket,
-                                            bool &hit) {
+std::shared_ptr<BinaryEntry> acquire_binary(const CacheScope &scope, const BinaryInfo &info,
+                                            mkc_binary_kind kind, const char *name, const Tensor &a,
+                                            const Tensor &b, Operands &ops,
+                                            BlobCache::HitTicket &ticket, bool &hit) {
     require(a.dtype == MKC_DTYPE_F32 && b.dtype == MKC_DTYPE_F32, info.name,
             ": a and b must be float32");
     const Dims ca = caller_dims(a), cb = caller_dims(b);
@@ -162,7 +162,7 @@ std::shared_ptr<BinaryEntry> acquire_binary(const BinaryInfo &info, mkc_binary_k
         auto zeros = make_owned_tensor(layout::plain_desc(od, to_onednn(a.dtype), lay), lay, a.dtype);
         std::memset(zeros->data, 0, zeros->desc.get_size());
         mkc_tensor *result = zeros.get();
-        binary(MKC_BINARY_ADD, nullptr, *zeros, a, &result);
+        binary(scope, MKC_BINARY_ADD, nullptr, *zeros, a, &result);
         ops.expanded = std::move(zeros);
         ops.src0 = ops.expanded.get();
     }
@@ -170,15 +170,15 @@ std::shared_ptr<BinaryEntry> acquire_binary(const BinaryInfo &info, mkc_binary_k
 
     dnnl::memory::desc view = empty_desc();
     if (!broadcast_view(*ops.src1, n, src0.layout, view)) {
-        ops.src1 = &row_major(*ops.src1, ops.src1_copy);
+        ops.src1 = &row_major(scope, *ops.src1, ops.src1_copy);
         broadcast_view(*ops.src1, n, src0.layout, view);
     }
     const Tensor &src1 = *ops.src1;
     const bool viewed = !(view == src1.desc);
 
     const SerialRegion serial(element_count(src0)); // built as binary_with() runs it
-    Handler handler(info.name, name, (std::string("binary:") + info.name).c_str(), info.suffix,
-                    src0.dims);
+    Handler handler(scope, info.name, name, (std::string("binary:") + info.name).c_str(),
+                    info.suffix, src0.dims);
     handler.sign(OpKind::binary);
     handler.sign(kind);
     handler.sign(swapped ? 1 : 0);
@@ -212,14 +212,14 @@ std::shared_ptr<BinaryEntry> acquire_binary(const BinaryInfo &info, mkc_binary_k
     return entry;
 }
 
-void binary_with(const BinaryInfo &info, mkc_binary_kind kind, const char *name,
-                 const Tensor &a, const Tensor &b, mkc_tensor **dst) {
+void binary_with(const CacheScope &scope, const BinaryInfo &info, mkc_binary_kind kind,
+                 const char *name, const Tensor &a, const Tensor &b, mkc_tensor **dst) {
     // A call this thread made before, whose entry the cache still holds and
     // whose operands are laid out as then, skips the shapes, key and lookup.
     ThreadState &state = thread_state();
     Operands ops;
     const std::shared_ptr<void> blob = remembered_entry<BinaryEntry>(
-        state, BinaryCall(kind, name, a, b), name,
+        state, scope, BinaryCall(kind, name, a, b), name,
         [&](const BinaryEntry &e) {
             const Tensor &s0 = e.swapped ? b : a, &s1 = e.swapped ? a : b;
             if (!e.takes_as_is(s0, DNNL_ARG_SRC_0) ||
@@ -231,7 +231,7 @@ void binary_with(const BinaryInfo &info, mkc_binary_kind kind, const char *name,
             return true;
         },
         [&](BlobCache::HitTicket &ticket, bool &hit) {
-            return acquire_binary(info, kind, name, a, b, ops, ticket, hit);
+            return acquire_binary(scope, info, kind, name, a, b, ops, ticket, hit);
         });
     auto &entry = *static_cast<BinaryEntry *>(blob.get());
     const Tensor &src0 = *ops.src0, &src1 = *ops.src1;
@@ -239,7 +239,7 @@ void binary_with(const BinaryInfo &info, mkc_binary_kind kind, const char *name,
     Handler::Output result =
         Handler::prepare_output(dst, entry, DNNL_ARG_DST, src0.layout, src0.dtype, info.name);
     {
-        Handler::Execution exec(entry, state);
+        Handler::Execution exec(entry, scope, state);
         exec.input(DNNL_ARG_SRC_0, src0);
         // src1's bytes as the primitive sees them (a broadcast view of a
         // plain tensor, or its own layout).
@@ -247,13 +247,13 @@ void binary_with(const BinaryInfo &info, mkc_binary_kind kind, const char *name,
         exec.output(DNNL_ARG_DST, result.data);
         exec.run();
     }
-    Handler::finish_output(result, dst);
+    Handler::finish_output(scope, result, dst);
 }
 
 } // namespace
 
-void reduce_sum_to(const Tensor &full, const Tensor &like, float scale, mkc_tensor **dst,
-                   const char *op) {
+void reduce_sum_to(const CacheScope &scope, const Tensor &full, const Tensor &like, float scale,
+                   mkc_tensor **dst, const char *op) {
     const Dims fc = caller_dims(full), lc = caller_dims(like);
     const int n = static_cast<int>(fc.size());
     if (static_cast<int>(lc.size()) > n)
@@ -265,13 +265,13 @@ void reduce_sum_to(const Tensor &full, const Tensor &like, float scale, mkc_tens
             fail(MKC_STATUS_INVALID_ARGUMENT, op, ": cannot reduce ", shape_text(fc),
                  " to ", shape_text(lc));
     std::unique_ptr<Tensor> holder;
-    const Tensor &g = row_major(full, holder); // row-major in caller order
+    const Tensor &g = row_major(scope, full, holder); // row-major in caller order
     // Both sides described in caller order over their row-major bytes.
     const dnnl::memory::desc from(fc, f32(), row_major_strides(fc)),
         to(target, f32(), row_major_strides(target));
     auto result = make_owned_tensor(layout::plain_desc(like.dims, f32(), like.layout),
                                     like.layout, MKC_DTYPE_F32);
-    Handler handler("reduce_sum", nullptr, "reduce_sum", nullptr, fc);
+    Handler handler(scope, "reduce_sum", nullptr, "reduce_sum", nullptr, fc);
     handler.sign(OpKind::reduce_sum);
     handler.sign(target);
     handler.sign_float(scale);
@@ -299,7 +299,7 @@ void reduce_sum_to(const Tensor &full, const Tensor &like, float scale, mkc_tens
         return e;
     });
     {
-        Handler::Execution exec(*entry);
+        Handler::Execution exec(*entry, scope);
         exec.raw(DNNL_ARG_SRC, g.data);
         exec.output(DNNL_ARG_DST, result->data);
         exec.run();
@@ -309,14 +309,15 @@ void reduce_sum_to(const Tensor &full, const Tensor &like, float scale, mkc_tens
         if (!(t.dims == result->dims && t.dtype == MKC_DTYPE_F32))
             fail(MKC_STATUS_INVALID_ARGUMENT, op,
                  ": the gradient output must have the shape ", shape_text(lc));
-        reorder(result->desc, result->data, t.desc, t.data);
+        reorder(scope, result->desc, result->data, t.desc, t.data);
         return;
     }
     Handler::publish(result, dst);
 }
 
-void binary_backward(mkc_binary_kind kind, const char *name, const Tensor &a, const Tensor &b,
-                     const Tensor &diff_dst, mkc_tensor **diff_a, mkc_tensor **diff_b) {
+void binary_backward(const CacheScope &scope, mkc_binary_kind kind, const char *name,
+                     const Tensor &a, const Tensor &b, const Tensor &diff_dst, mkc_tensor **diff_a,
+                     mkc_tensor **diff_b) {
     const BinaryInfo info = binary_info(kind);
     const std::string op = std::string(info.name) + "_backward";
     (void)name; // the intermediates are plain binary ops: they share the forward ops' entries
@@ -342,7 +343,7 @@ void binary_backward(mkc_binary_kind kind, const char *name, const Tensor &a, co
     auto run = [&](const BinaryInfo &bi, mkc_binary_kind k, const Tensor &x,
                    const Tensor &y) -> const Tensor & {
         mkc_tensor *result = nullptr;
-        binary_with(bi, k, nullptr, x, y, &result); // shared with the forward ops
+        binary_with(scope, bi, k, nullptr, x, y, &result); // shared with the forward ops
         temps.emplace_back(result);
         return *result;
     };
@@ -364,27 +365,28 @@ void binary_backward(mkc_binary_kind kind, const char *name, const Tensor &a, co
         if (!out_ptr) continue;
         const Tensor &self = side == 0 ? a : b, &other = side == 0 ? b : a;
         switch (kind) {
-        case MKC_BINARY_ADD: reduce_sum_to(diff_dst, self, 1.f, out_ptr, op.c_str()); break;
+        case MKC_BINARY_ADD: reduce_sum_to(scope, diff_dst, self, 1.f, out_ptr, op.c_str()); break;
         case MKC_BINARY_SUB:
-            reduce_sum_to(diff_dst, self, side == 0 ? 1.f : -1.f, out_ptr, op.c_str());
+            reduce_sum_to(scope, diff_dst, self, side == 0 ? 1.f : -1.f, out_ptr, op.c_str());
             break;
         case MKC_BINARY_MUL:
-            reduce_sum_to(mul(diff_dst, other), self, 1.f, out_ptr, op.c_str());
+            reduce_sum_to(scope, mul(diff_dst, other), self, 1.f, out_ptr, op.c_str());
             break;
         case MKC_BINARY_DIV: {
             // d(a/b)/da = 1/b; d(a/b)/db = -(a/b)/b
             const Tensor &q = run(binary_info(MKC_BINARY_DIV), MKC_BINARY_DIV, diff_dst, b);
-            if (side == 0) reduce_sum_to(q, a, 1.f, out_ptr, op.c_str());
+            if (side == 0)
+                reduce_sum_to(scope, q, a, 1.f, out_ptr, op.c_str());
             else
-                reduce_sum_to(run(binary_info(MKC_BINARY_DIV), MKC_BINARY_DIV, mul(q, a), b), b,
-                              -1.f, out_ptr, op.c_str());
+                reduce_sum_to(scope, run(binary_info(MKC_BINARY_DIV), MKC_BINARY_DIV, mul(q, a), b),
+                              b, -1.f, out_ptr, op.c_str());
             break;
         }
         case MKC_BINARY_MAX:
         case MKC_BINARY_MIN: {
             const bool self_wins_when_greater = kind == MKC_BINARY_MAX;
             const Tensor &w = self_wins_when_greater ? wins(self, other) : wins(other, self);
-            reduce_sum_to(mul(diff_dst, w), self, 0.5f, out_ptr, op.c_str());
+            reduce_sum_to(scope, mul(diff_dst, w), self, 0.5f, out_ptr, op.c_str());
             break;
         }
         default: fail(MKC_STATUS_INVALID_ARGUMENT, op, ": unsupported kind");

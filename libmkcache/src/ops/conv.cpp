@@ -324,15 +324,17 @@ std::shared_ptr<ConvEntry> forward_descriptor(const mkc_conv_params &p, const Ge
 // The forward's entry through the handler: checks, shapes, key, signature.
 // (What can differ between calls with equal arguments - the weights being
 // plain, the sum's dst - the caller checks on every call.)
-std::shared_ptr<ConvEntry> acquire_forward(const char *op, int k, bool transposed,
-                                           const mkc_conv_params &p, const Tensor &src,
-                                           const Tensor &weights, const Tensor *bias,
-                                           BlobCache::HitTicket &ticket, bool &hit) {
+std::shared_ptr<ConvEntry> acquire_forward(const CacheScope &scope, const char *op, int k,
+                                           bool transposed, const mkc_conv_params &p,
+                                           const Tensor &src, const Tensor &weights,
+                                           const Tensor *bias, BlobCache::HitTicket &ticket,
+                                           bool &hit) {
     check_params(op, p, k, transposed);
     const Geometry g = geometry(op, p, src, weights, bias, k, transposed);
 
     const bool named = p.name && p.name[0];
-    Handler handler(op, p.name, named ? nullptr : default_name(op, p, g, bias), nullptr, g.x);
+    Handler handler(scope, op, p.name, named ? nullptr : default_name(op, p, g, bias), nullptr,
+                    g.x);
     sign_forward(handler, p, g, transposed, bias, p.training);
     auto entry = handler.acquire_primitive<ConvEntry>([&] {
         auto e = forward_descriptor(p, g, transposed, bias, p.training);
@@ -364,8 +366,9 @@ std::shared_ptr<ConvEntry> acquire_forward(const char *op, int k, bool transpose
 
 } // namespace
 
-void convolution(const char *op, int k, bool transposed, const mkc_conv_params &p,
-                 const Tensor &src, const Tensor &weights, const Tensor *bias, mkc_tensor **dst) {
+void convolution(const CacheScope &scope, const char *op, int k, bool transposed,
+                 const mkc_conv_params &p, const Tensor &src, const Tensor &weights,
+                 const Tensor *bias, mkc_tensor **dst) {
     require(src.dtype == MKC_DTYPE_F32 && weights.dtype == MKC_DTYPE_F32 &&
                 (!bias || bias->dtype == MKC_DTYPE_F32),
             op, ": every input must be float32");
@@ -379,9 +382,9 @@ void convolution(const char *op, int k, bool transposed, const mkc_conv_params &
     const ConvCall args(transposed ? OpKind::deconvolution : OpKind::convolution, k, p, src,
                         weights, bias);
     const std::shared_ptr<void> blob = remembered_entry<ConvEntry>(
-        state, args, p.name, [](const ConvEntry &) { return true; },
+        state, scope, args, p.name, [](const ConvEntry &) { return true; },
         [&](BlobCache::HitTicket &ticket, bool &hit) {
-            return acquire_forward(op, k, transposed, p, src, weights, bias, ticket, hit);
+            return acquire_forward(scope, op, k, transposed, p, src, weights, bias, ticket, hit);
         });
     auto *entry = static_cast<ConvEntry *>(blob.get());
     if (entry->weights_view)
@@ -393,14 +396,14 @@ void convolution(const char *op, int k, bool transposed, const mkc_conv_params &
         require((*dst)->dims == y_want.get_dims(), op,
                 ": dst must have the output's shape to accumulate into");
         residual = allocate(y_want.get_size(), false);
-        reorder((*dst)->desc, (*dst)->data, y_want, residual.get());
+        reorder(scope, (*dst)->desc, (*dst)->data, y_want, residual.get());
     }
     Handler::Output out =
         residual ? Handler::Output{} : Handler::prepare_output(dst, *entry, DNNL_ARG_DST,
                                                                data_format, MKC_DTYPE_F32, op);
     void *y_data = residual ? residual.get() : out.data;
     {
-        Handler::Execution exec(*entry, state);
+        Handler::Execution exec(*entry, scope, state);
         exec.input(DNNL_ARG_SRC, src);
         bind_weights(exec, weights, entry->weights_view);
         if (bias) exec.input(DNNL_ARG_BIAS, *bias);
@@ -414,10 +417,10 @@ void convolution(const char *op, int k, bool transposed, const mkc_conv_params &
             std::memcpy(t.data, residual.get(), y_want.get_size());
             adopt_result_layout(t, y_want);
         } else {
-            reorder(y_want, residual.get(), t.desc, t.data);
+            reorder(scope, y_want, residual.get(), t.desc, t.data);
         }
     } else {
-        Handler::finish_output(out, dst);
+        Handler::finish_output(scope, out, dst);
     }
     layout::set_target(state, data_format); // the model's layout becomes the thread's target
 }
@@ -458,9 +461,9 @@ void build_backward_weights(PrimitiveEntry &e, const Geometry &g, dnnl::algorith
 
 } // namespace
 
-void convolution_backward(const char *op, int k, bool transposed, const mkc_conv_params &p,
-                          const Tensor &src, const Tensor &weights, const Tensor &diff_dst,
-                          mkc_tensor **diff_src, mkc_tensor **diff_weights,
+void convolution_backward(const CacheScope &scope, const char *op, int k, bool transposed,
+                          const mkc_conv_params &p, const Tensor &src, const Tensor &weights,
+                          const Tensor &diff_dst, mkc_tensor **diff_src, mkc_tensor **diff_weights,
                           mkc_tensor **diff_bias) {
     check_params(op, p, k, transposed);
     require(p.activation == MKC_ACTIVATION_NONE && !p.sum, op,
@@ -481,16 +484,17 @@ void convolution_backward(const char *op, int k, bool transposed, const mkc_conv
     // On a miss: the forward's training descriptor is the hint, taken from the cache when a training forward left it, else made
     // here (a descriptor only, no primitive).
     auto hint = [&]() -> std::shared_ptr<ConvEntry> {
-        Handler forward(op, name, name, nullptr, g.x);
+        Handler forward(scope, op, name, name, nullptr, g.x);
         sign_forward(forward, p, g, transposed, bias, true);
-        if (auto t = forward.find_transfer()) return std::static_pointer_cast<ConvEntry>(t->forward);
+        if (auto t = forward.find_transfer())
+            return std::static_pointer_cast<ConvEntry>(t->forward);
         return forward_descriptor(p, g, transposed, bias, true);
     };
     const auto alg = transposed ? dnnl::algorithm::deconvolution_direct
                                 : dnnl::algorithm::convolution_direct;
 
     if (diff_src) {
-        Handler handler(op, name, name, "bwd_data", g.x);
+        Handler handler(scope, op, name, name, "bwd_data", g.x);
         sign_forward(handler, p, g, transposed, bias, true);
         handler.sign(OpKind::backward_data);
         auto entry = handler.acquire_primitive<PrimitiveEntry>([&] {
@@ -505,18 +509,18 @@ void convolution_backward(const char *op, int k, bool transposed, const mkc_conv
         Handler::Output out = Handler::prepare_output(diff_src, *entry, DNNL_ARG_DIFF_SRC,
                                                       data_format, MKC_DTYPE_F32, op);
         {
-            Handler::Execution exec(*entry);
+            Handler::Execution exec(*entry, scope);
             exec.input(DNNL_ARG_DIFF_DST, diff_dst);
             bind_weights(exec, weights, w_view);
             exec.output(DNNL_ARG_DIFF_SRC, out.data);
             exec.run();
         }
-        Handler::finish_output(out, diff_src);
+        Handler::finish_output(scope, out, diff_src);
     }
 
     if (diff_weights || diff_bias) {
         require(diff_weights != nullptr, op, ": diff_bias needs diff_weights too");
-        Handler handler(op, name, name, "bwd_weights", g.x);
+        Handler handler(scope, op, name, name, "bwd_weights", g.x);
         sign_forward(handler, p, g, transposed, bias, true);
         handler.sign(OpKind::backward_weights);
         auto entry = handler.acquire_primitive<PrimitiveEntry>([&] {
@@ -530,16 +534,16 @@ void convolution_backward(const char *op, int k, bool transposed, const mkc_conv
                                                                            fwd->conv_pd);
             return e;
         });
-        Handler::PlainResult dw(*entry, DNNL_ARG_DIFF_WEIGHTS, diff_weights,
+        Handler::PlainResult dw(scope, *entry, DNNL_ARG_DIFF_WEIGHTS, diff_weights,
                                 layout::plain_desc(g.w, f32, MKC_LAYOUT_CHANNELS_FIRST),
                                 plain_weights_view(g, p.groups, transposed), op);
         const dnnl::memory::desc b_plain(Dims{g.y[1]}, f32, tag::a);
         std::unique_ptr<Handler::PlainResult> db;
         if (bias)
-            db = std::make_unique<Handler::PlainResult>(*entry, DNNL_ARG_DIFF_BIAS, diff_bias,
-                                                        b_plain, b_plain, op);
+            db = std::make_unique<Handler::PlainResult>(scope, *entry, DNNL_ARG_DIFF_BIAS,
+                                                        diff_bias, b_plain, b_plain, op);
         {
-            Handler::Execution exec(*entry);
+            Handler::Execution exec(*entry, scope);
             exec.input(DNNL_ARG_SRC, src);
             exec.input(DNNL_ARG_DIFF_DST, diff_dst);
             exec.output(DNNL_ARG_DIFF_WEIGHTS, dw.data());

@@ -84,13 +84,14 @@ public:
     }
 };
 
-std::shared_ptr<EltwiseEntry> acquire_activation(mkc_activation_kind kind, float alpha,
-                                                 float beta, const char *name, const Tensor &src,
-                                                 BlobCache::HitTicket &ticket, bool &hit) {
+std::shared_ptr<EltwiseEntry> acquire_activation(const CacheScope &scope, mkc_activation_kind kind,
+                                                 float alpha, float beta, const char *name,
+                                                 const Tensor &src, BlobCache::HitTicket &ticket,
+                                                 bool &hit) {
     const ActivationInfo a = activation_info(kind);
     const Dims &x = onednn_dims(src);
     const KeyFields key(kind, "", a.name, name, alpha, beta);
-    Handler handler("activation", name, key.default_name, key.suffix, x);
+    Handler handler(scope, "activation", name, key.default_name, key.suffix, x);
     handler.sign(OpKind::activation);
     handler.sign(kind);
     handler.sign_float(alpha);
@@ -113,20 +114,20 @@ std::shared_ptr<EltwiseEntry> acquire_activation(mkc_activation_kind kind, float
 
 } // namespace
 
-void activation(mkc_activation_kind kind, float alpha, float beta, const char *name,
-                const Tensor &src, mkc_tensor **dst) {
+void activation(const CacheScope &scope, mkc_activation_kind kind, float alpha, float beta,
+                const char *name, const Tensor &src, mkc_tensor **dst) {
     require(src.dtype == MKC_DTYPE_F32, "activation: src must be float32");
     const SerialRegion serial(element_count(src)); // built and run alike
     // A call this thread made before, whose entry the cache still holds and
     // whose src is laid out as then, skips the key, signature and lookup.
     ThreadState &state = thread_state();
     const std::shared_ptr<void> blob = remembered_entry<EltwiseEntry>(
-        state, ActivationCall(kind, alpha, beta, name, src), name,
+        state, scope, ActivationCall(kind, alpha, beta, name, src), name,
         [&](const EltwiseEntry &e) { return e.takes_as_is(src, DNNL_ARG_SRC); },
         [&](BlobCache::HitTicket &ticket, bool &hit) {
-            return acquire_activation(kind, alpha, beta, name, src, ticket, hit);
+            return acquire_activation(scope, kind, alpha, beta, name, src, ticket, hit);
         });
-    Handler::run_src_dst(*static_cast<EltwiseEntry *>(blob.get()), src, dst, src.layout,
+    Handler::run_src_dst(scope, *static_cast<EltwiseEntry *>(blob.get()), src, dst, src.layout,
                          "activation", state);
 }
 
@@ -134,8 +135,9 @@ void activation(mkc_activation_kind kind, float alpha, float beta, const char *n
 
 namespace mkc::ops {
 
-void activation_backward(mkc_activation_kind kind, float alpha, float beta, const char *name,
-                         const Tensor &src, const Tensor &diff_dst, mkc_tensor **diff_src) {
+void activation_backward(const CacheScope &scope, mkc_activation_kind kind, float alpha, float beta,
+                         const char *name, const Tensor &src, const Tensor &diff_dst,
+                         mkc_tensor **diff_src) {
     const ActivationInfo a = activation_info(kind);
     const char *op = "activation_backward";
     require(src.dtype == MKC_DTYPE_F32 && diff_dst.dtype == MKC_DTYPE_F32, op,
@@ -146,7 +148,7 @@ void activation_backward(mkc_activation_kind kind, float alpha, float beta, cons
              shape_text(caller_dims(diff_dst)));
     const KeyFields key(kind, "bwd", a.name, name, alpha, beta);
     const SerialRegion serial(element_count(src));
-    Handler handler("activation", name, key.default_name, key.suffix, src.dims);
+    Handler handler(scope, "activation", name, key.default_name, key.suffix, src.dims);
     handler.sign(OpKind::activation_backward);
     handler.sign(kind);
     handler.sign_float(alpha);
@@ -166,7 +168,7 @@ void activation_backward(mkc_activation_kind kind, float alpha, float beta, cons
         e->set_args(pd, {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_SRC});
         return e;
     });
-    Handler::run_two_inputs(*entry, DNNL_ARG_SRC, src, DNNL_ARG_DIFF_DST, diff_dst,
+    Handler::run_two_inputs(scope, *entry, DNNL_ARG_SRC, src, DNNL_ARG_DIFF_DST, diff_dst,
                             DNNL_ARG_DIFF_SRC, diff_src, src.layout, op);
 }
 

@@ -8,7 +8,8 @@
 
 namespace mkc::ops {
 
-void export_plain(const Tensor &src, mkc_layout layout, void *dst, size_t dst_bytes) {
+void export_plain(const CacheScope &scope, const Tensor &src, mkc_layout layout, void *dst,
+                  size_t dst_bytes) {
     const Dims &dims = onednn_dims(src);
     const mkc_layout plain = layout::resolve(layout, static_cast<int>(dims.size()));
     const size_t need = plain_nbytes(src);
@@ -20,7 +21,7 @@ void export_plain(const Tensor &src, mkc_layout layout, void *dst, size_t dst_by
         std::memcpy(dst, src.data, need);
         return;
     }
-    reorder(src.desc, src.data, want, dst);
+    reorder(scope, src.desc, src.data, want, dst);
 }
 
 } // namespace mkc::ops

@@ -97,10 +97,10 @@ std::shared_ptr<LayerNormEntry> acquire_layer_norm(Handler &handler,
 }
 
 // Runs the forward on plain src bytes; training writes the statistics.
-void execute_layer_norm(LayerNormEntry &entry, const void *x, const Tensor *scale,
-                        const Tensor *shift, void *y, void *mean, void *variance,
-                        ThreadState &state) {
-    Handler::Execution exec(entry, state);
+void execute_layer_norm(const CacheScope &scope, LayerNormEntry &entry, const void *x,
+                        const Tensor *scale, const Tensor *shift, void *y, void *mean,
+                        void *variance, ThreadState &state) {
+    Handler::Execution exec(entry, scope, state);
     exec.raw(DNNL_ARG_SRC, const_cast<void *>(x)); // plain src is the [rows, cols] it wants
     if (scale) exec.raw(DNNL_ARG_SCALE, scale->data);
     if (shift) exec.raw(DNNL_ARG_SHIFT, shift->data);
@@ -147,14 +147,14 @@ public:
 
 } // namespace
 
-void layer_norm(const mkc_layer_norm_params &p, const Tensor &src, const Tensor *scale,
-                const Tensor *shift, mkc_tensor **dst) {
+void layer_norm(const CacheScope &scope, const mkc_layer_norm_params &p, const Tensor &src,
+                const Tensor *scale, const Tensor *shift, mkc_tensor **dst) {
     ThreadState &state = thread_state();
     std::optional<Handler> handler;
     std::optional<LayerNormGeometry> g;
     const auto acquire = [&](BlobCache::HitTicket &ticket, bool &hit) {
         g.emplace(layer_norm_geometry("layer_norm", p, src, scale, shift));
-        handler.emplace("layer_norm", p.name, "layer_norm", nullptr, Dims{g->rows, g->cols});
+        handler.emplace(scope, "layer_norm", p.name, "layer_norm", nullptr, Dims{g->rows, g->cols});
         auto e = acquire_layer_norm(*handler, p, *g, src, scale, shift, p.training);
         handler->report_hit(ticket, hit);
         return e;
@@ -162,13 +162,13 @@ void layer_norm(const mkc_layer_norm_params &p, const Tensor &src, const Tensor 
     // An inference call this thread made before, whose entry the cache still
     // holds, skips the checks, geometry, key and lookup.
     const std::shared_ptr<void> blob = remembered_inference_entry<LayerNormEntry>(
-        p.training, state, LayerNormCall(p, src, scale, shift), p.name,
+        p.training, state, scope, LayerNormCall(p, src, scale, shift), p.name,
         [](const LayerNormEntry &) { return true; }, acquire);
     auto &entry = *static_cast<LayerNormEntry *>(blob.get());
     // src, scale, shift and dst are all used as plain bytes; the entry holds
     // their expected plain descriptors, matched once per tensor.
     std::unique_ptr<Tensor> holder, created;
-    const Tensor &x = Handler::plain_input(entry, DNNL_ARG_SRC, src, entry.x_plain, holder);
+    const Tensor &x = Handler::plain_input(scope, entry, DNNL_ARG_SRC, src, entry.x_plain, holder);
     check_plain_vectors(entry, scale, shift, "layer_norm");
     Tensor &y = Handler::plain_output(entry, DNNL_ARG_DST, dst, entry.x_plain, src.layout,
                                       created, "layer_norm");
@@ -179,13 +179,14 @@ void layer_norm(const mkc_layer_norm_params &p, const Tensor &src, const Tensor 
     }
     // No transfer: the grad op builds the same training entry (found in the
     // cache) and recomputes the statistics (see Transfer).
-    execute_layer_norm(entry, x.data, scale, shift, y.data, mean.get(), variance.get(), state);
+    execute_layer_norm(scope, entry, x.data, scale, shift, y.data, mean.get(), variance.get(),
+                       state);
     Handler::publish(created, dst);
 }
 
-void layer_norm_backward(const mkc_layer_norm_params &p, const Tensor &src, const Tensor *scale,
-                         const Tensor *shift, const Tensor &diff_dst, mkc_tensor **diff_src,
-                         mkc_tensor **diff_scale, mkc_tensor **diff_shift) {
+void layer_norm_backward(const CacheScope &scope, const mkc_layer_norm_params &p, const Tensor &src,
+                         const Tensor *scale, const Tensor *shift, const Tensor &diff_dst,
+                         mkc_tensor **diff_src, mkc_tensor **diff_scale, mkc_tensor **diff_shift) {
     const char *op = "layer_norm_backward";
     const LayerNormGeometry g = layer_norm_geometry(op, p, src, scale, shift);
     if (!(diff_dst.dtype == MKC_DTYPE_F32 && caller_dims(diff_dst) == g.xc))
@@ -196,12 +197,12 @@ void layer_norm_backward(const mkc_layer_norm_params &p, const Tensor &src, cons
     const Dims key_dims{g.rows, g.cols};
     const char *name = p.name && p.name[0] ? p.name : "layer_norm";
 
-    Handler forward("layer_norm", name, name, nullptr, key_dims);
+    Handler forward(scope, "layer_norm", name, name, nullptr, key_dims);
     auto fwd = acquire_layer_norm(forward, p, g, src, scale, shift, true);
     check_plain_vectors(*fwd, scale, shift, op);
 
     const bool params_grad = scale || shift;
-    Handler handler("layer_norm", name, name, "bwd", key_dims);
+    Handler handler(scope, "layer_norm", name, name, "bwd", key_dims);
     handler.sign(OpKind::layer_norm_backward);
     handler.sign(src.dims);
     handler.sign(src.layout);
@@ -229,8 +230,8 @@ void layer_norm_backward(const mkc_layer_norm_params &p, const Tensor &src, cons
     });
 
     std::unique_ptr<Tensor> hx, hdy;
-    const Tensor &x = Handler::plain_input(*fwd, DNNL_ARG_SRC, src, fwd->x_plain, hx);
-    const Tensor &dy = Handler::plain_input(*fwd, DNNL_ARG_DST, diff_dst,
+    const Tensor &x = Handler::plain_input(scope, *fwd, DNNL_ARG_SRC, src, fwd->x_plain, hx);
+    const Tensor &dy = Handler::plain_input(scope, *fwd, DNNL_ARG_DST, diff_dst,
                                             layout::plain_desc(src.dims, f32, src.layout), hdy);
     // The statistics of this very src, recomputed: ones a forward left
     // could only be matched to src's values by reading all of them, which
@@ -239,7 +240,7 @@ void layer_norm_backward(const mkc_layer_norm_params &p, const Tensor &src, cons
     std::shared_ptr<void> variance = allocate(g.rows * sizeof(float), false);
     {
         auto y = allocate(g.rows * g.cols * sizeof(float), false);
-        execute_layer_norm(*fwd, x.data, scale, shift, y.get(), mean.get(), variance.get(),
+        execute_layer_norm(scope, *fwd, x.data, scale, shift, y.get(), mean.get(), variance.get(),
                            thread_state());
     }
     std::unique_ptr<Tensor> created;
@@ -257,15 +258,15 @@ void layer_norm_backward(const mkc_layer_norm_params &p, const Tensor &src, cons
     std::unique_ptr<Handler::PlainResult> dscale, dshift;
     std::shared_ptr<void> param_scratch;
     if (scale && diff_scale)
-        dscale = std::make_unique<Handler::PlainResult>(*entry, DNNL_ARG_DIFF_SCALE, diff_scale,
-                                                        param_plain, vec, op);
+        dscale = std::make_unique<Handler::PlainResult>(scope, *entry, DNNL_ARG_DIFF_SCALE,
+                                                        diff_scale, param_plain, vec, op);
     if (shift && diff_shift)
-        dshift = std::make_unique<Handler::PlainResult>(*entry, DNNL_ARG_DIFF_SHIFT, diff_shift,
-                                                        param_plain, vec, op);
+        dshift = std::make_unique<Handler::PlainResult>(scope, *entry, DNNL_ARG_DIFF_SHIFT,
+                                                        diff_shift, param_plain, vec, op);
     if ((scale && !dscale) || (shift && !dshift))
         param_scratch = allocate(2 * g.cols * sizeof(float), false); // [scale | shift]
     {
-        Handler::Execution exec(*entry);
+        Handler::Execution exec(*entry, scope);
         exec.raw(DNNL_ARG_SRC, x.data);
         exec.raw(DNNL_ARG_MEAN, mean.get());
         exec.raw(DNNL_ARG_VARIANCE, variance.get());

@@ -85,7 +85,7 @@ public:
 
 } // namespace
 
-void lrn(const mkc_lrn_params &p, const Tensor &src, mkc_tensor **dst) {
+void lrn(const CacheScope &scope, const mkc_lrn_params &p, const Tensor &src, mkc_tensor **dst) {
     const char *op = "lrn";
     ThreadState &state = thread_state();
     std::optional<Handler> handler; // training: leaves the workspace through it
@@ -93,11 +93,11 @@ void lrn(const mkc_lrn_params &p, const Tensor &src, mkc_tensor **dst) {
     // holds and whose src is laid out as then, skips the checks, key and
     // lookup.
     const std::shared_ptr<void> blob = remembered_inference_entry<LrnEntry>(
-        p.training, state, LrnCall(p, src), p.name,
+        p.training, state, scope, LrnCall(p, src), p.name,
         [&](const LrnEntry &e) { return e.takes_as_is(src, DNNL_ARG_SRC); },
         [&](BlobCache::HitTicket &ticket, bool &hit) {
             check_lrn(p, src, op);
-            handler.emplace(op, p.name, ("lrn:" + std::to_string(p.size)).c_str(), nullptr,
+            handler.emplace(scope, op, p.name, ("lrn:" + std::to_string(p.size)).c_str(), nullptr,
                             src.dims);
             auto e = acquire_lrn(*handler, p, src, p.training);
             handler->report_hit(ticket, hit);
@@ -113,17 +113,17 @@ void lrn(const mkc_lrn_params &p, const Tensor &src, mkc_tensor **dst) {
         Handler::Output out = Handler::prepare_output(dst, entry, DNNL_ARG_DST, data_format,
                                                       MKC_DTYPE_F32, op);
         std::shared_ptr<void> workspace;
-        Handler::run_training_forward(entry, src, out.data, workspace);
-        Handler::finish_output(out, dst);
+        Handler::run_training_forward(scope, entry, src, out.data, workspace);
+        Handler::finish_output(scope, out, dst);
         handler->leave_transfer(t);
     } else {
-        Handler::run_src_dst(entry, src, dst, data_format, op, state);
+        Handler::run_src_dst(scope, entry, src, dst, data_format, op, state);
     }
     layout::set_target(state, data_format);
 }
 
-void lrn_backward(const mkc_lrn_params &p, const Tensor &src, const Tensor &diff_dst,
-                  mkc_tensor **diff_src) {
+void lrn_backward(const CacheScope &scope, const mkc_lrn_params &p, const Tensor &src,
+                  const Tensor &diff_dst, mkc_tensor **diff_src) {
     const char *op = check_lrn(p, src, "lrn_backward");
     require(diff_dst.dtype == MKC_DTYPE_F32 && diff_dst.dims == src.dims, op,
             ": diff_dst must be float32 with src's shape");
@@ -131,11 +131,11 @@ void lrn_backward(const mkc_lrn_params &p, const Tensor &src, const Tensor &diff
     const std::string default_name = "lrn:" + std::to_string(p.size);
     const char *name = p.name && p.name[0] ? p.name : default_name.c_str();
 
-    Handler forward("lrn", name, name, nullptr, src.dims);
+    Handler forward(scope, "lrn", name, name, nullptr, src.dims);
     sign_lrn(forward, p, true);
     std::shared_ptr<Transfer> t = forward.find_transfer();
 
-    Handler handler("lrn", name, name, "bwd", src.dims);
+    Handler handler(scope, "lrn", name, name, "bwd", src.dims);
     handler.sign(OpKind::lrn_backward);
     handler.sign(p.size);
     handler.sign_float(p.alpha);
@@ -155,21 +155,25 @@ void lrn_backward(const mkc_lrn_params &p, const Tensor &src, const Tensor &diff
         e->set_args(pd, args);
         return e;
     });
-    const auto workspace = Handler::workspace_for(*entry, src, [&] {
-        Handler again("lrn", name, name, nullptr, src.dims); // this thread's training forward
-        return std::static_pointer_cast<PrimitiveEntry>(acquire_lrn(again, p, src, true));
-    }, op);
+    const auto workspace = Handler::workspace_for(
+        scope, *entry, src,
+        [&] {
+            Handler again(scope, "lrn", name, name, nullptr,
+                          src.dims); // this thread's training forward
+            return std::static_pointer_cast<PrimitiveEntry>(acquire_lrn(again, p, src, true));
+        },
+        op);
     Handler::Output out = Handler::prepare_output(diff_src, *entry, DNNL_ARG_DIFF_SRC,
                                                   data_format, MKC_DTYPE_F32, op);
     {
-        Handler::Execution exec(*entry);
+        Handler::Execution exec(*entry, scope);
         exec.input(DNNL_ARG_SRC, src);
         exec.input(DNNL_ARG_DIFF_DST, diff_dst);
         if (workspace) exec.raw(DNNL_ARG_WORKSPACE, workspace.get());
         exec.output(DNNL_ARG_DIFF_SRC, out.data);
         exec.run();
     }
-    Handler::finish_output(out, diff_src);
+    Handler::finish_output(scope, out, diff_src);
     layout::set_target(data_format);
 }
 

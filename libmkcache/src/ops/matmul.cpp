@@ -105,8 +105,8 @@ dnnl::inner_product_forward::primitive_desc linear_descriptor(const mkc_linear_p
 
 } // namespace
 
-void linear(const mkc_linear_params &p, const Tensor &src, const Tensor &weights,
-            const Tensor *bias, mkc_tensor **dst) {
+void linear(const CacheScope &scope, const mkc_linear_params &p, const Tensor &src,
+            const Tensor &weights, const Tensor *bias, mkc_tensor **dst) {
     const LinearGeometry g = linear_geometry("linear", p, src, weights, bias);
     const Dims &w = g.w;
     if (bias) {
@@ -114,7 +114,7 @@ void linear(const mkc_linear_params &p, const Tensor &src, const Tensor &weights
         const Dims &b = onednn_dims(*bias);
         require(b.size() == 1 && b[0] == w[0], "linear: bias must have shape [", w[0], "]");
     }
-    Handler handler("linear", p.name, g.default_name.c_str(), nullptr, Dims{g.rows, w[1]});
+    Handler handler(scope, "linear", p.name, g.default_name.c_str(), nullptr, Dims{g.rows, w[1]});
     sign_linear(handler, p, g, src, bias, p.training);
     auto entry = handler.acquire_primitive<LinearEntry>([&] {
         auto e = std::make_shared<LinearEntry>();
@@ -137,11 +137,12 @@ void linear(const mkc_linear_params &p, const Tensor &src, const Tensor &weights
         handler.leave_transfer(t);
     }
     std::unique_ptr<Tensor> holder, created;
-    const Tensor &x = Handler::plain_input(*entry, DNNL_ARG_SRC, src, entry->x_plain, holder);
+    const Tensor &x =
+        Handler::plain_input(scope, *entry, DNNL_ARG_SRC, src, entry->x_plain, holder);
     Tensor &y = Handler::plain_output(*entry, DNNL_ARG_DST, dst, entry->y_md,
                                       MKC_LAYOUT_CHANNELS_FIRST, created, "linear");
     {
-        Handler::Execution exec(*entry);
+        Handler::Execution exec(*entry, scope);
         exec.raw(DNNL_ARG_SRC, x.data); // plain [..., in] is the [rows, in] the primitive wants
         exec.input(DNNL_ARG_WEIGHTS, weights);
         if (bias) exec.input(DNNL_ARG_BIAS, *bias);
@@ -151,9 +152,9 @@ void linear(const mkc_linear_params &p, const Tensor &src, const Tensor &weights
     Handler::publish(created, dst);
 }
 
-void linear_backward(const mkc_linear_params &p, const Tensor &src, const Tensor &weights,
-                     const Tensor &diff_dst, mkc_tensor **diff_src, mkc_tensor **diff_weights,
-                     mkc_tensor **diff_bias) {
+void linear_backward(const CacheScope &scope, const mkc_linear_params &p, const Tensor &src,
+                     const Tensor &weights, const Tensor &diff_dst, mkc_tensor **diff_src,
+                     mkc_tensor **diff_weights, mkc_tensor **diff_bias) {
     const char *op = "linear_backward";
     require(p.activation == MKC_ACTIVATION_NONE, op,
             ": a fused activation has no backward; run the activation as its own op");
@@ -171,17 +172,17 @@ void linear_backward(const mkc_linear_params &p, const Tensor &src, const Tensor
     const dnnl::memory::desc x2({g.rows, w[1]}, f32, tag::ab), y2({g.rows, w[0]}, f32, tag::ab);
 
     auto hint = [&]() {
-        Handler forward("linear", name.c_str(), name.c_str(), nullptr, key_dims);
+        Handler forward(scope, "linear", name.c_str(), name.c_str(), nullptr, key_dims);
         sign_linear(forward, p, g, src, bias, true);
         if (auto t = forward.find_transfer())
             return std::static_pointer_cast<LinearEntry>(t->forward)->pd;
         return linear_descriptor(p, g, bias, true);
     };
     std::unique_ptr<Tensor> hx, hdy;
-    const Tensor &dy = row_major(diff_dst, hdy); // the [rows, out] the primitives want
+    const Tensor &dy = row_major(scope, diff_dst, hdy); // the [rows, out] the primitives want
 
     if (diff_src) {
-        Handler handler("linear", name.c_str(), name.c_str(), "bwd_data", key_dims);
+        Handler handler(scope, "linear", name.c_str(), name.c_str(), "bwd_data", key_dims);
         sign_linear(handler, p, g, src, bias, true);
         handler.sign(OpKind::backward_data);
         auto entry = handler.acquire_primitive<LinearEntry>([&] {
@@ -199,7 +200,7 @@ void linear_backward(const mkc_linear_params &p, const Tensor &src, const Tensor
         Tensor &dx = Handler::plain_output(*entry, DNNL_ARG_DIFF_SRC, diff_src, entry->x_plain,
                                            src.layout, created, op);
         {
-            Handler::Execution exec(*entry);
+            Handler::Execution exec(*entry, scope);
             exec.raw(DNNL_ARG_DIFF_DST, dy.data);
             exec.input(DNNL_ARG_WEIGHTS, weights);
             exec.output(DNNL_ARG_DIFF_SRC, dx.data);
@@ -209,7 +210,7 @@ void linear_backward(const mkc_linear_params &p, const Tensor &src, const Tensor
     }
     if (diff_weights || diff_bias) {
         require(diff_weights != nullptr, op, ": diff_bias needs diff_weights too");
-        Handler handler("linear", name.c_str(), name.c_str(), "bwd_weights", key_dims);
+        Handler handler(scope, "linear", name.c_str(), name.c_str(), "bwd_weights", key_dims);
         sign_linear(handler, p, g, src, bias, true);
         handler.sign(OpKind::backward_weights);
         auto entry = handler.acquire_primitive<LinearEntry>([&] {
@@ -227,15 +228,17 @@ void linear_backward(const mkc_linear_params &p, const Tensor &src, const Tensor
             e->x_plain = layout::plain_desc(src.dims, f32, src.layout);
             return e;
         });
-        const Tensor &x = Handler::plain_input(*entry, DNNL_ARG_SRC, src, entry->x_plain, hx);
+        const Tensor &x =
+            Handler::plain_input(scope, *entry, DNNL_ARG_SRC, src, entry->x_plain, hx);
         const dnnl::memory::desc w_plain(w, f32, tag::ab), b_plain({w[0]}, f32, tag::a);
-        Handler::PlainResult dw(*entry, DNNL_ARG_DIFF_WEIGHTS, diff_weights, w_plain, w_plain, op);
+        Handler::PlainResult dw(scope, *entry, DNNL_ARG_DIFF_WEIGHTS, diff_weights, w_plain,
+                                w_plain, op);
         std::unique_ptr<Handler::PlainResult> db;
         if (bias)
-            db = std::make_unique<Handler::PlainResult>(*entry, DNNL_ARG_DIFF_BIAS, diff_bias,
-                                                        b_plain, b_plain, op);
+            db = std::make_unique<Handler::PlainResult>(scope, *entry, DNNL_ARG_DIFF_BIAS,
+                                                        diff_bias, b_plain, b_plain, op);
         {
-            Handler::Execution exec(*entry);
+            Handler::Execution exec(*entry, scope);
             exec.raw(DNNL_ARG_SRC, x.data);
             exec.raw(DNNL_ARG_DIFF_DST, dy.data);
             exec.output(DNNL_ARG_DIFF_WEIGHTS, dw.data());
@@ -307,14 +310,14 @@ MatmulGeometry matmul_geometry(const mkc_matmul_params &p, const Tensor &a, cons
 
 } // namespace
 
-void matmul(const mkc_matmul_params &p, const Tensor &a_in, const Tensor &b_in, const Tensor *bias,
-            mkc_tensor **dst) {
+void matmul(const CacheScope &scope, const mkc_matmul_params &p, const Tensor &a_in,
+            const Tensor &b_in, const Tensor *bias, mkc_tensor **dst) {
     require(a_in.dtype == MKC_DTYPE_F32 && b_in.dtype == MKC_DTYPE_F32 &&
                 (!bias || bias->dtype == MKC_DTYPE_F32),
             "matmul: every input must be float32");
     std::unique_ptr<Tensor> ha, hb;
-    const Tensor &a = row_major(a_in, ha);
-    const Tensor &b = row_major(b_in, hb);
+    const Tensor &a = row_major(scope, a_in, ha);
+    const Tensor &b = row_major(scope, b_in, hb);
     const MatmulGeometry g = matmul_geometry(p, a, b, bias);
     const Dims &ac = g.ac, &bc = g.bc, &yc = g.yc;
     const auto &a_strides = g.a_strides, &b_strides = g.b_strides;
@@ -326,7 +329,7 @@ void matmul(const mkc_matmul_params &p, const Tensor &a_in, const Tensor &b_in, 
     bias_dims[n - 1] = N;
     const dnnl::memory::desc bias_view(bias_dims, f32, row_major_strides(bias_dims));
 
-    Handler handler("matmul", p.name, "matmul", nullptr, ac);
+    Handler handler(scope, "matmul", p.name, "matmul", nullptr, ac);
     handler.sign(OpKind::matmul);
     handler.sign(ac);
     handler.sign(bc);
@@ -354,7 +357,7 @@ void matmul(const mkc_matmul_params &p, const Tensor &a_in, const Tensor &b_in, 
     Handler::Output out = Handler::prepare_output(dst, *entry, DNNL_ARG_DST,
                                                   MKC_LAYOUT_CHANNELS_FIRST, MKC_DTYPE_F32, "matmul");
     {
-        Handler::Execution exec(*entry);
+        Handler::Execution exec(*entry, scope);
         exec.input(DNNL_ARG_SRC, a, &a_view);
         exec.input(DNNL_ARG_WEIGHTS, b, &b_view);
         if (bias) {
@@ -364,12 +367,12 @@ void matmul(const mkc_matmul_params &p, const Tensor &a_in, const Tensor &b_in, 
         exec.output(DNNL_ARG_DST, out.data);
         exec.run();
     }
-    Handler::finish_output(out, dst);
+    Handler::finish_output(scope, out, dst);
 }
 
-void matmul_backward(const mkc_matmul_params &p, const Tensor &a, const Tensor &b,
-                     const Tensor *bias, const Tensor &diff_dst, mkc_tensor **diff_a,
-                     mkc_tensor **diff_b, mkc_tensor **diff_bias) {
+void matmul_backward(const CacheScope &scope, const mkc_matmul_params &p, const Tensor &a,
+                     const Tensor &b, const Tensor *bias, const Tensor &diff_dst,
+                     mkc_tensor **diff_a, mkc_tensor **diff_b, mkc_tensor **diff_bias) {
     const char *op = "matmul_backward";
     require(p.activation == MKC_ACTIVATION_NONE, op,
             ": a fused activation has no backward; run the activation as its own op");
@@ -389,20 +392,20 @@ void matmul_backward(const mkc_matmul_params &p, const Tensor &a, const Tensor &
         q.transpose_b = ty;
         q.activation = MKC_ACTIVATION_NONE;
         mkc_tensor *result = nullptr;
-        matmul(q, x, y, nullptr, &result);
+        matmul(scope, q, x, y, nullptr, &result);
         registry<Tensor>().remove(result); // internal: never handed out
         return std::unique_ptr<Tensor>(result);
     };
     const bool ta = p.transpose_a != 0, tb = p.transpose_b != 0;
     if (diff_a) {
         auto full = ta ? product(b, tb, diff_dst, true) : product(diff_dst, false, b, !tb);
-        reduce_sum_to(*full, a, 1.f, diff_a, op);
+        reduce_sum_to(scope, *full, a, 1.f, diff_a, op);
     }
     if (diff_b) {
         auto full = tb ? product(diff_dst, true, a, ta) : product(a, !ta, diff_dst, false);
-        reduce_sum_to(*full, b, 1.f, diff_b, op);
+        reduce_sum_to(scope, *full, b, 1.f, diff_b, op);
     }
-    if (diff_bias) reduce_sum_to(diff_dst, *bias, 1.f, diff_bias, op);
+    if (diff_bias) reduce_sum_to(scope, diff_dst, *bias, 1.f, diff_bias, op);
 }
 
 } // namespace mkc::ops

@@ -176,7 +176,7 @@ public:
 
 } // namespace
 
-void pool(const mkc_pool_params &p, const Tensor &src, mkc_tensor **dst) {
+void pool(const CacheScope &scope, const mkc_pool_params &p, const Tensor &src, mkc_tensor **dst) {
     if (!p.training) {
         // Inference: a call this thread made before skips the geometry, the
         // default name, the signature and the key (mkc_pool_params reach
@@ -185,22 +185,22 @@ void pool(const mkc_pool_params &p, const Tensor &src, mkc_tensor **dst) {
         const mkc_layout data_format =
             layout::resolve(state, p.data_format, static_cast<int>(src.dims.size()));
         const std::shared_ptr<void> blob = remembered_entry<PoolEntry>(
-            state, PoolCall(p, src), p.name,
+            state, scope, PoolCall(p, src), p.name,
             [&](const PoolEntry &e) { return e.takes_as_is(src, DNNL_ARG_SRC); },
             [&](BlobCache::HitTicket &ticket, bool &hit) {
                 const PoolGeometry g = pool_geometry(p, src);
-                Handler handler(g.op, p.name, g.default_name.c_str(), nullptr, g.x);
+                Handler handler(scope, g.op, p.name, g.default_name.c_str(), nullptr, g.x);
                 auto entry = acquire_forward(handler, p, g, src, false);
                 handler.report_hit(ticket, hit);
                 return entry;
             });
-        Handler::run_src_dst(*static_cast<PoolEntry *>(blob.get()), src, dst, data_format,
+        Handler::run_src_dst(scope, *static_cast<PoolEntry *>(blob.get()), src, dst, data_format,
                              pool_name(p.kind), state);
         layout::set_target(state, data_format);
         return;
     }
     const PoolGeometry g = pool_geometry(p, src);
-    Handler handler(g.op, p.name, g.default_name.c_str(), nullptr, g.x);
+    Handler handler(scope, g.op, p.name, g.default_name.c_str(), nullptr, g.x);
     auto entry = acquire_forward(handler, p, g, src, true);
     {
         // The descriptor goes to the grad op through the cache (the indices
@@ -210,15 +210,15 @@ void pool(const mkc_pool_params &p, const Tensor &src, mkc_tensor **dst) {
         Handler::Output out = Handler::prepare_output(dst, *entry, DNNL_ARG_DST, g.data_format,
                                                       MKC_DTYPE_F32, g.op);
         std::shared_ptr<void> workspace;
-        Handler::run_training_forward(*entry, src, out.data, workspace);
-        Handler::finish_output(out, dst);
+        Handler::run_training_forward(scope, *entry, src, out.data, workspace);
+        Handler::finish_output(scope, out, dst);
         handler.leave_transfer(t);
     }
     layout::set_target(g.data_format);
 }
 
-void pool_backward(const mkc_pool_params &p, const Tensor &src, const Tensor &diff_dst,
-                   mkc_tensor **diff_src) {
+void pool_backward(const CacheScope &scope, const mkc_pool_params &p, const Tensor &src,
+                   const Tensor &diff_dst, mkc_tensor **diff_src) {
     const PoolGeometry g = pool_geometry(p, src);
     const std::string op = std::string(g.op) + "_backward";
     if (!(diff_dst.dtype == MKC_DTYPE_F32 && diff_dst.dims == g.y))
@@ -227,11 +227,11 @@ void pool_backward(const mkc_pool_params &p, const Tensor &src, const Tensor &di
              " (oneDNN order), got ", shape_text(diff_dst.dims));
     const char *name = p.name && p.name[0] ? p.name : g.default_name.c_str();
 
-    Handler forward(g.op, name, g.default_name.c_str(), nullptr, g.x);
+    Handler forward(scope, g.op, name, g.default_name.c_str(), nullptr, g.x);
     sign_forward(forward, p, g, true);
     std::shared_ptr<Transfer> t = forward.find_transfer();
 
-    Handler handler(g.op, name, g.default_name.c_str(), "bwd", g.x);
+    Handler handler(scope, g.op, name, g.default_name.c_str(), "bwd", g.x);
     sign_forward(handler, p, g, true);
     handler.sign(OpKind::backward_data);
     handler.sign_layout(src, DNNL_ARG_SRC);
@@ -256,20 +256,24 @@ void pool_backward(const mkc_pool_params &p, const Tensor &src, const Tensor &di
         return e;
     });
 
-    const auto workspace = Handler::workspace_for(*entry, src, [&] {
-        Handler again(g.op, name, g.default_name.c_str(), nullptr, g.x);
-        return std::static_pointer_cast<PrimitiveEntry>(acquire_forward(again, p, g, src, true));
-    }, op.c_str());
+    const auto workspace = Handler::workspace_for(
+        scope, *entry, src,
+        [&] {
+            Handler again(scope, g.op, name, g.default_name.c_str(), nullptr, g.x);
+            return std::static_pointer_cast<PrimitiveEntry>(
+                acquire_forward(again, p, g, src, true));
+        },
+        op.c_str());
     Handler::Output out = Handler::prepare_output(diff_src, *entry, DNNL_ARG_DIFF_SRC,
                                                   g.data_format, MKC_DTYPE_F32, op.c_str());
     {
-        Handler::Execution exec(*entry);
+        Handler::Execution exec(*entry, scope);
         exec.input(DNNL_ARG_DIFF_DST, diff_dst);
         if (workspace) exec.raw(DNNL_ARG_WORKSPACE, workspace.get());
         exec.output(DNNL_ARG_DIFF_SRC, out.data);
         exec.run();
     }
-    Handler::finish_output(out, diff_src);
+    Handler::finish_output(scope, out, diff_src);
     layout::set_target(g.data_format);
 }
 

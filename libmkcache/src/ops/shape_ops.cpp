@@ -37,7 +37,8 @@ std::vector<int> onednn_to_caller_perm(int n, mkc_layout layout) {
 
 } // namespace
 
-void concat(int axis, int n, const Tensor *const *srcs, const char *name, mkc_tensor **dst) {
+void concat(const CacheScope &scope, int axis, int n, const Tensor *const *srcs, const char *name,
+            mkc_tensor **dst) {
     require(n >= 1 && n <= 4096, "concat: needs 1..4096 inputs, got ", n);
     // oneDNN numbers a primitive's sources below DNNL_ARG_MULTIPLE_DST: more
     // inputs are joined in runs of that many, and the runs then joined.
@@ -47,12 +48,12 @@ void concat(int axis, int n, const Tensor *const *srcs, const char *name, mkc_te
         std::vector<const Tensor *> parts;
         for (int begin = 0; begin < n; begin += kMaxSources) {
             mkc_tensor *part = nullptr;
-            concat(axis, std::min(kMaxSources, n - begin), srcs + begin, nullptr, &part);
+            concat(scope, axis, std::min(kMaxSources, n - begin), srcs + begin, nullptr, &part);
             registry<Tensor>().remove(part); // internal: never handed out
             runs.emplace_back(part);
             parts.push_back(part);
         }
-        concat(axis, static_cast<int>(parts.size()), parts.data(), name, dst);
+        concat(scope, axis, static_cast<int>(parts.size()), parts.data(), name, dst);
         return;
     }
     const Tensor &first = *srcs[0];
@@ -78,7 +79,7 @@ void concat(int axis, int n, const Tensor *const *srcs, const char *name, mkc_te
     check_result_dims("concat", out, MKC_DTYPE_F32);
     std::string suffix;
     keys::append_int(suffix, caller_axis);
-    Handler handler("concat", name, ("concat:" + std::to_string(n)).c_str(), suffix.c_str(),
+    Handler handler(scope, "concat", name, ("concat:" + std::to_string(n)).c_str(), suffix.c_str(),
                     first.dims);
     handler.sign(OpKind::concat);
     handler.sign(onednn_axis);
@@ -109,12 +110,12 @@ void concat(int axis, int n, const Tensor *const *srcs, const char *name, mkc_te
     Handler::Output result =
         Handler::prepare_output(dst, *entry, DNNL_ARG_DST, first.layout, MKC_DTYPE_F32, "concat");
     {
-        Handler::Execution exec(*entry);
+        Handler::Execution exec(*entry, scope);
         for (int i = 0; i < n; ++i) exec.input(DNNL_ARG_MULTIPLE_SRC + i, *srcs[i]);
         exec.output(DNNL_ARG_DST, result.data);
         exec.run();
     }
-    Handler::finish_output(result, dst);
+    Handler::finish_output(scope, result, dst);
 }
 
 namespace {
@@ -122,8 +123,8 @@ namespace {
 // Copies src, seen in the caller's axis order (any layout), through
 // `dst_view` (the result's bytes described with src's caller dims) into a
 // row-major tensor of dims `out`: *dst, or a new one.
-void write_row_major(const Tensor &src, const dnnl::memory::desc &dst_view, const Dims &out,
-                     mkc_tensor **dst, const char *op) {
+void write_row_major(const CacheScope &scope, const Tensor &src, const dnnl::memory::desc &dst_view,
+                     const Dims &out, mkc_tensor **dst, const char *op) {
     const dnnl::memory::desc src_caller = src.desc.permute_axes(
         onednn_to_caller_perm(static_cast<int>(src.dims.size()), src.layout));
     const dnnl::memory::desc out_md(out, to_onednn(src.dtype), row_major_strides(out));
@@ -138,13 +139,15 @@ void write_row_major(const Tensor &src, const dnnl::memory::desc &dst_view, cons
                 ": dst must be a row-major tensor of the result's shape");
     }
     if (src_caller == dst_view) std::memcpy(y->data, src.data, out_md.get_size());
-    else reorder(src_caller, src.data, dst_view, y->data);
+    else
+        reorder(scope, src_caller, src.data, dst_view, y->data);
     Handler::publish(created, dst);
 }
 
 } // namespace
 
-void transpose(int n, const int *perm, const Tensor &src, mkc_tensor **dst) {
+void transpose(const CacheScope &scope, int n, const int *perm, const Tensor &src,
+               mkc_tensor **dst) {
     const int rank = static_cast<int>(src.dims.size());
     require(n == rank, "transpose: perm has ", n, " entries, src has rank ", rank);
     std::vector<bool> seen(rank, false);
@@ -161,11 +164,11 @@ void transpose(int n, const int *perm, const Tensor &src, mkc_tensor **dst) {
     const Dims out_strides = row_major_strides(out);
     Dims view_strides(rank);
     for (int i = 0; i < rank; ++i) view_strides[perm[i]] = out_strides[i];
-    write_row_major(src, dnnl::memory::desc(cd, to_onednn(src.dtype), view_strides), out, dst,
-                    "transpose");
+    write_row_major(scope, src, dnnl::memory::desc(cd, to_onednn(src.dtype), view_strides), out,
+                    dst, "transpose");
 }
 
-void to_layout(const char *format, const Tensor &src, mkc_tensor **dst) {
+void to_layout(const CacheScope &scope, const char *format, const Tensor &src, mkc_tensor **dst) {
     require(format != nullptr, "to_layout: format is NULL");
     const std::string f = format;
     const int rank = static_cast<int>(src.dims.size());
@@ -194,11 +197,13 @@ void to_layout(const char *format, const Tensor &src, mkc_tensor **dst) {
     require(*dst == nullptr, "to_layout: always creates a new tensor (*dst must be NULL)");
     auto t = make_owned_tensor(want, label, src.dtype);
     if (src.desc == want) std::memcpy(t->data, src.data, want.get_size());
-    else reorder(src.desc, src.data, want, t->data);
+    else
+        reorder(scope, src.desc, src.data, want, t->data);
     Handler::publish(t, dst);
 }
 
-void reshape(int ndims, const int64_t *dims, const Tensor &src, mkc_tensor **dst) {
+void reshape(const CacheScope &scope, int ndims, const int64_t *dims, const Tensor &src,
+             mkc_tensor **dst) {
     const char *op = "reshape";
     require(ndims >= 1 && ndims <= MKC_MAX_NDIMS, op, ": ndims must be 1..", MKC_MAX_NDIMS,
             ", got ", ndims);
@@ -230,12 +235,12 @@ void reshape(int ndims, const int64_t *dims, const Tensor &src, mkc_tensor **dst
         fail(MKC_STATUS_INVALID_ARGUMENT, op, ": ", shape_text(cd), " (", count, " elements) cannot be viewed as ",
              shape_text(out));
     // The values in the caller's row-major order, re-read with the new dims.
-    write_row_major(src, dnnl::memory::desc(cd, to_onednn(src.dtype), row_major_strides(cd)), out,
-                    dst, op);
+    write_row_major(scope, src, dnnl::memory::desc(cd, to_onednn(src.dtype), row_major_strides(cd)),
+                    out, dst, op);
 }
 
-void concat_backward(int axis, int n, const Tensor *const *srcs, const Tensor &diff_dst,
-                     mkc_tensor **diff_srcs) {
+void concat_backward(const CacheScope &scope, int axis, int n, const Tensor *const *srcs,
+                     const Tensor &diff_dst, mkc_tensor **diff_srcs) {
     const char *op = "concat_backward";
     require(n >= 1 && n <= 4096, op, ": needs 1..4096 inputs, got ", n);
     const Tensor &first = *srcs[0];
@@ -264,7 +269,7 @@ void concat_backward(int axis, int n, const Tensor *const *srcs, const Tensor &d
     // Each gradient is a slice of diff_dst along the axis, read from a
     // row-major copy seen in caller order (any offset is addressable).
     std::unique_ptr<Tensor> holder;
-    const Tensor &dy = row_major(diff_dst, holder);
+    const Tensor &dy = row_major(scope, diff_dst, holder);
     const dnnl::memory::desc dy_caller =
         dy.desc.permute_axes(onednn_to_caller_perm(rank, dy.layout));
     std::vector<std::unique_ptr<Tensor>> created(n);
@@ -286,7 +291,7 @@ void concat_backward(int axis, int n, const Tensor *const *srcs, const Tensor &d
         // The gradient's bytes seen in caller order (any layout).
         const dnnl::memory::desc t_caller =
             t->desc.permute_axes(onednn_to_caller_perm(rank, t->layout));
-        reorder(slice, dy.data, t_caller, t->data);
+        reorder(scope, slice, dy.data, t_caller, t->data);
     }
     for (int i = 0; i < n; ++i) Handler::publish(created[i], &diff_srcs[i]);
 }

@@ -28,9 +28,9 @@ public:
     }
 };
 
-std::shared_ptr<SoftmaxEntry> acquire_softmax(int axis, bool log, const char *name,
-                                              const Tensor &src, BlobCache::HitTicket &ticket,
-                                              bool &hit) {
+std::shared_ptr<SoftmaxEntry> acquire_softmax(const CacheScope &scope, int axis, bool log,
+                                              const char *name, const Tensor &src,
+                                              BlobCache::HitTicket &ticket, bool &hit) {
     const char *op = log ? "log_softmax" : "softmax";
     require(src.dtype == MKC_DTYPE_F32, op, ": src must be float32");
     const Dims &x = onednn_dims(src);
@@ -41,7 +41,7 @@ std::shared_ptr<SoftmaxEntry> acquire_softmax(int axis, bool log, const char *na
     // The softmax key carries the axis as its in-place suffix.
     std::string suffix;
     keys::append_int(suffix, caller_axis);
-    Handler handler(op, name, op, suffix.c_str(), x);
+    Handler handler(scope, op, name, op, suffix.c_str(), x);
     handler.sign(OpKind::softmax);
     handler.sign(log ? 1 : 0);
     handler.sign(onednn_axis);
@@ -62,17 +62,18 @@ std::shared_ptr<SoftmaxEntry> acquire_softmax(int axis, bool log, const char *na
 
 } // namespace
 
-void softmax(int axis, bool log, const char *name, const Tensor &src, mkc_tensor **dst) {
+void softmax(const CacheScope &scope, int axis, bool log, const char *name, const Tensor &src,
+             mkc_tensor **dst) {
     // A call this thread made before, whose entry the cache still holds and
     // whose src is laid out as then, skips the checks, key and lookup.
     ThreadState &state = thread_state();
     const std::shared_ptr<void> blob = remembered_entry<SoftmaxEntry>(
-        state, SoftmaxCall(axis, log, name, src), name,
+        state, scope, SoftmaxCall(axis, log, name, src), name,
         [&](const SoftmaxEntry &e) { return e.takes_as_is(src, DNNL_ARG_SRC); },
         [&](BlobCache::HitTicket &ticket, bool &hit) {
-            return acquire_softmax(axis, log, name, src, ticket, hit);
+            return acquire_softmax(scope, axis, log, name, src, ticket, hit);
         });
-    Handler::run_src_dst(*static_cast<SoftmaxEntry *>(blob.get()), src, dst, src.layout,
+    Handler::run_src_dst(scope, *static_cast<SoftmaxEntry *>(blob.get()), src, dst, src.layout,
                          log ? "log_softmax" : "softmax", state);
 }
 
@@ -80,8 +81,8 @@ void softmax(int axis, bool log, const char *name, const Tensor &src, mkc_tensor
 
 namespace mkc::ops {
 
-void softmax_backward(int axis, bool log, const char *name, const Tensor &dst,
-                      const Tensor &diff_dst, mkc_tensor **diff_src) {
+void softmax_backward(const CacheScope &scope, int axis, bool log, const char *name,
+                      const Tensor &dst, const Tensor &diff_dst, mkc_tensor **diff_src) {
     const char *op = log ? "log_softmax_backward" : "softmax_backward";
     require(dst.dtype == MKC_DTYPE_F32 && diff_dst.dtype == MKC_DTYPE_F32, op,
             ": dst and diff_dst must be float32");
@@ -97,7 +98,7 @@ void softmax_backward(int axis, bool log, const char *name, const Tensor &dst,
     const auto alg = log ? dnnl::algorithm::softmax_log : dnnl::algorithm::softmax_accurate;
     std::string suffix = "bwd";
     keys::append_int(suffix, caller_axis);
-    Handler handler(log ? "log_softmax" : "softmax", name, log ? "log_softmax" : "softmax",
+    Handler handler(scope, log ? "log_softmax" : "softmax", name, log ? "log_softmax" : "softmax",
                     suffix.c_str(), x);
     handler.sign(OpKind::softmax_backward);
     handler.sign(log ? 1 : 0);
@@ -115,7 +116,7 @@ void softmax_backward(int axis, bool log, const char *name, const Tensor &dst,
         e->set_args(pd, {DNNL_ARG_DST, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_SRC});
         return e;
     });
-    Handler::run_two_inputs(*entry, DNNL_ARG_DST, dst, DNNL_ARG_DIFF_DST, diff_dst,
+    Handler::run_two_inputs(scope, *entry, DNNL_ARG_DST, dst, DNNL_ARG_DIFF_DST, diff_dst,
                             DNNL_ARG_DIFF_SRC, diff_src, dst.layout, op);
 }
 
