@@ -155,6 +155,7 @@ public:
         else signature_spill_.push_back(v); // rare: e.g. concat of many inputs
     }
     void sign(const Dims &dims) { sign_range(dims.data(), dims.size()); }
+    void sign(const int64_t *values, size_t n) { sign_range(values, n); } // n, then the values
     void sign(const SmallDims &dims) { sign_range(dims.data(), dims.size()); }
     void sign_float(float v);
     // Input layouts the primitive is built on (e.g. eltwise keeps its

@@ -11,6 +11,7 @@
 #include "common/serial.hpp"
 #include "common/error.hpp"
 #include "handler/handler.hpp"
+#include "ops/attrs.hpp"
 #include "ops/call_words.hpp"
 #include "keys/keys.hpp"
 #include "ops/ops.hpp"
@@ -32,14 +33,23 @@ struct BinaryEntry : PrimitiveEntry {
     dnnl::memory::desc src1_plain = empty_desc();
 };
 
+// A binary op's one attribute: its kind (also the key's suffix, a letter).
+struct BinaryAttrs {
+    mkc_binary_kind kind;
+    template <typename V>
+    void each(V &v) const {
+        v.in_suffix("kind", kind);
+    }
+};
+
 // What the thread's argument cache knows a binary call by (with the name's
 // text): the kind, both operands' dtypes, caller layouts and shapes. Their
 // exact layouts are checked against the entry's on a hit.
-class BinaryCall : public CallWords<2 + 2 * (1 + MKC_MAX_NDIMS)> {
+class BinaryCall : public CallWords<3 + 2 * (1 + MKC_MAX_NDIMS)> {
 public:
-    BinaryCall(mkc_binary_kind kind, const char *name, const Tensor &a, const Tensor &b) {
-        // kind < 2^16 (internal comparisons are 100x)
-        add(kind_word(OpKind::binary) | int64_t(kind) << 16 | a.dtype << 8 | b.dtype);
+    BinaryCall(const BinaryAttrs &attrs, const char *name, const Tensor &a, const Tensor &b) {
+        add(kind_word(OpKind::binary) | a.dtype << 8 | b.dtype);
+        add_attrs(*this, attrs);
         add(int64_t(a.layout) << 8 | b.layout);
         add_dims(a.dims);
         add_dims(b.dims);
@@ -73,6 +83,20 @@ BinaryInfo binary_info(mkc_binary_kind kind) {
     }
     fail(MKC_STATUS_INVALID_ARGUMENT, "binary: unsupported kind ", static_cast<int>(kind));
 }
+
+} // namespace
+
+// The comparisons are internal kinds (the gradients of maximum and minimum).
+const char *binary_letter(mkc_binary_kind kind) {
+    return kind == kGreater ? "GT" : kind == kGreaterEqual ? "GE" : binary_info(kind).suffix;
+}
+const char *binary_name(mkc_binary_kind kind) {
+    return kind == kGreater        ? "greater"
+           : kind == kGreaterEqual ? "greater_equal"
+                                   : binary_info(kind).name;
+}
+
+namespace {
 
 dnnl::memory::data_type f32() { return dnnl::memory::data_type::f32; }
 
@@ -177,10 +201,13 @@ std::shared_ptr<BinaryEntry> acquire_binary(const CacheScope &scope, const Binar
     const bool viewed = !(view == src1.desc);
 
     const SerialRegion serial(element_count(src0)); // built as binary_with() runs it
-    Handler handler(scope, info.name, name, (std::string("binary:") + info.name).c_str(),
-                    info.suffix, src0.dims);
+    const BinaryAttrs attrs{kind};
+    thread_local std::string default_name, suffix;
+    attrs_name(default_name, "binary", attrs);
+    attrs_suffix(suffix, "", attrs);
+    Handler handler(scope, info.name, name, default_name.c_str(), suffix.c_str(), src0.dims);
     handler.sign(OpKind::binary);
-    handler.sign(kind);
+    sign_attrs(handler, attrs);
     handler.sign(swapped ? 1 : 0);
     handler.sign_layout(src0, DNNL_ARG_SRC_0);
     handler.sign_layout(view);
@@ -219,7 +246,7 @@ void binary_with(const CacheScope &scope, const BinaryInfo &info, mkc_binary_kin
     ThreadState &state = thread_state();
     Operands ops;
     const std::shared_ptr<void> blob = remembered_entry<BinaryEntry>(
-        state, scope, BinaryCall(kind, name, a, b), name,
+        state, scope, BinaryCall(BinaryAttrs{kind}, name, a, b), name,
         [&](const BinaryEntry &e) {
             const Tensor &s0 = e.swapped ? b : a, &s1 = e.swapped ? a : b;
             if (!e.takes_as_is(s0, DNNL_ARG_SRC_0) ||

@@ -35,6 +35,16 @@ public:
         for (int i = 0; i < n; ++i) words_[size_ + i] = dims[i];
         size_ += n;
     }
+    // Count, then `n` values.
+    void add_values(const int64_t *values, int n) {
+        if (size_ + 1 + n > kMaxWords) {
+            fits_ = false;
+            return;
+        }
+        words_[size_++] = n;
+        for (int i = 0; i < n; ++i) words_[size_ + i] = values[i];
+        size_ += n;
+    }
     // Raw bytes of a struct without padding (indeterminate bytes would make
     // equal calls differ): nbytes a multiple of 8.
     void add_bytes(const void *data, size_t nbytes) {

@@ -7,8 +7,9 @@
 #include "common/serial.hpp"
 #include "common/error.hpp"
 #include "handler/handler.hpp"
-#include "ops/call_words.hpp"
 #include "keys/keys.hpp"
+#include "ops/attrs.hpp"
+#include "ops/call_words.hpp"
 #include "ops/ops.hpp"
 
 namespace mkc::ops {
@@ -19,28 +20,31 @@ struct EltwiseEntry : PrimitiveEntry {
     dnnl::eltwise_forward::primitive_desc pd;
 };
 
-// An activation's key fields. The suffix carries the algorithm
-// (after `prefix`); the default name is the activation's, with alpha and
-// beta when they are set. Built on the stack in the common case: this runs
-// on every call.
-struct KeyFields {
-    KeyFields(mkc_activation_kind kind, const char *prefix, const char *activation,
-              const char *name, float alpha, float beta) {
-        char *p = suffix;
-        while (*prefix) *p++ = *prefix++;
-        *std::to_chars(p, suffix + sizeof suffix - 1, static_cast<int>(kind)).ptr = '\0';
-        default_name = activation;
-        if ((name == nullptr || name[0] == '\0') && (alpha != 0.f || beta != 0.f)) {
-            named = std::string(activation) + ':' + std::to_string(alpha) + ':' +
-                    std::to_string(beta);
-            default_name = named.c_str();
-        }
+// An activation's attributes: the kind (also the key's suffix, so kinds
+// under one caller name stay apart) and its two parameters.
+struct ActivationAttrs {
+    mkc_activation_kind kind;
+    float alpha, beta;
+    template <typename V>
+    void each(V &v) const {
+        v.in_suffix("kind", kind);
+        v.field("a", alpha);
+        v.field("b", beta);
     }
-    KeyFields(const KeyFields &) = delete; // default_name may point into named
+};
 
-    char suffix[24];
+// The key's default name and suffix (`prefix`: "" forward, "bwd"
+// backward), in per-thread buffers: valid until the thread's next call.
+struct KeyFields {
+    KeyFields(const ActivationAttrs &a, const char *prefix) {
+        thread_local std::string name, suffix_text;
+        attrs_name(name, "", a);
+        default_name = name.c_str() + (name.empty() ? 0 : 1); // "relu", "elu:a0.5"
+        attrs_suffix(suffix_text, prefix, a);
+        suffix = suffix_text.c_str();
+    }
     const char *default_name;
-    std::string named;
+    const char *suffix;
 };
 
 } // namespace
@@ -68,17 +72,20 @@ ActivationInfo activation_info(mkc_activation_kind kind) {
     fail(MKC_STATUS_INVALID_ARGUMENT, "activation: unsupported kind ", static_cast<int>(kind));
 }
 
+const char *activation_name(mkc_activation_kind kind) {
+    return kind == MKC_ACTIVATION_NONE ? "" : activation_info(kind).name;
+}
+
 namespace {
 
 // What the thread's argument cache knows an activation by (with the name's
-// text): kind, alpha, beta, the caller's layout and the shape. src's exact
+// text): its attributes, the caller's layout and the shape. src's exact
 // layout is checked against the entry's on a hit.
-class ActivationCall : public CallWords<3 + 1 + MKC_MAX_NDIMS> {
+class ActivationCall : public CallWords<4 + 1 + MKC_MAX_NDIMS> {
 public:
-    ActivationCall(mkc_activation_kind kind, float alpha, float beta, const char *name,
-                   const Tensor &src) {
-        add(kind_word(OpKind::activation) | int64_t(kind) << 8 | src.layout);
-        add(bits(alpha) << 32 | bits(beta));
+    ActivationCall(const ActivationAttrs &a, const char *name, const Tensor &src) {
+        add(kind_word(OpKind::activation) | src.layout);
+        add_attrs(*this, a);
         add_dims(src.dims);
         seal(name);
     }
@@ -90,12 +97,11 @@ std::shared_ptr<EltwiseEntry> acquire_activation(const CacheScope &scope, mkc_ac
                                                  bool &hit) {
     const ActivationInfo a = activation_info(kind);
     const Dims &x = onednn_dims(src);
-    const KeyFields key(kind, "", a.name, name, alpha, beta);
+    const ActivationAttrs attrs{kind, alpha, beta};
+    const KeyFields key(attrs, "");
     Handler handler(scope, "activation", name, key.default_name, key.suffix, x);
     handler.sign(OpKind::activation);
-    handler.sign(kind);
-    handler.sign_float(alpha);
-    handler.sign_float(beta);
+    sign_attrs(handler, attrs);
     handler.sign_layout(src, DNNL_ARG_SRC);
 
     auto entry = handler.acquire_primitive<EltwiseEntry>([&] {
@@ -122,7 +128,7 @@ void activation(const CacheScope &scope, mkc_activation_kind kind, float alpha, 
     // whose src is laid out as then, skips the key, signature and lookup.
     ThreadState &state = thread_state();
     const std::shared_ptr<void> blob = remembered_entry<EltwiseEntry>(
-        state, scope, ActivationCall(kind, alpha, beta, name, src), name,
+        state, scope, ActivationCall(ActivationAttrs{kind, alpha, beta}, name, src), name,
         [&](const EltwiseEntry &e) { return e.takes_as_is(src, DNNL_ARG_SRC); },
         [&](BlobCache::HitTicket &ticket, bool &hit) {
             return acquire_activation(scope, kind, alpha, beta, name, src, ticket, hit);
@@ -146,13 +152,12 @@ void activation_backward(const CacheScope &scope, mkc_activation_kind kind, floa
         fail(MKC_STATUS_INVALID_ARGUMENT, op,
              ": diff_dst must have src's shape ", shape_text(caller_dims(src)), ", got ",
              shape_text(caller_dims(diff_dst)));
-    const KeyFields key(kind, "bwd", a.name, name, alpha, beta);
+    const ActivationAttrs attrs{kind, alpha, beta};
+    const KeyFields key(attrs, "bwd");
     const SerialRegion serial(element_count(src));
     Handler handler(scope, "activation", name, key.default_name, key.suffix, src.dims);
     handler.sign(OpKind::activation_backward);
-    handler.sign(kind);
-    handler.sign_float(alpha);
-    handler.sign_float(beta);
+    sign_attrs(handler, attrs);
     handler.sign_layout(src, DNNL_ARG_SRC);
     auto entry = handler.acquire_primitive<PrimitiveEntry>([&] {
         // Element-wise ops choose no layout: the hint is made here (no

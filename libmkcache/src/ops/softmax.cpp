@@ -4,6 +4,7 @@
 #include "common/engine.hpp"
 #include "common/error.hpp"
 #include "handler/handler.hpp"
+#include "ops/attrs.hpp"
 #include "ops/call_words.hpp"
 #include "keys/keys.hpp"
 #include "ops/ops.hpp"
@@ -15,17 +16,42 @@ struct SoftmaxEntry : PrimitiveEntry {
     dnnl::softmax_forward::primitive_desc pd;
 };
 
+// A softmax's attributes: the axis (also the key's suffix) and whether it
+// is a log-softmax.
+struct SoftmaxAttrs {
+    int axis;
+    bool log;
+    template <typename V>
+    void each(V &v) const {
+        v.in_suffix("axis", axis);
+        v.field("log", log);
+    }
+};
+
 // What the thread's argument cache knows a softmax by (with the name's
-// text): log or not, the axis as given, src's dtype, caller layout and
+// text): its attributes (the axis as given), src's dtype, caller layout and
 // shape. src's exact layout is checked against the entry's on a hit.
-class SoftmaxCall : public CallWords<2 + 1 + MKC_MAX_NDIMS> {
+class SoftmaxCall : public CallWords<3 + 1 + MKC_MAX_NDIMS> {
 public:
-    SoftmaxCall(int axis, bool log, const char *name, const Tensor &src) {
-        add(kind_word(OpKind::softmax) | int64_t(log) << 32 | int64_t(src.dtype) << 16 | src.layout);
-        add(axis);
+    SoftmaxCall(const SoftmaxAttrs &a, const char *name, const Tensor &src) {
+        add(kind_word(OpKind::softmax) | int64_t(src.dtype) << 16 | src.layout);
+        add_attrs(*this, a);
         add_dims(src.dims);
         seal(name);
     }
+};
+
+// The key's default name and suffix for the axis counted from the front.
+struct SoftmaxKey {
+    SoftmaxKey(const SoftmaxAttrs &a, const char *prefix) {
+        thread_local std::string name_text, suffix_text;
+        attrs_name(name_text, "softmax", a);
+        attrs_suffix(suffix_text, prefix, a);
+        name = name_text.c_str();
+        suffix = suffix_text.c_str();
+    }
+    const char *name;
+    const char *suffix;
 };
 
 std::shared_ptr<SoftmaxEntry> acquire_softmax(const CacheScope &scope, int axis, bool log,
@@ -38,12 +64,11 @@ std::shared_ptr<SoftmaxEntry> acquire_softmax(const CacheScope &scope, int axis,
     require(axis >= -n && axis < n, op, ": axis ", axis, " is out of range for rank ", n);
     const int caller_axis = axis < 0 ? axis + n : axis;
     const int onednn_axis = layout::to_onednn_axis(caller_axis, n, src.layout);
-    // The softmax key carries the axis as its in-place suffix.
-    std::string suffix;
-    keys::append_int(suffix, caller_axis);
-    Handler handler(scope, op, name, op, suffix.c_str(), x);
+    const SoftmaxAttrs attrs{caller_axis, log};
+    const SoftmaxKey key(attrs, "");
+    Handler handler(scope, op, name, key.name, key.suffix, x);
     handler.sign(OpKind::softmax);
-    handler.sign(log ? 1 : 0);
+    sign_attrs(handler, attrs);
     handler.sign(onednn_axis);
     handler.sign_layout(src, DNNL_ARG_SRC);
     auto entry = handler.acquire_primitive<SoftmaxEntry>([&] {
@@ -68,7 +93,7 @@ void softmax(const CacheScope &scope, int axis, bool log, const char *name, cons
     // whose src is laid out as then, skips the checks, key and lookup.
     ThreadState &state = thread_state();
     const std::shared_ptr<void> blob = remembered_entry<SoftmaxEntry>(
-        state, scope, SoftmaxCall(axis, log, name, src), name,
+        state, scope, SoftmaxCall(SoftmaxAttrs{axis, log}, name, src), name,
         [&](const SoftmaxEntry &e) { return e.takes_as_is(src, DNNL_ARG_SRC); },
         [&](BlobCache::HitTicket &ticket, bool &hit) {
             return acquire_softmax(scope, axis, log, name, src, ticket, hit);
@@ -96,12 +121,11 @@ void softmax_backward(const CacheScope &scope, int axis, bool log, const char *n
     const int caller_axis = axis < 0 ? axis + n : axis;
     const int onednn_axis = layout::to_onednn_axis(caller_axis, n, dst.layout);
     const auto alg = log ? dnnl::algorithm::softmax_log : dnnl::algorithm::softmax_accurate;
-    std::string suffix = "bwd";
-    keys::append_int(suffix, caller_axis);
-    Handler handler(scope, log ? "log_softmax" : "softmax", name, log ? "log_softmax" : "softmax",
-                    suffix.c_str(), x);
+    const SoftmaxAttrs attrs{caller_axis, log};
+    const SoftmaxKey key(attrs, "bwd");
+    Handler handler(scope, log ? "log_softmax" : "softmax", name, key.name, key.suffix, x);
     handler.sign(OpKind::softmax_backward);
-    handler.sign(log ? 1 : 0);
+    sign_attrs(handler, attrs);
     handler.sign(onednn_axis);
     handler.sign_layout(dst, DNNL_ARG_DST);
     auto entry = handler.acquire_primitive<PrimitiveEntry>([&] {
