@@ -40,6 +40,7 @@ const char *activation_name(mkc_activation_kind kind);
 // The one-letter tag of a binary kind in its keys' suffix.
 const char *binary_letter(mkc_binary_kind kind);
 const char *binary_name(mkc_binary_kind kind);
+const char *pool_kind_name(mkc_pool_kind kind);
 
 namespace attrs_detail {
 
@@ -102,6 +103,10 @@ struct Name {
     void field(const char *, mkc_binary_kind v) {
         out += ':';
         out += binary_name(v);
+    }
+    void field(const char *, mkc_pool_kind v) {
+        out += ':';
+        out += pool_kind_name(v);
     }
     template <typename T>
     void field(const char *tag, T v) {

@@ -8,6 +8,7 @@
 #include "common/engine.hpp"
 #include "common/error.hpp"
 #include "handler/handler.hpp"
+#include "ops/attrs.hpp"
 #include "ops/call_words.hpp"
 #include "keys/keys.hpp"
 #include "ops/ops.hpp"
@@ -30,6 +31,35 @@ const char *pool_name(mkc_pool_kind kind) {
     fail(MKC_STATUS_INVALID_ARGUMENT, "pool: unsupported kind ", static_cast<int>(kind));
 }
 
+// A pooling's attributes as the caller gave them, spatial fields to the
+// spatial rank `k` of src (clamped to 0..3, so a call of a bad rank still has
+// words; its checks then report it).
+struct PoolAttrs {
+    PoolAttrs(const mkc_pool_params &params, int rank, bool for_training)
+        : p(params), k(rank < 2 ? 0 : rank > 5 ? 3 : rank - 2), training(for_training) {}
+    const mkc_pool_params &p;
+    int k;
+    bool training; // the training forward and its grad op: true
+    template <typename V>
+    void each(V &v) const {
+        v.field("", p.kind);
+        v.field("k", Values{p.kernel, k});
+        v.field("s", Values{p.stride, k});
+        v.field("pb", Values{p.pad_begin, k});
+        v.field("pe", Values{p.pad_end, k});
+        v.field("ceil", p.ceil_mode);
+        v.field("global", p.global);
+        v.field("df", p.data_format);
+        v.field("training", training);
+    }
+};
+
+} // namespace
+
+const char *pool_kind_name(mkc_pool_kind kind) { return pool_name(kind); }
+
+namespace {
+
 dnnl::algorithm pool_algorithm(mkc_pool_kind kind) {
     switch (kind) {
     case MKC_POOL_MAX: return dnnl::algorithm::pooling_max;
@@ -48,10 +78,10 @@ struct PoolGeometry {
     int k;
     mkc_layout data_format;
     Dims x, y, kernel, stride, pb, pe;
-    std::string default_name;
+    const char *default_name;
 };
 
-PoolGeometry pool_geometry(const mkc_pool_params &p, const Tensor &src) {
+PoolGeometry pool_geometry(const mkc_pool_params &p, const Tensor &src, bool training) {
     PoolGeometry g;
     const char *op = g.op = pool_name(p.kind);
     require(src.dtype == MKC_DTYPE_F32, op, ": src must be float32");
@@ -109,31 +139,21 @@ PoolGeometry pool_geometry(const mkc_pool_params &p, const Tensor &src) {
     g.pb = pb;
     g.pe = pe;
 
-    if (p.name && p.name[0]) return g; // the default name is not needed
-    std::string &name = g.default_name;
-    name = op;
-    if (p.global) name += ":global";
-    else {
-        name += ":k";
-        keys::append_shape(name, kernel.data(), k);
-        name += ":s";
-        keys::append_shape(name, stride.data(), k);
-        name += ":p";
-        keys::append_shape(name, pb.data(), k);
-        name += ',';
-        keys::append_shape(name, pe.data(), k);
-    }
+    // The default name, in a per-thread buffer (valid until the thread's
+    // next call).
+    thread_local std::string name;
+    attrs_name(name, "pool", PoolAttrs(p, rank, training));
+    g.default_name = name.c_str();
     return g;
 }
 
+// The signature of the forward (a grad op signs the same, with training,
+// to find what a training forward left it).
 void sign_forward(Handler &h, const mkc_pool_params &p, const PoolGeometry &g, bool training) {
     h.sign(OpKind::pooling);
-    h.sign(p.kind);
-    h.sign(g.kernel);
-    h.sign(g.stride);
-    h.sign(g.pb);
+    sign_attrs(h, PoolAttrs(p, g.k + 2, training));
+    h.sign(g.kernel); // as the global and ceil modes made them
     h.sign(g.pe);
-    h.sign(training ? 1 : 0);
 }
 
 std::shared_ptr<PoolEntry> acquire_forward(Handler &h, const mkc_pool_params &p,
@@ -159,18 +179,15 @@ std::shared_ptr<PoolEntry> acquire_forward(Handler &h, const mkc_pool_params &p,
 }
 
 // What the thread's argument cache knows an inference pooling by (with the
-// name's text): kind, flags, src's type and shape, kernel, stride, padding
-// (field by field: the struct has padding bytes). src's exact layout is
-// checked against the entry's on a hit.
-class PoolCall : public CallWords<1 + 7 + 12> {
+// name's text): src's type and shape, and the attributes. src's exact
+// layout is checked against the entry's on a hit.
+class PoolCall : public CallWords<2 + MKC_MAX_NDIMS + 5 + 4 * 4> {
 public:
     PoolCall(const mkc_pool_params &p, const Tensor &src) {
-        add(kind_word(OpKind::pooling) | int64_t(p.kind) << 16 | src.dtype << 8 |
-            (p.global ? 2 : 0) | (p.ceil_mode ? 1 : 0));
+        add(kind_word(OpKind::pooling) | src.dtype);
         add_dims(src.dims);
         seal(p.name);
-        for (const int64_t *field : {p.kernel, p.stride, p.pad_begin, p.pad_end})
-            for (int i = 0; i < 3; ++i) add(field[i]);
+        add_attrs(*this, PoolAttrs(p, static_cast<int>(src.dims.size()), false));
     }
 };
 
@@ -188,8 +205,8 @@ void pool(const CacheScope &scope, const mkc_pool_params &p, const Tensor &src, 
             state, scope, PoolCall(p, src), p.name,
             [&](const PoolEntry &e) { return e.takes_as_is(src, DNNL_ARG_SRC); },
             [&](BlobCache::HitTicket &ticket, bool &hit) {
-                const PoolGeometry g = pool_geometry(p, src);
-                Handler handler(scope, g.op, p.name, g.default_name.c_str(), nullptr, g.x);
+                const PoolGeometry g = pool_geometry(p, src, false);
+                Handler handler(scope, g.op, p.name, g.default_name, nullptr, g.x);
                 auto entry = acquire_forward(handler, p, g, src, false);
                 handler.report_hit(ticket, hit);
                 return entry;
@@ -199,8 +216,8 @@ void pool(const CacheScope &scope, const mkc_pool_params &p, const Tensor &src, 
         layout::set_target(state, data_format);
         return;
     }
-    const PoolGeometry g = pool_geometry(p, src);
-    Handler handler(scope, g.op, p.name, g.default_name.c_str(), nullptr, g.x);
+    const PoolGeometry g = pool_geometry(p, src, true);
+    Handler handler(scope, g.op, p.name, g.default_name, nullptr, g.x);
     auto entry = acquire_forward(handler, p, g, src, true);
     {
         // The descriptor goes to the grad op through the cache (the indices
@@ -219,19 +236,19 @@ void pool(const CacheScope &scope, const mkc_pool_params &p, const Tensor &src, 
 
 void pool_backward(const CacheScope &scope, const mkc_pool_params &p, const Tensor &src,
                    const Tensor &diff_dst, mkc_tensor **diff_src) {
-    const PoolGeometry g = pool_geometry(p, src);
+    const PoolGeometry g = pool_geometry(p, src, true); // the training forward's
     const std::string op = std::string(g.op) + "_backward";
     if (!(diff_dst.dtype == MKC_DTYPE_F32 && diff_dst.dims == g.y))
         fail(MKC_STATUS_INVALID_ARGUMENT, op,
              ": diff_dst must be float32 with the forward output's shape ", shape_text(g.y),
              " (oneDNN order), got ", shape_text(diff_dst.dims));
-    const char *name = p.name && p.name[0] ? p.name : g.default_name.c_str();
+    const char *name = p.name && p.name[0] ? p.name : g.default_name;
 
-    Handler forward(scope, g.op, name, g.default_name.c_str(), nullptr, g.x);
+    Handler forward(scope, g.op, name, g.default_name, nullptr, g.x);
     sign_forward(forward, p, g, true);
     std::shared_ptr<Transfer> t = forward.find_transfer();
 
-    Handler handler(scope, g.op, name, g.default_name.c_str(), "bwd", g.x);
+    Handler handler(scope, g.op, name, g.default_name, "bwd", g.x);
     sign_forward(handler, p, g, true);
     handler.sign(OpKind::backward_data);
     handler.sign_layout(src, DNNL_ARG_SRC);
@@ -259,7 +276,7 @@ void pool_backward(const CacheScope &scope, const mkc_pool_params &p, const Tens
     const auto workspace = Handler::workspace_for(
         scope, *entry, src,
         [&] {
-            Handler again(scope, g.op, name, g.default_name.c_str(), nullptr, g.x);
+            Handler again(scope, g.op, name, g.default_name, nullptr, g.x);
             return std::static_pointer_cast<PrimitiveEntry>(
                 acquire_forward(again, p, g, src, true));
         },
