@@ -147,12 +147,18 @@ void add_attrs(Words &w, const Attrs &a) {
     a.each(v);
 }
 
-// `op` followed by the attributes that are set ("conv2d:k3x3:s1x1:...").
+// Appends the attributes that are set (":s1x1:p1x1:...").
+template <typename Attrs>
+void append_attrs_name(std::string &out, const Attrs &a) {
+    attrs_detail::Name v{out};
+    a.each(v);
+}
+
+// `op` followed by the attributes that are set ("max_pool:k3x3:s2x2").
 template <typename Attrs>
 void attrs_name(std::string &out, const char *op, const Attrs &a) {
     out = op;
-    attrs_detail::Name v{out};
-    a.each(v);
+    append_attrs_name(out, a);
 }
 
 // `prefix` followed by the in_suffix attributes.

@@ -14,6 +14,7 @@
 #include "common/error.hpp"
 #include "common/small_dims.hpp"
 #include "handler/handler.hpp"
+#include "ops/attrs.hpp"
 #include "ops/call_words.hpp"
 #include "keys/keys.hpp"
 #include "ops/ops.hpp"
@@ -35,34 +36,52 @@ struct ConvEntry : PrimitiveEntry {
     dnnl::memory::desc plain_weights;
 };
 
+// A convolution's attributes as the caller gave them, spatial fields to
+// the operator's spatial rank `k`; `training` set for the training forward
+// and its grad ops (which find what it left under the same name).
+struct ConvAttrs {
+    ConvAttrs(const mkc_conv_params &params, int rank, bool is_transposed, bool for_training)
+        : p(params), k(rank), transposed(is_transposed), training(for_training) {}
+    const mkc_conv_params &p;
+    int k;
+    bool transposed;
+    bool training;
+    template <typename V>
+    void each(V &v) const {
+        v.field("t", transposed);
+        v.field("s", Values{p.stride, k});
+        v.field("p", Values{p.pad_begin, k});
+        v.field("pe", Values{p.pad_end, k});
+        v.field("d", Values{p.dilation, k});
+        v.field("op", Values{p.output_padding, k});
+        v.field("g", p.groups);
+        v.field("df", p.data_format);
+        v.field("", p.activation);
+        v.field("a", p.activation_alpha);
+        v.field("b", p.activation_beta);
+        v.field("sum", p.sum);
+        v.field("training", training);
+    }
+};
+
 // What the thread's argument cache knows a forward call by: every argument
-// its checks and its primitive depend on (the name goes in as text). The
-// numeric parameters are copied as they are, unused spatial slots included:
-// garbage there only makes the call miss this cache. Hashed: the name's
-// text, the first stride and padding, the types and src's shape.
-class ConvCall : public CallWords<1 + 3 * 7 + 19> {
+// its checks and its primitive depend on (the name goes in as text).
+// Hashed: the name's text, the first stride and padding, the types and
+// src's shape.
+class ConvCall : public CallWords<1 + 3 * 7 + 5 * 4 + 8> {
 public:
-    ConvCall(OpKind kind, int k, const mkc_conv_params &p, const Tensor &src,
-             const Tensor &weights, const Tensor *bias) {
-        add(kind_word(kind) | int64_t(k) << 24 | src.dtype << 16 | weights.dtype << 8 |
+    ConvCall(OpKind kind, const ConvAttrs &attrs, const Tensor &src, const Tensor &weights,
+             const Tensor *bias) {
+        const mkc_conv_params &p = attrs.p;
+        add(kind_word(kind) | src.dtype << 16 | weights.dtype << 8 |
             (bias ? bias->dtype + 1 : 0));
         add_dims(src.dims);
         seal(p.name, static_cast<uint64_t>(p.stride[0]) << 8 ^
-             static_cast<uint64_t>(p.pad_begin[0]));
+                         static_cast<uint64_t>(p.pad_begin[0]));
         add_dims(weights.dims);
         if (bias) add_dims(bias->dims);
-        add_bytes(reinterpret_cast<const char *>(&p) + offsetof(mkc_conv_params, stride),
-                  kParamBytes);
+        add_attrs(*this, attrs);
     }
-
-private:
-    // Everything from `stride` up to `name` (struct_size, which the API
-    // makes the library's own size, left out): 16 int64 fields and 6
-    // four-byte ones, no padding in between (so no indeterminate bytes are
-    // compared).
-    static constexpr size_t kParamBytes =
-        offsetof(mkc_conv_params, name) - offsetof(mkc_conv_params, stride);
-    static_assert(kParamBytes == 16 * 8 + 6 * 4 && kParamBytes == 19 * 8);
 };
 // Computed on every call, so nothing here allocates: x and w are the
 // tensors' own dims, the rest inline lists.
@@ -223,58 +242,27 @@ void bind_weights(Handler::Execution &exec, const Tensor &weights,
 }
 
 // The key name of an unnamed call, in a per-thread buffer (the hit path
-// formats but does not allocate): valid until the thread's next call.
-const char *default_name(const char *op, const mkc_conv_params &p, const Geometry &g,
-                         bool bias) {
+// formats but does not allocate): valid until the thread's next call. The
+// kernel's shape and the bias come first (they are the weights', not
+// attributes), then the attributes.
+const char *default_name(const char *op, const ConvAttrs &attrs, const Geometry &g, bool bias) {
     thread_local std::string n;
     n = op;
     n += ":k";
     keys::append_shape(n, g.w.data() + 2, g.k);
-    n += ":s";
-    keys::append_shape(n, p.stride, g.k);
-    n += ":p";
-    keys::append_shape(n, p.pad_begin, g.k);
-    n += ',';
-    keys::append_shape(n, p.pad_end, g.k);
-    n += ":d";
-    keys::append_shape(n, p.dilation, g.k);
-    n += ":g";
-    keys::append_int(n, p.groups);
-    if (p.output_padding[0] || p.output_padding[1] || p.output_padding[2]) {
-        n += ":op";
-        keys::append_shape(n, p.output_padding, g.k);
-    }
     n += bias ? ":bias" : ":nobias";
-    if (p.activation != MKC_ACTIVATION_NONE) {
-        n += ':';
-        n += activation_info(p.activation).name;
-        if (p.activation_alpha != 0.f || p.activation_beta != 0.f)
-            n += '(' + std::to_string(p.activation_alpha) + ',' +
-                 std::to_string(p.activation_beta) + ')';
-    }
-    if (p.sum) n += ":sum";
-    n += p.data_format == MKC_LAYOUT_CHANNELS_LAST ? ":cl" : ":cf";
+    append_attrs_name(n, attrs);
     return n.c_str();
 }
 
 // Everything a forward primitive depends on (the grad ops sign the same, so
 // they find what a training forward left them).
-void sign_forward(Handler &h, const mkc_conv_params &p, const Geometry &g, bool transposed,
-                  bool bias, bool training) {
-    h.sign(transposed ? OpKind::deconvolution : OpKind::convolution);
+void sign_forward(Handler &h, const ConvAttrs &attrs, const Geometry &g, bool bias) {
+    h.sign(attrs.transposed ? OpKind::deconvolution : OpKind::convolution);
     h.sign(g.x);
     h.sign(g.w);
     h.sign(bias ? 1 : 0);
-    h.sign(g.stride);
-    h.sign(g.dilation);
-    h.sign(g.pad_l);
-    h.sign(g.pad_r);
-    h.sign(p.groups);
-    h.sign(p.activation);
-    h.sign_float(p.activation_alpha);
-    h.sign_float(p.activation_beta);
-    h.sign(p.sum);
-    h.sign(training ? 1 : 0);
+    sign_attrs(h, attrs);
 }
 
 // The bias (or bias gradient) descriptor; a zero one means "no bias" to
@@ -333,9 +321,10 @@ std::shared_ptr<ConvEntry> acquire_forward(const CacheScope &scope, const char *
     const Geometry g = geometry(op, p, src, weights, bias, k, transposed);
 
     const bool named = p.name && p.name[0];
-    Handler handler(scope, op, p.name, named ? nullptr : default_name(op, p, g, bias), nullptr,
+    const ConvAttrs attrs(p, k, transposed, p.training != 0);
+    Handler handler(scope, op, p.name, named ? nullptr : default_name(op, attrs, g, bias), nullptr,
                     g.x);
-    sign_forward(handler, p, g, transposed, bias, p.training);
+    sign_forward(handler, attrs, g, bias);
     auto entry = handler.acquire_primitive<ConvEntry>([&] {
         auto e = forward_descriptor(p, g, transposed, bias, p.training);
         const dnnl::primitive_desc *pd;
@@ -379,8 +368,8 @@ void convolution(const CacheScope &scope, const char *op, int k, bool transposed
     // A call whose arguments this thread ran before (and whose entry the
     // cache still holds) skips the checks, shapes, key and signature: they
     // are the same as the last time, which passed.
-    const ConvCall args(transposed ? OpKind::deconvolution : OpKind::convolution, k, p, src,
-                        weights, bias);
+    const ConvCall args(transposed ? OpKind::deconvolution : OpKind::convolution,
+                        ConvAttrs(p, k, transposed, p.training != 0), src, weights, bias);
     const std::shared_ptr<void> blob = remembered_entry<ConvEntry>(
         state, scope, args, p.name, [](const ConvEntry &) { return true; },
         [&](BlobCache::HitTicket &ticket, bool &hit) {
@@ -479,13 +468,15 @@ void convolution_backward(const CacheScope &scope, const char *op, int k, bool t
              " (oneDNN order) but the forward output is ", shape_text(g.y.vec()));
     check_plain_weights(op, weights, g, p.groups, transposed);
     const auto w_view = weights_view(g, p.groups, transposed);
-    const char *name = p.name && p.name[0] ? p.name : default_name(op, p, g, bias);
+    // The training forward's attributes: its name and signature.
+    const ConvAttrs attrs(p, k, transposed, true);
+    const char *name = p.name && p.name[0] ? p.name : default_name(op, attrs, g, bias);
 
     // On a miss: the forward's training descriptor is the hint, taken from the cache when a training forward left it, else made
     // here (a descriptor only, no primitive).
     auto hint = [&]() -> std::shared_ptr<ConvEntry> {
         Handler forward(scope, op, name, name, nullptr, g.x);
-        sign_forward(forward, p, g, transposed, bias, true);
+        sign_forward(forward, attrs, g, bias);
         if (auto t = forward.find_transfer())
             return std::static_pointer_cast<ConvEntry>(t->forward);
         return forward_descriptor(p, g, transposed, bias, true);
@@ -495,7 +486,7 @@ void convolution_backward(const CacheScope &scope, const char *op, int k, bool t
 
     if (diff_src) {
         Handler handler(scope, op, name, name, "bwd_data", g.x);
-        sign_forward(handler, p, g, transposed, bias, true);
+        sign_forward(handler, attrs, g, bias);
         handler.sign(OpKind::backward_data);
         auto entry = handler.acquire_primitive<PrimitiveEntry>([&] {
             auto fwd = hint();
@@ -521,7 +512,7 @@ void convolution_backward(const CacheScope &scope, const char *op, int k, bool t
     if (diff_weights || diff_bias) {
         require(diff_weights != nullptr, op, ": diff_bias needs diff_weights too");
         Handler handler(scope, op, name, name, "bwd_weights", g.x);
-        sign_forward(handler, p, g, transposed, bias, true);
+        sign_forward(handler, attrs, g, bias);
         handler.sign(OpKind::backward_weights);
         auto entry = handler.acquire_primitive<PrimitiveEntry>([&] {
             auto fwd = hint();
