@@ -10,6 +10,7 @@
 #include "common/handles.hpp"
 #include "handler/handler.hpp"
 #include "keys/keys.hpp"
+#include "ops/attrs.hpp"
 #include "ops/ops.hpp"
 
 namespace mkc::ops {
@@ -38,6 +39,35 @@ dnnl::primitive_attr activation_attr(mkc_activation_kind kind, float alpha, floa
     return attr;
 }
 
+// A linear layer's attributes; `training` set for the training forward and
+// its grad ops (which find what it left under the same name).
+struct LinearAttrs {
+    LinearAttrs(const mkc_linear_params &params, bool for_training)
+        : p(params), training(for_training) {}
+    const mkc_linear_params &p;
+    bool training;
+    template <typename V>
+    void each(V &v) const {
+        v.field("", p.activation);
+        v.field("a", p.activation_alpha);
+        v.field("b", p.activation_beta);
+        v.field("training", training);
+    }
+};
+
+// A matmul's attributes.
+struct MatmulAttrs {
+    const mkc_matmul_params &p;
+    template <typename V>
+    void each(V &v) const {
+        v.field("ta", p.transpose_a);
+        v.field("tb", p.transpose_b);
+        v.field("", p.activation);
+        v.field("a", p.activation_alpha);
+        v.field("b", p.activation_beta);
+    }
+};
+
 } // namespace
 
 namespace {
@@ -45,11 +75,11 @@ namespace {
 struct LinearGeometry {
     Dims xc, w;
     int64_t rows;
-    std::string default_name;
+    const char *default_name; // a per-thread buffer: valid until the thread's next call
 };
 
 LinearGeometry linear_geometry(const char *op, const mkc_linear_params &p, const Tensor &src,
-                               const Tensor &weights, bool bias) {
+                               const Tensor &weights, bool bias, bool training) {
     require(src.dtype == MKC_DTYPE_F32 && weights.dtype == MKC_DTYPE_F32, op,
             ": every input must be float32");
     LinearGeometry g;
@@ -64,12 +94,16 @@ LinearGeometry linear_geometry(const char *op, const mkc_linear_params &p, const
     g.rows = 1;
     for (size_t i = 0; i + 1 < g.xc.size(); ++i) g.rows *= g.xc[i];
     check_result_dims(op, Dims{g.rows, w[0]}, MKC_DTYPE_F32); // rows: bounded by src's size
-    if (!p.name || !p.name[0]) {
-        g.default_name = "linear:" + std::to_string(w[1]) + "x" + std::to_string(w[0]);
-        if (bias) g.default_name += ":bias";
-        if (p.activation != MKC_ACTIVATION_NONE)
-            g.default_name += std::string(":") + activation_info(p.activation).name;
-    }
+    g.default_name = "";
+    if (p.name && p.name[0]) return g; // not needed
+    // The weights' shape and the bias first (they are inputs), then the
+    // attributes.
+    thread_local std::string name;
+    name = "linear:";
+    keys::append_shape(name, w.data(), 2);
+    name += bias ? ":bias" : ":nobias";
+    append_attrs_name(name, LinearAttrs(p, training));
+    g.default_name = name.c_str();
     return g;
 }
 
@@ -80,10 +114,7 @@ void sign_linear(Handler &handler, const mkc_linear_params &p, const LinearGeome
     handler.sign(src.layout);
     handler.sign(g.w);
     handler.sign(bias ? 1 : 0);
-    handler.sign(p.activation);
-    handler.sign_float(p.activation_alpha);
-    handler.sign_float(p.activation_beta);
-    handler.sign(training ? 1 : 0);
+    sign_attrs(handler, LinearAttrs(p, training));
 }
 
 dnnl::inner_product_forward::primitive_desc linear_descriptor(const mkc_linear_params &p,
@@ -107,14 +138,14 @@ dnnl::inner_product_forward::primitive_desc linear_descriptor(const mkc_linear_p
 
 void linear(const CacheScope &scope, const mkc_linear_params &p, const Tensor &src,
             const Tensor &weights, const Tensor *bias, mkc_tensor **dst) {
-    const LinearGeometry g = linear_geometry("linear", p, src, weights, bias);
+    const LinearGeometry g = linear_geometry("linear", p, src, weights, bias, p.training != 0);
     const Dims &w = g.w;
     if (bias) {
         require(bias->dtype == MKC_DTYPE_F32, "linear: every input must be float32");
         const Dims &b = onednn_dims(*bias);
         require(b.size() == 1 && b[0] == w[0], "linear: bias must have shape [", w[0], "]");
     }
-    Handler handler(scope, "linear", p.name, g.default_name.c_str(), nullptr, Dims{g.rows, w[1]});
+    Handler handler(scope, "linear", p.name, g.default_name, nullptr, Dims{g.rows, w[1]});
     sign_linear(handler, p, g, src, bias, p.training);
     auto entry = handler.acquire_primitive<LinearEntry>([&] {
         auto e = std::make_shared<LinearEntry>();
@@ -159,7 +190,7 @@ void linear_backward(const CacheScope &scope, const mkc_linear_params &p, const 
     require(p.activation == MKC_ACTIVATION_NONE, op,
             ": a fused activation has no backward; run the activation as its own op");
     const bool bias = diff_bias != nullptr;
-    const LinearGeometry g = linear_geometry(op, p, src, weights, bias);
+    const LinearGeometry g = linear_geometry(op, p, src, weights, bias, true); // the forward's
     const Dims &w = g.w;
     Dims yc(g.xc.begin(), g.xc.end() - 1);
     yc.push_back(w[0]);
@@ -167,7 +198,7 @@ void linear_backward(const CacheScope &scope, const mkc_linear_params &p, const 
         fail(MKC_STATUS_INVALID_ARGUMENT, op,
              ": diff_dst must be float32 with the forward output's shape ", shape_text(yc),
              ", got ", shape_text(caller_dims(diff_dst)));
-    const std::string name = p.name && p.name[0] ? std::string(p.name) : g.default_name;
+    const std::string name = p.name && p.name[0] ? p.name : g.default_name;
     const Dims key_dims{g.rows, w[1]};
     const dnnl::memory::desc x2({g.rows, w[1]}, f32, tag::ab), y2({g.rows, w[0]}, f32, tag::ab);
 
@@ -329,16 +360,16 @@ void matmul(const CacheScope &scope, const mkc_matmul_params &p, const Tensor &a
     bias_dims[n - 1] = N;
     const dnnl::memory::desc bias_view(bias_dims, f32, row_major_strides(bias_dims));
 
-    Handler handler(scope, "matmul", p.name, "matmul", nullptr, ac);
+    const MatmulAttrs attrs{p};
+    thread_local std::string default_name;
+    default_name = bias ? "matmul:bias" : "matmul";
+    append_attrs_name(default_name, attrs);
+    Handler handler(scope, "matmul", p.name, default_name.c_str(), nullptr, ac);
     handler.sign(OpKind::matmul);
     handler.sign(ac);
     handler.sign(bc);
-    handler.sign(p.transpose_a);
-    handler.sign(p.transpose_b);
     handler.sign(bias ? 1 : 0);
-    handler.sign(p.activation);
-    handler.sign_float(p.activation_alpha);
-    handler.sign_float(p.activation_beta);
+    sign_attrs(handler, attrs);
     handler.sign_layout(a_view);
     handler.sign_layout(b_view);
     auto entry = handler.acquire_primitive<MatmulEntry>([&] {
