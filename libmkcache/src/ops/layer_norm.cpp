@@ -7,6 +7,7 @@
 #include "common/engine.hpp"
 #include "common/error.hpp"
 #include "handler/handler.hpp"
+#include "ops/attrs.hpp"
 #include "ops/call_words.hpp"
 #include "keys/keys.hpp"
 #include "ops/ops.hpp"
@@ -23,6 +24,29 @@ struct LayerNormEntry : PrimitiveEntry {
     dnnl::layer_normalization_forward::primitive_desc pd;
     dnnl::memory::desc x_plain, scale_plain, shift_plain; // src (= dst), scale, shift
 };
+
+// A layer_norm's attributes; `training` set for the training forward and
+// its grad op.
+struct LayerNormAttrs {
+    LayerNormAttrs(const mkc_layer_norm_params &params, bool for_training)
+        : p(params), training(for_training) {}
+    const mkc_layer_norm_params &p;
+    bool training;
+    template <typename V>
+    void each(V &v) const {
+        v.field("axis", p.begin_norm_axis);
+        v.field("eps", p.epsilon);
+        v.field("training", training);
+    }
+};
+
+// The default name of an unnamed call, in a per-thread buffer (valid until
+// the thread's next call).
+const char *default_name(const LayerNormAttrs &attrs) {
+    thread_local std::string name;
+    attrs_name(name, "layer_norm", attrs);
+    return name.c_str();
+}
 
 struct LayerNormGeometry {
     Dims xc;            // caller dims of src
@@ -65,8 +89,7 @@ std::shared_ptr<LayerNormEntry> acquire_layer_norm(Handler &handler,
     handler.sign(g.rows);
     handler.sign(scale ? static_cast<int64_t>(scale->dims.size()) : -1);
     handler.sign(shift ? static_cast<int64_t>(shift->dims.size()) : -1);
-    handler.sign_float(p.epsilon);
-    handler.sign(training ? 1 : 0);
+    sign_attrs(handler, LayerNormAttrs(p, training));
     return handler.acquire_primitive<LayerNormEntry>([&] {
         auto e = std::make_shared<LayerNormEntry>();
         const dnnl::memory::desc x2({g.rows, g.cols}, f32, tag::ab), vec({g.cols}, f32, tag::a),
@@ -128,7 +151,7 @@ namespace {
 // the name's text): epsilon, the axis as given, and the dtypes, caller
 // layouts and dims of src, scale and shift: everything its checks, key and
 // primitive depend on. The tensors' exact layouts are matched on each call.
-class LayerNormCall : public CallWords<2 + 3 * (1 + MKC_MAX_NDIMS)> {
+class LayerNormCall : public CallWords<4 + 3 * (1 + MKC_MAX_NDIMS)> {
 public:
     LayerNormCall(const mkc_layer_norm_params &p, const Tensor &src, const Tensor *scale,
                   const Tensor *shift) {
@@ -137,7 +160,7 @@ public:
         };
         add(kind_word(OpKind::layer_norm) | int64_t(src.dtype) << 32 | int64_t(src.layout) << 24 |
             vector(scale) << 12 | vector(shift));
-        add(bits(p.epsilon) << 32 | static_cast<uint32_t>(p.begin_norm_axis));
+        add_attrs(*this, LayerNormAttrs(p, p.training != 0));
         add_dims(src.dims);
         seal(p.name);
         if (scale) add_dims(scale->dims);
@@ -154,7 +177,10 @@ void layer_norm(const CacheScope &scope, const mkc_layer_norm_params &p, const T
     std::optional<LayerNormGeometry> g;
     const auto acquire = [&](BlobCache::HitTicket &ticket, bool &hit) {
         g.emplace(layer_norm_geometry("layer_norm", p, src, scale, shift));
-        handler.emplace(scope, "layer_norm", p.name, "layer_norm", nullptr, Dims{g->rows, g->cols});
+        const bool named = p.name && p.name[0];
+        handler.emplace(scope, "layer_norm", p.name,
+                        named ? nullptr : default_name(LayerNormAttrs(p, p.training != 0)),
+                        nullptr, Dims{g->rows, g->cols});
         auto e = acquire_layer_norm(*handler, p, *g, src, scale, shift, p.training);
         handler->report_hit(ticket, hit);
         return e;
@@ -195,7 +221,8 @@ void layer_norm_backward(const CacheScope &scope, const mkc_layer_norm_params &p
     require(!diff_scale || scale, op, ": diff_scale needs scale (the forward used none)");
     require(!diff_shift || shift, op, ": diff_shift needs shift (the forward used none)");
     const Dims key_dims{g.rows, g.cols};
-    const char *name = p.name && p.name[0] ? p.name : "layer_norm";
+    const LayerNormAttrs attrs(p, true); // the training forward's
+    const char *name = p.name && p.name[0] ? p.name : default_name(attrs);
 
     Handler forward(scope, "layer_norm", name, name, nullptr, key_dims);
     auto fwd = acquire_layer_norm(forward, p, g, src, scale, shift, true);
@@ -209,7 +236,7 @@ void layer_norm_backward(const CacheScope &scope, const mkc_layer_norm_params &p
     handler.sign(g.rows);
     handler.sign(scale ? 1 : 0);
     handler.sign(shift ? 1 : 0);
-    handler.sign_float(p.epsilon);
+    sign_attrs(handler, attrs);
     auto entry = handler.acquire_primitive<PrimitiveEntry>([&] {
         const dnnl::memory::desc x2({g.rows, g.cols}, f32, tag::ab);
         flags f = flags::none;
