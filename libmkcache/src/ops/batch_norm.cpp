@@ -7,6 +7,7 @@
 #include "common/engine.hpp"
 #include "common/error.hpp"
 #include "handler/handler.hpp"
+#include "ops/attrs.hpp"
 #include "ops/call_words.hpp"
 #include "keys/keys.hpp"
 #include "ops/ops.hpp"
@@ -31,19 +32,43 @@ void check_vector(const Tensor *t, int64_t n, const char *op, const char *what) 
             " must be a float32 vector of ", n, " values");
 }
 
-void sign_batch_norm(Handler &handler, float epsilon, bool scale, bool shift, bool training) {
-    handler.sign(OpKind::batch_norm);
-    handler.sign(training ? 1 : 0);
-    handler.sign(scale ? 1 : 0);
-    handler.sign(shift ? 1 : 0);
-    handler.sign_float(epsilon);
+// A batch_norm's attributes; `training` set for the training forward and
+// its grad op (which finds what it left under the same name).
+struct BatchNormAttrs {
+    BatchNormAttrs(const mkc_batch_norm_params &params, bool for_training)
+        : p(params), training(for_training) {}
+    const mkc_batch_norm_params &p;
+    bool training;
+    template <typename V>
+    void each(V &v) const {
+        v.field("eps", p.epsilon);
+        v.field("m", p.momentum);
+        v.field("df", p.data_format);
+        v.field("training", training);
+    }
+};
+
+// The default name of an unnamed call, in a per-thread buffer (valid until
+// the thread's next call).
+const char *default_name(const BatchNormAttrs &attrs) {
+    thread_local std::string name;
+    attrs_name(name, "batch_norm", attrs);
+    return name.c_str();
 }
 
-std::shared_ptr<BatchNormEntry> acquire_batch_norm(Handler &handler, float epsilon,
-                                                   const Tensor &src, bool scale, bool shift,
-                                                   bool training) {
+void sign_batch_norm(Handler &handler, const BatchNormAttrs &attrs, bool scale, bool shift) {
+    handler.sign(OpKind::batch_norm);
+    handler.sign(scale ? 1 : 0);
+    handler.sign(shift ? 1 : 0);
+    sign_attrs(handler, attrs);
+}
+
+std::shared_ptr<BatchNormEntry> acquire_batch_norm(Handler &handler, const BatchNormAttrs &attrs,
+                                                   const Tensor &src, bool scale, bool shift) {
     const int64_t c = src.dims[1];
-    sign_batch_norm(handler, epsilon, scale, shift, training);
+    const bool training = attrs.training;
+    const float epsilon = attrs.p.epsilon;
+    sign_batch_norm(handler, attrs, scale, shift);
     handler.sign_layout(src, DNNL_ARG_SRC);
     return handler.acquire_primitive<BatchNormEntry>([&] {
         auto e = std::make_shared<BatchNormEntry>();
@@ -101,12 +126,12 @@ void check_batch_norm(const mkc_batch_norm_params &p, const Tensor &src, const T
 // layout and dims, and which vectors are given with their dtypes and dims
 // (the batch statistics too: unused in inference, but checked).
 // src's exact layout is checked against the entry's on a hit.
-class BatchNormCall : public CallWords<2 + 1 + MKC_MAX_NDIMS + 6 * (2 + MKC_MAX_NDIMS)> {
+class BatchNormCall : public CallWords<5 + 1 + MKC_MAX_NDIMS + 6 * (2 + MKC_MAX_NDIMS)> {
 public:
     BatchNormCall(const mkc_batch_norm_params &p, const Tensor &src,
                   std::initializer_list<const Tensor *> vectors) {
         add(kind_word(OpKind::batch_norm) | int64_t(src.dtype) << 32 | src.layout);
-        add(bits(p.epsilon) << 32 | static_cast<uint32_t>(p.data_format));
+        add_attrs(*this, BatchNormAttrs(p, p.training != 0));
         add_dims(src.dims);
         seal(p.name);
         for (const Tensor *v : vectors) {
@@ -129,10 +154,11 @@ void batch_norm(const CacheScope &scope, const mkc_batch_norm_params &p, const T
     std::optional<Handler> handler; // training: leaves the descriptor through it
     const auto acquire = [&](BlobCache::HitTicket &ticket, bool &hit) {
         check_batch_norm(p, src, mean, variance, scale, shift, batch_mean, batch_variance);
-        handler.emplace(scope, op, p.name, training ? "batch_norm:train" : "batch_norm", nullptr,
+        const BatchNormAttrs attrs(p, training);
+        const bool named = p.name && p.name[0];
+        handler.emplace(scope, op, p.name, named ? nullptr : default_name(attrs), nullptr,
                         src.dims);
-        auto e = acquire_batch_norm(*handler, p.epsilon, src, scale != nullptr,
-                                    shift != nullptr, training);
+        auto e = acquire_batch_norm(*handler, attrs, src, scale != nullptr, shift != nullptr);
         handler->report_hit(ticket, hit);
         return e;
     };
@@ -219,19 +245,20 @@ void batch_norm_backward(const CacheScope &scope, const mkc_batch_norm_params &p
     require(!diff_scale || scale, op, ": diff_scale needs scale (the forward used none)");
     require(!diff_shift || shift, op, ": diff_shift needs shift (the forward used none)");
     const mkc_layout data_format = layout::resolve(p.data_format, static_cast<int>(x.size()));
-    const char *name = p.name && p.name[0] ? p.name : "batch_norm:train";
+    const BatchNormAttrs attrs(p, true); // the training forward's
+    const char *name = p.name && p.name[0] ? p.name : default_name(attrs);
 
     Handler handler(scope, op, name, name, "bwd", x);
     handler.sign(OpKind::batch_norm_backward);
     handler.sign(scale ? 1 : 0);
     handler.sign(shift ? 1 : 0);
-    handler.sign_float(p.epsilon);
+    sign_attrs(handler, attrs);
     handler.sign_layout(src, DNNL_ARG_SRC);
     auto entry = handler.acquire_primitive<PrimitiveEntry>([&] {
         std::shared_ptr<BatchNormEntry> fwd;
         {
             Handler forward(scope, op, name, name, nullptr, x);
-            sign_batch_norm(forward, p.epsilon, scale, shift, true);
+            sign_batch_norm(forward, attrs, scale, shift);
             if (auto t = forward.find_transfer())
                 fwd = std::static_pointer_cast<BatchNormEntry>(t->forward);
         }
