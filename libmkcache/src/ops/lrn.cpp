@@ -6,6 +6,7 @@
 #include "common/engine.hpp"
 #include "common/error.hpp"
 #include "handler/handler.hpp"
+#include "ops/attrs.hpp"
 #include "ops/call_words.hpp"
 #include "keys/keys.hpp"
 #include "ops/ops.hpp"
@@ -30,13 +31,35 @@ const char *check_lrn(const mkc_lrn_params &p, const Tensor &src, const char *op
     return op;
 }
 
+// An LRN's attributes; `training` set for the training forward and its
+// grad op (which finds what it left under the same name).
+struct LrnAttrs {
+    LrnAttrs(const mkc_lrn_params &params, bool for_training)
+        : p(params), training(for_training) {}
+    const mkc_lrn_params &p;
+    bool training;
+    template <typename V>
+    void each(V &v) const {
+        v.field("size", p.size);
+        v.field("a", p.alpha);
+        v.field("b", p.beta);
+        v.field("k", p.k);
+        v.field("df", p.data_format);
+        v.field("training", training);
+    }
+};
+
+// The default name of an unnamed call, in a per-thread buffer (valid until
+// the thread's next call).
+const char *default_name(const LrnAttrs &attrs) {
+    thread_local std::string name;
+    attrs_name(name, "lrn", attrs);
+    return name.c_str();
+}
+
 void sign_lrn(Handler &handler, const mkc_lrn_params &p, bool training) {
     handler.sign(OpKind::lrn);
-    handler.sign(p.size);
-    handler.sign_float(p.alpha);
-    handler.sign_float(p.beta);
-    handler.sign_float(p.k);
-    handler.sign(training ? 1 : 0);
+    sign_attrs(handler, LrnAttrs(p, training));
 }
 
 dnnl::lrn_forward::primitive_desc lrn_descriptor(const mkc_lrn_params &p, const Tensor &src,
@@ -71,13 +94,11 @@ namespace {
 // name's text): size, alpha, beta, k, the data_format asked for, src's
 // dtype, caller layout and dims. src's exact layout is checked against the
 // entry's on a hit.
-class LrnCall : public CallWords<4 + 1 + MKC_MAX_NDIMS> {
+class LrnCall : public CallWords<7 + 1 + MKC_MAX_NDIMS> {
 public:
     LrnCall(const mkc_lrn_params &p, const Tensor &src) {
         add(kind_word(OpKind::lrn) | int64_t(src.dtype) << 32 | src.layout);
-        add(p.size);
-        add(bits(p.alpha) << 32 | bits(p.beta));
-        add(bits(p.k) << 32 | static_cast<uint32_t>(p.data_format));
+        add_attrs(*this, LrnAttrs(p, p.training != 0));
         add_dims(src.dims);
         seal(p.name);
     }
@@ -97,7 +118,9 @@ void lrn(const CacheScope &scope, const mkc_lrn_params &p, const Tensor &src, mk
         [&](const LrnEntry &e) { return e.takes_as_is(src, DNNL_ARG_SRC); },
         [&](BlobCache::HitTicket &ticket, bool &hit) {
             check_lrn(p, src, op);
-            handler.emplace(scope, op, p.name, ("lrn:" + std::to_string(p.size)).c_str(), nullptr,
+            const bool named = p.name && p.name[0];
+            handler.emplace(scope, op, p.name,
+                            named ? nullptr : default_name(LrnAttrs(p, p.training != 0)), nullptr,
                             src.dims);
             auto e = acquire_lrn(*handler, p, src, p.training);
             handler->report_hit(ticket, hit);
@@ -128,8 +151,8 @@ void lrn_backward(const CacheScope &scope, const mkc_lrn_params &p, const Tensor
     require(diff_dst.dtype == MKC_DTYPE_F32 && diff_dst.dims == src.dims, op,
             ": diff_dst must be float32 with src's shape");
     const mkc_layout data_format = layout::resolve(p.data_format, static_cast<int>(src.dims.size()));
-    const std::string default_name = "lrn:" + std::to_string(p.size);
-    const char *name = p.name && p.name[0] ? p.name : default_name.c_str();
+    const LrnAttrs attrs(p, true); // the training forward's
+    const char *name = p.name && p.name[0] ? p.name : default_name(attrs);
 
     Handler forward(scope, "lrn", name, name, nullptr, src.dims);
     sign_lrn(forward, p, true);
@@ -137,10 +160,7 @@ void lrn_backward(const CacheScope &scope, const mkc_lrn_params &p, const Tensor
 
     Handler handler(scope, "lrn", name, name, "bwd", src.dims);
     handler.sign(OpKind::lrn_backward);
-    handler.sign(p.size);
-    handler.sign_float(p.alpha);
-    handler.sign_float(p.beta);
-    handler.sign_float(p.k);
+    sign_attrs(handler, attrs);
     handler.sign_layout(src, DNNL_ARG_SRC);
     auto entry = handler.acquire_primitive<PrimitiveEntry>([&] {
         const auto hint =
