@@ -13,11 +13,22 @@
 #include "common/handles.hpp"
 #include "handler/handler.hpp"
 #include "keys/keys.hpp"
+#include "ops/attrs.hpp"
 #include "ops/ops.hpp"
 
 namespace mkc::ops {
 
 namespace {
+
+// A concat's one attribute: the axis (counted from the front; also the
+// key's suffix).
+struct ConcatAttrs {
+    int axis;
+    template <typename V>
+    void each(V &v) const {
+        v.in_suffix("axis", axis);
+    }
+};
 
 struct ConcatEntry : PrimitiveEntry {
     dnnl::concat::primitive_desc pd;
@@ -77,11 +88,13 @@ void concat(const CacheScope &scope, int axis, int n, const Tensor *const *srcs,
             fail(MKC_STATUS_INVALID_ARGUMENT, "concat: the result is too large");
     }
     check_result_dims("concat", out, MKC_DTYPE_F32);
-    std::string suffix;
-    keys::append_int(suffix, caller_axis);
-    Handler handler(scope, "concat", name, ("concat:" + std::to_string(n)).c_str(), suffix.c_str(),
-                    first.dims);
+    const ConcatAttrs attrs{caller_axis};
+    std::string default_name = "concat:" + std::to_string(n), suffix;
+    append_attrs_name(default_name, attrs);
+    attrs_suffix(suffix, "", attrs);
+    Handler handler(scope, "concat", name, default_name.c_str(), suffix.c_str(), first.dims);
     handler.sign(OpKind::concat);
+    sign_attrs(handler, attrs);
     handler.sign(onednn_axis);
     handler.sign(n);
     // Input layouts are part of what the primitive was built for; compare
