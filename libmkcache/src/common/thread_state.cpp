@@ -11,7 +11,11 @@ namespace mkc {
 
 uint64_t thread_id_hash() { return std::hash<std::thread::id>()(std::this_thread::get_id()); }
 
-ThreadState::ThreadState() : thread_hash(thread_id_hash()), stripe(stripe_index()) {}
+ThreadState::ThreadState() : thread_hash(thread_id_hash()), stripe(stripe_index()) {
+    scope.shape_group = &input_shape_;
+    scope.thread_hash = thread_hash;
+    scope.state = this;
+}
 
 ThreadState::~ThreadState() {
     if (current_thread_state == this) current_thread_state = nullptr;

@@ -14,6 +14,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "common/cache_scope.hpp"
 #include "common/striped.hpp"
 #include "mkcache/mkcache.h"
 
@@ -27,16 +28,21 @@ struct ThreadState {
 
     // The cache context. Changed only through the setters, which bump
     // context_version: the front cache remembers hits per context.
-    int64_t session() const { return session_; }
+    int64_t session() const { return scope.session; }
     const std::string &input_shape() const { return input_shape_; } // "" = the default group
-    int64_t capacity() const { return capacity_; }
-    uint64_t executor() const { return executor_; }
-    bool clearing_mode() const { return capacity_ > 0; }
-    void set_session(int64_t v) { session_ = v; ++context_version; }
-    void set_input_shape(const char *v) { input_shape_ = v ? v : ""; ++context_version; }
-    void set_capacity(int64_t v) { capacity_ = v; ++context_version; }
-    void set_executor(uint64_t v) { executor_ = v; ++context_version; }
-    uint64_t context_version = 0;
+    int64_t capacity() const { return scope.capacity; }
+    uint64_t executor() const { return scope.executor; }
+    bool clearing_mode() const { return scope.capacity > 0; }
+    void set_session(int64_t v) { scope.session = v; changed(); }
+    void set_input_shape(const char *v) { input_shape_ = v ? v : ""; changed(); }
+    void set_capacity(int64_t v) {
+        scope.capacity = v;
+        scope.thread_bound = v <= 0; // clearing mode: one thread per session
+        changed();
+    }
+    void set_executor(uint64_t v) { scope.executor = v; changed(); }
+    // The scope of this thread's eager calls: the context above.
+    CacheScope scope;
 
     mkc_layout target_layout = MKC_LAYOUT_CHANNELS_FIRST;
 
@@ -68,10 +74,8 @@ struct ThreadState {
     std::unique_ptr<FrontCache> arguments;
 
 private:
-    int64_t session_ = 0;
-    std::string input_shape_;
-    int64_t capacity_ = 0;
-    uint64_t executor_ = 0;
+    void changed() { ++scope.memo_context; }
+    std::string input_shape_; // scope.shape_group points here
 };
 
 // The hash of the calling thread's id that its default-mode keys carry

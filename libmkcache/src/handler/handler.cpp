@@ -137,7 +137,7 @@ void reorder(const CacheScope &scope, const dnnl::memory::desc &from, const void
 
 Handler::Handler(const CacheScope &scope, const char *op, const char *name,
                  const char *default_name, const char *suffix, const Dims &key_dims)
-    : op_(op), scope_(scope), state_(thread_state()) {
+    : op_(op), scope_(scope), state_(*scope.state) {
     if (state_.key_depth == ThreadState::kKeyDepth)
         fail(MKC_STATUS_INTERNAL_ERROR, op, ": handlers nested too deep");
     key_ = &state_.key_buffers[state_.key_depth];
@@ -153,7 +153,7 @@ Handler::Handler(const CacheScope &scope, const char *op, const char *name,
     }
     if (!front_blob_)
         keys::make(*key_, key_name, suffix, key_dims.data(), ndims, scope_.executor,
-                   scope_.thread_bound, scope_.thread);
+                   scope_.thread_bound, scope_.thread_hash);
     ++state_.key_depth; // only once constructed: the destructor undoes it
 }
 
@@ -265,15 +265,15 @@ void Handler::store(const std::shared_ptr<PrimitiveEntry> &entry) {
     info.bytes = entry->bytes;
     info.executor = scope_.executor;
     info.thread_bound = scope_.thread_bound;
-    info.thread = scope_.thread;
+    info.thread = scope_.thread_hash;
     BlobCache::instance().set(scope_.session, *scope_.shape_group, scope_.capacity, *key_,
                               std::static_pointer_cast<void>(entry), info);
 }
 
 // ---------------------------------------------------------------- Execution
 
-Handler::Execution::Execution(PrimitiveEntry &entry, const CacheScope &scope, ThreadState &state)
-    : entry_(entry), scope_(scope), state_(state) {
+Handler::Execution::Execution(PrimitiveEntry &entry, const CacheScope &scope)
+    : entry_(entry), scope_(scope), state_(*scope.state) {
     own_slot_ = !entry_.busy.exchange(true, std::memory_order_acquire);
     const int needed = static_cast<int>(entry_.arg_descs.size());
     if (needed > kInlineArgs) {
@@ -426,11 +426,10 @@ Handler::Output Handler::prepare_output(mkc_tensor **dst, const PrimitiveEntry &
 }
 
 void Handler::run_src_dst(const CacheScope &scope, PrimitiveEntry &entry, const Tensor &src,
-                          mkc_tensor **dst, mkc_layout out_layout, const char *op,
-                          ThreadState &state) {
+                          mkc_tensor **dst, mkc_layout out_layout, const char *op) {
     Output out = prepare_output(dst, entry, DNNL_ARG_DST, out_layout, src.dtype, op);
     {
-        Execution exec(entry, scope, state);
+        Execution exec(entry, scope);
         exec.input(DNNL_ARG_SRC, src);
         exec.output(DNNL_ARG_DST, out.data);
         exec.run();

@@ -24,7 +24,7 @@
 #include "common/op_kind.hpp"
 #include "common/small_dims.hpp"
 #include "common/thread_state.hpp"
-#include "handler/cache_scope.hpp"
+#include "common/cache_scope.hpp"
 #include "layout/layout.hpp"
 #include "tensor/tensor.hpp"
 
@@ -225,11 +225,9 @@ public:
     // primitive's are converted (constant tensors keep the converted copy).
     class Execution {
     public:
-        // `scope`: where conversions of its inputs are cached (outlives the
-        // execution); `state`: the calling thread's, for callers that hold
-        // it already.
-        Execution(PrimitiveEntry &entry, const CacheScope &scope,
-                  ThreadState &state = thread_state());
+        // `scope`: where conversions of its inputs are cached, and the
+        // calling thread's state (outlives the execution).
+        Execution(PrimitiveEntry &entry, const CacheScope &scope);
         ~Execution();
         Execution(const Execution &) = delete;
         Execution &operator=(const Execution &) = delete;
@@ -286,8 +284,7 @@ public:
     // The whole call of a one-input, one-output primitive (SRC -> DST):
     // output, binding, execution.
     static void run_src_dst(const CacheScope &scope, PrimitiveEntry &entry, const Tensor &src,
-                            mkc_tensor **dst, mkc_layout out_layout, const char *op,
-                            ThreadState &state = thread_state());
+                            mkc_tensor **dst, mkc_layout out_layout, const char *op);
     // The same for two inputs and a result argument (e.g. a backward:
     // SRC + DIFF_DST -> DIFF_SRC).
     static void run_two_inputs(const CacheScope &scope, PrimitiveEntry &entry, int arg_a,

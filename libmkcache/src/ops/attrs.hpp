@@ -28,8 +28,8 @@
 
 namespace mkc::ops {
 
-// Up to three int64 values of a spatial attribute (stride, padding, ...):
-// the first `size` count (the operator's spatial rank).
+// A spatial attribute (stride, padding, ...): a params struct's array of
+// three, of which the first `size` count (the operator's spatial rank).
 struct Values {
     const int64_t *data;
     int size;
@@ -65,12 +65,25 @@ struct Sign {
     void in_suffix(const char *tag, T v) { field(tag, v); }
 };
 
+// Words per attribute (a constant the compiler folds): three for a spatial
+// one, else one.
+struct Count {
+    int n = 0;
+    void field(const char *, Values) { n += 3; }
+    template <typename T>
+    void field(const char *, T) { n += 1; }
+    template <typename T>
+    void in_suffix(const char *, T) { n += 1; }
+};
+
+// The words, after one check for room (this runs on every call): a
+// spatial attribute's three slots as they are, whatever the rank.
 template <typename Words>
 struct Add {
     Words &w;
-    void field(const char *, Values v) { w.add_values(v.data, v.size); }
+    void field(const char *, Values v) { w.add_three_unchecked(v.data); }
     template <typename T>
-    void field(const char *, T v) { w.add(word(v)); }
+    void field(const char *, T v) { w.add_unchecked(word(v)); }
     template <typename T>
     void in_suffix(const char *tag, T v) { field(tag, v); }
 };
@@ -143,6 +156,9 @@ void sign_attrs(Handler &h, const Attrs &a) {
 
 template <typename Attrs, typename Words>
 void add_attrs(Words &w, const Attrs &a) {
+    attrs_detail::Count count;
+    a.each(count);
+    if (!w.reserve(count.n)) return;
     attrs_detail::Add<Words> v{w};
     a.each(v);
 }

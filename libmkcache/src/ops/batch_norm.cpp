@@ -148,7 +148,7 @@ void batch_norm(const CacheScope &scope, const mkc_batch_norm_params &p, const T
                 mkc_tensor **dst, mkc_tensor *batch_mean, mkc_tensor *batch_variance) {
     const char *op = "batch_norm";
     const bool training = p.training != 0;
-    ThreadState &state = thread_state();
+    ThreadState &state = *scope.state;
     const mkc_layout data_format =
         layout::resolve(state, p.data_format, static_cast<int>(src.dims.size()));
     std::optional<Handler> handler; // training: leaves the descriptor through it
@@ -190,7 +190,7 @@ void batch_norm(const CacheScope &scope, const mkc_batch_norm_params &p, const T
     }
     const bool has_workspace = entry->has_arg(DNNL_ARG_WORKSPACE);
     {
-        Handler::Execution exec(*entry, scope, state);
+        Handler::Execution exec(*entry, scope);
         exec.input(DNNL_ARG_SRC, src);
         if (training) {
             exec.raw(DNNL_ARG_MEAN, bm);

@@ -243,7 +243,7 @@ void binary_with(const CacheScope &scope, const BinaryInfo &info, mkc_binary_kin
                  const char *name, const Tensor &a, const Tensor &b, mkc_tensor **dst) {
     // A call this thread made before, whose entry the cache still holds and
     // whose operands are laid out as then, skips the shapes, key and lookup.
-    ThreadState &state = thread_state();
+    ThreadState &state = *scope.state;
     Operands ops;
     const std::shared_ptr<void> blob = remembered_entry<BinaryEntry>(
         state, scope, BinaryCall(BinaryAttrs{kind}, name, a, b), name,
@@ -266,7 +266,7 @@ void binary_with(const CacheScope &scope, const BinaryInfo &info, mkc_binary_kin
     Handler::Output result =
         Handler::prepare_output(dst, entry, DNNL_ARG_DST, src0.layout, src0.dtype, info.name);
     {
-        Handler::Execution exec(entry, scope, state);
+        Handler::Execution exec(entry, scope);
         exec.input(DNNL_ARG_SRC_0, src0);
         // src1's bytes as the primitive sees them (a broadcast view of a
         // plain tensor, or its own layout).

@@ -35,15 +35,20 @@ public:
         for (int i = 0; i < n; ++i) words_[size_ + i] = dims[i];
         size_ += n;
     }
-    // Count, then `n` values.
-    void add_values(const int64_t *values, int n) {
-        if (size_ + 1 + n > kMaxWords) {
-            fits_ = false;
-            return;
-        }
-        words_[size_++] = n;
-        for (int i = 0; i < n; ++i) words_[size_ + i] = values[i];
-        size_ += n;
+    // Room for `n` more words, checked once: the unchecked adds below may
+    // then write them. False (and the call unfit) if there is none.
+    bool reserve(int n) {
+        if (size_ + n <= kMaxWords) return true;
+        fits_ = false;
+        return false;
+    }
+    void add_unchecked(int64_t word) { words_[size_++] = word; }
+    // Three values as they are (a spatial attribute's slots: those past the
+    // operator's rank included, which only make a call with other garbage
+    // there miss this cache).
+    void add_three_unchecked(const int64_t *values) {
+        std::memcpy(words_ + size_, values, 3 * sizeof(int64_t));
+        size_ += 3;
     }
     // Raw bytes of a struct without padding (indeterminate bytes would make
     // equal calls differ): nbytes a multiple of 8.

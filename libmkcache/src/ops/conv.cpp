@@ -68,12 +68,12 @@ struct ConvAttrs {
 // its checks and its primitive depend on (the name goes in as text).
 // Hashed: the name's text, the first stride and padding, the types and
 // src's shape.
-class ConvCall : public CallWords<1 + 3 * 7 + 5 * 4 + 8> {
+class ConvCall : public CallWords<1 + 3 * 7 + 5 * 3 + 8> {
 public:
     ConvCall(OpKind kind, const ConvAttrs &attrs, const Tensor &src, const Tensor &weights,
              const Tensor *bias) {
         const mkc_conv_params &p = attrs.p;
-        add(kind_word(kind) | src.dtype << 16 | weights.dtype << 8 |
+        add(kind_word(kind) | int64_t(attrs.k) << 24 | src.dtype << 16 | weights.dtype << 8 |
             (bias ? bias->dtype + 1 : 0));
         add_dims(src.dims);
         seal(p.name, static_cast<uint64_t>(p.stride[0]) << 8 ^
@@ -361,7 +361,7 @@ void convolution(const CacheScope &scope, const char *op, int k, bool transposed
     require(src.dtype == MKC_DTYPE_F32 && weights.dtype == MKC_DTYPE_F32 &&
                 (!bias || bias->dtype == MKC_DTYPE_F32),
             op, ": every input must be float32");
-    ThreadState &state = thread_state(); // once: a thread-local lookup
+    ThreadState &state = *scope.state; // once: a thread-local lookup
     const mkc_layout data_format = layout::resolve(state, p.data_format, k + 2);
     if (p.sum) require(*dst != nullptr, op, ": sum (accumulate into dst) needs an existing dst");
 
@@ -392,7 +392,7 @@ void convolution(const CacheScope &scope, const char *op, int k, bool transposed
                                                                data_format, MKC_DTYPE_F32, op);
     void *y_data = residual ? residual.get() : out.data;
     {
-        Handler::Execution exec(*entry, scope, state);
+        Handler::Execution exec(*entry, scope);
         exec.input(DNNL_ARG_SRC, src);
         bind_weights(exec, weights, entry->weights_view);
         if (bias) exec.input(DNNL_ARG_BIAS, *bias);

@@ -126,7 +126,7 @@ void activation(const CacheScope &scope, mkc_activation_kind kind, float alpha, 
     const SerialRegion serial(element_count(src)); // built and run alike
     // A call this thread made before, whose entry the cache still holds and
     // whose src is laid out as then, skips the key, signature and lookup.
-    ThreadState &state = thread_state();
+    ThreadState &state = *scope.state;
     const std::shared_ptr<void> blob = remembered_entry<EltwiseEntry>(
         state, scope, ActivationCall(ActivationAttrs{kind, alpha, beta}, name, src), name,
         [&](const EltwiseEntry &e) { return e.takes_as_is(src, DNNL_ARG_SRC); },
@@ -134,7 +134,7 @@ void activation(const CacheScope &scope, mkc_activation_kind kind, float alpha, 
             return acquire_activation(scope, kind, alpha, beta, name, src, ticket, hit);
         });
     Handler::run_src_dst(scope, *static_cast<EltwiseEntry *>(blob.get()), src, dst, src.layout,
-                         "activation", state);
+                         "activation");
 }
 
 } // namespace mkc::ops

@@ -122,8 +122,8 @@ std::shared_ptr<LayerNormEntry> acquire_layer_norm(Handler &handler,
 // Runs the forward on plain src bytes; training writes the statistics.
 void execute_layer_norm(const CacheScope &scope, LayerNormEntry &entry, const void *x,
                         const Tensor *scale, const Tensor *shift, void *y, void *mean,
-                        void *variance, ThreadState &state) {
-    Handler::Execution exec(entry, scope, state);
+                        void *variance) {
+    Handler::Execution exec(entry, scope);
     exec.raw(DNNL_ARG_SRC, const_cast<void *>(x)); // plain src is the [rows, cols] it wants
     if (scale) exec.raw(DNNL_ARG_SCALE, scale->data);
     if (shift) exec.raw(DNNL_ARG_SHIFT, shift->data);
@@ -172,7 +172,7 @@ public:
 
 void layer_norm(const CacheScope &scope, const mkc_layer_norm_params &p, const Tensor &src,
                 const Tensor *scale, const Tensor *shift, mkc_tensor **dst) {
-    ThreadState &state = thread_state();
+    ThreadState &state = *scope.state;
     std::optional<Handler> handler;
     std::optional<LayerNormGeometry> g;
     const auto acquire = [&](BlobCache::HitTicket &ticket, bool &hit) {
@@ -205,8 +205,7 @@ void layer_norm(const CacheScope &scope, const mkc_layer_norm_params &p, const T
     }
     // No transfer: the grad op builds the same training entry (found in the
     // cache) and recomputes the statistics (see Transfer).
-    execute_layer_norm(scope, entry, x.data, scale, shift, y.data, mean.get(), variance.get(),
-                       state);
+    execute_layer_norm(scope, entry, x.data, scale, shift, y.data, mean.get(), variance.get());
     Handler::publish(created, dst);
 }
 
@@ -267,8 +266,7 @@ void layer_norm_backward(const CacheScope &scope, const mkc_layer_norm_params &p
     std::shared_ptr<void> variance = allocate(g.rows * sizeof(float), false);
     {
         auto y = allocate(g.rows * g.cols * sizeof(float), false);
-        execute_layer_norm(scope, *fwd, x.data, scale, shift, y.get(), mean.get(), variance.get(),
-                           thread_state());
+        execute_layer_norm(scope, *fwd, x.data, scale, shift, y.get(), mean.get(), variance.get());
     }
     std::unique_ptr<Tensor> created;
     Tensor *dx = nullptr;

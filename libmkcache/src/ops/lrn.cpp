@@ -108,7 +108,7 @@ public:
 
 void lrn(const CacheScope &scope, const mkc_lrn_params &p, const Tensor &src, mkc_tensor **dst) {
     const char *op = "lrn";
-    ThreadState &state = thread_state();
+    ThreadState &state = *scope.state;
     std::optional<Handler> handler; // training: leaves the workspace through it
     // An inference call this thread made before, whose entry the cache still
     // holds and whose src is laid out as then, skips the checks, key and
@@ -140,7 +140,7 @@ void lrn(const CacheScope &scope, const mkc_lrn_params &p, const Tensor &src, mk
         Handler::finish_output(scope, out, dst);
         handler->leave_transfer(t);
     } else {
-        Handler::run_src_dst(scope, entry, src, dst, data_format, op, state);
+        Handler::run_src_dst(scope, entry, src, dst, data_format, op);
     }
     layout::set_target(state, data_format);
 }

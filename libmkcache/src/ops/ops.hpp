@@ -5,7 +5,7 @@
 #pragma once
 
 #include "mkcache/mkcache.h"
-#include "handler/cache_scope.hpp"
+#include "common/cache_scope.hpp"
 #include "tensor/tensor.hpp"
 
 namespace mkc::ops {

@@ -181,7 +181,7 @@ std::shared_ptr<PoolEntry> acquire_forward(Handler &h, const mkc_pool_params &p,
 // What the thread's argument cache knows an inference pooling by (with the
 // name's text): src's type and shape, and the attributes. src's exact
 // layout is checked against the entry's on a hit.
-class PoolCall : public CallWords<2 + MKC_MAX_NDIMS + 5 + 4 * 4> {
+class PoolCall : public CallWords<2 + MKC_MAX_NDIMS + 5 + 4 * 3> {
 public:
     PoolCall(const mkc_pool_params &p, const Tensor &src) {
         add(kind_word(OpKind::pooling) | src.dtype);
@@ -198,7 +198,7 @@ void pool(const CacheScope &scope, const mkc_pool_params &p, const Tensor &src, 
         // Inference: a call this thread made before skips the geometry, the
         // default name, the signature and the key (mkc_pool_params reach
         // here checked only by the first call with these arguments).
-        ThreadState &state = thread_state();
+        ThreadState &state = *scope.state;
         const mkc_layout data_format =
             layout::resolve(state, p.data_format, static_cast<int>(src.dims.size()));
         const std::shared_ptr<void> blob = remembered_entry<PoolEntry>(
@@ -212,7 +212,7 @@ void pool(const CacheScope &scope, const mkc_pool_params &p, const Tensor &src, 
                 return entry;
             });
         Handler::run_src_dst(scope, *static_cast<PoolEntry *>(blob.get()), src, dst, data_format,
-                             pool_name(p.kind), state);
+                             pool_name(p.kind));
         layout::set_target(state, data_format);
         return;
     }

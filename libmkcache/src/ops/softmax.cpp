@@ -91,7 +91,7 @@ void softmax(const CacheScope &scope, int axis, bool log, const char *name, cons
              mkc_tensor **dst) {
     // A call this thread made before, whose entry the cache still holds and
     // whose src is laid out as then, skips the checks, key and lookup.
-    ThreadState &state = thread_state();
+    ThreadState &state = *scope.state;
     const std::shared_ptr<void> blob = remembered_entry<SoftmaxEntry>(
         state, scope, SoftmaxCall(SoftmaxAttrs{axis, log}, name, src), name,
         [&](const SoftmaxEntry &e) { return e.takes_as_is(src, DNNL_ARG_SRC); },
@@ -99,7 +99,7 @@ void softmax(const CacheScope &scope, int axis, bool log, const char *name, cons
             return acquire_softmax(scope, axis, log, name, src, ticket, hit);
         });
     Handler::run_src_dst(scope, *static_cast<SoftmaxEntry *>(blob.get()), src, dst, src.layout,
-                         log ? "log_softmax" : "softmax", state);
+                         log ? "log_softmax" : "softmax");
 }
 
 } // namespace mkc::ops

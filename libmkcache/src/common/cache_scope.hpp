@@ -1,0 +1,35 @@
+// Where a call's cache entries live: everything a key and its placement in
+// the blob cache depend on besides the operator's own arguments, and the
+// calling thread's own state the call works with.
+//
+// The eager C entry points pass the calling thread's (ThreadState::scope,
+// kept up to date by mkc_cache_set_session and friends); a program fills its
+// own. Code that builds keys reads only this, never the thread's context, so
+// the same operator code serves both.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace mkc {
+
+struct ThreadState;
+
+inline const std::string kDefaultShapeGroup; // ""
+
+struct CacheScope {
+    int64_t session = 0;                                  // first level
+    const std::string *shape_group = &kDefaultShapeGroup; // second level; not owned
+    uint64_t executor = 0;        // in every key; reset_executor removes by it
+    int64_t capacity = 0;         // > 0: storing a new group evicts the oldest past it
+    bool thread_bound = true;     // keys carry `thread_hash`: entries private to one thread
+    uint64_t thread_hash = 0;     // the hash thread-bound keys carry
+    // Changes whenever any field above does (for this thread): the per-thread
+    // memos of recent hits remember them under it.
+    uint64_t memo_context = 0;
+    // The calling thread's memos, key buffers, stream and scratchpad (part
+    // of no key); not owned.
+    ThreadState *state = nullptr;
+};
+
+} // namespace mkc
