@@ -109,7 +109,7 @@ public:
 void lrn(const CacheScope &scope, const mkc_lrn_params &p, const Tensor &src, mkc_tensor **dst) {
     const char *op = "lrn";
     ThreadState &state = *scope.state;
-    std::optional<Handler> handler; // training: leaves the workspace through it
+    std::optional<Handler> handler; // training: leaves the descriptor through it
     // An inference call this thread made before, whose entry the cache still
     // holds and whose src is laid out as then, skips the checks, key and
     // lookup.
