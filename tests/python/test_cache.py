@@ -55,7 +55,7 @@ def test_separator_prevents_dim_collision():
 def test_operator_keys_match_make_key():
     relu_named("act", (2, 3))
     keys = [k for _, k in mkcache.cache.keys()]
-    # Seed 002: activations carry the algorithm (relu = 1) as in-place suffix.
+    # Activations carry the algorithm (relu = 1) as the key's suffix.
     assert mkcache.cache.make_key("act", (2, 3), suffix=1) in keys
     x = np.ones((1, 2, 5, 5), dtype=np.float32)
     w = np.ones((3, 2, 3, 3), dtype=np.float32)

@@ -532,9 +532,9 @@ def test_reshape_and_flatten(rng):
 # ------------------------------------------------- forward -> backward transfer
 
 def test_forward_on_one_thread_backward_on_another(rng):
-    """Seed 000 section 3: the training forward's descriptor and max-pool
-    indices are found by the grad op on another thread, which computes the
-    same gradients as on the forward's thread."""
+    """The training forward's descriptor is found by the grad op on another
+    thread (which recomputes the max-pool indices), and the gradients are
+    the same as on the forward's thread."""
     x, w = randn(rng, 2, 6, 10, 10), randn(rng, 8, 6, 3, 3)
     dy_conv, dy_pool = randn(rng, 2, 8, 10, 10), randn(rng, 2, 6, 5, 5)
     xt = mkcache.Tensor(x)

@@ -408,8 +408,8 @@ MKC_API mkc_status mkc_cache_get_keys(int64_t session_id, char *buf,
  * takes the result's layout; a wrapped one keeps its own). Each result's
  * size is checked (at most 2^56 bytes) before anything is built.
  *
- * `name` identifies the operator instance in the cache key (the seed's
- * "output tensor name"); NULL or "" derives one from the operator and its
+ * `name` identifies the operator instance in the cache key (a model's
+ * layer or output name); NULL or "" derives one from the operator and its
  * arguments. Whatever the name, an entry is reused only for the exact
  * attributes, dtypes, shapes and layouts it was built for. */
 
