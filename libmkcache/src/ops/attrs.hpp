@@ -177,6 +177,15 @@ void attrs_name(std::string &out, const char *op, const Attrs &a) {
     append_attrs_name(out, a);
 }
 
+// attrs_name() in a per-thread buffer (one per attributes type): valid until
+// the thread's next call, and allocates nothing once the buffer has grown.
+template <typename Attrs>
+const char *default_attrs_name(const char *op, const Attrs &a) {
+    thread_local std::string name;
+    attrs_name(name, op, a);
+    return name.c_str();
+}
+
 // `prefix` followed by the in_suffix attributes.
 template <typename Attrs>
 void attrs_suffix(std::string &out, const char *prefix, const Attrs &a) {

@@ -48,13 +48,8 @@ struct BatchNormAttrs {
     }
 };
 
-// The default name of an unnamed call, in a per-thread buffer (valid until
-// the thread's next call).
-const char *default_name(const BatchNormAttrs &attrs) {
-    thread_local std::string name;
-    attrs_name(name, "batch_norm", attrs);
-    return name.c_str();
-}
+// The default name of an unnamed call (valid until the thread's next call).
+const char *default_name(const BatchNormAttrs &attrs) { return default_attrs_name("batch_norm", attrs); }
 
 void sign_batch_norm(Handler &handler, const BatchNormAttrs &attrs, bool scale, bool shift) {
     handler.sign(OpKind::batch_norm);

@@ -40,13 +40,8 @@ struct LayerNormAttrs {
     }
 };
 
-// The default name of an unnamed call, in a per-thread buffer (valid until
-// the thread's next call).
-const char *default_name(const LayerNormAttrs &attrs) {
-    thread_local std::string name;
-    attrs_name(name, "layer_norm", attrs);
-    return name.c_str();
-}
+// The default name of an unnamed call (valid until the thread's next call).
+const char *default_name(const LayerNormAttrs &attrs) { return default_attrs_name("layer_norm", attrs); }
 
 struct LayerNormGeometry {
     Dims xc;            // caller dims of src

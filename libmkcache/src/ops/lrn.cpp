@@ -49,13 +49,8 @@ struct LrnAttrs {
     }
 };
 
-// The default name of an unnamed call, in a per-thread buffer (valid until
-// the thread's next call).
-const char *default_name(const LrnAttrs &attrs) {
-    thread_local std::string name;
-    attrs_name(name, "lrn", attrs);
-    return name.c_str();
-}
+// The default name of an unnamed call (valid until the thread's next call).
+const char *default_name(const LrnAttrs &attrs) { return default_attrs_name("lrn", attrs); }
 
 void sign_lrn(Handler &handler, const mkc_lrn_params &p, bool training) {
     handler.sign(OpKind::lrn);
