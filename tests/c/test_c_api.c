@@ -591,6 +591,12 @@ static void test_activation_arguments_remembered(void) {
     check_leaky(name, 0.5f, tx, x, N);
     OK(mkc_cache_get_stats(&before));
     CHECK(before.misses == after.misses + 1);
+    char same_text[16]; /* the same name in another buffer: the same call */
+    strcpy(same_text, "act_b");
+    OK(mkc_cache_get_stats(&before));
+    check_leaky(same_text, 0.5f, tx, x, N);
+    OK(mkc_cache_get_stats(&after));
+    CHECK(after.misses == before.misses && after.hits == before.hits + 1);
     OK(mkc_cache_reset()); /* nothing remembered is used after a reset */
     OK(mkc_cache_get_stats(&before));
     check_leaky(name, 0.5f, tx, x, N);
