@@ -46,7 +46,7 @@ def check_array(array, argument: str) -> np.ndarray:
 
 
 def data_pointer(array: np.ndarray) -> int:
-    """Address of an array's data; from_buffer is ~3x cheaper than
+    """Address of an array's data; from_buffer is cheaper than
     __array_interface__ but needs a writable array."""
     try:
         return ctypes.addressof(ctypes.c_char.from_buffer(array))
@@ -60,8 +60,8 @@ def _find_data_field():
 
     NumPy's ABI keeps the data pointer right after the object header
     (PyArray_DATA is inlined into every compiled extension, so it cannot
-    move) and CPython's id() is an object's address. Reading it costs about
-    a quarter of the buffer protocol (data_pointer), which matters on the
+    move) and CPython's id() is an object's address. Reading it is much
+    cheaper than the buffer protocol (data_pointer), which matters on the
     activation fast path. Checked here on probe arrays, so an interpreter
     or NumPy where it does not hold gets the buffer-protocol path."""
     offset = object.__basicsize__  # sizeof(PyObject): the header
@@ -143,8 +143,8 @@ class _Owner:
 
 
 # Handles for reading numpy arguments, kept between calls. Wrapping an array
-# costs ~3 us through ctypes (a C handle with its oneDNN descriptor and
-# registry entry, made and destroyed), more than many whole operators, and a
+# through ctypes (a C handle with its oneDNN descriptor and registry entry,
+# made and destroyed) costs more than many whole operators, and a
 # handle over caller memory stands for nothing but "float32 data at this
 # address, these dims, this layout": the library keeps no other state of a
 # non-constant wrapped tensor. So the handle made for one array serves every

@@ -2,8 +2,7 @@
 //
 // oneDNN's element-wise and binary kernels split their work over every
 // OpenMP thread at execution time, so even a 16-element relu wakes the
-// thread team: ~0.7 us on a 2-core machine, three times the work itself
-// (measured: a 1k-element relu 2.5 us one thread, 3.2 us two). A
+// thread team, which on small problems costs more than the work itself. A
 // SerialRegion makes this thread's next parallel regions single-threaded
 // for its scope, as frameworks do below a grain size. Only for primitives
 // whose threading is decided at execution (oneDNN's parallel(0, ...)); a
@@ -15,8 +14,9 @@
 
 namespace mkc {
 
-// Element counts up to this run serially: below the measured crossover of
-// the costliest activations (gelu: ~2-4k elements on this class of machine).
+// Element counts up to this run serially: below where waking the team
+// starts to pay even for the costliest activations (gelu), as measured by
+// the benchmark suite's small cases.
 constexpr int64_t kSerialElements = 1024;
 
 // The calling thread's OpenMP thread count (0 when the runtime oneDNN uses

@@ -18,16 +18,15 @@
 
 namespace mkc {
 // One shared empty descriptor. A default-constructed dnnl::memory::desc
-// allocates a ~1 KB descriptor (too big for malloc's per-thread bins) and
-// frees it when assigned over: about 2,000 instructions per tensor an
-// operator created. Descriptors are immutable handles, so one can be shared.
+// allocates a descriptor too big for malloc's per-thread bins and frees it
+// when assigned over, for every tensor an operator creates. Descriptors are
+// immutable handles, so one can be shared.
 const dnnl::memory::desc &empty_desc();
 
 // 64-byte aligned blocks from plain malloc (freed with aligned_free):
 // glibc's posix_memalign/aligned_alloc carve every block out of a larger
-// chunk past malloc's per-thread cache, ~300 instructions each, paid twice
-// by every tensor an operator creates (the tensor and its buffer). Null when
-// out of memory.
+// chunk past malloc's per-thread cache, paid twice by every tensor an
+// operator creates (the tensor and its buffer). Null when out of memory.
 void *aligned_malloc(size_t nbytes);
 void aligned_free(void *p);
 } // namespace mkc
