@@ -2,6 +2,8 @@
 // caller's struct_size.
 #include "api/struct_size.hpp"
 
+#include <cstring>
+
 #include "api/guard.hpp"
 
 using namespace mkc;
@@ -54,7 +56,12 @@ extern "C" {
 MKC_API mkc_status mkc_get_struct_size(mkc_struct_id id, size_t *size) {
     return api::guard([&] {
         api::require_out(size, "size");
-        switch (id) {
+        // Read as a plain integer: a caller may pass any value, and loading
+        // one outside the enum's range as the enum is undefined behaviour.
+        static_assert(sizeof(mkc_struct_id) == sizeof(int32_t));
+        int32_t raw;
+        std::memcpy(&raw, &id, sizeof raw);
+        switch (raw) {
         case MKC_STRUCT_CONV_PARAMS: *size = sizeof(mkc_conv_params); return;
         case MKC_STRUCT_POOL_PARAMS: *size = sizeof(mkc_pool_params); return;
         case MKC_STRUCT_LINEAR_PARAMS: *size = sizeof(mkc_linear_params); return;
@@ -66,8 +73,7 @@ MKC_API mkc_status mkc_get_struct_size(mkc_struct_id id, size_t *size) {
         case MKC_STRUCT_ACTIVATION_CALL: *size = sizeof(mkc_activation_call); return;
         case MKC_STRUCT_MAX_ENUM: break;
         }
-        fail(MKC_STATUS_INVALID_ARGUMENT, "get_struct_size: unknown struct id ",
-             static_cast<int>(id));
+        fail(MKC_STATUS_INVALID_ARGUMENT, "get_struct_size: unknown struct id ", raw);
     });
 }
 
