@@ -139,11 +139,10 @@ PoolGeometry pool_geometry(const mkc_pool_params &p, const Tensor &src, bool tra
     g.pb = pb;
     g.pe = pe;
 
-    // The default name, in a per-thread buffer (valid until the thread's
-    // next call).
-    thread_local std::string name;
-    attrs_name(name, "pool", PoolAttrs(p, rank, training));
-    g.default_name = name.c_str();
+    // The default name (valid until the thread's next call), formatted only
+    // when the caller gave none: every backward call computes the geometry.
+    g.default_name =
+        p.name && p.name[0] ? "" : default_attrs_name("pool", PoolAttrs(p, rank, training));
     return g;
 }
 
