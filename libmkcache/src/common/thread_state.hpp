@@ -26,8 +26,8 @@ struct ThreadState {
     ThreadState();
     ~ThreadState();
 
-    // The cache context. Changed only through the setters, which bump
-    // context_version: the front cache remembers hits per context.
+    // The cache context. Changed only through the setters, which bump the
+    // scope's memo context: the front caches remember hits per context.
     int64_t session() const { return scope.session; }
     const std::string &input_shape() const { return input_shape_; } // "" = the default group
     int64_t capacity() const { return scope.capacity; }
