@@ -1,11 +1,11 @@
 // Build once: when several threads miss the same shared key at once, one
 // builds the entry and the others wait for it.
 //
-// Only keys threads share need this (clearing mode, what a training forward
-// leaves its grad op, a program's entries): a default-mode key carries its
-// thread's hash, so no other thread ever looks for it. Without it, every
-// thread that missed would make its own primitive - work of milliseconds,
-// multiplied by the thread count, the last one stored winning. A claim is
+// Only keys threads share need this (clearing mode today, a program's
+// entries next): a default-mode key carries its thread's hash, so no other
+// thread ever looks for it. Without it, every thread that missed would make
+// its own primitive - the costliest step there is, repeated per thread, the
+// last one stored winning. A claim is
 // taken after a miss; its owner builds and stores, then releases it, which
 // wakes the waiters to look the key up again. A build that fails releases
 // the claim just the same and leaves nothing behind: a waiter then finds no
