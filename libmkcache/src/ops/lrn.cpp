@@ -20,6 +20,7 @@ const auto f32 = dnnl::memory::data_type::f32;
 
 struct LrnEntry : PrimitiveEntry {
     dnnl::lrn_forward::primitive_desc pd;
+    std::atomic<bool> transferred{false}; // training: left for the grad op
 };
 
 const char *check_lrn(const mkc_lrn_params &p, const Tensor &src, const char *op) {
@@ -125,15 +126,18 @@ void lrn(const CacheScope &scope, const mkc_lrn_params &p, const Tensor &src, mk
     const mkc_layout data_format =
         layout::resolve(state, p.data_format, static_cast<int>(src.dims.size()));
     if (p.training) {
-        // The descriptor goes to the grad op (the workspace it recomputes).
-        auto t = std::make_shared<Transfer>();
-        t->forward = std::shared_ptr<PrimitiveEntry>(blob, &entry);
         Handler::Output out = Handler::prepare_output(dst, entry, DNNL_ARG_DST, data_format,
                                                       MKC_DTYPE_F32, op);
         std::shared_ptr<void> workspace;
         Handler::run_training_forward(scope, entry, src, out.data, workspace);
         Handler::finish_output(scope, out, dst);
-        handler->leave_transfer(t);
+        if (!entry.transferred.exchange(true)) {
+            // The descriptor goes to the grad op (the workspace it
+            // recomputes), once per entry: see pooling.
+            auto t = std::make_shared<Transfer>();
+            t->forward = std::shared_ptr<PrimitiveEntry>(blob, &entry);
+            handler->leave_transfer(t);
+        }
     } else {
         Handler::run_src_dst(scope, entry, src, dst, data_format, op);
     }

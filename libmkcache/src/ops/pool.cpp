@@ -1,6 +1,7 @@
 // Max / average pooling over 2-D (NCHW/NHWC) and 3-D (NCDHW/NDHWC) inputs,
 // global pooling and ceil mode. Runs on the input's layout (a blocked conv
 // output stays blocked: oneDNN's fastest case).
+#include <atomic>
 #include <initializer_list>
 #include <memory>
 #include <string>
@@ -19,6 +20,7 @@ namespace {
 
 struct PoolEntry : PrimitiveEntry {
     dnnl::pooling_forward::primitive_desc pd;
+    std::atomic<bool> transferred{false}; // training: left for the grad op
 };
 
 const char *pool_name(mkc_pool_kind kind) {
@@ -219,15 +221,19 @@ void pool(const CacheScope &scope, const mkc_pool_params &p, const Tensor &src, 
     Handler handler(scope, g.op, p.name, g.default_name, nullptr, g.x);
     auto entry = acquire_forward(handler, p, g, src, true);
     {
-        // The descriptor goes to the grad op through the cache (the indices
-        // of the maxima it recomputes: see Transfer).
-        auto t = std::make_shared<Transfer>();
-        t->forward = entry;
         Handler::Output out = Handler::prepare_output(dst, *entry, DNNL_ARG_DST, g.data_format,
                                                       MKC_DTYPE_F32, g.op);
         std::shared_ptr<void> workspace;
         Handler::run_training_forward(scope, *entry, src, out.data, workspace);
         Handler::finish_output(scope, out, dst);
+    }
+    if (!entry->transferred.exchange(true)) {
+        // The descriptor goes to the grad op through the cache (the indices
+        // of the maxima it recomputes: see Transfer). It is the same for
+        // every call: left once per entry, as storing it again would replace
+        // it and so make every thread's memos of recent hits forget theirs.
+        auto t = std::make_shared<Transfer>();
+        t->forward = entry;
         handler.leave_transfer(t);
     }
     layout::set_target(g.data_format);
