@@ -50,23 +50,6 @@ public:
         std::memcpy(words_ + size_, values, 3 * sizeof(int64_t));
         size_ += 3;
     }
-    // Raw bytes of a struct without padding (indeterminate bytes would make
-    // equal calls differ): nbytes a multiple of 8.
-    void add_bytes(const void *data, size_t nbytes) {
-        const int n = static_cast<int>(nbytes / 8);
-        if (size_ + n > kMaxWords) {
-            fits_ = false;
-            return;
-        }
-        std::memcpy(words_ + size_, data, nbytes);
-        size_ += n;
-    }
-    // A float argument's bits, for a word (equal bits: the same call).
-    static int64_t bits(float v) {
-        uint32_t b;
-        std::memcpy(&b, &v, 4);
-        return b;
-    }
     // `name`'s text goes into the hash too, and `seed`: any other function
     // of the arguments worth spreading.
     void seal(const char *name, uint64_t seed = 0) {

@@ -149,12 +149,11 @@ PoolGeometry pool_geometry(const mkc_pool_params &p, const Tensor &src, bool tra
 }
 
 // The signature of the forward (a grad op signs the same, with training,
-// to find what a training forward left it).
+// to find what a training forward left it). The kernel and padding the
+// global and ceil modes work out follow from these and src's dims (the key's).
 void sign_forward(Handler &h, const mkc_pool_params &p, const PoolGeometry &g, bool training) {
     h.sign(OpKind::pooling);
     sign_attrs(h, PoolAttrs(p, g.k + 2, training));
-    h.sign(g.kernel); // as the global and ceil modes made them
-    h.sign(g.pe);
 }
 
 std::shared_ptr<PoolEntry> acquire_forward(Handler &h, const mkc_pool_params &p,

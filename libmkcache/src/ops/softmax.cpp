@@ -68,8 +68,7 @@ std::shared_ptr<SoftmaxEntry> acquire_softmax(const CacheScope &scope, int axis,
     const SoftmaxKey key(attrs, "");
     Handler handler(scope, op, name, key.name, key.suffix, x);
     handler.sign(OpKind::softmax);
-    sign_attrs(handler, attrs);
-    handler.sign(onednn_axis);
+    sign_attrs(handler, attrs); // with the layout signed below, the oneDNN axis
     handler.sign_layout(src, DNNL_ARG_SRC);
     auto entry = handler.acquire_primitive<SoftmaxEntry>([&] {
         auto e = std::make_shared<SoftmaxEntry>();
@@ -125,8 +124,7 @@ void softmax_backward(const CacheScope &scope, int axis, bool log, const char *n
     const SoftmaxKey key(attrs, "bwd");
     Handler handler(scope, log ? "log_softmax" : "softmax", name, key.name, key.suffix, x);
     handler.sign(OpKind::softmax_backward);
-    sign_attrs(handler, attrs);
-    handler.sign(onednn_axis);
+    sign_attrs(handler, attrs); // with the layout signed below, the oneDNN axis
     handler.sign_layout(dst, DNNL_ARG_DST);
     auto entry = handler.acquire_primitive<PrimitiveEntry>([&] {
         dnnl::softmax_forward::primitive_desc hint(cpu_engine(), dnnl::prop_kind::forward_training,
