@@ -186,12 +186,32 @@ const char *default_attrs_name(const char *op, const Attrs &a) {
     return name.c_str();
 }
 
+// An unnamed call's default name and the key's suffix (`suffix_prefix`
+// followed by the in_suffix attributes), in per-thread buffers: valid until
+// the thread's next call. An empty `op` leaves the name to the attributes
+// ("relu", "elu:a0.5").
+struct KeyText {
+    const char *name;
+    const char *suffix;
+};
+template <typename Attrs>
+KeyText key_text(const char *op, const char *suffix_prefix, const Attrs &a);
+
 // `prefix` followed by the in_suffix attributes.
 template <typename Attrs>
 void attrs_suffix(std::string &out, const char *prefix, const Attrs &a) {
     out = prefix;
     attrs_detail::Suffix v{out};
     a.each(v);
+}
+
+template <typename Attrs>
+KeyText key_text(const char *op, const char *suffix_prefix, const Attrs &a) {
+    thread_local std::string name, suffix;
+    attrs_name(name, op, a);
+    attrs_suffix(suffix, suffix_prefix, a);
+    const bool bare = op[0] == '\0' && !name.empty(); // drop the ':' before the first
+    return {name.c_str() + (bare ? 1 : 0), suffix.c_str()};
 }
 
 } // namespace mkc::ops

@@ -202,10 +202,8 @@ std::shared_ptr<BinaryEntry> acquire_binary(const CacheScope &scope, const Binar
 
     const SerialRegion serial(element_count(src0)); // built as binary_with() runs it
     const BinaryAttrs attrs{kind};
-    thread_local std::string default_name, suffix;
-    attrs_name(default_name, "binary", attrs);
-    attrs_suffix(suffix, "", attrs);
-    Handler handler(scope, info.name, name, default_name.c_str(), suffix.c_str(), src0.dims);
+    const KeyText key = key_text("binary", "", attrs);
+    Handler handler(scope, info.name, name, key.name, key.suffix, src0.dims);
     handler.sign(OpKind::binary);
     sign_attrs(handler, attrs);
     handler.sign(swapped ? 1 : 0);

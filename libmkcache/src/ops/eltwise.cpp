@@ -33,20 +33,6 @@ struct ActivationAttrs {
     }
 };
 
-// The key's default name and suffix (`prefix`: "" forward, "bwd"
-// backward), in per-thread buffers: valid until the thread's next call.
-struct KeyFields {
-    KeyFields(const ActivationAttrs &a, const char *prefix) {
-        thread_local std::string name, suffix_text;
-        attrs_name(name, "", a);
-        default_name = name.c_str() + (name.empty() ? 0 : 1); // "relu", "elu:a0.5"
-        attrs_suffix(suffix_text, prefix, a);
-        suffix = suffix_text.c_str();
-    }
-    const char *default_name;
-    const char *suffix;
-};
-
 } // namespace
 
 ActivationInfo activation_info(mkc_activation_kind kind) {
@@ -98,8 +84,8 @@ std::shared_ptr<EltwiseEntry> acquire_activation(const CacheScope &scope, mkc_ac
     const ActivationInfo a = activation_info(kind);
     const Dims &x = onednn_dims(src);
     const ActivationAttrs attrs{kind, alpha, beta};
-    const KeyFields key(attrs, "");
-    Handler handler(scope, "activation", name, key.default_name, key.suffix, x);
+    const KeyText key = key_text("", "", attrs);
+    Handler handler(scope, "activation", name, key.name, key.suffix, x);
     handler.sign(OpKind::activation);
     sign_attrs(handler, attrs);
     handler.sign_layout(src, DNNL_ARG_SRC);
@@ -153,9 +139,9 @@ void activation_backward(const CacheScope &scope, mkc_activation_kind kind, floa
              ": diff_dst must have src's shape ", shape_text(caller_dims(src)), ", got ",
              shape_text(caller_dims(diff_dst)));
     const ActivationAttrs attrs{kind, alpha, beta};
-    const KeyFields key(attrs, "bwd");
+    const KeyText key = key_text("", "bwd", attrs);
     const SerialRegion serial(element_count(src));
-    Handler handler(scope, "activation", name, key.default_name, key.suffix, src.dims);
+    Handler handler(scope, "activation", name, key.name, key.suffix, src.dims);
     handler.sign(OpKind::activation_backward);
     sign_attrs(handler, attrs);
     handler.sign_layout(src, DNNL_ARG_SRC);

@@ -41,18 +41,6 @@ public:
     }
 };
 
-// The key's default name and suffix for the axis counted from the front.
-struct SoftmaxKey {
-    SoftmaxKey(const SoftmaxAttrs &a, const char *prefix) {
-        thread_local std::string name_text, suffix_text;
-        attrs_name(name_text, "softmax", a);
-        attrs_suffix(suffix_text, prefix, a);
-        name = name_text.c_str();
-        suffix = suffix_text.c_str();
-    }
-    const char *name;
-    const char *suffix;
-};
 
 std::shared_ptr<SoftmaxEntry> acquire_softmax(const CacheScope &scope, int axis, bool log,
                                               const char *name, const Tensor &src,
@@ -65,7 +53,7 @@ std::shared_ptr<SoftmaxEntry> acquire_softmax(const CacheScope &scope, int axis,
     const int caller_axis = axis < 0 ? axis + n : axis;
     const int onednn_axis = layout::to_onednn_axis(caller_axis, n, src.layout);
     const SoftmaxAttrs attrs{caller_axis, log};
-    const SoftmaxKey key(attrs, "");
+    const KeyText key = key_text("softmax", "", attrs);
     Handler handler(scope, op, name, key.name, key.suffix, x);
     handler.sign(OpKind::softmax);
     sign_attrs(handler, attrs); // with the layout signed below, the oneDNN axis
@@ -121,7 +109,7 @@ void softmax_backward(const CacheScope &scope, int axis, bool log, const char *n
     const int onednn_axis = layout::to_onednn_axis(caller_axis, n, dst.layout);
     const auto alg = log ? dnnl::algorithm::softmax_log : dnnl::algorithm::softmax_accurate;
     const SoftmaxAttrs attrs{caller_axis, log};
-    const SoftmaxKey key(attrs, "bwd");
+    const KeyText key = key_text("softmax", "bwd", attrs);
     Handler handler(scope, log ? "log_softmax" : "softmax", name, key.name, key.suffix, x);
     handler.sign(OpKind::softmax_backward);
     sign_attrs(handler, attrs); // with the layout signed below, the oneDNN axis
