@@ -1,9 +1,6 @@
 #include "api/guard.hpp"
 
 #include <cstring>
-#include <new>
-
-#include <oneapi/dnnl/dnnl.hpp>
 
 namespace mkc::api {
 
@@ -16,30 +13,7 @@ void set_last_error(const std::string &message) { last_error = message; }
 const char *last_error_text() { return last_error.c_str(); }
 
 mkc_status fail_from_current_exception() noexcept {
-    try {
-        try {
-            throw;
-        } catch (const Error &e) {
-            last_error = e.what();
-            return e.status();
-        } catch (const dnnl::error &e) {
-            last_error = std::string("oneDNN: ") + e.what();
-            return e.status == dnnl_out_of_memory ? MKC_STATUS_OUT_OF_MEMORY
-                                                  : MKC_STATUS_ONEDNN_ERROR;
-        } catch (const std::bad_alloc &) {
-            last_error = "out of memory";
-            return MKC_STATUS_OUT_OF_MEMORY;
-        } catch (const std::exception &e) {
-            last_error = std::string("internal error: ") + e.what();
-            return MKC_STATUS_INTERNAL_ERROR;
-        } catch (...) {
-            last_error = "internal error: unknown exception";
-            return MKC_STATUS_INTERNAL_ERROR;
-        }
-    } catch (...) {
-        // Even assigning the message failed (out of memory).
-        return MKC_STATUS_OUT_OF_MEMORY;
-    }
+    return status_of_current_exception(last_error);
 }
 
 namespace {

@@ -32,4 +32,9 @@ struct CacheScope {
     ThreadState *state = nullptr;
 };
 
+// A memo context no other scope has: for a scope a caller fills itself
+// (a program's). The eager scopes count theirs up from 0, per thread; these
+// come from one process-wide counter, with the top bit set.
+uint64_t fresh_memo_context();
+
 } // namespace mkc

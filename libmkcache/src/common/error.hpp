@@ -44,4 +44,10 @@ void require(bool condition, Args &&...args) {
     if (!condition) fail(MKC_STATUS_INVALID_ARGUMENT, std::forward<Args>(args)...);
 }
 
+// Inside a catch block: the status and message the C ABI reports for the
+// exception being handled (ours, oneDNN's, out of memory, anything else).
+// If even the message cannot be stored, OUT_OF_MEMORY and `message` as it
+// was.
+mkc_status status_of_current_exception(std::string &message) noexcept;
+
 } // namespace mkc

@@ -2,12 +2,18 @@
 
 #include "cache/front_cache.hpp"
 
+#include <atomic>
 #include <cstdlib>
 #include <functional>
 #include <new>
 #include <thread>
 
 namespace mkc {
+
+uint64_t fresh_memo_context() {
+    static std::atomic<uint64_t> next{uint64_t(1) << 63};
+    return next.fetch_add(1, std::memory_order_relaxed);
+}
 
 uint64_t thread_id_hash() { return std::hash<std::thread::id>()(std::this_thread::get_id()); }
 

@@ -8,6 +8,7 @@
 #include "common/error.hpp"
 #include "handler/handler.hpp"
 #include "keys/keys.hpp"
+#include "ops/activation.hpp"
 #include "ops/attrs.hpp"
 #include "ops/call_words.hpp"
 #include "ops/ops.hpp"
@@ -18,19 +19,11 @@ namespace {
 
 struct EltwiseEntry : PrimitiveEntry {
     dnnl::eltwise_forward::primitive_desc pd;
+    int64_t elements = 0; // built serially when small, and so run (SerialRegion)
 };
 
-// An activation's attributes: the kind (also the key's suffix, so kinds
-// under one caller name stay apart) and its two parameters.
-struct ActivationAttrs {
-    mkc_activation_kind kind;
-    float alpha, beta;
-    template <typename V>
-    void each(V &v) const {
-        v.in_suffix("kind", kind);
-        v.field("a", alpha);
-        v.field("b", beta);
-    }
+struct EltwiseBackwardEntry : PrimitiveEntry {
+    int64_t elements = 0;
 };
 
 } // namespace
@@ -77,27 +70,35 @@ public:
     }
 };
 
-std::shared_ptr<EltwiseEntry> acquire_activation(const CacheScope &scope, mkc_activation_kind kind,
-                                                 float alpha, float beta, const char *name,
-                                                 const Tensor &src, BlobCache::HitTicket &ticket,
+// The checks every call makes (an unknown kind is refused when the entry
+// is built).
+template <typename V>
+void check_activation(const V &src) {
+    require(src.dtype == MKC_DTYPE_F32, "activation: src must be float32");
+}
+
+template <typename V>
+std::shared_ptr<EltwiseEntry> prepare_activation(const CacheScope &scope,
+                                                 const ActivationAttrs &attrs, const char *name,
+                                                 const V &src, BlobCache::HitTicket &ticket,
                                                  bool &hit) {
-    const ActivationInfo a = activation_info(kind);
+    const ActivationInfo a = activation_info(attrs.kind);
     const Dims &x = onednn_dims(src);
-    const ActivationAttrs attrs{kind, alpha, beta};
     const KeyText key = key_text("", "", attrs);
     Handler handler(scope, "activation", name, key.name, key.suffix, x);
     handler.sign(OpKind::activation);
     sign_attrs(handler, attrs);
-    handler.sign_layout(src, DNNL_ARG_SRC);
+    sign_input_layout(handler, src, DNNL_ARG_SRC);
 
     auto entry = handler.acquire_primitive<EltwiseEntry>([&] {
         auto e = std::make_shared<EltwiseEntry>();
         e->pd = dnnl::eltwise_forward::primitive_desc(cpu_engine(),
                                                       dnnl::prop_kind::forward_inference, a.alg,
-                                                      src.desc, src.desc, alpha, beta,
+                                                      src.desc, src.desc, attrs.alpha, attrs.beta,
                                                       user_scratchpad_attr());
         e->primitive = dnnl::eltwise_forward(e->pd);
         e->set_args(e->pd, {DNNL_ARG_SRC, DNNL_ARG_DST});
+        e->elements = element_count(src);
         return e;
     });
     handler.report_hit(ticket, hit);
@@ -106,18 +107,40 @@ std::shared_ptr<EltwiseEntry> acquire_activation(const CacheScope &scope, mkc_ac
 
 } // namespace
 
+ValueDesc ActivationOp::infer(const Attrs &attrs, const ValueDesc &src) {
+    check_activation(src);
+    activation_info(attrs.kind); // validates the kind
+    return src;
+}
+
+Prepared ActivationOp::prepare(const CacheScope &scope, const Attrs &attrs, const char *name,
+                               const ValueDesc &src) {
+    infer(attrs, src);
+    const SerialRegion serial(element_count(src));
+    BlobCache::HitTicket ticket;
+    bool hit = false;
+    auto entry = prepare_activation(scope, attrs, name, src, ticket, hit);
+    return {entry, {src.desc}, {arranged_as(src, entry->arg_desc(DNNL_ARG_DST))}};
+}
+
+void ActivationOp::run(const CacheScope &scope, PrimitiveEntry &entry, const Buffers &buffers) {
+    const SerialRegion serial(static_cast<EltwiseEntry &>(entry).elements);
+    run_bound(scope, entry, buffers, {DNNL_ARG_SRC}, {DNNL_ARG_DST});
+}
+
 void activation(const CacheScope &scope, mkc_activation_kind kind, float alpha, float beta,
                 const char *name, const Tensor &src, mkc_tensor **dst) {
-    require(src.dtype == MKC_DTYPE_F32, "activation: src must be float32");
+    check_activation(src);
     const SerialRegion serial(element_count(src)); // built and run alike
     // A call this thread made before, whose entry the cache still holds and
     // whose src is laid out as then, skips the key, signature and lookup.
     ThreadState &state = *scope.state;
+    const ActivationAttrs attrs{kind, alpha, beta};
     const std::shared_ptr<void> blob = remembered_entry<EltwiseEntry>(
-        state, scope, ActivationCall(ActivationAttrs{kind, alpha, beta}, name, src), name,
+        state, scope, ActivationCall(attrs, name, src), name,
         [&](const EltwiseEntry &e) { return e.takes_as_is(src, DNNL_ARG_SRC); },
         [&](BlobCache::HitTicket &ticket, bool &hit) {
-            return acquire_activation(scope, kind, alpha, beta, name, src, ticket, hit);
+            return prepare_activation(scope, attrs, name, src, ticket, hit);
         });
     Handler::run_src_dst(scope, *static_cast<EltwiseEntry *>(blob.get()), src, dst, src.layout,
                          "activation");
@@ -127,10 +150,10 @@ void activation(const CacheScope &scope, mkc_activation_kind kind, float alpha, 
 
 namespace mkc::ops {
 
-void activation_backward(const CacheScope &scope, mkc_activation_kind kind, float alpha, float beta,
-                         const char *name, const Tensor &src, const Tensor &diff_dst,
-                         mkc_tensor **diff_src) {
-    const ActivationInfo a = activation_info(kind);
+namespace {
+
+template <typename V>
+void check_activation_backward(const V &src, const V &diff_dst) {
     const char *op = "activation_backward";
     require(src.dtype == MKC_DTYPE_F32 && diff_dst.dtype == MKC_DTYPE_F32, op,
             ": src and diff_dst must be float32");
@@ -138,29 +161,70 @@ void activation_backward(const CacheScope &scope, mkc_activation_kind kind, floa
         fail(MKC_STATUS_INVALID_ARGUMENT, op,
              ": diff_dst must have src's shape ", shape_text(caller_dims(src)), ", got ",
              shape_text(caller_dims(diff_dst)));
-    const ActivationAttrs attrs{kind, alpha, beta};
+}
+
+template <typename V>
+std::shared_ptr<EltwiseBackwardEntry>
+prepare_activation_backward(const CacheScope &scope, const ActivationAttrs &attrs, const char *name,
+                            const V &src) {
+    const ActivationInfo a = activation_info(attrs.kind);
     const KeyText key = key_text("", "bwd", attrs);
-    const SerialRegion serial(element_count(src));
-    Handler handler(scope, "activation", name, key.name, key.suffix, src.dims);
+    Handler handler(scope, "activation", name, key.name, key.suffix, onednn_dims(src));
     handler.sign(OpKind::activation_backward);
     sign_attrs(handler, attrs);
-    handler.sign_layout(src, DNNL_ARG_SRC);
-    auto entry = handler.acquire_primitive<PrimitiveEntry>([&] {
+    sign_input_layout(handler, src, DNNL_ARG_SRC);
+    return handler.acquire_primitive<EltwiseBackwardEntry>([&] {
         // Element-wise ops choose no layout: the hint is made here (no
         // transfer needed); the gradient is computed from src.
         dnnl::eltwise_forward::primitive_desc hint(cpu_engine(), dnnl::prop_kind::forward_training,
-                                                   a.alg, src.desc, src.desc, alpha, beta,
-                                                   user_scratchpad_attr());
+                                                   a.alg, src.desc, src.desc, attrs.alpha,
+                                                   attrs.beta, user_scratchpad_attr());
         dnnl::eltwise_backward::primitive_desc pd(cpu_engine(), a.alg, src.desc, src.desc,
-                                                  src.desc, alpha, beta, hint,
+                                                  src.desc, attrs.alpha, attrs.beta, hint,
                                                   user_scratchpad_attr());
-        auto e = std::make_shared<PrimitiveEntry>();
+        auto e = std::make_shared<EltwiseBackwardEntry>();
         e->primitive = dnnl::eltwise_backward(pd);
         e->set_args(pd, {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_SRC});
+        e->elements = element_count(src);
         return e;
     });
+}
+
+} // namespace
+
+ValueDesc ActivationBackwardOp::infer(const Attrs &attrs, const ValueDesc &src,
+                                      const ValueDesc &diff_dst) {
+    check_activation_backward(src, diff_dst);
+    activation_info(attrs.kind);
+    return src;
+}
+
+Prepared ActivationBackwardOp::prepare(const CacheScope &scope, const Attrs &attrs,
+                                       const char *name, const ValueDesc &src,
+                                       const ValueDesc &diff_dst) {
+    infer(attrs, src, diff_dst);
+    const SerialRegion serial(element_count(src));
+    auto entry = prepare_activation_backward(scope, attrs, name, src);
+    return {entry,
+            {src.desc, entry->arg_desc(DNNL_ARG_DIFF_DST)},
+            {arranged_as(src, entry->arg_desc(DNNL_ARG_DIFF_SRC))}};
+}
+
+void ActivationBackwardOp::run(const CacheScope &scope, PrimitiveEntry &entry,
+                               const Buffers &buffers) {
+    const SerialRegion serial(static_cast<EltwiseBackwardEntry &>(entry).elements);
+    run_bound(scope, entry, buffers, {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST}, {DNNL_ARG_DIFF_SRC});
+}
+
+void activation_backward(const CacheScope &scope, mkc_activation_kind kind, float alpha, float beta,
+                         const char *name, const Tensor &src, const Tensor &diff_dst,
+                         mkc_tensor **diff_src) {
+    check_activation_backward(src, diff_dst);
+    const ActivationAttrs attrs{kind, alpha, beta};
+    const SerialRegion serial(element_count(src));
+    auto entry = prepare_activation_backward(scope, attrs, name, src);
     Handler::run_two_inputs(scope, *entry, DNNL_ARG_SRC, src, DNNL_ARG_DIFF_DST, diff_dst,
-                            DNNL_ARG_DIFF_SRC, diff_src, src.layout, op);
+                            DNNL_ARG_DIFF_SRC, diff_src, src.layout, "activation_backward");
 }
 
 } // namespace mkc::ops
