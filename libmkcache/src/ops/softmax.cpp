@@ -8,24 +8,13 @@
 #include "ops/call_words.hpp"
 #include "keys/keys.hpp"
 #include "ops/ops.hpp"
+#include "ops/softmax.hpp"
 
 namespace mkc::ops {
 
 namespace {
 struct SoftmaxEntry : PrimitiveEntry {
     dnnl::softmax_forward::primitive_desc pd;
-};
-
-// A softmax's attributes: the axis (also the key's suffix) and whether it
-// is a log-softmax.
-struct SoftmaxAttrs {
-    int axis;
-    bool log;
-    template <typename V>
-    void each(V &v) const {
-        v.in_suffix("axis", axis);
-        v.field("log", log);
-    }
 };
 
 // What the thread's argument cache knows a softmax by (with the name's
@@ -41,23 +30,35 @@ public:
     }
 };
 
+const char *softmax_op(bool log) { return log ? "log_softmax" : "softmax"; }
 
-std::shared_ptr<SoftmaxEntry> acquire_softmax(const CacheScope &scope, int axis, bool log,
-                                              const char *name, const Tensor &src,
-                                              BlobCache::HitTicket &ticket, bool &hit) {
-    const char *op = log ? "log_softmax" : "softmax";
+// The checks of a forward call (made when its entry is looked up); the
+// axis counted from the front.
+template <typename V>
+int check_softmax(const SoftmaxAttrs &given, const V &src) {
+    const char *op = softmax_op(given.log);
     require(src.dtype == MKC_DTYPE_F32, op, ": src must be float32");
+    const int n = static_cast<int>(onednn_dims(src).size());
+    require(given.axis >= -n && given.axis < n, op, ": axis ", given.axis,
+            " is out of range for rank ", n);
+    return given.axis < 0 ? given.axis + n : given.axis;
+}
+
+template <typename V>
+std::shared_ptr<SoftmaxEntry> prepare_softmax(const CacheScope &scope, const SoftmaxAttrs &given,
+                                              const char *name, const V &src,
+                                              BlobCache::HitTicket &ticket, bool &hit) {
+    const int caller_axis = check_softmax(given, src);
+    const bool log = given.log;
     const Dims &x = onednn_dims(src);
     const int n = static_cast<int>(x.size());
-    require(axis >= -n && axis < n, op, ": axis ", axis, " is out of range for rank ", n);
-    const int caller_axis = axis < 0 ? axis + n : axis;
     const int onednn_axis = layout::to_onednn_axis(caller_axis, n, src.layout);
     const SoftmaxAttrs attrs{caller_axis, log};
     const KeyText key = key_text("softmax", "", attrs);
-    Handler handler(scope, op, name, key.name, key.suffix, x);
+    Handler handler(scope, softmax_op(log), name, key.name, key.suffix, x);
     handler.sign(OpKind::softmax);
     sign_attrs(handler, attrs); // with the layout signed below, the oneDNN axis
-    handler.sign_layout(src, DNNL_ARG_SRC);
+    sign_input_layout(handler, src, DNNL_ARG_SRC);
     auto entry = handler.acquire_primitive<SoftmaxEntry>([&] {
         auto e = std::make_shared<SoftmaxEntry>();
         e->pd = dnnl::softmax_forward::primitive_desc(
@@ -74,47 +75,81 @@ std::shared_ptr<SoftmaxEntry> acquire_softmax(const CacheScope &scope, int axis,
 
 } // namespace
 
+ValueDesc SoftmaxOp::infer(const Attrs &attrs, const ValueDesc &src) {
+    check_softmax(attrs, src);
+    return src;
+}
+
+Prepared SoftmaxOp::prepare(const CacheScope &scope, const Attrs &attrs, const char *name,
+                            const ValueDesc &src) {
+    BlobCache::HitTicket ticket;
+    bool hit = false;
+    auto entry = prepare_softmax(scope, attrs, name, src, ticket, hit);
+    return {entry, {src.desc}, {arranged_as(src, entry->arg_desc(DNNL_ARG_DST))}};
+}
+
+void SoftmaxOp::run(const CacheScope &scope, PrimitiveEntry &entry, const Buffers &buffers) {
+    run_bound(scope, entry, buffers, {DNNL_ARG_SRC}, {DNNL_ARG_DST});
+}
+
 void softmax(const CacheScope &scope, int axis, bool log, const char *name, const Tensor &src,
              mkc_tensor **dst) {
     // A call this thread made before, whose entry the cache still holds and
     // whose src is laid out as then, skips the checks, key and lookup.
     ThreadState &state = *scope.state;
+    const SoftmaxAttrs attrs{axis, log};
     const std::shared_ptr<void> blob = remembered_entry<SoftmaxEntry>(
-        state, scope, SoftmaxCall(SoftmaxAttrs{axis, log}, name, src), name,
+        state, scope, SoftmaxCall(attrs, name, src), name,
         [&](const SoftmaxEntry &e) { return e.takes_as_is(src, DNNL_ARG_SRC); },
         [&](BlobCache::HitTicket &ticket, bool &hit) {
-            return acquire_softmax(scope, axis, log, name, src, ticket, hit);
+            return prepare_softmax(scope, attrs, name, src, ticket, hit);
         });
     Handler::run_src_dst(scope, *static_cast<SoftmaxEntry *>(blob.get()), src, dst, src.layout,
-                         log ? "log_softmax" : "softmax");
+                         softmax_op(log));
 }
 
 } // namespace mkc::ops
 
 namespace mkc::ops {
 
-void softmax_backward(const CacheScope &scope, int axis, bool log, const char *name,
-                      const Tensor &dst, const Tensor &diff_dst, mkc_tensor **diff_src) {
-    const char *op = log ? "log_softmax_backward" : "softmax_backward";
+namespace {
+
+const char *softmax_backward_op(bool log) {
+    return log ? "log_softmax_backward" : "softmax_backward";
+}
+
+// The checks of a backward call; the axis counted from the front.
+template <typename V>
+int check_softmax_backward(const SoftmaxAttrs &given, const V &dst, const V &diff_dst) {
+    const char *op = softmax_backward_op(given.log);
     require(dst.dtype == MKC_DTYPE_F32 && diff_dst.dtype == MKC_DTYPE_F32, op,
             ": dst and diff_dst must be float32");
     if (!(diff_dst.dims == dst.dims && diff_dst.layout == dst.layout))
         fail(MKC_STATUS_INVALID_ARGUMENT, op,
              ": diff_dst must have dst's shape ", shape_text(caller_dims(dst)), ", got ",
              shape_text(caller_dims(diff_dst)));
+    const int n = static_cast<int>(onednn_dims(dst).size());
+    require(given.axis >= -n && given.axis < n, op, ": axis ", given.axis,
+            " is out of range for rank ", n);
+    return given.axis < 0 ? given.axis + n : given.axis;
+}
+
+// The entry for checked arguments (`caller_axis` counted from the front).
+template <typename V>
+std::shared_ptr<PrimitiveEntry> prepare_softmax_backward(const CacheScope &scope, int caller_axis,
+                                                         bool log, const char *name,
+                                                         const V &dst) {
     const Dims &x = onednn_dims(dst);
     const int n = static_cast<int>(x.size());
-    require(axis >= -n && axis < n, op, ": axis ", axis, " is out of range for rank ", n);
-    const int caller_axis = axis < 0 ? axis + n : axis;
     const int onednn_axis = layout::to_onednn_axis(caller_axis, n, dst.layout);
     const auto alg = log ? dnnl::algorithm::softmax_log : dnnl::algorithm::softmax_accurate;
     const SoftmaxAttrs attrs{caller_axis, log};
     const KeyText key = key_text("softmax", "bwd", attrs);
-    Handler handler(scope, log ? "log_softmax" : "softmax", name, key.name, key.suffix, x);
+    Handler handler(scope, softmax_op(log), name, key.name, key.suffix, x);
     handler.sign(OpKind::softmax_backward);
     sign_attrs(handler, attrs); // with the layout signed below, the oneDNN axis
-    handler.sign_layout(dst, DNNL_ARG_DST);
-    auto entry = handler.acquire_primitive<PrimitiveEntry>([&] {
+    sign_input_layout(handler, dst, DNNL_ARG_DST);
+    return handler.acquire_primitive<PrimitiveEntry>([&] {
         dnnl::softmax_forward::primitive_desc hint(cpu_engine(), dnnl::prop_kind::forward_training,
                                                    alg, dst.desc, dst.desc, onednn_axis,
                                                    user_scratchpad_attr());
@@ -126,8 +161,36 @@ void softmax_backward(const CacheScope &scope, int axis, bool log, const char *n
         e->set_args(pd, {DNNL_ARG_DST, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_SRC});
         return e;
     });
+}
+
+} // namespace
+
+ValueDesc SoftmaxBackwardOp::infer(const Attrs &attrs, const ValueDesc &dst,
+                                   const ValueDesc &diff_dst) {
+    check_softmax_backward(attrs, dst, diff_dst);
+    return dst; // the gradient is laid out as dst
+}
+
+Prepared SoftmaxBackwardOp::prepare(const CacheScope &scope, const Attrs &attrs, const char *name,
+                                    const ValueDesc &dst, const ValueDesc &diff_dst) {
+    const int caller_axis = check_softmax_backward(attrs, dst, diff_dst);
+    auto entry = prepare_softmax_backward(scope, caller_axis, attrs.log, name, dst);
+    return {entry,
+            {dst.desc, entry->arg_desc(DNNL_ARG_DIFF_DST)},
+            {arranged_as(dst, entry->arg_desc(DNNL_ARG_DIFF_SRC))}};
+}
+
+void SoftmaxBackwardOp::run(const CacheScope &scope, PrimitiveEntry &entry,
+                            const Buffers &buffers) {
+    run_bound(scope, entry, buffers, {DNNL_ARG_DST, DNNL_ARG_DIFF_DST}, {DNNL_ARG_DIFF_SRC});
+}
+
+void softmax_backward(const CacheScope &scope, int axis, bool log, const char *name,
+                      const Tensor &dst, const Tensor &diff_dst, mkc_tensor **diff_src) {
+    const int caller_axis = check_softmax_backward(SoftmaxAttrs{axis, log}, dst, diff_dst);
+    auto entry = prepare_softmax_backward(scope, caller_axis, log, name, dst);
     Handler::run_two_inputs(scope, *entry, DNNL_ARG_DST, dst, DNNL_ARG_DIFF_DST, diff_dst,
-                            DNNL_ARG_DIFF_SRC, diff_src, dst.layout, op);
+                            DNNL_ARG_DIFF_SRC, diff_src, dst.layout, softmax_backward_op(log));
 }
 
 } // namespace mkc::ops
