@@ -108,8 +108,9 @@ const Tensor &row_major(const CacheScope &scope, const Tensor &t, std::unique_pt
 
 uint64_t reorder_count() { return reorders_executed.load(std::memory_order_relaxed); }
 
-void reorder(const CacheScope &scope, const dnnl::memory::desc &from, const void *src_data,
-             const dnnl::memory::desc &to, void *dst_data) {
+std::shared_ptr<PrimitiveEntry> reorder_entry(const CacheScope &scope,
+                                              const dnnl::memory::desc &from,
+                                              const dnnl::memory::desc &to) {
     // The default name, "reorder:<from>-><to>", built without allocating:
     // this runs on every conversion (and every export of a blocked tensor).
     char name[2 * kFormatNameSize + 16] = "reorder:";
@@ -120,7 +121,7 @@ void reorder(const CacheScope &scope, const dnnl::memory::desc &from, const void
     handler.sign(OpKind::reorder);
     handler.sign_layout(from);
     handler.sign_layout(to);
-    auto entry = handler.acquire_primitive<ReorderEntry>([&] {
+    return handler.acquire_primitive<ReorderEntry>([&] {
         auto e = std::make_shared<ReorderEntry>();
         dnnl::reorder::primitive_desc pd(cpu_engine(), from, cpu_engine(), to,
                                          user_scratchpad_attr());
@@ -128,11 +129,20 @@ void reorder(const CacheScope &scope, const dnnl::memory::desc &from, const void
         e->set_args(pd, {DNNL_ARG_FROM, DNNL_ARG_TO});
         return e;
     });
-    Handler::Execution exec(*entry, scope);
+}
+
+void run_reorder(const CacheScope &scope, PrimitiveEntry &entry, const void *src_data,
+                 void *dst_data) {
+    Handler::Execution exec(entry, scope);
     exec.raw(DNNL_ARG_FROM, const_cast<void *>(src_data));
     exec.raw(DNNL_ARG_TO, dst_data);
     exec.run();
     reorders_executed.fetch_add(1, std::memory_order_relaxed);
+}
+
+void reorder(const CacheScope &scope, const dnnl::memory::desc &from, const void *src_data,
+             const dnnl::memory::desc &to, void *dst_data) {
+    run_reorder(scope, *reorder_entry(scope, from, to), src_data, dst_data);
 }
 
 Handler::Handler(const CacheScope &scope, const char *op, const char *name,

@@ -123,6 +123,13 @@ uint64_t reorder_count();
 // (same dims) with a reorder primitive cached in `scope`.
 void reorder(const CacheScope &scope, const dnnl::memory::desc &from, const void *src_data,
              const dnnl::memory::desc &to, void *dst_data);
+// The same in two steps: the cached reorder entry from `from` to `to`, and
+// one execution of it (counted by reorder_count).
+std::shared_ptr<PrimitiveEntry> reorder_entry(const CacheScope &scope,
+                                              const dnnl::memory::desc &from,
+                                              const dnnl::memory::desc &to);
+void run_reorder(const CacheScope &scope, PrimitiveEntry &entry, const void *src_data,
+                 void *dst_data);
 
 // What a training forward leaves its grad op (see Handler::leave_transfer).
 struct Transfer {

@@ -11,6 +11,7 @@
 #include "handler/handler.hpp"
 #include "keys/keys.hpp"
 #include "ops/attrs.hpp"
+#include "ops/matmul.hpp"
 #include "ops/ops.hpp"
 
 namespace mkc::ops {
@@ -39,35 +40,6 @@ dnnl::primitive_attr activation_attr(mkc_activation_kind kind, float alpha, floa
     return attr;
 }
 
-// A linear layer's attributes; `training` set for the training forward and
-// its grad ops (which find what it left under the same name).
-struct LinearAttrs {
-    LinearAttrs(const mkc_linear_params &params, bool for_training)
-        : p(params), training(for_training) {}
-    const mkc_linear_params &p;
-    bool training;
-    template <typename V>
-    void each(V &v) const {
-        v.field("", p.activation);
-        v.field("a", p.activation_alpha);
-        v.field("b", p.activation_beta);
-        v.field("training", training);
-    }
-};
-
-// A matmul's attributes.
-struct MatmulAttrs {
-    const mkc_matmul_params &p;
-    template <typename V>
-    void each(V &v) const {
-        v.field("ta", p.transpose_a);
-        v.field("tb", p.transpose_b);
-        v.field("", p.activation);
-        v.field("a", p.activation_alpha);
-        v.field("b", p.activation_beta);
-    }
-};
-
 } // namespace
 
 namespace {
@@ -78,8 +50,11 @@ struct LinearGeometry {
     const char *default_name; // a per-thread buffer: valid until the thread's next call
 };
 
-LinearGeometry linear_geometry(const char *op, const mkc_linear_params &p, const Tensor &src,
-                               const Tensor &weights, bool bias, bool training) {
+// The checks of a linear call (`bias`: whether it has one; its shape is
+// checked by check_linear_bias) and its shapes.
+template <typename V>
+LinearGeometry linear_geometry(const char *op, const mkc_linear_params &p, const V &src,
+                               const V &weights, bool bias, bool training) {
     require(src.dtype == MKC_DTYPE_F32 && weights.dtype == MKC_DTYPE_F32, op,
             ": every input must be float32");
     LinearGeometry g;
@@ -107,8 +82,24 @@ LinearGeometry linear_geometry(const char *op, const mkc_linear_params &p, const
     return g;
 }
 
+template <typename V>
+void check_linear_bias(const LinearGeometry &g, const V *bias) {
+    if (!bias) return;
+    require(bias->dtype == MKC_DTYPE_F32, "linear: every input must be float32");
+    const Dims &b = onednn_dims(*bias);
+    require(b.size() == 1 && b[0] == g.w[0], "linear: bias must have shape [", g.w[0], "]");
+}
+
+// The forward's result, row-major with src's leading caller dims.
+Dims linear_result_dims(const LinearGeometry &g) {
+    Dims yc(g.xc.begin(), g.xc.end() - 1);
+    yc.push_back(g.w[0]);
+    return yc;
+}
+
+template <typename V>
 void sign_linear(Handler &handler, const mkc_linear_params &p, const LinearGeometry &g,
-                 const Tensor &src, bool bias, bool training) {
+                 const V &src, bool bias, bool training) {
     handler.sign(OpKind::linear);
     handler.sign(src.dims);
     handler.sign(src.layout);
@@ -134,39 +125,72 @@ dnnl::inner_product_forward::primitive_desc linear_descriptor(const mkc_linear_p
                                                        attr);
 }
 
-} // namespace
-
-void linear(const CacheScope &scope, const mkc_linear_params &p, const Tensor &src,
-            const Tensor &weights, const Tensor *bias, mkc_tensor **dst) {
-    const LinearGeometry g = linear_geometry("linear", p, src, weights, bias, p.training != 0);
+// The forward's entry (checked by linear_geometry and check_linear_bias).
+template <typename V>
+std::shared_ptr<LinearEntry> prepare_linear(const CacheScope &scope, const mkc_linear_params &p,
+                                            const char *name, const LinearGeometry &g,
+                                            const V &src, bool bias, bool training) {
     const Dims &w = g.w;
-    if (bias) {
-        require(bias->dtype == MKC_DTYPE_F32, "linear: every input must be float32");
-        const Dims &b = onednn_dims(*bias);
-        require(b.size() == 1 && b[0] == w[0], "linear: bias must have shape [", w[0], "]");
-    }
-    Handler handler(scope, "linear", p.name, g.default_name, nullptr, Dims{g.rows, w[1]});
-    sign_linear(handler, p, g, src, bias, p.training);
+    Handler handler(scope, "linear", name, g.default_name, nullptr, Dims{g.rows, w[1]});
+    sign_linear(handler, p, g, src, bias, training);
     auto entry = handler.acquire_primitive<LinearEntry>([&] {
         auto e = std::make_shared<LinearEntry>();
-        e->pd = linear_descriptor(p, g, bias, p.training);
+        e->pd = linear_descriptor(p, g, bias, training);
         e->primitive = dnnl::inner_product_forward(e->pd);
         std::vector<int> args = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST};
         if (bias) args.push_back(DNNL_ARG_BIAS);
         e->set_args(e->pd, args);
         e->x_plain = layout::plain_desc(src.dims, f32, src.layout);
-        Dims yc(g.xc.begin(), g.xc.end() - 1);
-        yc.push_back(w[0]);
+        const Dims yc = linear_result_dims(g);
         // The result is row-major [rows, out]; the caller sees it with x's
         // leading dims.
         e->y_md = dnnl::memory::desc(yc, f32, row_major_strides(yc));
         return e;
     });
-    if (p.training && !entry->transferred.exchange(true)) {
+    if (training && !entry->transferred.exchange(true)) {
         auto t = std::make_shared<Transfer>(); // forward -> backward: the descriptor
         t->forward = entry;
         handler.leave_transfer(t);
     }
+    return entry;
+}
+
+} // namespace
+
+ValueDesc LinearOp::infer(const Attrs &attrs, const ValueDesc &src, const ValueDesc &weights,
+                          const ValueDesc *bias) {
+    const LinearGeometry g =
+        linear_geometry("linear", attrs.p, src, weights, bias != nullptr, attrs.training);
+    check_linear_bias(g, bias);
+    return plain_value(MKC_DTYPE_F32, MKC_LAYOUT_CHANNELS_FIRST, linear_result_dims(g));
+}
+
+Prepared LinearOp::prepare(const CacheScope &scope, const Attrs &attrs, const char *name,
+                           const ValueDesc &src, const ValueDesc &weights, const ValueDesc *bias) {
+    const LinearGeometry g =
+        linear_geometry("linear", attrs.p, src, weights, bias != nullptr, attrs.training);
+    check_linear_bias(g, bias);
+    auto entry = prepare_linear(scope, attrs.p, name, g, src, bias != nullptr, attrs.training);
+    Prepared out{entry,
+                 {entry->x_plain, entry->arg_desc(DNNL_ARG_WEIGHTS),
+                  bias ? entry->arg_desc(DNNL_ARG_BIAS) : empty_desc()},
+                 {}};
+    out.outputs.push_back({MKC_DTYPE_F32, MKC_LAYOUT_CHANNELS_FIRST, entry->y_md.get_dims(),
+                           entry->y_md});
+    return out;
+}
+
+void LinearOp::run(const CacheScope &scope, PrimitiveEntry &entry, const Buffers &buffers) {
+    // Plain [..., in] bytes are the [rows, in] the primitive reads.
+    run_bound(scope, entry, buffers, {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_BIAS},
+              {DNNL_ARG_DST});
+}
+
+void linear(const CacheScope &scope, const mkc_linear_params &p, const Tensor &src,
+            const Tensor &weights, const Tensor *bias, mkc_tensor **dst) {
+    const LinearGeometry g = linear_geometry("linear", p, src, weights, bias, p.training != 0);
+    check_linear_bias(g, bias);
+    auto entry = prepare_linear(scope, p, p.name, g, src, bias, p.training != 0);
     std::unique_ptr<Tensor> holder, created;
     const Tensor &x =
         Handler::plain_input(scope, *entry, DNNL_ARG_SRC, src, entry->x_plain, holder);
@@ -183,50 +207,183 @@ void linear(const CacheScope &scope, const mkc_linear_params &p, const Tensor &s
     Handler::publish(created, dst);
 }
 
-void linear_backward(const CacheScope &scope, const mkc_linear_params &p, const Tensor &src,
-                     const Tensor &weights, const Tensor &diff_dst, mkc_tensor **diff_src,
-                     mkc_tensor **diff_weights, mkc_tensor **diff_bias) {
-    const char *op = "linear_backward";
+namespace {
+
+// The checks of a linear layer's gradient: those of the training forward
+// (with or without `bias`), and diff_dst's shape.
+template <typename V>
+LinearGeometry check_linear_backward(const char *op, const mkc_linear_params &p, const V &src,
+                                     const V &weights, const V &diff_dst, bool bias) {
     require(p.activation == MKC_ACTIVATION_NONE, op,
             ": a fused activation has no backward; run the activation as its own op");
-    const bool bias = diff_bias != nullptr;
     const LinearGeometry g = linear_geometry(op, p, src, weights, bias, true); // the forward's
-    const Dims &w = g.w;
-    Dims yc(g.xc.begin(), g.xc.end() - 1);
-    yc.push_back(w[0]);
+    const Dims yc = linear_result_dims(g);
     if (!(diff_dst.dtype == MKC_DTYPE_F32 && caller_dims(diff_dst) == yc))
         fail(MKC_STATUS_INVALID_ARGUMENT, op,
              ": diff_dst must be float32 with the forward output's shape ", shape_text(yc),
              ", got ", shape_text(caller_dims(diff_dst)));
-    const std::string name = p.name && p.name[0] ? p.name : g.default_name;
-    const Dims key_dims{g.rows, w[1]};
-    const dnnl::memory::desc x2({g.rows, w[1]}, f32, tag::ab), y2({g.rows, w[0]}, f32, tag::ab);
+    return g;
+}
 
-    auto hint = [&]() {
-        Handler forward(scope, "linear", name.c_str(), name.c_str(), nullptr, key_dims);
-        sign_linear(forward, p, g, src, bias, true);
-        if (auto t = forward.find_transfer())
-            return std::static_pointer_cast<LinearEntry>(t->forward)->pd;
-        return linear_descriptor(p, g, bias, true);
-    };
+// What the gradient primitives are built from: the training forward's
+// descriptor, as the forward left it under the same name (or made anew).
+template <typename V>
+dnnl::inner_product_forward::primitive_desc linear_hint(const CacheScope &scope,
+                                                        const mkc_linear_params &p,
+                                                        const std::string &name,
+                                                        const LinearGeometry &g, const V &src,
+                                                        bool bias) {
+    Handler forward(scope, "linear", name.c_str(), name.c_str(), nullptr,
+                    Dims{g.rows, g.w[1]});
+    sign_linear(forward, p, g, src, bias, true);
+    if (auto t = forward.find_transfer())
+        return std::static_pointer_cast<LinearEntry>(t->forward)->pd;
+    return linear_descriptor(p, g, bias, true);
+}
+
+template <typename V>
+std::shared_ptr<LinearEntry> prepare_linear_backward_data(const CacheScope &scope,
+                                                          const mkc_linear_params &p,
+                                                          const std::string &name,
+                                                          const LinearGeometry &g, const V &src,
+                                                          bool bias) {
+    const Dims &w = g.w;
+    const dnnl::memory::desc x2({g.rows, w[1]}, f32, tag::ab), y2({g.rows, w[0]}, f32, tag::ab);
+    Handler handler(scope, "linear", name.c_str(), name.c_str(), "bwd_data",
+                    Dims{g.rows, w[1]});
+    sign_linear(handler, p, g, src, bias, true);
+    handler.sign(OpKind::backward_data);
+    return handler.acquire_primitive<LinearEntry>([&] {
+        auto fwd = linear_hint(scope, p, name, g, src, bias);
+        dnnl::inner_product_backward_data::primitive_desc pd(
+            cpu_engine(), x2, dnnl::memory::desc(w, f32, tag::any), y2, fwd,
+            user_scratchpad_attr());
+        auto e = std::make_shared<LinearEntry>();
+        e->primitive = dnnl::inner_product_backward_data(pd);
+        e->set_args(pd, {DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC});
+        e->x_plain = layout::plain_desc(src.dims, f32, src.layout);
+        e->y_md = y2;
+        return e;
+    });
+}
+
+template <typename V>
+std::shared_ptr<LinearEntry> prepare_linear_backward_weights(const CacheScope &scope,
+                                                             const mkc_linear_params &p,
+                                                             const std::string &name,
+                                                             const LinearGeometry &g, const V &src,
+                                                             bool bias) {
+    const Dims &w = g.w;
+    const dnnl::memory::desc x2({g.rows, w[1]}, f32, tag::ab), y2({g.rows, w[0]}, f32, tag::ab);
+    Handler handler(scope, "linear", name.c_str(), name.c_str(), "bwd_weights",
+                    Dims{g.rows, w[1]});
+    sign_linear(handler, p, g, src, bias, true);
+    handler.sign(OpKind::backward_weights);
+    return handler.acquire_primitive<LinearEntry>([&] {
+        auto fwd = linear_hint(scope, p, name, g, src, bias);
+        const dnnl::memory::desc dw(w, f32, tag::any), db({w[0]}, f32, tag::a);
+        auto pd = bias ? dnnl::inner_product_backward_weights::primitive_desc(
+                             cpu_engine(), x2, dw, db, y2, fwd, user_scratchpad_attr())
+                       : dnnl::inner_product_backward_weights::primitive_desc(
+                             cpu_engine(), x2, dw, y2, fwd, user_scratchpad_attr());
+        auto e = std::make_shared<LinearEntry>();
+        e->primitive = dnnl::inner_product_backward_weights(pd);
+        std::vector<int> args = {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS};
+        if (bias) args.push_back(DNNL_ARG_DIFF_BIAS);
+        e->set_args(pd, args);
+        e->x_plain = layout::plain_desc(src.dims, f32, src.layout);
+        e->y_md = y2;
+        return e;
+    });
+}
+
+std::string gradient_name(const mkc_linear_params &p, const char *name, const LinearGeometry &g) {
+    if (name && name[0]) return name;
+    return p.name && p.name[0] ? p.name : g.default_name;
+}
+
+} // namespace
+
+ValueDesc LinearBackwardDataOp::infer(const Attrs &attrs, const ValueDesc &src,
+                                      const ValueDesc &weights, const ValueDesc &diff_dst) {
+    check_linear_backward("linear_backward", attrs.p, src, weights, diff_dst, false);
+    return plain_value(MKC_DTYPE_F32, src.layout, src.dims);
+}
+
+Prepared LinearBackwardDataOp::prepare(const CacheScope &scope, const Attrs &attrs,
+                                       const char *name, bool with_bias, const ValueDesc &src,
+                                       const ValueDesc &weights, const ValueDesc &diff_dst) {
+    const LinearGeometry g =
+        check_linear_backward("linear_backward", attrs.p, src, weights, diff_dst, with_bias);
+    auto entry = prepare_linear_backward_data(scope, attrs.p, gradient_name(attrs.p, name, g), g,
+                                              src, with_bias);
+    Prepared out{entry,
+                 {empty_desc(), entry->arg_desc(DNNL_ARG_WEIGHTS),
+                  layout::plain_desc(diff_dst.dims, f32, diff_dst.layout)},
+                 {}};
+    out.outputs.push_back({MKC_DTYPE_F32, src.layout, src.dims, entry->x_plain});
+    return out;
+}
+
+void LinearBackwardDataOp::run(const CacheScope &scope, PrimitiveEntry &entry,
+                               const Buffers &buffers) {
+    // src (port 0) is not read.
+    run_bound(scope, entry, Buffers{buffers.in + 1, buffers.out},
+              {DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_DST}, {DNNL_ARG_DIFF_SRC});
+}
+
+std::vector<ValueDesc> LinearBackwardWeightsOp::infer(const Attrs &attrs, bool with_bias,
+                                                      const ValueDesc &src,
+                                                      const ValueDesc &weights,
+                                                      const ValueDesc &diff_dst) {
+    const LinearGeometry g =
+        check_linear_backward("linear_backward", attrs.p, src, weights, diff_dst, with_bias);
+    std::vector<ValueDesc> out{plain_value(MKC_DTYPE_F32, MKC_LAYOUT_CHANNELS_FIRST, g.w)};
+    if (with_bias) out.push_back(plain_value(MKC_DTYPE_F32, MKC_LAYOUT_CHANNELS_FIRST, {g.w[0]}));
+    return out;
+}
+
+Prepared LinearBackwardWeightsOp::prepare(const CacheScope &scope, const Attrs &attrs,
+                                          const char *name, bool with_bias, const ValueDesc &src,
+                                          const ValueDesc &weights, const ValueDesc &diff_dst) {
+    const LinearGeometry g =
+        check_linear_backward("linear_backward", attrs.p, src, weights, diff_dst, with_bias);
+    auto entry = prepare_linear_backward_weights(scope, attrs.p, gradient_name(attrs.p, name, g),
+                                                 g, src, with_bias);
+    Prepared out{entry,
+                 {entry->x_plain, empty_desc(),
+                  layout::plain_desc(diff_dst.dims, f32, diff_dst.layout)},
+                 {}};
+    const dnnl::memory::desc &dw = entry->arg_desc(DNNL_ARG_DIFF_WEIGHTS);
+    out.outputs.push_back({MKC_DTYPE_F32, MKC_LAYOUT_CHANNELS_FIRST, g.w, dw});
+    if (with_bias)
+        out.outputs.push_back({MKC_DTYPE_F32, MKC_LAYOUT_CHANNELS_FIRST, Dims{g.w[0]},
+                               entry->arg_desc(DNNL_ARG_DIFF_BIAS)});
+    return out;
+}
+
+void LinearBackwardWeightsOp::run(const CacheScope &scope, PrimitiveEntry &entry,
+                                  const Buffers &buffers) {
+    // weights (port 1) are not read.
+    const void *in[] = {buffers.in[0], buffers.in[2]};
+    void *out[] = {buffers.out[0], entry.has_arg(DNNL_ARG_DIFF_BIAS) ? buffers.out[1] : nullptr};
+    run_bound(scope, entry, Buffers{in, out}, {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST},
+              {DNNL_ARG_DIFF_WEIGHTS, DNNL_ARG_DIFF_BIAS});
+}
+
+void linear_backward(const CacheScope &scope, const mkc_linear_params &p, const Tensor &src,
+                     const Tensor &weights, const Tensor &diff_dst, mkc_tensor **diff_src,
+                     mkc_tensor **diff_weights, mkc_tensor **diff_bias) {
+    const char *op = "linear_backward";
+    const bool bias = diff_bias != nullptr;
+    const LinearGeometry g = check_linear_backward(op, p, src, weights, diff_dst, bias);
+    const Dims &w = g.w;
+    const std::string name = gradient_name(p, nullptr, g);
     std::unique_ptr<Tensor> hx, hdy;
     const Tensor &dy = row_major(scope, diff_dst, hdy); // the [rows, out] the primitives want
 
     if (diff_src) {
-        Handler handler(scope, "linear", name.c_str(), name.c_str(), "bwd_data", key_dims);
-        sign_linear(handler, p, g, src, bias, true);
-        handler.sign(OpKind::backward_data);
-        auto entry = handler.acquire_primitive<LinearEntry>([&] {
-            auto fwd = hint();
-            dnnl::inner_product_backward_data::primitive_desc pd(
-                cpu_engine(), x2, dnnl::memory::desc(w, f32, tag::any), y2, fwd,
-                user_scratchpad_attr());
-            auto e = std::make_shared<LinearEntry>();
-            e->primitive = dnnl::inner_product_backward_data(pd);
-            e->set_args(pd, {DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC});
-            e->x_plain = layout::plain_desc(src.dims, f32, src.layout);
-            return e;
-        });
+        auto entry = prepare_linear_backward_data(scope, p, name, g, src, bias);
         std::unique_ptr<Tensor> created;
         Tensor &dx = Handler::plain_output(*entry, DNNL_ARG_DIFF_SRC, diff_src, entry->x_plain,
                                            src.layout, created, op);
@@ -241,24 +398,7 @@ void linear_backward(const CacheScope &scope, const mkc_linear_params &p, const 
     }
     if (diff_weights || diff_bias) {
         require(diff_weights != nullptr, op, ": diff_bias needs diff_weights too");
-        Handler handler(scope, "linear", name.c_str(), name.c_str(), "bwd_weights", key_dims);
-        sign_linear(handler, p, g, src, bias, true);
-        handler.sign(OpKind::backward_weights);
-        auto entry = handler.acquire_primitive<LinearEntry>([&] {
-            auto fwd = hint();
-            const dnnl::memory::desc dw(w, f32, tag::any), db({w[0]}, f32, tag::a);
-            auto pd = bias ? dnnl::inner_product_backward_weights::primitive_desc(
-                                 cpu_engine(), x2, dw, db, y2, fwd, user_scratchpad_attr())
-                           : dnnl::inner_product_backward_weights::primitive_desc(
-                                 cpu_engine(), x2, dw, y2, fwd, user_scratchpad_attr());
-            auto e = std::make_shared<LinearEntry>();
-            e->primitive = dnnl::inner_product_backward_weights(pd);
-            std::vector<int> args = {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS};
-            if (bias) args.push_back(DNNL_ARG_DIFF_BIAS);
-            e->set_args(pd, args);
-            e->x_plain = layout::plain_desc(src.dims, f32, src.layout);
-            return e;
-        });
+        auto entry = prepare_linear_backward_weights(scope, p, name, g, src, bias);
         const Tensor &x =
             Handler::plain_input(scope, *entry, DNNL_ARG_SRC, src, entry->x_plain, hx);
         const dnnl::memory::desc w_plain(w, f32, tag::ab), b_plain({w[0]}, f32, tag::a);
@@ -291,8 +431,8 @@ struct MatmulGeometry {
     int64_t n;
 };
 
-MatmulGeometry matmul_geometry(const mkc_matmul_params &p, const Tensor &a, const Tensor &b,
-                               const Tensor *bias) {
+template <typename V>
+MatmulGeometry matmul_geometry(const mkc_matmul_params &p, const V &a, const V &b, const V *bias) {
     MatmulGeometry g;
     Dims &ac = g.ac, &bc = g.bc;
     ac = caller_dims(a);
@@ -341,60 +481,109 @@ MatmulGeometry matmul_geometry(const mkc_matmul_params &p, const Tensor &a, cons
 
 } // namespace
 
-void matmul(const CacheScope &scope, const mkc_matmul_params &p, const Tensor &a_in,
-            const Tensor &b_in, const Tensor *bias, mkc_tensor **dst) {
-    require(a_in.dtype == MKC_DTYPE_F32 && b_in.dtype == MKC_DTYPE_F32 &&
+namespace {
+
+template <typename V>
+void check_matmul_types(const V &a, const V &b, const V *bias) {
+    require(a.dtype == MKC_DTYPE_F32 && b.dtype == MKC_DTYPE_F32 &&
                 (!bias || bias->dtype == MKC_DTYPE_F32),
             "matmul: every input must be float32");
-    std::unique_ptr<Tensor> ha, hb;
-    const Tensor &a = row_major(scope, a_in, ha);
-    const Tensor &b = row_major(scope, b_in, hb);
-    const MatmulGeometry g = matmul_geometry(p, a, b, bias);
-    const Dims &ac = g.ac, &bc = g.bc, &yc = g.yc;
-    const auto &a_strides = g.a_strides, &b_strides = g.b_strides;
-    const size_t n = static_cast<size_t>(g.n);
-    const int64_t N = yc[n - 1];
-    const dnnl::memory::desc a_view(ac, f32, a_strides), b_view(bc, f32, b_strides);
-    const dnnl::memory::desc y_md(yc, f32, row_major_strides(yc));
-    Dims bias_dims(n, 1);
-    bias_dims[n - 1] = N;
-    const dnnl::memory::desc bias_view(bias_dims, f32, row_major_strides(bias_dims));
+}
 
+// How the primitive sees its arguments' bytes: a and b row-major in their
+// caller order (transposes as strides), the result row-major, the bias as
+// a row broadcast over the result's rank.
+struct MatmulViews {
+    MatmulViews(const MatmulGeometry &g)
+        : a(g.ac, f32, g.a_strides), b(g.bc, f32, g.b_strides),
+          y(g.yc, f32, row_major_strides(g.yc)), bias(bias_view(g)) {}
+    dnnl::memory::desc a, b, y, bias;
+
+private:
+    static dnnl::memory::desc bias_view(const MatmulGeometry &g) {
+        const size_t n = static_cast<size_t>(g.n);
+        Dims dims(n, 1);
+        dims[n - 1] = g.yc[n - 1];
+        return dnnl::memory::desc(dims, f32, row_major_strides(dims));
+    }
+};
+
+std::shared_ptr<MatmulEntry> prepare_matmul(const CacheScope &scope, const mkc_matmul_params &p,
+                                            const char *name, const MatmulGeometry &g,
+                                            const MatmulViews &v, bool bias) {
     const MatmulAttrs attrs{p};
     thread_local std::string default_name;
     default_name = bias ? "matmul:bias" : "matmul";
     append_attrs_name(default_name, attrs);
-    Handler handler(scope, "matmul", p.name, default_name.c_str(), nullptr, ac);
+    Handler handler(scope, "matmul", name, default_name.c_str(), nullptr, g.ac);
     handler.sign(OpKind::matmul);
-    handler.sign(ac);
-    handler.sign(bc);
+    handler.sign(g.ac);
+    handler.sign(g.bc);
     handler.sign(bias ? 1 : 0);
     sign_attrs(handler, attrs);
-    handler.sign_layout(a_view);
-    handler.sign_layout(b_view);
-    auto entry = handler.acquire_primitive<MatmulEntry>([&] {
+    handler.sign_layout(v.a);
+    handler.sign_layout(v.b);
+    return handler.acquire_primitive<MatmulEntry>([&] {
         auto e = std::make_shared<MatmulEntry>();
         const auto attr = activation_attr(p.activation, p.activation_alpha, p.activation_beta);
         if (bias)
-            e->pd = dnnl::matmul::primitive_desc(cpu_engine(), a_view, b_view, bias_view, y_md, attr);
+            e->pd = dnnl::matmul::primitive_desc(cpu_engine(), v.a, v.b, v.bias, v.y, attr);
         else
-            e->pd = dnnl::matmul::primitive_desc(cpu_engine(), a_view, b_view, y_md, attr);
+            e->pd = dnnl::matmul::primitive_desc(cpu_engine(), v.a, v.b, v.y, attr);
         e->primitive = dnnl::matmul(e->pd);
         std::vector<int> args = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST};
         if (bias) args.push_back(DNNL_ARG_BIAS);
         e->set_args(e->pd, args);
         return e;
     });
+}
+
+} // namespace
+
+ValueDesc MatmulOp::infer(const Attrs &attrs, const ValueDesc &a, const ValueDesc &b,
+                          const ValueDesc *bias) {
+    check_matmul_types(a, b, bias);
+    return plain_value(MKC_DTYPE_F32, MKC_LAYOUT_CHANNELS_FIRST,
+                       matmul_geometry(attrs.p, a, b, bias).yc);
+}
+
+Prepared MatmulOp::prepare(const CacheScope &scope, const Attrs &attrs, const char *name,
+                           const ValueDesc &a, const ValueDesc &b, const ValueDesc *bias) {
+    check_matmul_types(a, b, bias);
+    const MatmulGeometry g = matmul_geometry(attrs.p, a, b, bias);
+    const MatmulViews v(g);
+    auto entry = prepare_matmul(scope, attrs.p, name, g, v, bias != nullptr);
+    // Each input's bytes row-major in its caller order (a bias: [N]).
+    Prepared out{entry,
+                 {layout::plain_desc(a.dims, f32, a.layout),
+                  layout::plain_desc(b.dims, f32, b.layout),
+                  bias ? layout::plain_desc(bias->dims, f32, bias->layout) : empty_desc()},
+                 {}};
+    out.outputs.push_back({MKC_DTYPE_F32, MKC_LAYOUT_CHANNELS_FIRST, g.yc, v.y});
+    return out;
+}
+
+void MatmulOp::run(const CacheScope &scope, PrimitiveEntry &entry, const Buffers &buffers) {
+    run_bound(scope, entry, buffers, {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_BIAS},
+              {DNNL_ARG_DST});
+}
+
+void matmul(const CacheScope &scope, const mkc_matmul_params &p, const Tensor &a_in,
+            const Tensor &b_in, const Tensor *bias, mkc_tensor **dst) {
+    check_matmul_types(a_in, b_in, bias);
+    std::unique_ptr<Tensor> ha, hb;
+    const Tensor &a = row_major(scope, a_in, ha);
+    const Tensor &b = row_major(scope, b_in, hb);
+    const MatmulGeometry g = matmul_geometry(p, a, b, bias);
+    const MatmulViews v(g);
+    auto entry = prepare_matmul(scope, p, p.name, g, v, bias != nullptr);
     Handler::Output out = Handler::prepare_output(dst, *entry, DNNL_ARG_DST,
                                                   MKC_LAYOUT_CHANNELS_FIRST, MKC_DTYPE_F32, "matmul");
     {
         Handler::Execution exec(*entry, scope);
-        exec.input(DNNL_ARG_SRC, a, &a_view);
-        exec.input(DNNL_ARG_WEIGHTS, b, &b_view);
-        if (bias) {
-            const dnnl::memory::desc bias_bytes = bias_view;
-            exec.input(DNNL_ARG_BIAS, *bias, &bias_bytes);
-        }
+        exec.input(DNNL_ARG_SRC, a, &v.a);
+        exec.input(DNNL_ARG_WEIGHTS, b, &v.b);
+        if (bias) exec.input(DNNL_ARG_BIAS, *bias, &v.bias);
         exec.output(DNNL_ARG_DST, out.data);
         exec.run();
     }

@@ -15,20 +15,11 @@
 #include "keys/keys.hpp"
 #include "ops/attrs.hpp"
 #include "ops/ops.hpp"
+#include "ops/shape_ops.hpp"
 
 namespace mkc::ops {
 
 namespace {
-
-// A concat's one attribute: the axis (counted from the front; also the
-// key's suffix).
-struct ConcatAttrs {
-    int axis;
-    template <typename V>
-    void each(V &v) const {
-        v.in_suffix("axis", axis);
-    }
-};
 
 struct ConcatEntry : PrimitiveEntry {
     dnnl::concat::primitive_desc pd;
@@ -46,36 +37,31 @@ std::vector<int> onednn_to_caller_perm(int n, mkc_layout layout) {
     return perm;
 }
 
-} // namespace
+// oneDNN numbers a primitive's sources below DNNL_ARG_MULTIPLE_DST: more
+// inputs are joined in runs of that many, and the runs then joined.
+constexpr int kMaxConcatSources = DNNL_ARG_MULTIPLE_DST - DNNL_ARG_MULTIPLE_SRC;
 
-void concat(const CacheScope &scope, int axis, int n, const Tensor *const *srcs, const char *name,
-            mkc_tensor **dst) {
+// The checks of a concat; the result's dims (oneDNN order) and the axis
+// counted from the front, in the caller's and in oneDNN's order.
+struct ConcatShape {
+    Dims out;
+    int caller_axis, onednn_axis;
+};
+template <typename V>
+ConcatShape concat_shape(int axis, int n, const V *const *srcs) {
     require(n >= 1 && n <= 4096, "concat: needs 1..4096 inputs, got ", n);
-    // oneDNN numbers a primitive's sources below DNNL_ARG_MULTIPLE_DST: more
-    // inputs are joined in runs of that many, and the runs then joined.
-    constexpr int kMaxSources = DNNL_ARG_MULTIPLE_DST - DNNL_ARG_MULTIPLE_SRC;
-    if (n > kMaxSources) {
-        std::vector<std::unique_ptr<Tensor>> runs;
-        std::vector<const Tensor *> parts;
-        for (int begin = 0; begin < n; begin += kMaxSources) {
-            mkc_tensor *part = nullptr;
-            concat(scope, axis, std::min(kMaxSources, n - begin), srcs + begin, nullptr, &part);
-            registry<Tensor>().remove(part); // internal: never handed out
-            runs.emplace_back(part);
-            parts.push_back(part);
-        }
-        concat(scope, axis, static_cast<int>(parts.size()), parts.data(), name, dst);
-        return;
-    }
-    const Tensor &first = *srcs[0];
+    const V &first = *srcs[0];
     const int rank = static_cast<int>(first.dims.size());
     require(axis >= -rank && axis < rank, "concat: axis ", axis, " is out of range for rank ", rank);
-    const int caller_axis = axis < 0 ? axis + rank : axis;
-    const int onednn_axis = layout::to_onednn_axis(caller_axis, rank, first.layout);
-    Dims out = first.dims;
+    ConcatShape s;
+    s.caller_axis = axis < 0 ? axis + rank : axis;
+    s.onednn_axis = layout::to_onednn_axis(s.caller_axis, rank, first.layout);
+    const int onednn_axis = s.onednn_axis;
+    Dims &out = s.out;
+    out = first.dims;
     out[onednn_axis] = 0;
     for (int i = 0; i < n; ++i) {
-        const Tensor &t = *srcs[i];
+        const V &t = *srcs[i];
         require(t.dtype == MKC_DTYPE_F32, "concat: input ", i, " must be float32");
         require(static_cast<int>(t.dims.size()) == rank, "concat: input ", i, " has rank ",
                 t.dims.size(), ", input 0 has rank ", rank);
@@ -88,14 +74,22 @@ void concat(const CacheScope &scope, int axis, int n, const Tensor *const *srcs,
             fail(MKC_STATUS_INVALID_ARGUMENT, "concat: the result is too large");
     }
     check_result_dims("concat", out, MKC_DTYPE_F32);
-    const ConcatAttrs attrs{caller_axis};
+    return s;
+}
+
+// The entry joining `n` (at most kMaxConcatSources) checked srcs.
+template <typename V>
+std::shared_ptr<ConcatEntry> prepare_concat(const CacheScope &scope, const ConcatShape &shape,
+                                            int n, const V *const *srcs, const char *name) {
+    const V &first = *srcs[0];
+    const ConcatAttrs attrs{shape.caller_axis};
     std::string default_name = "concat:" + std::to_string(n), suffix;
     append_attrs_name(default_name, attrs);
     attrs_suffix(suffix, "", attrs);
     Handler handler(scope, "concat", name, default_name.c_str(), suffix.c_str(), first.dims);
     handler.sign(OpKind::concat);
     sign_attrs(handler, attrs);
-    handler.sign(onednn_axis);
+    handler.sign(shape.onednn_axis);
     handler.sign(n);
     // Input layouts are part of what the primitive was built for; compare
     // them all (more than the handler's fixed slots hold).
@@ -107,11 +101,11 @@ void concat(const CacheScope &scope, int axis, int n, const Tensor *const *srcs,
         handler.sign(src_mds[i].get_inner_blks());
         handler.sign(src_mds[i].get_inner_idxs());
     }
-    auto entry = handler.acquire_primitive<ConcatEntry>([&] {
+    return handler.acquire_primitive<ConcatEntry>([&] {
         auto e = std::make_shared<ConcatEntry>();
-        const dnnl::memory::desc dst_md(out, dnnl::memory::data_type::f32,
+        const dnnl::memory::desc dst_md(shape.out, dnnl::memory::data_type::f32,
                                         dnnl::memory::format_tag::any);
-        e->pd = dnnl::concat::primitive_desc(cpu_engine(), dst_md, onednn_axis, src_mds,
+        e->pd = dnnl::concat::primitive_desc(cpu_engine(), dst_md, shape.onednn_axis, src_mds,
                                              user_scratchpad_attr());
         e->primitive = dnnl::concat(e->pd);
         std::vector<int> args;
@@ -120,8 +114,69 @@ void concat(const CacheScope &scope, int axis, int n, const Tensor *const *srcs,
         e->set_args(e->pd, args);
         return e;
     });
+}
+
+std::vector<const ValueDesc *> pointers(const std::vector<ValueDesc> &values) {
+    std::vector<const ValueDesc *> p;
+    for (const ValueDesc &v : values) p.push_back(&v);
+    return p;
+}
+
+} // namespace
+
+ValueDesc ConcatOp::infer(const Attrs &attrs, const std::vector<ValueDesc> &srcs) {
+    require(!srcs.empty(), "concat: needs 1..4096 inputs, got 0");
+    const auto p = pointers(srcs);
+    const ConcatShape shape = concat_shape(attrs.axis, static_cast<int>(p.size()), p.data());
+    return plain_value(MKC_DTYPE_F32, srcs[0].layout, shape.out);
+}
+
+Prepared ConcatOp::prepare(const CacheScope &scope, const Attrs &attrs, const char *name,
+                           const std::vector<ValueDesc> &srcs) {
+    require(!srcs.empty(), "concat: needs 1..4096 inputs, got 0");
+    const auto p = pointers(srcs);
+    const int n = static_cast<int>(p.size());
+    const ConcatShape shape = concat_shape(attrs.axis, n, p.data());
+    if (n > kMaxConcatSources)
+        fail(MKC_STATUS_UNSUPPORTED, "concat: one step joins at most ", kMaxConcatSources,
+             " inputs, got ", n, " (join them in runs)");
+    auto entry = prepare_concat(scope, shape, n, p.data(), name);
+    Prepared out{entry, {}, {arranged_as(srcs[0], entry->arg_desc(DNNL_ARG_DST))}};
+    for (const ValueDesc &v : srcs) out.takes.push_back(v.desc);
+    return out;
+}
+
+void ConcatOp::run(const CacheScope &scope, PrimitiveEntry &entry, const Buffers &buffers) {
+    Handler::Execution exec(entry, scope);
+    const int n = static_cast<int>(entry.arg_ids.size()) - (entry.scratchpad_bytes > 0 ? 2 : 1);
+    for (int i = 0; i < n; ++i)
+        exec.raw(DNNL_ARG_MULTIPLE_SRC + i, const_cast<void *>(buffers.in[i]));
+    exec.output(DNNL_ARG_DST, buffers.out[0]);
+    exec.run();
+}
+
+void concat(const CacheScope &scope, int axis, int n, const Tensor *const *srcs, const char *name,
+            mkc_tensor **dst) {
+    require(n >= 1 && n <= 4096, "concat: needs 1..4096 inputs, got ", n);
+    if (n > kMaxConcatSources) {
+        std::vector<std::unique_ptr<Tensor>> runs;
+        std::vector<const Tensor *> parts;
+        for (int begin = 0; begin < n; begin += kMaxConcatSources) {
+            mkc_tensor *part = nullptr;
+            concat(scope, axis, std::min(kMaxConcatSources, n - begin), srcs + begin, nullptr,
+                   &part);
+            registry<Tensor>().remove(part); // internal: never handed out
+            runs.emplace_back(part);
+            parts.push_back(part);
+        }
+        concat(scope, axis, static_cast<int>(parts.size()), parts.data(), name, dst);
+        return;
+    }
+    const ConcatShape shape = concat_shape(axis, n, srcs);
+    auto entry = prepare_concat(scope, shape, n, srcs, name);
     Handler::Output result =
-        Handler::prepare_output(dst, *entry, DNNL_ARG_DST, first.layout, MKC_DTYPE_F32, "concat");
+        Handler::prepare_output(dst, *entry, DNNL_ARG_DST, srcs[0]->layout, MKC_DTYPE_F32,
+                                "concat");
     {
         Handler::Execution exec(*entry, scope);
         for (int i = 0; i < n; ++i) exec.input(DNNL_ARG_MULTIPLE_SRC + i, *srcs[i]);
@@ -133,34 +188,54 @@ void concat(const CacheScope &scope, int axis, int n, const Tensor *const *srcs,
 
 namespace {
 
-// Copies src, seen in the caller's axis order (any layout), through
-// `dst_view` (the result's bytes described with src's caller dims) into a
-// row-major tensor of dims `out`: *dst, or a new one.
-void write_row_major(const CacheScope &scope, const Tensor &src, const dnnl::memory::desc &dst_view,
-                     const Dims &out, mkc_tensor **dst, const char *op) {
-    const dnnl::memory::desc src_caller = src.desc.permute_axes(
+// A row-major result of dims `out` from src, and how it is written: src's
+// bytes seen in its caller axis order (any layout) reordered into `view`,
+// the result's bytes described with src's caller dims.
+struct RowMajorCopy {
+    Dims out;
+    dnnl::memory::desc view, out_md, src_caller;
+};
+
+template <typename V>
+RowMajorCopy row_major_copy(const V &src, Dims out, const Dims &view_strides) {
+    RowMajorCopy c;
+    const auto dt = to_onednn(src.dtype);
+    c.view = dnnl::memory::desc(caller_dims(src), dt, view_strides);
+    c.out_md = dnnl::memory::desc(out, dt, row_major_strides(out));
+    c.src_caller = src.desc.permute_axes(
         onednn_to_caller_perm(static_cast<int>(src.dims.size()), src.layout));
-    const dnnl::memory::desc out_md(out, to_onednn(src.dtype), row_major_strides(out));
+    c.out = std::move(out);
+    return c;
+}
+
+// Writes `copy` of src into *dst or a new tensor.
+void write_row_major(const CacheScope &scope, const Tensor &src, const RowMajorCopy &copy,
+                     mkc_tensor **dst, const char *op) {
     std::unique_ptr<Tensor> created;
     Tensor *y = *dst;
     if (!y) {
-        created = make_owned_tensor(out_md, MKC_LAYOUT_CHANNELS_FIRST, src.dtype);
+        created = make_owned_tensor(copy.out_md, MKC_LAYOUT_CHANNELS_FIRST, src.dtype);
         y = created.get();
     } else {
         require(y != &src, op, ": dst must not be src");
-        require(y->dims == out && y->desc == out_md, op,
+        require(y->dims == copy.out && y->desc == copy.out_md, op,
                 ": dst must be a row-major tensor of the result's shape");
     }
-    if (src_caller == dst_view) std::memcpy(y->data, src.data, out_md.get_size());
+    if (copy.src_caller == copy.view) std::memcpy(y->data, src.data, copy.out_md.get_size());
     else
-        reorder(scope, src_caller, src.data, dst_view, y->data);
+        reorder(scope, copy.src_caller, src.data, copy.view, y->data);
     Handler::publish(created, dst);
 }
 
-} // namespace
+// The phases of a row-major copy: one reorder into the view.
+Prepared prepare_copy(const CacheScope &scope, const ValueDesc &src, const RowMajorCopy &copy) {
+    Prepared p{reorder_entry(scope, copy.src_caller, copy.view), {src.desc}, {}};
+    p.outputs.push_back({src.dtype, MKC_LAYOUT_CHANNELS_FIRST, copy.out, copy.out_md});
+    return p;
+}
 
-void transpose(const CacheScope &scope, int n, const int *perm, const Tensor &src,
-               mkc_tensor **dst) {
+template <typename V>
+RowMajorCopy transpose_copy(int n, const int *perm, const V &src) {
     const int rank = static_cast<int>(src.dims.size());
     require(n == rank, "transpose: perm has ", n, " entries, src has rank ", rank);
     std::vector<bool> seen(rank, false);
@@ -177,46 +252,11 @@ void transpose(const CacheScope &scope, int n, const int *perm, const Tensor &sr
     const Dims out_strides = row_major_strides(out);
     Dims view_strides(rank);
     for (int i = 0; i < rank; ++i) view_strides[perm[i]] = out_strides[i];
-    write_row_major(scope, src, dnnl::memory::desc(cd, to_onednn(src.dtype), view_strides), out,
-                    dst, "transpose");
+    return row_major_copy(src, std::move(out), view_strides);
 }
 
-void to_layout(const CacheScope &scope, const char *format, const Tensor &src, mkc_tensor **dst) {
-    require(format != nullptr, "to_layout: format is NULL");
-    const std::string f = format;
-    const int rank = static_cast<int>(src.dims.size());
-    using tag = dnnl::memory::format_tag;
-    dnnl::memory::desc want = empty_desc();
-    mkc_layout label = src.layout;
-    const auto dt = to_onednn(src.dtype);
-    if (f == "NCHW" || f == "NCDHW" || f == "NCW" || f == "NC" || f == "plain") {
-        want = layout::plain_desc(src.dims, dt, MKC_LAYOUT_CHANNELS_FIRST);
-        label = MKC_LAYOUT_CHANNELS_FIRST;
-    } else if (f == "NHWC" || f == "NDHWC" || f == "NWC") {
-        require(rank >= 3, "to_layout: ", f, " needs rank >= 3");
-        want = layout::plain_desc(src.dims, dt, MKC_LAYOUT_CHANNELS_LAST);
-        label = MKC_LAYOUT_CHANNELS_LAST;
-    } else if (f == "nChw8c" || f == "nChw16c" || f == "nCdhw8c" || f == "nCdhw16c") {
-        const bool is3d = f[2] == 'd';
-        require(rank == (is3d ? 5 : 4), "to_layout: ", f, " needs rank ", is3d ? 5 : 4);
-        const bool b16 = f.find("16") != std::string::npos;
-        want = dnnl::memory::desc(src.dims, dt,
-                                  is3d ? (b16 ? tag::nCdhw16c : tag::nCdhw8c)
-                                       : (b16 ? tag::nChw16c : tag::nChw8c));
-    } else {
-        fail(MKC_STATUS_INVALID_ARGUMENT, "to_layout: unknown format '", f,
-             "' (NCHW, NHWC, NCDHW, NDHWC, nChw8c, nChw16c, nCdhw8c, nCdhw16c)");
-    }
-    require(*dst == nullptr, "to_layout: always creates a new tensor (*dst must be NULL)");
-    auto t = make_owned_tensor(want, label, src.dtype);
-    if (src.desc == want) std::memcpy(t->data, src.data, want.get_size());
-    else
-        reorder(scope, src.desc, src.data, want, t->data);
-    Handler::publish(t, dst);
-}
-
-void reshape(const CacheScope &scope, int ndims, const int64_t *dims, const Tensor &src,
-             mkc_tensor **dst) {
+template <typename V>
+RowMajorCopy reshape_copy(int ndims, const int64_t *dims, const V &src) {
     const char *op = "reshape";
     require(ndims >= 1 && ndims <= MKC_MAX_NDIMS, op, ": ndims must be 1..", MKC_MAX_NDIMS,
             ", got ", ndims);
@@ -245,11 +285,113 @@ void reshape(const CacheScope &scope, int ndims, const int64_t *dims, const Tens
         known *= out[infer];
     }
     if (known != count)
-        fail(MKC_STATUS_INVALID_ARGUMENT, op, ": ", shape_text(cd), " (", count, " elements) cannot be viewed as ",
-             shape_text(out));
+        fail(MKC_STATUS_INVALID_ARGUMENT, op, ": ", shape_text(cd), " (", count,
+             " elements) cannot be viewed as ", shape_text(out));
     // The values in the caller's row-major order, re-read with the new dims.
-    write_row_major(scope, src, dnnl::memory::desc(cd, to_onednn(src.dtype), row_major_strides(cd)),
-                    out, dst, op);
+    return row_major_copy(src, std::move(out), row_major_strides(cd));
+}
+
+// The arrangement a named format asks for, and the caller layout the
+// result is labelled with.
+struct NamedLayout {
+    dnnl::memory::desc want;
+    mkc_layout label;
+};
+
+template <typename V>
+NamedLayout named_layout(const char *format, const V &src) {
+    require(format != nullptr, "to_layout: format is NULL");
+    const std::string f = format;
+    const int rank = static_cast<int>(src.dims.size());
+    using tag = dnnl::memory::format_tag;
+    NamedLayout n{empty_desc(), src.layout};
+    const auto dt = to_onednn(src.dtype);
+    if (f == "NCHW" || f == "NCDHW" || f == "NCW" || f == "NC" || f == "plain") {
+        n.want = layout::plain_desc(src.dims, dt, MKC_LAYOUT_CHANNELS_FIRST);
+        n.label = MKC_LAYOUT_CHANNELS_FIRST;
+    } else if (f == "NHWC" || f == "NDHWC" || f == "NWC") {
+        require(rank >= 3, "to_layout: ", f, " needs rank >= 3");
+        n.want = layout::plain_desc(src.dims, dt, MKC_LAYOUT_CHANNELS_LAST);
+        n.label = MKC_LAYOUT_CHANNELS_LAST;
+    } else if (f == "nChw8c" || f == "nChw16c" || f == "nCdhw8c" || f == "nCdhw16c") {
+        const bool is3d = f[2] == 'd';
+        require(rank == (is3d ? 5 : 4), "to_layout: ", f, " needs rank ", is3d ? 5 : 4);
+        const bool b16 = f.find("16") != std::string::npos;
+        n.want = dnnl::memory::desc(src.dims, dt,
+                                    is3d ? (b16 ? tag::nCdhw16c : tag::nCdhw8c)
+                                         : (b16 ? tag::nChw16c : tag::nChw8c));
+    } else {
+        fail(MKC_STATUS_INVALID_ARGUMENT, "to_layout: unknown format '", f,
+             "' (NCHW, NHWC, NCDHW, NDHWC, nChw8c, nChw16c, nCdhw8c, nCdhw16c)");
+    }
+    return n;
+}
+
+void run_copy(const CacheScope &scope, PrimitiveEntry &entry, const Buffers &buffers) {
+    run_reorder(scope, entry, buffers.in[0], buffers.out[0]);
+}
+
+} // namespace
+
+ValueDesc TransposeOp::infer(const Attrs &attrs, const ValueDesc &src) {
+    RowMajorCopy c = transpose_copy(attrs.n, attrs.perm, src);
+    return {src.dtype, MKC_LAYOUT_CHANNELS_FIRST, std::move(c.out), c.out_md};
+}
+
+Prepared TransposeOp::prepare(const CacheScope &scope, const Attrs &attrs, const ValueDesc &src) {
+    return prepare_copy(scope, src, transpose_copy(attrs.n, attrs.perm, src));
+}
+
+void TransposeOp::run(const CacheScope &scope, PrimitiveEntry &entry, const Buffers &buffers) {
+    run_copy(scope, entry, buffers);
+}
+
+ValueDesc ReshapeOp::infer(const Attrs &attrs, const ValueDesc &src) {
+    RowMajorCopy c = reshape_copy(attrs.ndims, attrs.dims, src);
+    return {src.dtype, MKC_LAYOUT_CHANNELS_FIRST, std::move(c.out), c.out_md};
+}
+
+Prepared ReshapeOp::prepare(const CacheScope &scope, const Attrs &attrs, const ValueDesc &src) {
+    return prepare_copy(scope, src, reshape_copy(attrs.ndims, attrs.dims, src));
+}
+
+void ReshapeOp::run(const CacheScope &scope, PrimitiveEntry &entry, const Buffers &buffers) {
+    run_copy(scope, entry, buffers);
+}
+
+ValueDesc ToLayoutOp::infer(const Attrs &attrs, const ValueDesc &src) {
+    const NamedLayout n = named_layout(attrs.format, src);
+    return {src.dtype, n.label, src.dims, n.want};
+}
+
+Prepared ToLayoutOp::prepare(const CacheScope &scope, const Attrs &attrs, const ValueDesc &src) {
+    const NamedLayout n = named_layout(attrs.format, src);
+    return {reorder_entry(scope, src.desc, n.want), {src.desc}, {{src.dtype, n.label, src.dims,
+                                                                  n.want}}};
+}
+
+void ToLayoutOp::run(const CacheScope &scope, PrimitiveEntry &entry, const Buffers &buffers) {
+    run_copy(scope, entry, buffers);
+}
+
+void transpose(const CacheScope &scope, int n, const int *perm, const Tensor &src,
+               mkc_tensor **dst) {
+    write_row_major(scope, src, transpose_copy(n, perm, src), dst, "transpose");
+}
+
+void to_layout(const CacheScope &scope, const char *format, const Tensor &src, mkc_tensor **dst) {
+    const NamedLayout n = named_layout(format, src);
+    require(*dst == nullptr, "to_layout: always creates a new tensor (*dst must be NULL)");
+    auto t = make_owned_tensor(n.want, n.label, src.dtype);
+    if (src.desc == n.want) std::memcpy(t->data, src.data, n.want.get_size());
+    else
+        reorder(scope, src.desc, src.data, n.want, t->data);
+    Handler::publish(t, dst);
+}
+
+void reshape(const CacheScope &scope, int ndims, const int64_t *dims, const Tensor &src,
+             mkc_tensor **dst) {
+    write_row_major(scope, src, reshape_copy(ndims, dims, src), dst, "reshape");
 }
 
 void concat_backward(const CacheScope &scope, int axis, int n, const Tensor *const *srcs,

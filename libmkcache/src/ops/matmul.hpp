@@ -1,0 +1,85 @@
+// linear and matmul as phases (see ops/phases.hpp). Both read plain
+// row-major inputs and write a row-major result labelled channels-first.
+#pragma once
+
+#include "ops/phases.hpp"
+
+namespace mkc::ops {
+
+// A linear layer's attributes; `training` set for the training forward and
+// its grad ops (which find what it left under the same name).
+struct LinearAttrs {
+    LinearAttrs(const mkc_linear_params &params, bool for_training)
+        : p(params), training(for_training) {}
+    const mkc_linear_params &p;
+    bool training;
+    template <typename V>
+    void each(V &v) const {
+        v.field("", p.activation);
+        v.field("a", p.activation_alpha);
+        v.field("b", p.activation_beta);
+        v.field("training", training);
+    }
+};
+
+// A matmul's attributes.
+struct MatmulAttrs {
+    const mkc_matmul_params &p;
+    template <typename V>
+    void each(V &v) const {
+        v.field("ta", p.transpose_a);
+        v.field("tb", p.transpose_b);
+        v.field("", p.activation);
+        v.field("a", p.activation_alpha);
+        v.field("b", p.activation_beta);
+    }
+};
+
+// src [..., in], weights [out, in], bias [out] (optional) -> dst [..., out].
+// A training forward (attrs.training) leaves its descriptor for the grad
+// ops, as the eager call does.
+struct LinearOp {
+    using Attrs = LinearAttrs;
+    static ValueDesc infer(const Attrs &attrs, const ValueDesc &src, const ValueDesc &weights,
+                           const ValueDesc *bias);
+    static Prepared prepare(const CacheScope &scope, const Attrs &attrs, const char *name,
+                            const ValueDesc &src, const ValueDesc &weights, const ValueDesc *bias);
+    static void run(const CacheScope &scope, PrimitiveEntry &entry, const Buffers &buffers);
+};
+
+// The gradients of a linear layer, one primitive each. Inputs are the
+// forward's src and weights and diff_dst (ports 0..2); `with_bias` says
+// whether the forward had a bias (its signature depends on it).
+//   data:    -> diff_src (src itself is only described, never read);
+//   weights: -> diff_weights [out, in], diff_bias [out] (with_bias).
+struct LinearBackwardDataOp {
+    using Attrs = LinearAttrs;
+    static ValueDesc infer(const Attrs &attrs, const ValueDesc &src, const ValueDesc &weights,
+                           const ValueDesc &diff_dst);
+    static Prepared prepare(const CacheScope &scope, const Attrs &attrs, const char *name,
+                            bool with_bias, const ValueDesc &src, const ValueDesc &weights,
+                            const ValueDesc &diff_dst);
+    static void run(const CacheScope &scope, PrimitiveEntry &entry, const Buffers &buffers);
+};
+struct LinearBackwardWeightsOp {
+    using Attrs = LinearAttrs;
+    static std::vector<ValueDesc> infer(const Attrs &attrs, bool with_bias, const ValueDesc &src,
+                                        const ValueDesc &weights, const ValueDesc &diff_dst);
+    static Prepared prepare(const CacheScope &scope, const Attrs &attrs, const char *name,
+                            bool with_bias, const ValueDesc &src, const ValueDesc &weights,
+                            const ValueDesc &diff_dst);
+    static void run(const CacheScope &scope, PrimitiveEntry &entry, const Buffers &buffers);
+};
+
+// a [..., M, K] @ b [..., K, N] (+ bias [N]) with numpy batch broadcasting;
+// transpose_a/b read a or b with their last two dims swapped.
+struct MatmulOp {
+    using Attrs = MatmulAttrs;
+    static ValueDesc infer(const Attrs &attrs, const ValueDesc &a, const ValueDesc &b,
+                           const ValueDesc *bias);
+    static Prepared prepare(const CacheScope &scope, const Attrs &attrs, const char *name,
+                            const ValueDesc &a, const ValueDesc &b, const ValueDesc *bias);
+    static void run(const CacheScope &scope, PrimitiveEntry &entry, const Buffers &buffers);
+};
+
+} // namespace mkc::ops
