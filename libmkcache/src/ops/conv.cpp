@@ -3,6 +3,10 @@
 // the output stays in that layout until exported. Options: groups,
 // dilation, asymmetric padding, bias, a fused activation, and accumulation
 // into dst (the residual "sum" post-op).
+//
+// The eager calls and the phases (ops/conv.hpp) share the checks and the
+// entries: the checks are templates over the value type (a tensor or a
+// ValueDesc), the entries are built from the shapes they work out.
 #include <atomic>
 #include <cstddef>
 #include <cstring>
@@ -17,6 +21,7 @@
 #include "ops/attrs.hpp"
 #include "ops/call_words.hpp"
 #include "keys/keys.hpp"
+#include "ops/conv.hpp"
 #include "ops/ops.hpp"
 
 namespace mkc::ops {
@@ -36,33 +41,35 @@ struct ConvEntry : PrimitiveEntry {
     dnnl::memory::desc plain_weights;
 };
 
-// A convolution's attributes as the caller gave them, spatial fields to
-// the operator's spatial rank `k`; `training` set for the training forward
-// and its grad ops (which find what it left under the same name).
-struct ConvAttrs {
-    ConvAttrs(const mkc_conv_params &params, int rank, bool is_transposed, bool for_training)
-        : p(params), k(rank), transposed(is_transposed), training(for_training) {}
-    const mkc_conv_params &p;
-    int k;
-    bool transposed;
-    bool training;
-    template <typename V>
-    void each(V &v) const {
-        v.field("t", transposed);
-        v.field("s", Values{p.stride, k});
-        v.field("p", Values{p.pad_begin, k});
-        v.field("pe", Values{p.pad_end, k});
-        v.field("d", Values{p.dilation, k});
-        v.field("op", Values{p.output_padding, k});
-        v.field("g", p.groups);
-        v.field("df", p.data_format);
-        v.field("", p.activation);
-        v.field("a", p.activation_alpha);
-        v.field("b", p.activation_beta);
-        v.field("sum", p.sum);
-        v.field("training", training);
-    }
+// A gradient's entry (data or weights), with the descriptions of the
+// weights' bytes its calls bind or write, made once with the primitive.
+struct ConvBackwardEntry : PrimitiveEntry {
+    // The data gradient of a grouped or transposed convolution reads the
+    // weights through this view (as ConvEntry's).
+    std::optional<dnnl::memory::desc> weights_view;
+    dnnl::memory::desc plain_weights;  // the caller's plain weights (and their gradient)
+    dnnl::memory::desc onednn_weights; // the same bytes with oneDNN's dims
+    dnnl::memory::desc plain_bias;     // the bias gradient, [C_out]
 };
+
+} // namespace
+
+const char *conv_op_name(const ConvAttrs &attrs) {
+    if (attrs.transposed && attrs.k == 2) return "conv2d_transpose";
+    if (!attrs.transposed && attrs.k == 2) return "conv2d";
+    if (!attrs.transposed && attrs.k == 3) return "conv3d";
+    fail(MKC_STATUS_INVALID_ARGUMENT, "conv: no ", attrs.transposed ? "transposed " : "",
+         "convolution of spatial rank ", attrs.k);
+}
+
+const char *conv_backward_op_name(const ConvAttrs &attrs) {
+    if (attrs.transposed && attrs.k == 2) return "conv2d_transpose_backward";
+    if (!attrs.transposed && attrs.k == 2) return "conv2d_backward";
+    if (!attrs.transposed && attrs.k == 3) return "conv3d_backward";
+    return conv_op_name(attrs); // throws
+}
+
+namespace {
 
 // What the thread's argument cache knows a forward call by: every argument
 // its checks and its primitive depend on (the name goes in as text).
@@ -84,7 +91,7 @@ public:
     }
 };
 // Computed on every call, so nothing here allocates: x and w are the
-// tensors' own dims, the rest inline lists.
+// values' own dims, the rest inline lists.
 struct Geometry {
     Geometry(int rank, const Dims &src, const Dims &weights) : k(rank), x(src), w(weights) {}
     int k;                 // spatial rank
@@ -93,6 +100,19 @@ struct Geometry {
     SmallDims onednn_w;    // weights dims oneDNN wants (grouped: g first)
     SmallDims stride, dilation, pad_l, pad_r;
 };
+
+// data_format with TARGET read as `target`: the thread's target layout for
+// a call, src's own layout for infer (which has no thread).
+mkc_layout data_format_of(mkc_layout requested, mkc_layout target, int ndims) {
+    return layout::resolve(requested == MKC_LAYOUT_TARGET ? target : requested, ndims);
+}
+
+template <typename V>
+void check_types(const char *op, const V &src, const V &weights, const V *bias) {
+    require(src.dtype == MKC_DTYPE_F32 && weights.dtype == MKC_DTYPE_F32 &&
+                (!bias || bias->dtype == MKC_DTYPE_F32),
+            op, ": every input must be float32");
+}
 
 void check_params(const char *op, const mkc_conv_params &p, int k, bool transposed) {
     const int64_t big = int64_t(1) << 30;
@@ -114,8 +134,9 @@ void check_params(const char *op, const mkc_conv_params &p, int k, bool transpos
     if (p.activation != MKC_ACTIVATION_NONE) activation_info(p.activation); // validates
 }
 
-Geometry geometry(const char *op, const mkc_conv_params &p, const Tensor &src,
-                  const Tensor &weights, const Tensor *bias, int k, bool transposed) {
+template <typename V>
+Geometry geometry(const char *op, const mkc_conv_params &p, const V &src, const V &weights,
+                  const V *bias, int k, bool transposed) {
     Geometry g(k, onednn_dims(src), onednn_dims(weights));
     const char *names = k == 2 ? "N,C,H,W" : "N,C,D,H,W";
     require(static_cast<int>(g.x.size()) == k + 2, op, ": src must be ", k + 2, "-D (", names,
@@ -228,8 +249,9 @@ void require_plain_weights(bool plain, const char *op, bool transposed) {
             " convolution weights must be plain (row-major)");
 }
 
-void check_plain_weights(const char *op, const Tensor &weights, const Geometry &g,
-                         int64_t groups, bool transposed) {
+template <typename V>
+void check_plain_weights(const char *op, const V &weights, const Geometry &g, int64_t groups,
+                         bool transposed) {
     if (!transposed && groups == 1) return;
     require_plain_weights(weights.desc == layout::plain_desc(g.w, f32, MKC_LAYOUT_CHANNELS_FIRST),
                           op, transposed);
@@ -239,6 +261,27 @@ void bind_weights(Handler::Execution &exec, const Tensor &weights,
                   const std::optional<dnnl::memory::desc> &view) {
     if (view) exec.input(DNNL_ARG_WEIGHTS, weights, &*view);
     else exec.input(DNNL_ARG_WEIGHTS, weights);
+}
+
+// A phase run's weights buffer as the primitive reads it: the bytes
+// themselves, arranged as prepare's `takes` said, or (a view whose layout
+// the primitive does not take) a converted copy kept in `temporary`.
+void *weights_for_run(const CacheScope &scope, const PrimitiveEntry &entry,
+                      const std::optional<dnnl::memory::desc> &view, const void *data,
+                      std::shared_ptr<void> &temporary) {
+    const dnnl::memory::desc &want = entry.arg_desc(DNNL_ARG_WEIGHTS);
+    if (!view || *view == want) return const_cast<void *>(data); // read only
+    temporary = allocate(want.get_size(), false);
+    reorder(scope, *view, data, want, temporary.get());
+    return temporary.get();
+}
+
+// What `takes` says for the weights: the primitive's layout, or the
+// caller's plain one when read through a view.
+const dnnl::memory::desc &weights_taken(const PrimitiveEntry &entry,
+                                        const std::optional<dnnl::memory::desc> &view,
+                                        const dnnl::memory::desc &plain) {
+    return view ? plain : entry.arg_desc(DNNL_ARG_WEIGHTS);
 }
 
 // The key name of an unnamed call, in a per-thread buffer (the hit path
@@ -311,22 +354,25 @@ std::shared_ptr<ConvEntry> forward_descriptor(const mkc_conv_params &p, const Ge
 
 // The forward's entry through the handler: checks, shapes, key, signature.
 // (What can differ between calls with equal arguments - the weights being
-// plain, the sum's dst - the caller checks on every call.)
-std::shared_ptr<ConvEntry> acquire_forward(const CacheScope &scope, const char *op, int k,
-                                           bool transposed, const mkc_conv_params &p,
-                                           const Tensor &src, const Tensor &weights,
-                                           const Tensor *bias, BlobCache::HitTicket &ticket,
-                                           bool &hit) {
+// plain, the sum's dst - the caller checks on every call.) A training
+// forward leaves its descriptor for the grad ops.
+template <typename V>
+std::shared_ptr<ConvEntry> prepare_forward(const CacheScope &scope, const char *op,
+                                           const ConvAttrs &attrs, const char *name,
+                                           const V &src, const V &weights, const V *bias,
+                                           BlobCache::HitTicket &ticket, bool &hit) {
+    const mkc_conv_params &p = attrs.p;
+    const int k = attrs.k;
+    const bool transposed = attrs.transposed;
     check_params(op, p, k, transposed);
     const Geometry g = geometry(op, p, src, weights, bias, k, transposed);
 
-    const bool named = p.name && p.name[0];
-    const ConvAttrs attrs(p, k, transposed, p.training != 0);
-    Handler handler(scope, op, p.name, named ? nullptr : default_name(op, attrs, g, bias), nullptr,
+    const bool named = name && name[0];
+    Handler handler(scope, op, name, named ? nullptr : default_name(op, attrs, g, bias), nullptr,
                     g.x);
     sign_forward(handler, attrs, g, bias);
     auto entry = handler.acquire_primitive<ConvEntry>([&] {
-        auto e = forward_descriptor(p, g, transposed, bias, p.training);
+        auto e = forward_descriptor(p, g, transposed, bias, attrs.training);
         const dnnl::primitive_desc *pd;
         if (transposed) {
             e->primitive = dnnl::deconvolution_forward(e->deconv_pd);
@@ -343,7 +389,7 @@ std::shared_ptr<ConvEntry> acquire_forward(const CacheScope &scope, const char *
             e->plain_weights = layout::plain_desc(g.w, f32, MKC_LAYOUT_CHANNELS_FIRST);
         return e;
     });
-    if (p.training && !entry->transferred.exchange(true)) {
+    if (attrs.training && !entry->transferred.exchange(true)) {
         // The descriptor is the same for every call: leave it once per entry.
         auto t = std::make_shared<Transfer>();
         t->forward = entry;
@@ -355,12 +401,51 @@ std::shared_ptr<ConvEntry> acquire_forward(const CacheScope &scope, const char *
 
 } // namespace
 
+ValueDesc ConvOp::infer(const Attrs &attrs, const ValueDesc &src, const ValueDesc &weights,
+                        const ValueDesc *bias) {
+    const char *op = conv_op_name(attrs);
+    const mkc_conv_params &p = attrs.p;
+    check_types(op, src, weights, bias);
+    const mkc_layout data_format = data_format_of(p.data_format, src.layout, attrs.k + 2);
+    check_params(op, p, attrs.k, attrs.transposed);
+    const Geometry g = geometry(op, p, src, weights, bias, attrs.k, attrs.transposed);
+    check_plain_weights(op, weights, g, p.groups, attrs.transposed);
+    return plain_value(MKC_DTYPE_F32, data_format, g.y.vec());
+}
+
+Prepared ConvOp::prepare(const CacheScope &scope, const Attrs &attrs, const char *name,
+                         const ValueDesc &src, const ValueDesc &weights, const ValueDesc *bias) {
+    infer(attrs, src, weights, bias);
+    const mkc_layout data_format =
+        layout::resolve(*scope.state, attrs.p.data_format, attrs.k + 2);
+    BlobCache::HitTicket ticket;
+    bool hit = false;
+    auto entry =
+        prepare_forward(scope, conv_op_name(attrs), attrs, name, src, weights, bias, ticket, hit);
+    const dnnl::memory::desc &y = entry->arg_desc(DNNL_ARG_DST);
+    return {entry,
+            {entry->arg_desc(DNNL_ARG_SRC),
+             weights_taken(*entry, entry->weights_view, entry->plain_weights),
+             bias ? entry->arg_desc(DNNL_ARG_BIAS) : empty_desc()},
+            {ValueDesc{MKC_DTYPE_F32, data_format, y.get_dims(), y}}};
+}
+
+void ConvOp::run(const CacheScope &scope, PrimitiveEntry &entry, const Buffers &buffers) {
+    auto &e = static_cast<ConvEntry &>(entry);
+    std::shared_ptr<void> converted; // before the execution: it runs a reorder
+    void *weights = weights_for_run(scope, e, e.weights_view, buffers.in[1], converted);
+    Handler::Execution exec(e, scope);
+    exec.raw(DNNL_ARG_SRC, const_cast<void *>(buffers.in[0])); // read only
+    exec.raw(DNNL_ARG_WEIGHTS, weights);
+    if (buffers.in[2]) exec.raw(DNNL_ARG_BIAS, const_cast<void *>(buffers.in[2]));
+    exec.output(DNNL_ARG_DST, buffers.out[0]); // holds the residual for a sum
+    exec.run();
+}
+
 void convolution(const CacheScope &scope, const char *op, int k, bool transposed,
                  const mkc_conv_params &p, const Tensor &src, const Tensor &weights,
                  const Tensor *bias, mkc_tensor **dst) {
-    require(src.dtype == MKC_DTYPE_F32 && weights.dtype == MKC_DTYPE_F32 &&
-                (!bias || bias->dtype == MKC_DTYPE_F32),
-            op, ": every input must be float32");
+    check_types(op, src, weights, bias);
     ThreadState &state = *scope.state; // once: a thread-local lookup
     const mkc_layout data_format = layout::resolve(state, p.data_format, k + 2);
     if (p.sum) require(*dst != nullptr, op, ": sum (accumulate into dst) needs an existing dst");
@@ -368,12 +453,13 @@ void convolution(const CacheScope &scope, const char *op, int k, bool transposed
     // A call whose arguments this thread ran before (and whose entry the
     // cache still holds) skips the checks, shapes, key and signature: they
     // are the same as the last time, which passed.
-    const ConvCall args(transposed ? OpKind::deconvolution : OpKind::convolution,
-                        ConvAttrs(p, k, transposed, p.training != 0), src, weights, bias);
+    const ConvAttrs attrs(p, k, transposed, p.training != 0);
+    const ConvCall args(transposed ? OpKind::deconvolution : OpKind::convolution, attrs, src,
+                        weights, bias);
     const std::shared_ptr<void> blob = remembered_entry<ConvEntry>(
         state, scope, args, p.name, [](const ConvEntry &) { return true; },
         [&](BlobCache::HitTicket &ticket, bool &hit) {
-            return acquire_forward(scope, op, k, transposed, p, src, weights, bias, ticket, hit);
+            return prepare_forward(scope, op, attrs, p.name, src, weights, bias, ticket, hit);
         });
     auto *entry = static_cast<ConvEntry *>(blob.get());
     if (entry->weights_view)
@@ -448,61 +534,240 @@ void build_backward_weights(PrimitiveEntry &e, const Geometry &g, dnnl::algorith
     e.set_args(pd, args);
 }
 
-} // namespace
+// What a gradient call's checks work out: the forward's shapes and the
+// layout its results are labelled with.
+struct BackwardGeometry {
+    Geometry g;
+    mkc_layout data_format;
+};
 
-void convolution_backward(const CacheScope &scope, const char *op, int k, bool transposed,
-                          const mkc_conv_params &p, const Tensor &src, const Tensor &weights,
-                          const Tensor &diff_dst, mkc_tensor **diff_src, mkc_tensor **diff_weights,
-                          mkc_tensor **diff_bias) {
+// The checks of every gradient call (`target`: what a TARGET data_format
+// stands for). attrs are the training forward's.
+template <typename V>
+BackwardGeometry check_backward(const char *op, const ConvAttrs &attrs, const V &src,
+                                const V &weights, const V &diff_dst, mkc_layout target) {
+    const mkc_conv_params &p = attrs.p;
+    const int k = attrs.k;
+    const bool transposed = attrs.transposed;
     check_params(op, p, k, transposed);
     require(p.activation == MKC_ACTIVATION_NONE && !p.sum, op,
             ": a fused activation or sum has no backward; run the activation as its own op");
     require(src.dtype == MKC_DTYPE_F32 && weights.dtype == MKC_DTYPE_F32 &&
                 diff_dst.dtype == MKC_DTYPE_F32,
             op, ": every input must be float32");
-    const mkc_layout data_format = layout::resolve(p.data_format, k + 2);
-    const bool bias = diff_bias != nullptr;
-    const Geometry g = geometry(op, p, src, weights, nullptr, k, transposed);
+    const mkc_layout data_format = data_format_of(p.data_format, target, k + 2);
+    const Geometry g = geometry(op, p, src, weights, static_cast<const V *>(nullptr), k,
+                                transposed);
     if (diff_dst.dims != g.y)
         fail(MKC_STATUS_INVALID_ARGUMENT, op, ": diff_dst has shape ", shape_text(diff_dst.dims),
              " (oneDNN order) but the forward output is ", shape_text(g.y.vec()));
     check_plain_weights(op, weights, g, p.groups, transposed);
-    const auto w_view = weights_view(g, p.groups, transposed);
+    return {g, data_format};
+}
+
+// The gradients' key name: the caller's, else the default (with the
+// backward op's name).
+const char *backward_name(const char *op, const ConvAttrs &attrs, const Geometry &g,
+                          const char *name, bool bias) {
+    return name && name[0] ? name : default_name(op, attrs, g, bias);
+}
+
+// On a miss: the forward's training descriptor is the hint, taken from the
+// cache when a training forward left it, else made here (a descriptor only,
+// no primitive).
+std::shared_ptr<ConvEntry> forward_hint(const CacheScope &scope, const char *op,
+                                        const ConvAttrs &attrs, const char *name,
+                                        const Geometry &g, bool bias) {
+    Handler forward(scope, op, name, name, nullptr, g.x);
+    sign_forward(forward, attrs, g, bias);
+    if (auto t = forward.find_transfer()) return std::static_pointer_cast<ConvEntry>(t->forward);
+    return forward_descriptor(attrs.p, g, attrs.transposed, bias, true);
+}
+
+void describe_weights(ConvBackwardEntry &e, const Geometry &g, const ConvAttrs &attrs) {
+    e.weights_view = weights_view(g, attrs.p.groups, attrs.transposed);
+    e.plain_weights = layout::plain_desc(g.w, f32, MKC_LAYOUT_CHANNELS_FIRST);
+    e.onednn_weights = plain_weights_view(g, attrs.p.groups, attrs.transposed);
+    e.plain_bias = dnnl::memory::desc(Dims{g.y[1]}, f32, tag::a);
+}
+
+dnnl::algorithm backward_algorithm(const ConvAttrs &attrs) {
+    return attrs.transposed ? dnnl::algorithm::deconvolution_direct
+                            : dnnl::algorithm::convolution_direct;
+}
+
+// The data gradient's entry (`name`: backward_name's).
+std::shared_ptr<ConvBackwardEntry> prepare_backward_data(const CacheScope &scope, const char *op,
+                                                         const ConvAttrs &attrs, const char *name,
+                                                         const Geometry &g, bool bias) {
+    Handler handler(scope, op, name, name, "bwd_data", g.x);
+    sign_forward(handler, attrs, g, bias);
+    handler.sign(OpKind::backward_data);
+    return handler.acquire_primitive<ConvBackwardEntry>([&] {
+        auto fwd = forward_hint(scope, op, attrs, name, g, bias);
+        auto e = std::make_shared<ConvBackwardEntry>();
+        const auto alg = backward_algorithm(attrs);
+        if (attrs.transposed)
+            build_backward_data<dnnl::deconvolution_backward_data>(*e, g, alg, fwd->deconv_pd);
+        else
+            build_backward_data<dnnl::convolution_backward_data>(*e, g, alg, fwd->conv_pd);
+        describe_weights(*e, g, attrs);
+        return e;
+    });
+}
+
+// The weights (and bias) gradient's entry.
+std::shared_ptr<ConvBackwardEntry> prepare_backward_weights(const CacheScope &scope,
+                                                            const char *op,
+                                                            const ConvAttrs &attrs,
+                                                            const char *name, const Geometry &g,
+                                                            bool bias) {
+    Handler handler(scope, op, name, name, "bwd_weights", g.x);
+    sign_forward(handler, attrs, g, bias);
+    handler.sign(OpKind::backward_weights);
+    return handler.acquire_primitive<ConvBackwardEntry>([&] {
+        auto fwd = forward_hint(scope, op, attrs, name, g, bias);
+        auto e = std::make_shared<ConvBackwardEntry>();
+        const auto alg = backward_algorithm(attrs);
+        if (attrs.transposed)
+            build_backward_weights<dnnl::deconvolution_backward_weights>(*e, g, alg, bias,
+                                                                         fwd->deconv_pd);
+        else
+            build_backward_weights<dnnl::convolution_backward_weights>(*e, g, alg, bias,
+                                                                       fwd->conv_pd);
+        describe_weights(*e, g, attrs);
+        return e;
+    });
+}
+
+// The gradients' attributes: the training forward's.
+ConvAttrs training_attrs(const ConvAttrs &attrs) {
+    return ConvAttrs(attrs.p, attrs.k, attrs.transposed, true);
+}
+
+} // namespace
+
+ValueDesc ConvBackwardDataOp::infer(const Attrs &attrs, const ValueDesc &src,
+                                    const ValueDesc &weights, const ValueDesc &diff_dst) {
+    const BackwardGeometry c = check_backward(conv_backward_op_name(attrs), attrs, src, weights,
+                                              diff_dst, src.layout);
+    return plain_value(MKC_DTYPE_F32, c.data_format, c.g.x);
+}
+
+Prepared ConvBackwardDataOp::prepare(const CacheScope &scope, const Attrs &attrs,
+                                     const char *name, bool with_bias, const ValueDesc &src,
+                                     const ValueDesc &weights, const ValueDesc &diff_dst) {
+    const char *op = conv_backward_op_name(attrs);
+    const BackwardGeometry c =
+        check_backward(op, attrs, src, weights, diff_dst, scope.state->target_layout);
+    const ConvAttrs forward = training_attrs(attrs);
+    auto entry = prepare_backward_data(scope, op, forward,
+                                       backward_name(op, forward, c.g, name, with_bias), c.g,
+                                       with_bias);
+    const dnnl::memory::desc &dx = entry->arg_desc(DNNL_ARG_DIFF_SRC);
+    return {entry,
+            {src.desc, weights_taken(*entry, entry->weights_view, entry->plain_weights),
+             entry->arg_desc(DNNL_ARG_DIFF_DST)},
+            {ValueDesc{MKC_DTYPE_F32, c.data_format, dx.get_dims(), dx}}};
+}
+
+void ConvBackwardDataOp::run(const CacheScope &scope, PrimitiveEntry &entry,
+                             const Buffers &buffers) {
+    auto &e = static_cast<ConvBackwardEntry &>(entry);
+    std::shared_ptr<void> converted;
+    void *weights = weights_for_run(scope, e, e.weights_view, buffers.in[1], converted);
+    Handler::Execution exec(e, scope);
+    exec.raw(DNNL_ARG_DIFF_DST, const_cast<void *>(buffers.in[2])); // read only
+    exec.raw(DNNL_ARG_WEIGHTS, weights);
+    exec.output(DNNL_ARG_DIFF_SRC, buffers.out[0]);
+    exec.run();
+}
+
+std::vector<ValueDesc> ConvBackwardWeightsOp::infer(const Attrs &attrs, bool with_bias,
+                                                    const ValueDesc &src,
+                                                    const ValueDesc &weights,
+                                                    const ValueDesc &diff_dst) {
+    const BackwardGeometry c = check_backward(conv_backward_op_name(attrs), attrs, src, weights,
+                                              diff_dst, src.layout);
+    std::vector<ValueDesc> out = {plain_value(MKC_DTYPE_F32, MKC_LAYOUT_CHANNELS_FIRST, c.g.w)};
+    if (with_bias) out.push_back(plain_value(MKC_DTYPE_F32, MKC_LAYOUT_CHANNELS_FIRST, {c.g.y[1]}));
+    return out;
+}
+
+Prepared ConvBackwardWeightsOp::prepare(const CacheScope &scope, const Attrs &attrs,
+                                        const char *name, bool with_bias, const ValueDesc &src,
+                                        const ValueDesc &weights, const ValueDesc &diff_dst) {
+    const char *op = conv_backward_op_name(attrs);
+    const BackwardGeometry c =
+        check_backward(op, attrs, src, weights, diff_dst, scope.state->target_layout);
+    const ConvAttrs forward = training_attrs(attrs);
+    auto entry = prepare_backward_weights(scope, op, forward,
+                                          backward_name(op, forward, c.g, name, with_bias), c.g,
+                                          with_bias);
+    const mkc_layout plain = MKC_LAYOUT_CHANNELS_FIRST;
+    Prepared out{entry,
+                 {entry->arg_desc(DNNL_ARG_SRC), weights.desc, entry->arg_desc(DNNL_ARG_DIFF_DST)},
+                 {ValueDesc{MKC_DTYPE_F32, plain, c.g.w, entry->plain_weights}}};
+    if (with_bias)
+        out.outputs.push_back(ValueDesc{MKC_DTYPE_F32, plain, Dims{c.g.y[1]}, entry->plain_bias});
+    return out;
+}
+
+void ConvBackwardWeightsOp::run(const CacheScope &scope, PrimitiveEntry &entry,
+                                const Buffers &buffers) {
+    auto &e = static_cast<ConvBackwardEntry &>(entry);
+    // Each result is written plain: straight into its buffer when the
+    // primitive's layout is that plain one, else into a temporary converted
+    // after the execution (as the eager call's Handler::PlainResult).
+    struct Result {
+        const dnnl::memory::desc *have = nullptr, *view = nullptr;
+        std::shared_ptr<void> temporary;
+        void *data = nullptr;
+    };
+    const bool bias = e.has_arg(DNNL_ARG_DIFF_BIAS);
+    Result results[2];
+    for (int i = 0; i < (bias ? 2 : 1); ++i) {
+        Result &r = results[i];
+        r.have = &e.arg_desc(i == 0 ? DNNL_ARG_DIFF_WEIGHTS : DNNL_ARG_DIFF_BIAS);
+        r.view = i == 0 ? &e.onednn_weights : &e.plain_bias;
+        r.data = buffers.out[i];
+        if (!(*r.have == *r.view)) {
+            r.temporary = allocate(r.have->get_size(), false);
+            r.data = r.temporary.get();
+        }
+    }
+    {
+        Handler::Execution exec(e, scope);
+        exec.raw(DNNL_ARG_SRC, const_cast<void *>(buffers.in[0])); // read only
+        exec.raw(DNNL_ARG_DIFF_DST, const_cast<void *>(buffers.in[2]));
+        exec.output(DNNL_ARG_DIFF_WEIGHTS, results[0].data);
+        if (bias) exec.output(DNNL_ARG_DIFF_BIAS, results[1].data);
+        exec.run();
+    }
+    for (int i = 0; i < (bias ? 2 : 1); ++i)
+        if (results[i].temporary)
+            reorder(scope, *results[i].have, results[i].data, *results[i].view, buffers.out[i]);
+}
+
+void convolution_backward(const CacheScope &scope, const char *op, int k, bool transposed,
+                          const mkc_conv_params &p, const Tensor &src, const Tensor &weights,
+                          const Tensor &diff_dst, mkc_tensor **diff_src, mkc_tensor **diff_weights,
+                          mkc_tensor **diff_bias) {
     // The training forward's attributes: its name and signature.
     const ConvAttrs attrs(p, k, transposed, true);
-    const char *name = p.name && p.name[0] ? p.name : default_name(op, attrs, g, bias);
-
-    // On a miss: the forward's training descriptor is the hint, taken from the cache when a training forward left it, else made
-    // here (a descriptor only, no primitive).
-    auto hint = [&]() -> std::shared_ptr<ConvEntry> {
-        Handler forward(scope, op, name, name, nullptr, g.x);
-        sign_forward(forward, attrs, g, bias);
-        if (auto t = forward.find_transfer())
-            return std::static_pointer_cast<ConvEntry>(t->forward);
-        return forward_descriptor(p, g, transposed, bias, true);
-    };
-    const auto alg = transposed ? dnnl::algorithm::deconvolution_direct
-                                : dnnl::algorithm::convolution_direct;
+    const BackwardGeometry c = check_backward(op, attrs, src, weights, diff_dst, layout::target());
+    const Geometry &g = c.g;
+    const bool bias = diff_bias != nullptr;
+    const char *name = backward_name(op, attrs, g, p.name, bias);
 
     if (diff_src) {
-        Handler handler(scope, op, name, name, "bwd_data", g.x);
-        sign_forward(handler, attrs, g, bias);
-        handler.sign(OpKind::backward_data);
-        auto entry = handler.acquire_primitive<PrimitiveEntry>([&] {
-            auto fwd = hint();
-            auto e = std::make_shared<PrimitiveEntry>();
-            if (transposed)
-                build_backward_data<dnnl::deconvolution_backward_data>(*e, g, alg, fwd->deconv_pd);
-            else
-                build_backward_data<dnnl::convolution_backward_data>(*e, g, alg, fwd->conv_pd);
-            return e;
-        });
+        auto entry = prepare_backward_data(scope, op, attrs, name, g, bias);
         Handler::Output out = Handler::prepare_output(diff_src, *entry, DNNL_ARG_DIFF_SRC,
-                                                      data_format, MKC_DTYPE_F32, op);
+                                                      c.data_format, MKC_DTYPE_F32, op);
         {
             Handler::Execution exec(*entry, scope);
             exec.input(DNNL_ARG_DIFF_DST, diff_dst);
-            bind_weights(exec, weights, w_view);
+            bind_weights(exec, weights, entry->weights_view);
             exec.output(DNNL_ARG_DIFF_SRC, out.data);
             exec.run();
         }
@@ -511,28 +776,14 @@ void convolution_backward(const CacheScope &scope, const char *op, int k, bool t
 
     if (diff_weights || diff_bias) {
         require(diff_weights != nullptr, op, ": diff_bias needs diff_weights too");
-        Handler handler(scope, op, name, name, "bwd_weights", g.x);
-        sign_forward(handler, attrs, g, bias);
-        handler.sign(OpKind::backward_weights);
-        auto entry = handler.acquire_primitive<PrimitiveEntry>([&] {
-            auto fwd = hint();
-            auto e = std::make_shared<PrimitiveEntry>();
-            if (transposed)
-                build_backward_weights<dnnl::deconvolution_backward_weights>(*e, g, alg, bias,
-                                                                             fwd->deconv_pd);
-            else
-                build_backward_weights<dnnl::convolution_backward_weights>(*e, g, alg, bias,
-                                                                           fwd->conv_pd);
-            return e;
-        });
+        auto entry = prepare_backward_weights(scope, op, attrs, name, g, bias);
         Handler::PlainResult dw(scope, *entry, DNNL_ARG_DIFF_WEIGHTS, diff_weights,
-                                layout::plain_desc(g.w, f32, MKC_LAYOUT_CHANNELS_FIRST),
-                                plain_weights_view(g, p.groups, transposed), op);
-        const dnnl::memory::desc b_plain(Dims{g.y[1]}, f32, tag::a);
+                                entry->plain_weights, entry->onednn_weights, op);
         std::unique_ptr<Handler::PlainResult> db;
         if (bias)
             db = std::make_unique<Handler::PlainResult>(scope, *entry, DNNL_ARG_DIFF_BIAS,
-                                                        diff_bias, b_plain, b_plain, op);
+                                                        diff_bias, entry->plain_bias,
+                                                        entry->plain_bias, op);
         {
             Handler::Execution exec(*entry, scope);
             exec.input(DNNL_ARG_SRC, src);
@@ -544,7 +795,7 @@ void convolution_backward(const CacheScope &scope, const char *op, int k, bool t
         dw.finish();
         if (db) db->finish();
     }
-    layout::set_target(data_format);
+    layout::set_target(c.data_format);
 }
 
 } // namespace mkc::ops
