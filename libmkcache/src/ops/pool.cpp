@@ -1,9 +1,13 @@
 // Max / average pooling over 2-D (NCHW/NHWC) and 3-D (NCDHW/NDHWC) inputs,
 // global pooling and ceil mode. Runs on the input's layout (a blocked conv
 // output stays blocked: oneDNN's fastest case).
+//
+// The eager calls and the phases (ops/pool.hpp) share the checks and the
+// entries: templates over the value type (a tensor or a ValueDesc).
 #include <atomic>
 #include <initializer_list>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "common/engine.hpp"
@@ -13,6 +17,7 @@
 #include "ops/call_words.hpp"
 #include "keys/keys.hpp"
 #include "ops/ops.hpp"
+#include "ops/pool.hpp"
 
 namespace mkc::ops {
 
@@ -21,6 +26,14 @@ namespace {
 struct PoolEntry : PrimitiveEntry {
     dnnl::pooling_forward::primitive_desc pd;
     std::atomic<bool> transferred{false}; // training: left for the grad op
+};
+
+struct PoolBackwardEntry : PrimitiveEntry {
+    // The training forward whose workspace (max pooling's indices) a phase
+    // run computes first; set once, by the first prepare. The eager call
+    // gets it through the cache on every call instead.
+    std::once_flag forward_once;
+    std::shared_ptr<PrimitiveEntry> forward;
 };
 
 const char *pool_name(mkc_pool_kind kind) {
@@ -32,29 +45,6 @@ const char *pool_name(mkc_pool_kind kind) {
     }
     fail(MKC_STATUS_INVALID_ARGUMENT, "pool: unsupported kind ", static_cast<int>(kind));
 }
-
-// A pooling's attributes as the caller gave them, spatial fields to the
-// spatial rank `k` of src (clamped to 0..3, so a call of a bad rank still has
-// words; its checks then report it).
-struct PoolAttrs {
-    PoolAttrs(const mkc_pool_params &params, int rank, bool for_training)
-        : p(params), k(rank < 2 ? 0 : rank > 5 ? 3 : rank - 2), training(for_training) {}
-    const mkc_pool_params &p;
-    int k;
-    bool training; // the training forward and its grad op: true
-    template <typename V>
-    void each(V &v) const {
-        v.field("", p.kind);
-        v.field("k", Values{p.kernel, k});
-        v.field("s", Values{p.stride, k});
-        v.field("pb", Values{p.pad_begin, k});
-        v.field("pe", Values{p.pad_end, k});
-        v.field("ceil", p.ceil_mode);
-        v.field("global", p.global);
-        v.field("df", p.data_format);
-        v.field("training", training);
-    }
-};
 
 } // namespace
 
@@ -74,16 +64,25 @@ dnnl::algorithm pool_algorithm(mkc_pool_kind kind) {
 
 namespace {
 
+// data_format with TARGET read as `target`: the thread's target layout for
+// a call, src's own layout for infer (which has no thread).
+mkc_layout data_format_of(mkc_layout requested, mkc_layout target, int ndims) {
+    return layout::resolve(requested == MKC_LAYOUT_TARGET ? target : requested, ndims);
+}
+
 // Everything pooling derives from its parameters and src.
 struct PoolGeometry {
     const char *op;
     int k;
     mkc_layout data_format;
     Dims x, y, kernel, stride, pb, pe;
-    const char *default_name;
+    const char *default_name = "";
 };
 
-PoolGeometry pool_geometry(const mkc_pool_params &p, const Tensor &src, bool training) {
+// The checks of every call but the inference forward's hit (`target`: what
+// a TARGET data_format stands for).
+template <typename V>
+PoolGeometry pool_geometry(const mkc_pool_params &p, const V &src, mkc_layout target) {
     PoolGeometry g;
     const char *op = g.op = pool_name(p.kind);
     require(src.dtype == MKC_DTYPE_F32, op, ": src must be float32");
@@ -93,7 +92,7 @@ PoolGeometry pool_geometry(const mkc_pool_params &p, const Tensor &src, bool tra
     require(rank == 4 || rank == 5, op, ": src must be 4-D (N,C,H,W) or 5-D (N,C,D,H,W), got rank ",
             rank);
     const int k = g.k = rank - 2;
-    g.data_format = layout::resolve(p.data_format, rank);
+    g.data_format = data_format_of(p.data_format, target, rank);
     Dims kernel(k), stride(k), pb(k), pe(k), y = {x[0], x[1]};
     for (int i = 0; i < k; ++i) {
         const int64_t in = x[2 + i];
@@ -140,12 +139,24 @@ PoolGeometry pool_geometry(const mkc_pool_params &p, const Tensor &src, bool tra
     g.stride = stride;
     g.pb = pb;
     g.pe = pe;
-
-    // The default name (valid until the thread's next call), formatted only
-    // when the caller gave none: every backward call computes the geometry.
-    g.default_name =
-        p.name && p.name[0] ? "" : default_attrs_name("pool", PoolAttrs(p, rank, training));
     return g;
+}
+
+// The default name (valid until the thread's next call), formatted only
+// when the caller gave none (`name`): every backward call computes the
+// geometry.
+void name_geometry(PoolGeometry &g, const mkc_pool_params &p, const char *name, bool training) {
+    g.default_name =
+        name && name[0] ? "" : default_attrs_name("pool", PoolAttrs(p, g.k + 2, training));
+}
+
+// The check of a gradient's diff_dst.
+template <typename V>
+void check_diff_dst(const PoolGeometry &g, const V &diff_dst) {
+    if (!(diff_dst.dtype == MKC_DTYPE_F32 && diff_dst.dims == g.y))
+        fail(MKC_STATUS_INVALID_ARGUMENT, g.op,
+             "_backward: diff_dst must be float32 with the forward output's shape ",
+             shape_text(g.y), " (oneDNN order), got ", shape_text(diff_dst.dims));
 }
 
 // The signature of the forward (a grad op signs the same, with training,
@@ -156,11 +167,11 @@ void sign_forward(Handler &h, const mkc_pool_params &p, const PoolGeometry &g, b
     sign_attrs(h, PoolAttrs(p, g.k + 2, training));
 }
 
+template <typename V>
 std::shared_ptr<PoolEntry> acquire_forward(Handler &h, const mkc_pool_params &p,
-                                           const PoolGeometry &g, const Tensor &src,
-                                           bool training) {
+                                           const PoolGeometry &g, const V &src, bool training) {
     sign_forward(h, p, g, training);
-    h.sign_layout(src, DNNL_ARG_SRC);
+    sign_input_layout(h, src, DNNL_ARG_SRC);
     return h.acquire_primitive<PoolEntry>([&] {
         auto e = std::make_shared<PoolEntry>();
         const dnnl::memory::desc dst_md(g.y, dnnl::memory::data_type::f32,
@@ -178,6 +189,75 @@ std::shared_ptr<PoolEntry> acquire_forward(Handler &h, const mkc_pool_params &p,
     });
 }
 
+// A training forward's descriptor goes to the grad op through the cache
+// (the indices of the maxima it recomputes: see Transfer). It is the same
+// for every call: left once per entry, as storing it again would replace
+// it and so make every thread's memos of recent hits forget theirs.
+void leave_forward(Handler &h, const std::shared_ptr<PoolEntry> &entry) {
+    if (entry->transferred.exchange(true)) return;
+    auto t = std::make_shared<Transfer>();
+    t->forward = entry;
+    h.leave_transfer(t);
+}
+
+// The inference forward's entry through the handler (what the thread's
+// argument cache skips).
+template <typename V>
+std::shared_ptr<PoolEntry> prepare_inference(const CacheScope &scope, const mkc_pool_params &p,
+                                             const char *name, const V &src, mkc_layout target,
+                                             BlobCache::HitTicket &ticket, bool &hit) {
+    PoolGeometry g = pool_geometry(p, src, target);
+    name_geometry(g, p, name, false);
+    Handler handler(scope, g.op, name, g.default_name, nullptr, g.x);
+    auto entry = acquire_forward(handler, p, g, src, false);
+    handler.report_hit(ticket, hit);
+    return entry;
+}
+
+// The gradient's entry (`name`: the caller's, else g's default), built on
+// the training forward's descriptor when one was left, else on one made
+// here.
+template <typename V>
+std::shared_ptr<PoolBackwardEntry> prepare_backward(const CacheScope &scope,
+                                                    const mkc_pool_params &p,
+                                                    const PoolGeometry &g, const char *name,
+                                                    const V &src) {
+    Handler forward(scope, g.op, name, g.default_name, nullptr, g.x);
+    sign_forward(forward, p, g, true);
+    std::shared_ptr<Transfer> t = forward.find_transfer();
+
+    Handler handler(scope, g.op, name, g.default_name, "bwd", g.x);
+    sign_forward(handler, p, g, true);
+    handler.sign(OpKind::backward_data);
+    sign_input_layout(handler, src, DNNL_ARG_SRC);
+    return handler.acquire_primitive<PoolBackwardEntry>([&] {
+        dnnl::pooling_forward::primitive_desc hint;
+        if (t) hint = std::static_pointer_cast<PoolEntry>(t->forward)->pd;
+        else hint = dnnl::pooling_forward::primitive_desc(
+                 cpu_engine(), dnnl::prop_kind::forward_training, pool_algorithm(p.kind),
+                 src.desc, dnnl::memory::desc(g.y, dnnl::memory::data_type::f32,
+                                              dnnl::memory::format_tag::any),
+                 g.stride, g.kernel, Dims(g.k, 0), g.pb, g.pe, user_scratchpad_attr());
+        auto e = std::make_shared<PoolBackwardEntry>();
+        dnnl::pooling_backward::primitive_desc pd(cpu_engine(), pool_algorithm(p.kind), src.desc,
+                                                  hint.dst_desc(), g.stride, g.kernel,
+                                                  Dims(g.k, 0), g.pb, g.pe, hint,
+                                                  user_scratchpad_attr());
+        e->primitive = dnnl::pooling_backward(pd);
+        std::vector<int> args = {DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_SRC};
+        if (hint.workspace_desc().get_size() > 0) args.push_back(DNNL_ARG_WORKSPACE);
+        e->set_args(pd, args);
+        return e;
+    });
+}
+
+// The message of a forward whose workspace is not the gradient's.
+void check_workspace(const PrimitiveEntry &forward, const PrimitiveEntry &backward,
+                     const char *op) {
+    require(forward.arg_desc(DNNL_ARG_WORKSPACE) == backward.arg_desc(DNNL_ARG_WORKSPACE), op,
+            "_backward: internal: the forward's workspace layout does not match the backward's");
+}
+
 // What the thread's argument cache knows an inference pooling by (with the
 // name's text): src's type and shape, and the attributes. src's exact
 // layout is checked against the entry's on a hit.
@@ -193,6 +273,41 @@ public:
 
 } // namespace
 
+ValueDesc PoolOp::infer(const Attrs &attrs, const ValueDesc &src) {
+    const mkc_pool_params &p = attrs.p;
+    // The inference call checks the layout first.
+    if (!attrs.training)
+        data_format_of(p.data_format, src.layout, static_cast<int>(src.dims.size()));
+    const PoolGeometry g = pool_geometry(p, src, src.layout);
+    return plain_value(MKC_DTYPE_F32, g.data_format, g.y);
+}
+
+Prepared PoolOp::prepare(const CacheScope &scope, const Attrs &attrs, const char *name,
+                         const ValueDesc &src) {
+    infer(attrs, src);
+    PoolGeometry g = pool_geometry(attrs.p, src, scope.state->target_layout);
+    name_geometry(g, attrs.p, name, attrs.training);
+    Handler handler(scope, g.op, name, g.default_name, nullptr, g.x);
+    auto entry = acquire_forward(handler, attrs.p, g, src, attrs.training);
+    if (attrs.training) leave_forward(handler, entry);
+    const dnnl::memory::desc &y = entry->arg_desc(DNNL_ARG_DST);
+    return {entry, {src.desc}, {ValueDesc{MKC_DTYPE_F32, g.data_format, y.get_dims(), y}}};
+}
+
+void PoolOp::run(const CacheScope &scope, PrimitiveEntry &entry, const Buffers &buffers) {
+    // A training forward's workspace lives for this run only, as the eager
+    // call's: the grad op computes its own.
+    std::shared_ptr<void> workspace;
+    Handler::Execution exec(entry, scope);
+    exec.raw(DNNL_ARG_SRC, const_cast<void *>(buffers.in[0])); // read only
+    exec.output(DNNL_ARG_DST, buffers.out[0]);
+    if (entry.has_arg(DNNL_ARG_WORKSPACE)) {
+        workspace = allocate(entry.arg_desc(DNNL_ARG_WORKSPACE).get_size(), false);
+        exec.raw(DNNL_ARG_WORKSPACE, workspace.get());
+    }
+    exec.run();
+}
+
 void pool(const CacheScope &scope, const mkc_pool_params &p, const Tensor &src, mkc_tensor **dst) {
     if (!p.training) {
         // Inference: a call this thread made before skips the geometry, the
@@ -205,18 +320,16 @@ void pool(const CacheScope &scope, const mkc_pool_params &p, const Tensor &src, 
             state, scope, PoolCall(p, src), p.name,
             [&](const PoolEntry &e) { return e.takes_as_is(src, DNNL_ARG_SRC); },
             [&](BlobCache::HitTicket &ticket, bool &hit) {
-                const PoolGeometry g = pool_geometry(p, src, false);
-                Handler handler(scope, g.op, p.name, g.default_name, nullptr, g.x);
-                auto entry = acquire_forward(handler, p, g, src, false);
-                handler.report_hit(ticket, hit);
-                return entry;
+                return prepare_inference(scope, p, p.name, src, state.target_layout, ticket,
+                                         hit);
             });
         Handler::run_src_dst(scope, *static_cast<PoolEntry *>(blob.get()), src, dst, data_format,
                              pool_name(p.kind));
         layout::set_target(state, data_format);
         return;
     }
-    const PoolGeometry g = pool_geometry(p, src, true);
+    PoolGeometry g = pool_geometry(p, src, layout::target());
+    name_geometry(g, p, p.name, true);
     Handler handler(scope, g.op, p.name, g.default_name, nullptr, g.x);
     auto entry = acquire_forward(handler, p, g, src, true);
     {
@@ -226,56 +339,67 @@ void pool(const CacheScope &scope, const mkc_pool_params &p, const Tensor &src, 
         Handler::run_training_forward(scope, *entry, src, out.data, workspace);
         Handler::finish_output(scope, out, dst);
     }
-    if (!entry->transferred.exchange(true)) {
-        // The descriptor goes to the grad op through the cache (the indices
-        // of the maxima it recomputes: see Transfer). It is the same for
-        // every call: left once per entry, as storing it again would replace
-        // it and so make every thread's memos of recent hits forget theirs.
-        auto t = std::make_shared<Transfer>();
-        t->forward = entry;
-        handler.leave_transfer(t);
-    }
+    leave_forward(handler, entry);
     layout::set_target(g.data_format);
+}
+
+ValueDesc PoolBackwardOp::infer(const Attrs &attrs, const ValueDesc &src,
+                                const ValueDesc &diff_dst) {
+    const PoolGeometry g = pool_geometry(attrs.p, src, src.layout); // the training forward's
+    check_diff_dst(g, diff_dst);
+    return plain_value(MKC_DTYPE_F32, g.data_format, g.x);
+}
+
+Prepared PoolBackwardOp::prepare(const CacheScope &scope, const Attrs &attrs, const char *name,
+                                 const ValueDesc &src, const ValueDesc &diff_dst) {
+    const mkc_pool_params &p = attrs.p;
+    PoolGeometry g = pool_geometry(p, src, scope.state->target_layout);
+    check_diff_dst(g, diff_dst);
+    name_geometry(g, p, name, true);
+    const char *key_name = name && name[0] ? name : g.default_name;
+    auto entry = prepare_backward(scope, p, g, key_name, src);
+    if (entry->has_arg(DNNL_ARG_WORKSPACE))
+        std::call_once(entry->forward_once, [&] {
+            Handler again(scope, g.op, key_name, g.default_name, nullptr, g.x);
+            auto forward = acquire_forward(again, p, g, src, true);
+            check_workspace(*forward, *entry, g.op);
+            entry->forward = forward;
+        });
+    const dnnl::memory::desc &dx = entry->arg_desc(DNNL_ARG_DIFF_SRC);
+    return {entry,
+            {src.desc, entry->arg_desc(DNNL_ARG_DIFF_DST)},
+            {ValueDesc{MKC_DTYPE_F32, g.data_format, dx.get_dims(), dx}}};
+}
+
+void PoolBackwardOp::run(const CacheScope &scope, PrimitiveEntry &entry, const Buffers &buffers) {
+    auto &e = static_cast<PoolBackwardEntry &>(entry);
+    std::shared_ptr<void> workspace;
+    if (e.has_arg(DNNL_ARG_WORKSPACE)) {
+        // The indices of the maxima, from the training forward on src.
+        PrimitiveEntry &forward = *e.forward;
+        auto scratch_dst = allocate(forward.arg_desc(DNNL_ARG_DST).get_size(), false);
+        workspace = allocate(forward.arg_desc(DNNL_ARG_WORKSPACE).get_size(), false);
+        Handler::Execution exec(forward, scope);
+        exec.raw(DNNL_ARG_SRC, const_cast<void *>(buffers.in[0])); // read only
+        exec.output(DNNL_ARG_DST, scratch_dst.get());
+        exec.raw(DNNL_ARG_WORKSPACE, workspace.get());
+        exec.run();
+    }
+    Handler::Execution exec(e, scope);
+    exec.raw(DNNL_ARG_DIFF_DST, const_cast<void *>(buffers.in[1])); // read only
+    if (workspace) exec.raw(DNNL_ARG_WORKSPACE, workspace.get());
+    exec.output(DNNL_ARG_DIFF_SRC, buffers.out[0]);
+    exec.run();
 }
 
 void pool_backward(const CacheScope &scope, const mkc_pool_params &p, const Tensor &src,
                    const Tensor &diff_dst, mkc_tensor **diff_src) {
-    const PoolGeometry g = pool_geometry(p, src, true); // the training forward's
+    PoolGeometry g = pool_geometry(p, src, layout::target()); // the training forward's
+    name_geometry(g, p, p.name, true);
     const std::string op = std::string(g.op) + "_backward";
-    if (!(diff_dst.dtype == MKC_DTYPE_F32 && diff_dst.dims == g.y))
-        fail(MKC_STATUS_INVALID_ARGUMENT, op,
-             ": diff_dst must be float32 with the forward output's shape ", shape_text(g.y),
-             " (oneDNN order), got ", shape_text(diff_dst.dims));
+    check_diff_dst(g, diff_dst);
     const char *name = p.name && p.name[0] ? p.name : g.default_name;
-
-    Handler forward(scope, g.op, name, g.default_name, nullptr, g.x);
-    sign_forward(forward, p, g, true);
-    std::shared_ptr<Transfer> t = forward.find_transfer();
-
-    Handler handler(scope, g.op, name, g.default_name, "bwd", g.x);
-    sign_forward(handler, p, g, true);
-    handler.sign(OpKind::backward_data);
-    handler.sign_layout(src, DNNL_ARG_SRC);
-    std::shared_ptr<PoolEntry> recomputed; // the forward, when nothing was left
-    auto entry = handler.acquire_primitive<PrimitiveEntry>([&] {
-        dnnl::pooling_forward::primitive_desc hint;
-        if (t) hint = std::static_pointer_cast<PoolEntry>(t->forward)->pd;
-        else hint = dnnl::pooling_forward::primitive_desc(
-                 cpu_engine(), dnnl::prop_kind::forward_training, pool_algorithm(p.kind),
-                 src.desc, dnnl::memory::desc(g.y, dnnl::memory::data_type::f32,
-                                              dnnl::memory::format_tag::any),
-                 g.stride, g.kernel, Dims(g.k, 0), g.pb, g.pe, user_scratchpad_attr());
-        auto e = std::make_shared<PrimitiveEntry>();
-        dnnl::pooling_backward::primitive_desc pd(cpu_engine(), pool_algorithm(p.kind), src.desc,
-                                                  hint.dst_desc(), g.stride, g.kernel,
-                                                  Dims(g.k, 0), g.pb, g.pe, hint,
-                                                  user_scratchpad_attr());
-        e->primitive = dnnl::pooling_backward(pd);
-        std::vector<int> args = {DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_SRC};
-        if (hint.workspace_desc().get_size() > 0) args.push_back(DNNL_ARG_WORKSPACE);
-        e->set_args(pd, args);
-        return e;
-    });
+    auto entry = prepare_backward(scope, p, g, name, src);
 
     const auto workspace = Handler::workspace_for(
         scope, *entry, src,
