@@ -9,6 +9,7 @@
 #include "ops/attrs.hpp"
 #include "ops/call_words.hpp"
 #include "keys/keys.hpp"
+#include "ops/lrn.hpp"
 #include "ops/ops.hpp"
 
 namespace mkc::ops {
@@ -23,7 +24,8 @@ struct LrnEntry : PrimitiveEntry {
     std::atomic<bool> transferred{false}; // training: left for the grad op
 };
 
-const char *check_lrn(const mkc_lrn_params &p, const Tensor &src, const char *op) {
+template <typename V>
+const char *check_lrn(const mkc_lrn_params &p, const V &src, const char *op) {
     require(src.dtype == MKC_DTYPE_F32, op, ": src must be float32");
     require(src.dims.size() >= 3 && src.dims.size() <= 5, op,
             ": src must have rank 3..5 (N, C, ...), got ", src.dims.size());
@@ -31,24 +33,6 @@ const char *check_lrn(const mkc_lrn_params &p, const Tensor &src, const char *op
     require(p.k > 0.f, op, ": k must be > 0");
     return op;
 }
-
-// An LRN's attributes; `training` set for the training forward and its
-// grad op (which finds what it left under the same name).
-struct LrnAttrs {
-    LrnAttrs(const mkc_lrn_params &params, bool for_training)
-        : p(params), training(for_training) {}
-    const mkc_lrn_params &p;
-    bool training;
-    template <typename V>
-    void each(V &v) const {
-        v.field("size", p.size);
-        v.field("a", p.alpha);
-        v.field("b", p.beta);
-        v.field("k", p.k);
-        v.field("df", p.data_format);
-        v.field("training", training);
-    }
-};
 
 // The default name of an unnamed call (valid until the thread's next call).
 const char *default_name(const LrnAttrs &attrs) { return default_attrs_name("lrn", attrs); }
@@ -58,7 +42,8 @@ void sign_lrn(Handler &handler, const mkc_lrn_params &p, bool training) {
     sign_attrs(handler, LrnAttrs(p, training));
 }
 
-dnnl::lrn_forward::primitive_desc lrn_descriptor(const mkc_lrn_params &p, const Tensor &src,
+template <typename V>
+dnnl::lrn_forward::primitive_desc lrn_descriptor(const mkc_lrn_params &p, const V &src,
                                                  bool training) {
     return dnnl::lrn_forward::primitive_desc(
         cpu_engine(),
@@ -67,10 +52,11 @@ dnnl::lrn_forward::primitive_desc lrn_descriptor(const mkc_lrn_params &p, const 
         user_scratchpad_attr());
 }
 
-std::shared_ptr<LrnEntry> acquire_lrn(Handler &handler, const mkc_lrn_params &p,
-                                      const Tensor &src, bool training) {
+template <typename V>
+std::shared_ptr<LrnEntry> acquire_lrn(Handler &handler, const mkc_lrn_params &p, const V &src,
+                                      bool training) {
     sign_lrn(handler, p, training);
-    handler.sign_layout(src, DNNL_ARG_SRC);
+    sign_input_layout(handler, src, DNNL_ARG_SRC);
     return handler.acquire_primitive<LrnEntry>([&] {
         auto e = std::make_shared<LrnEntry>();
         e->pd = lrn_descriptor(p, src, training);
@@ -80,6 +66,48 @@ std::shared_ptr<LrnEntry> acquire_lrn(Handler &handler, const mkc_lrn_params &p,
         e->set_args(e->pd, args);
         return e;
     });
+}
+
+// The forward's entry under `name` (or the attributes' default name). A
+// training forward leaves its descriptor for the grad op (the workspace it
+// recomputes), once per entry: see pooling.
+template <typename V>
+std::shared_ptr<LrnEntry> prepare_lrn(const CacheScope &scope, const LrnAttrs &attrs,
+                                      const char *name, const V &src,
+                                      BlobCache::HitTicket &ticket, bool &hit) {
+    const bool named = name && name[0];
+    Handler handler(scope, "lrn", name, named ? nullptr : default_name(attrs), nullptr,
+                    src.dims);
+    auto e = acquire_lrn(handler, attrs.p, src, attrs.training);
+    handler.report_hit(ticket, hit);
+    if (attrs.training && !e->transferred.exchange(true)) {
+        auto t = std::make_shared<Transfer>();
+        t->forward = e;
+        handler.leave_transfer(t);
+    }
+    return e;
+}
+
+// data_format with TARGET read as `target`: the thread's target layout for
+// a call, src's own layout for infer (which has no thread).
+mkc_layout data_format_of(mkc_layout requested, mkc_layout target, int ndims) {
+    return layout::resolve(requested == MKC_LAYOUT_TARGET ? target : requested, ndims);
+}
+
+// Executes a forward entry on buffers; a training one writes its workspace
+// into a new buffer, returned (null if it takes none).
+std::shared_ptr<void> run_lrn_forward(const CacheScope &scope, PrimitiveEntry &entry,
+                                      const void *src, void *dst) {
+    std::shared_ptr<void> workspace;
+    Handler::Execution exec(entry, scope);
+    exec.raw(DNNL_ARG_SRC, const_cast<void *>(src)); // only read
+    exec.output(DNNL_ARG_DST, dst);
+    if (entry.has_arg(DNNL_ARG_WORKSPACE)) {
+        workspace = allocate(entry.arg_desc(DNNL_ARG_WORKSPACE).get_size(), false);
+        exec.raw(DNNL_ARG_WORKSPACE, workspace.get());
+    }
+    exec.run();
+    return workspace;
 }
 
 } // namespace
@@ -102,25 +130,42 @@ public:
 
 } // namespace
 
+ValueDesc LrnOp::infer(const Attrs &attrs, const ValueDesc &src) {
+    check_lrn(attrs.p, src, "lrn");
+    const mkc_layout data_format =
+        data_format_of(attrs.p.data_format, src.layout, static_cast<int>(src.dims.size()));
+    return {MKC_DTYPE_F32, data_format, src.dims, src.desc}; // arranged as src
+}
+
+Prepared LrnOp::prepare(const CacheScope &scope, const Attrs &attrs, const char *name,
+                        const ValueDesc &src) {
+    check_lrn(attrs.p, src, "lrn");
+    BlobCache::HitTicket ticket;
+    bool hit = false;
+    auto entry = prepare_lrn(scope, attrs, name, src, ticket, hit);
+    const mkc_layout data_format =
+        layout::resolve(*scope.state, attrs.p.data_format, static_cast<int>(src.dims.size()));
+    return {entry,
+            {entry->arg_desc(DNNL_ARG_SRC)},
+            {{MKC_DTYPE_F32, data_format, src.dims, entry->arg_desc(DNNL_ARG_DST)}}};
+}
+
+void LrnOp::run(const CacheScope &scope, PrimitiveEntry &entry, const Buffers &buffers) {
+    run_lrn_forward(scope, entry, buffers.in[0], buffers.out[0]);
+}
+
 void lrn(const CacheScope &scope, const mkc_lrn_params &p, const Tensor &src, mkc_tensor **dst) {
     const char *op = "lrn";
     ThreadState &state = *scope.state;
-    std::optional<Handler> handler; // training: leaves the descriptor through it
     // An inference call this thread made before, whose entry the cache still
     // holds and whose src is laid out as then, skips the checks, key and
-    // lookup.
+    // lookup. A training call leaves the descriptor for the grad op there.
     const std::shared_ptr<void> blob = remembered_inference_entry<LrnEntry>(
         p.training, state, scope, LrnCall(p, src), p.name,
         [&](const LrnEntry &e) { return e.takes_as_is(src, DNNL_ARG_SRC); },
         [&](BlobCache::HitTicket &ticket, bool &hit) {
             check_lrn(p, src, op);
-            const bool named = p.name && p.name[0];
-            handler.emplace(scope, op, p.name,
-                            named ? nullptr : default_name(LrnAttrs(p, p.training != 0)), nullptr,
-                            src.dims);
-            auto e = acquire_lrn(*handler, p, src, p.training);
-            handler->report_hit(ticket, hit);
-            return e;
+            return prepare_lrn(scope, LrnAttrs(p, p.training != 0), p.name, src, ticket, hit);
         });
     auto &entry = *static_cast<LrnEntry *>(blob.get());
     const mkc_layout data_format =
@@ -131,37 +176,42 @@ void lrn(const CacheScope &scope, const mkc_lrn_params &p, const Tensor &src, mk
         std::shared_ptr<void> workspace;
         Handler::run_training_forward(scope, entry, src, out.data, workspace);
         Handler::finish_output(scope, out, dst);
-        if (!entry.transferred.exchange(true)) {
-            // The descriptor goes to the grad op (the workspace it
-            // recomputes), once per entry: see pooling.
-            auto t = std::make_shared<Transfer>();
-            t->forward = std::shared_ptr<PrimitiveEntry>(blob, &entry);
-            handler->leave_transfer(t);
-        }
     } else {
         Handler::run_src_dst(scope, entry, src, dst, data_format, op);
     }
     layout::set_target(state, data_format);
 }
 
-void lrn_backward(const CacheScope &scope, const mkc_lrn_params &p, const Tensor &src,
-                  const Tensor &diff_dst, mkc_tensor **diff_src) {
+namespace {
+
+template <typename V>
+const char *check_lrn_backward(const mkc_lrn_params &p, const V &src, const V &diff_dst) {
     const char *op = check_lrn(p, src, "lrn_backward");
     require(diff_dst.dtype == MKC_DTYPE_F32 && diff_dst.dims == src.dims, op,
             ": diff_dst must be float32 with src's shape");
-    const mkc_layout data_format = layout::resolve(p.data_format, static_cast<int>(src.dims.size()));
-    const LrnAttrs attrs(p, true); // the training forward's
-    const char *name = p.name && p.name[0] ? p.name : default_name(attrs);
+    return op;
+}
 
+// The gradient's name: `name`, or the training forward's default.
+const char *gradient_name(const mkc_lrn_params &p, const char *name) {
+    return name && name[0] ? name : default_name(LrnAttrs(p, true));
+}
+
+// The gradient's entry, its primitive hinted by the descriptor the training
+// forward left (if it did).
+template <typename V>
+std::shared_ptr<PrimitiveEntry> prepare_lrn_backward(const CacheScope &scope,
+                                                     const mkc_lrn_params &p, const char *name,
+                                                     const V &src) {
     Handler forward(scope, "lrn", name, name, nullptr, src.dims);
     sign_lrn(forward, p, true);
     std::shared_ptr<Transfer> t = forward.find_transfer();
 
     Handler handler(scope, "lrn", name, name, "bwd", src.dims);
     handler.sign(OpKind::lrn_backward);
-    sign_attrs(handler, attrs);
-    handler.sign_layout(src, DNNL_ARG_SRC);
-    auto entry = handler.acquire_primitive<PrimitiveEntry>([&] {
+    sign_attrs(handler, LrnAttrs(p, true)); // the training forward's
+    sign_input_layout(handler, src, DNNL_ARG_SRC);
+    return handler.acquire_primitive<PrimitiveEntry>([&] {
         const auto hint =
             t ? std::static_pointer_cast<LrnEntry>(t->forward)->pd : lrn_descriptor(p, src, true);
         dnnl::lrn_backward::primitive_desc pd(cpu_engine(), dnnl::algorithm::lrn_across_channels,
@@ -174,14 +224,35 @@ void lrn_backward(const CacheScope &scope, const mkc_lrn_params &p, const Tensor
         e->set_args(pd, args);
         return e;
     });
+}
+
+// The training forward a gradient's workspace is computed with (this
+// thread's, or the program's, under the gradient's name).
+template <typename V>
+std::shared_ptr<PrimitiveEntry> gradient_forward(const CacheScope &scope, const mkc_lrn_params &p,
+                                                 const char *name, const V &src) {
+    Handler again(scope, "lrn", name, name, nullptr, src.dims);
+    return acquire_lrn(again, p, src, true);
+}
+
+// What LrnBackwardOp::prepare hands out: the gradient's entry and, when it
+// takes a workspace, the training forward's that computes it (each shared
+// with the cache). Itself in no cache.
+struct LrnGradient : PrimitiveEntry {
+    std::shared_ptr<PrimitiveEntry> backward, forward;
+};
+
+} // namespace
+
+void lrn_backward(const CacheScope &scope, const mkc_lrn_params &p, const Tensor &src,
+                  const Tensor &diff_dst, mkc_tensor **diff_src) {
+    const char *op = check_lrn_backward(p, src, diff_dst);
+    const mkc_layout data_format =
+        layout::resolve(p.data_format, static_cast<int>(src.dims.size()));
+    const char *name = gradient_name(p, p.name);
+    auto entry = prepare_lrn_backward(scope, p, name, src);
     const auto workspace = Handler::workspace_for(
-        scope, *entry, src,
-        [&] {
-            Handler again(scope, "lrn", name, name, nullptr,
-                          src.dims); // this thread's training forward
-            return std::static_pointer_cast<PrimitiveEntry>(acquire_lrn(again, p, src, true));
-        },
-        op);
+        scope, *entry, src, [&] { return gradient_forward(scope, p, name, src); }, op);
     Handler::Output out = Handler::prepare_output(diff_src, *entry, DNNL_ARG_DIFF_SRC,
                                                   data_format, MKC_DTYPE_F32, op);
     {
@@ -194,6 +265,49 @@ void lrn_backward(const CacheScope &scope, const mkc_lrn_params &p, const Tensor
     }
     Handler::finish_output(scope, out, diff_src);
     layout::set_target(data_format);
+}
+
+ValueDesc LrnBackwardOp::infer(const Attrs &attrs, const ValueDesc &src,
+                               const ValueDesc &diff_dst) {
+    check_lrn_backward(attrs.p, src, diff_dst);
+    const mkc_layout data_format =
+        data_format_of(attrs.p.data_format, src.layout, static_cast<int>(src.dims.size()));
+    return {MKC_DTYPE_F32, data_format, src.dims, src.desc}; // arranged as src
+}
+
+Prepared LrnBackwardOp::prepare(const CacheScope &scope, const Attrs &attrs, const char *name,
+                                const ValueDesc &src, const ValueDesc &diff_dst) {
+    const char *op = check_lrn_backward(attrs.p, src, diff_dst);
+    const mkc_layout data_format =
+        layout::resolve(*scope.state, attrs.p.data_format, static_cast<int>(src.dims.size()));
+    name = gradient_name(attrs.p, name);
+    auto plan = std::make_shared<LrnGradient>();
+    plan->backward = prepare_lrn_backward(scope, attrs.p, name, src);
+    const PrimitiveEntry &bwd = *plan->backward;
+    if (bwd.has_arg(DNNL_ARG_WORKSPACE)) {
+        plan->forward = gradient_forward(scope, attrs.p, name, src);
+        require(plan->forward->arg_desc(DNNL_ARG_WORKSPACE) == bwd.arg_desc(DNNL_ARG_WORKSPACE),
+                op, ": internal: the forward's workspace layout does not match the backward's");
+    }
+    return {plan,
+            {bwd.arg_desc(DNNL_ARG_SRC), bwd.arg_desc(DNNL_ARG_DIFF_DST)},
+            {{MKC_DTYPE_F32, data_format, src.dims, bwd.arg_desc(DNNL_ARG_DIFF_SRC)}}};
+}
+
+void LrnBackwardOp::run(const CacheScope &scope, PrimitiveEntry &entry, const Buffers &buffers) {
+    auto &plan = static_cast<LrnGradient &>(entry);
+    std::shared_ptr<void> workspace;
+    if (plan.forward) {
+        auto scratch_dst = allocate(plan.forward->arg_desc(DNNL_ARG_DST).get_size(), false);
+        workspace = run_lrn_forward(scope, *plan.forward, buffers.in[0], scratch_dst.get());
+    }
+    Handler::Execution exec(*plan.backward, scope);
+    // The inputs are only read.
+    exec.raw(DNNL_ARG_SRC, const_cast<void *>(buffers.in[0]));
+    exec.raw(DNNL_ARG_DIFF_DST, const_cast<void *>(buffers.in[1]));
+    if (workspace) exec.raw(DNNL_ARG_WORKSPACE, workspace.get());
+    exec.output(DNNL_ARG_DIFF_SRC, buffers.out[0]);
+    exec.run();
 }
 
 } // namespace mkc::ops
