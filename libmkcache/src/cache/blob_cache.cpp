@@ -135,7 +135,7 @@ std::vector<std::shared_ptr<void>> BlobCache::remove_if(Pred pred) {
         Session &s = *kv.second;
         for (auto g = s.groups.begin(); g != s.groups.end();) {
             for (auto e = g->entries.begin(); e != g->entries.end();) {
-                if (pred(e->second)) {
+                if (pred(g->shape, e->second)) {
                     g->bytes -= e->second.info.bytes;
                     released.push_back(std::move(e->second.blob));
                     e = g->entries.erase(e);
@@ -155,21 +155,37 @@ std::vector<std::shared_ptr<void>> BlobCache::remove_if(Pred pred) {
 }
 
 void BlobCache::reset() {
-    auto released = remove_if([](const Entry &) { return true; });
+    auto released = remove_if([](const std::string &, const Entry &) { return true; });
 }
 
 void BlobCache::reset_executor(uint64_t executor) {
-    auto released = remove_if([executor](const Entry &e) { return e.info.executor == executor; });
+    auto released = remove_if([executor](const std::string &, const Entry &e) {
+        return e.info.executor == executor;
+    });
+}
+
+void BlobCache::reset_executor_group(uint64_t executor, const std::string &group) {
+    auto released = remove_if([&](const std::string &shape, const Entry &e) {
+        return e.info.executor == executor && shape == group;
+    });
+    if (!released.empty()) {
+        released.clear(); // the primitives go before oneDNN's cache lets go of its copies
+        flush_onednn_primitive_cache();
+    }
 }
 
 void BlobCache::drop_thread(uint64_t thread_hash) {
     auto released = remove_if(
-        [thread_hash](const Entry &e) { return e.info.thread_bound && e.thread == thread_hash; });
+        [thread_hash](const std::string &, const Entry &e) {
+            return e.info.thread_bound && e.thread == thread_hash;
+        });
 }
 
 void BlobCache::drop_threads_except(uint64_t thread_hash) {
     auto released = remove_if(
-        [thread_hash](const Entry &e) { return e.info.thread_bound && e.thread != thread_hash; });
+        [thread_hash](const std::string &, const Entry &e) {
+            return e.info.thread_bound && e.thread != thread_hash;
+        });
 }
 
 void BlobCache::fill(mkc_cache_stats &out, const Counters &c) {

@@ -69,6 +69,8 @@ public:
 
     void reset();
     void reset_executor(uint64_t executor);
+    // The entries of `executor` in input-shape group `group` (every session).
+    void reset_executor_group(uint64_t executor, const std::string &group);
     void drop_thread(uint64_t thread_hash); // entries a finished thread created
     // The thread-bound entries of every thread but this one: in a child
     // process, those of the threads that did not come along through fork().
@@ -109,8 +111,8 @@ private:
     };
 
     BlobCache() = default;
-    // Removes entries matching `pred` everywhere; returns them for release
-    // outside the lock.
+    // Removes entries matching `pred(group's shape, entry)` everywhere;
+    // returns them for release outside the lock.
     template <typename Pred>
     std::vector<std::shared_ptr<void>> remove_if(Pred pred);
     static void fill(mkc_cache_stats &out, const Counters &c);

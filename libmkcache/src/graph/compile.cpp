@@ -1,0 +1,263 @@
+// The compile passes, in order: bind the inputs' dims, then per node infer
+// (its operator's checks, errors naming the node) and prepare (its entry in
+// the program's scope, on its inputs' actual arrangements), then place a
+// converter wherever an input's arrangement is not the one the node reads
+// (constants converted here, once), then the graph outputs, then liveness
+// and the arena offsets.
+#include <algorithm>
+#include <map>
+#include <utility>
+
+#include "common/error.hpp"
+#include "graph/memory_plan.hpp"
+#include "graph/plan.hpp"
+#include "layout/layout.hpp"
+
+namespace mkc::graph {
+
+namespace {
+
+using ops::ValueDesc;
+
+// Re-throws what a node's phase threw with the node named first.
+template <typename F> auto for_node(const Graph &g, int node, F &&f) {
+    try {
+        return f();
+    } catch (const Error &e) {
+        throw Error(e.status(), g.describe_node(node) + ": " + e.what());
+    } catch (const dnnl::error &e) {
+        throw Error(MKC_STATUS_ONEDNN_ERROR, g.describe_node(node) + ": oneDNN: " + e.what());
+    }
+}
+
+void run_converter(const CacheScope &scope, PrimitiveEntry &entry, const ops::Buffers &b) {
+    run_reorder(scope, entry, b.in[0], b.out[0]);
+}
+
+class Compiler {
+public:
+    Compiler(const Graph &g, const CompileOptions &options, Plan &plan)
+        : g_(g), options_(options), plan_(plan), desc_(g.values.size()), where_(g.values.size()) {}
+
+    void bind_inputs(const std::vector<std::vector<int64_t>> &dims) {
+        int k = 0;
+        for (size_t v = 0; v < g_.values.size(); ++v) {
+            const Value &value = g_.values[v];
+            if (value.kind == Value::Kind::input) {
+                const Dims onednn = layout::to_onednn_order(dims.at(k), value.layout);
+                desc_[v] = ops::plain_value(value.dtype, value.layout, onednn);
+                plan_.inputs.push_back(desc_[v]);
+                where_[v] = {BufferRef::Kind::input, k++, 0};
+            } else if (value.kind == Value::Kind::constant) {
+                desc_[v] = ops::describe(*value.constant);
+            }
+        }
+    }
+
+    void nodes() {
+        for (size_t n = 0; n < g_.nodes.size(); ++n)
+            node(static_cast<int>(n));
+    }
+
+    void outputs() {
+        for (size_t k = 0; k < g_.outputs.size(); ++k) {
+            const int v = g_.outputs[k].value;
+            const ValueDesc &have = desc_[v];
+            const ValueDesc plain = ops::plain_value(have.dtype, have.layout, have.dims);
+            plan_.outputs.push_back(plain);
+            const BufferRef out{BufferRef::Kind::output, static_cast<int>(k), 0};
+            // A node's result already plain is written where the caller wants
+            // it, unless another output took that place first.
+            if (where_[v].kind == BufferRef::Kind::arena && have.desc == plain.desc &&
+                !redirected_[v]) {
+                redirect(v, out);
+                continue;
+            }
+            add_converter(v, plain.desc, out, "to the output's plain layout");
+        }
+    }
+
+    void memory() {
+        std::vector<BufferLife> lives;
+        for (const Buffer &b : buffers_)
+            lives.push_back(b.life);
+        const MemoryPlan m = plan_memory(lives, options_.reuse);
+        plan_.arena_bytes = m.arena_bytes;
+        plan_.lower_bound_bytes = m.lower_bound_bytes;
+        plan_.naive_bytes = m.naive_bytes;
+        for (Step &s : plan_.steps)
+            for (auto *refs : {&s.in, &s.out})
+                for (BufferRef &r : *refs)
+                    if (r.kind == BufferRef::Kind::arena)
+                        r.offset = m.offsets[r.index];
+    }
+
+private:
+    struct Buffer {
+        BufferLife life;
+    };
+
+    void node(int n) {
+        const Node &node = g_.nodes[n];
+        NodeInputs inputs;
+        for (int v : node.inputs)
+            inputs.push_back(v == kNoValue ? nullptr : &desc_[v]);
+        for_node(g_, n, [&] { return infer_node(node, inputs); });
+        ops::Prepared prepared =
+            for_node(g_, n, [&] { return prepare_node(plan_.scope, node, inputs); });
+
+        Step step;
+        step.node = n;
+        step.run = node_run(node.op);
+        step.entry = prepared.entry;
+        step.what = g_.describe_node(n);
+        // Every port the entry has (absent optional ones: none), converters
+        // placed first; the reads are counted from the node's own step.
+        for (size_t i = 0; i < prepared.takes.size(); ++i) {
+            const int v = i < node.inputs.size() ? node.inputs[i] : kNoValue;
+            const dnnl::memory::desc &want = prepared.takes[i];
+            if (v == kNoValue || want.is_zero()) {
+                step.in.push_back({});
+                step.in_formats.push_back("-");
+                continue;
+            }
+            step.in.push_back(read(v, want));
+            step.in_formats.push_back(format_name(want));
+        }
+        const int step_index = static_cast<int>(plan_.steps.size());
+        for (const BufferRef &r : step.in)
+            touch(r, step_index);
+        for (size_t o = 0; o < prepared.outputs.size(); ++o) {
+            if (o >= node.outputs.size()) { // produced by the primitive, not by the node
+                step.out.push_back({});
+                continue;
+            }
+            const int v = node.outputs[o];
+            desc_[v] = prepared.outputs[o];
+            where_[v] = new_buffer(prepared.outputs[o].desc.get_size(), step_index);
+            step.out.push_back(where_[v]);
+            step.out_formats.push_back(format_name(prepared.outputs[o].desc));
+        }
+        plan_.steps.push_back(std::move(step));
+    }
+
+    // Where a step reads value `v` arranged as `want`: the value itself, a
+    // converted copy made at compile time (constants) or by a converter
+    // step placed before the reader (shared by every reader of the pair).
+    BufferRef read(int v, const dnnl::memory::desc &want) {
+        const ValueDesc &have = desc_[v];
+        const Value &value = g_.values[v];
+        if (value.kind == Value::Kind::constant)
+            return constant(v, want);
+        if (have.desc != want) {
+            auto key = std::make_pair(v, format_name(want) + dims_text(want));
+            auto found = converted_.find(key);
+            if (found == converted_.end()) {
+                const BufferRef out =
+                    new_buffer(want.get_size(), static_cast<int>(plan_.steps.size()));
+                add_converter(v, want, out, "the reader takes another arrangement");
+                found = converted_.emplace(key, out).first;
+            }
+            return found->second;
+        }
+        return where_[v];
+    }
+
+    BufferRef constant(int v, const dnnl::memory::desc &want) {
+        const Tensor &t = *g_.values[v].constant;
+        auto key = std::make_pair(v, format_name(want) + dims_text(want));
+        auto found = constants_.find(key);
+        if (found != constants_.end())
+            return found->second;
+        const int index = static_cast<int>(plan_.constant_data.size());
+        if (t.desc == want) {
+            plan_.constant_data.push_back(t.data); // the tensor is held by the graph
+        } else {
+            auto storage = allocate(want.get_size(), false);
+            reorder(plan_.scope, t.desc, t.data, want, storage.get());
+            plan_.constant_data.push_back(storage.get());
+            plan_.constants.push_back(std::move(storage));
+        }
+        const BufferRef ref{BufferRef::Kind::constant, index, 0};
+        constants_.emplace(key, ref);
+        return ref;
+    }
+
+    void add_converter(int v, const dnnl::memory::desc &want, const BufferRef &out,
+                       const char *why) {
+        const ValueDesc &have = desc_[v];
+        Step step;
+        step.run = run_converter;
+        step.entry = reorder_entry(plan_.scope, have.desc, want);
+        step.what = "convert";
+        const Value &value = g_.values[v];
+        const BufferRef from =
+            value.kind == Value::Kind::constant ? constant(v, have.desc) : where_[v];
+        touch(from, static_cast<int>(plan_.steps.size()));
+        step.in = {from};
+        step.out = {out};
+        step.in_formats = {format_name(have.desc)};
+        step.out_formats = {format_name(want)};
+        step.why = why;
+        plan_.steps.push_back(std::move(step));
+        ++plan_.converters;
+    }
+
+    // A node result that is a graph output, written straight to it.
+    void redirect(int v, const BufferRef &out) {
+        const BufferRef old = where_[v];
+        for (Step &s : plan_.steps)
+            for (auto *refs : {&s.in, &s.out})
+                for (BufferRef &r : *refs)
+                    if (r.kind == BufferRef::Kind::arena && r.index == old.index)
+                        r = out;
+        buffers_[old.index].life.bytes = 0; // no arena bytes
+        where_[v] = out;
+        redirected_[v] = true;
+    }
+
+    BufferRef new_buffer(size_t bytes, int step) {
+        buffers_.push_back({{bytes, step, step}});
+        return {BufferRef::Kind::arena, static_cast<int>(buffers_.size()) - 1, 0};
+    }
+
+    // The buffer is read by step `step`.
+    void touch(const BufferRef &r, int step) {
+        if (r.kind != BufferRef::Kind::arena)
+            return;
+        BufferLife &life = buffers_[r.index].life;
+        life.last = std::max(life.last, step);
+    }
+
+    static std::string dims_text(const dnnl::memory::desc &d) { return shape_text(d.get_dims()); }
+
+    const Graph &g_;
+    const CompileOptions &options_;
+    Plan &plan_;
+    std::vector<ValueDesc> desc_;
+    std::vector<BufferRef> where_;
+    std::map<int, bool> redirected_;
+    std::vector<Buffer> buffers_;
+    std::map<std::pair<int, std::string>, BufferRef> converted_, constants_;
+};
+
+} // namespace
+
+std::unique_ptr<Plan> compile_plan(const Graph &graph,
+                                   const std::vector<std::vector<int64_t>> &dims,
+                                   const CacheScope &scope, const std::string &shape_group,
+                                   const CompileOptions &options) {
+    auto plan = std::make_unique<Plan>();
+    plan->shape_group = shape_group;
+    plan->scope = scope;
+    plan->scope.shape_group = &plan->shape_group;
+    plan->scope.memo_context = fresh_memo_context();
+    Compiler c(graph, options, *plan);
+    c.bind_inputs(dims);
+    c.nodes();
+    c.outputs();
+    c.memory();
+    return plan;
+}
+
+} // namespace mkc::graph

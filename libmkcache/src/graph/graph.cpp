@@ -1,0 +1,173 @@
+#include "graph/graph.hpp"
+
+#include <utility>
+
+#include "common/error.hpp"
+#include "layout/layout.hpp"
+
+namespace mkc::graph {
+
+const char *node_op_name(NodeOp op) {
+    switch (op) {
+    case NodeOp::conv2d:
+        return "conv2d";
+    case NodeOp::conv3d:
+        return "conv3d";
+    case NodeOp::conv2d_transpose:
+        return "conv2d_transpose";
+    case NodeOp::activation:
+        return "activation";
+    case NodeOp::softmax:
+        return "softmax";
+    case NodeOp::binary:
+        return "binary";
+    case NodeOp::pool:
+        return "pool";
+    case NodeOp::linear:
+        return "linear";
+    case NodeOp::matmul:
+        return "matmul";
+    case NodeOp::layer_norm:
+        return "layer_norm";
+    case NodeOp::batch_norm:
+        return "batch_norm";
+    case NodeOp::lrn:
+        return "lrn";
+    case NodeOp::concat:
+        return "concat";
+    case NodeOp::transpose:
+        return "transpose";
+    case NodeOp::reshape:
+        return "reshape";
+    }
+    return "unknown";
+}
+
+Arity arity(NodeOp op) {
+    switch (op) {
+    case NodeOp::conv2d:
+    case NodeOp::conv3d:
+    case NodeOp::conv2d_transpose:
+    case NodeOp::linear:
+    case NodeOp::matmul:
+        return {2, 3, 1}; // ..., optional bias
+    case NodeOp::binary:
+        return {2, 2, 1};
+    case NodeOp::layer_norm:
+        return {1, 3, 1}; // src, optional scale, shift
+    case NodeOp::batch_norm:
+        return {3, 5, 1}; // src, mean, variance, optional scale, shift
+    case NodeOp::concat:
+        return {1, 4096, 1};
+    default:
+        return {1, 1, 1};
+    }
+}
+
+namespace {
+
+// Ports a node may leave empty (kNoValue) below its maximum.
+bool optional_port(NodeOp op, int port) {
+    switch (op) {
+    case NodeOp::layer_norm:
+        return port >= 1;
+    case NodeOp::batch_norm:
+        return port >= 3;
+    default:
+        return port >= arity(op).min_inputs;
+    }
+}
+
+} // namespace
+
+int Graph::add_input(const std::string &name, mkc_dtype dtype, const std::vector<int64_t> &dims,
+                     mkc_layout layout) {
+    require(!name.empty(), "graph input: the name is empty");
+    for (const Value &v : values)
+        require(!(v.kind == Value::Kind::input && v.name == name), "graph input '", name,
+                "': an input of that name exists");
+    require(dtype == MKC_DTYPE_F32, "graph input '", name, "': dtype must be float32");
+    const int rank = static_cast<int>(dims.size());
+    require(rank >= 1 && rank <= MKC_MAX_NDIMS, "graph input '", name, "': rank must be 1..",
+            MKC_MAX_NDIMS, ", got ", rank);
+    for (int64_t d : dims)
+        require(d >= 1 || d == -1, "graph input '", name,
+                "': dims must be >= 1 (or -1 for one bound at run time), got ", d);
+    require(layout == MKC_LAYOUT_CHANNELS_FIRST || layout == MKC_LAYOUT_CHANNELS_LAST,
+            "graph input '", name, "': layout must be channels-first or channels-last");
+    require(layout == MKC_LAYOUT_CHANNELS_FIRST || rank >= 3, "graph input '", name,
+            "': a channels-last input needs rank >= 3");
+    Value v;
+    v.kind = Value::Kind::input;
+    v.name = name;
+    v.dtype = dtype;
+    v.layout = layout;
+    v.dims = dims;
+    values.push_back(std::move(v));
+    return static_cast<int>(values.size()) - 1;
+}
+
+int Graph::add_constant(std::shared_ptr<Tensor> tensor, const std::string &name) {
+    require(tensor != nullptr, "graph constant: the tensor is NULL");
+    Value v;
+    v.kind = Value::Kind::constant;
+    v.name = name;
+    v.dtype = tensor->dtype;
+    v.layout = tensor->layout;
+    v.dims = caller_dims(*tensor);
+    v.constant = std::move(tensor);
+    values.push_back(std::move(v));
+    return static_cast<int>(values.size()) - 1;
+}
+
+std::vector<int> Graph::add_node(NodeOp op, NodeParams params, const std::string &name,
+                                 const std::vector<int> &inputs) {
+    const int index = static_cast<int>(nodes.size());
+    const Arity a = arity(op);
+    const int n = static_cast<int>(inputs.size());
+    const char *op_name = node_op_name(op);
+    require(n >= a.min_inputs && n <= a.max_inputs, "node ", index, " (", op_name, "): takes ",
+            a.min_inputs, a.min_inputs == a.max_inputs ? "" : "..",
+            a.min_inputs == a.max_inputs ? std::string() : std::to_string(a.max_inputs),
+            " inputs, got ", n);
+    for (int i = 0; i < n; ++i) {
+        const int v = inputs[i];
+        if (v == kNoValue) {
+            require(optional_port(op, i), "node ", index, " (", op_name, "): input ", i,
+                    " is required");
+            continue;
+        }
+        require(v >= 0 && v < static_cast<int>(values.size()), "node ", index, " (", op_name,
+                "): input ", i, " is not a value of this graph (", v, ")");
+    }
+    Node node{op, std::move(params), name, inputs, {}};
+    for (int port = 0; port < a.outputs; ++port) {
+        Value v;
+        v.kind = Value::Kind::result;
+        v.producer = index;
+        v.port = port;
+        values.push_back(std::move(v));
+        node.outputs.push_back(static_cast<int>(values.size()) - 1);
+    }
+    nodes.push_back(std::move(node));
+    return nodes.back().outputs;
+}
+
+void Graph::add_output(int value, const std::string &name) {
+    require(value >= 0 && value < static_cast<int>(values.size()), "graph output '", name,
+            "': not a value of this graph (", value, ")");
+    require(!name.empty(), "graph output: the name is empty");
+    for (const Output &o : outputs)
+        require(o.name != name, "graph output '", name, "': an output of that name exists");
+    outputs.push_back({value, name});
+}
+
+std::string Graph::describe_node(int node) const {
+    const Node &n = nodes.at(static_cast<size_t>(node));
+    std::string s = "node " + std::to_string(node) + " (" + node_op_name(n.op);
+    if (!n.name.empty())
+        s += " '" + n.name + "'";
+    return s + ")";
+}
+
+} // namespace mkc::graph

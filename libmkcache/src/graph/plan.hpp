@@ -1,0 +1,68 @@
+// A compiled plan: the steps a program runs for one set of input shapes,
+// where each step reads and writes, and the memory figures.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/cache_scope.hpp"
+#include "graph/graph.hpp"
+#include "graph/node_phases.hpp"
+#include "ops/phases.hpp"
+
+namespace mkc::graph {
+
+// Where a step's buffer is during a run.
+struct BufferRef {
+    enum class Kind {
+        none,     // an absent optional input, or an output nobody reads
+        input,    // the run's input `index` (plain, in the graph input's layout)
+        constant, // the plan's constant `index`, converted at compile time
+        arena,    // the run's arena, at `offset`
+        output,   // the run's output `index` (plain, in its caller layout)
+    } kind = Kind::none;
+    int index = 0;
+    size_t offset = 0;
+};
+
+struct Step {
+    int node = -1; // -1: a converter between two arrangements
+    NodeRun run = nullptr;
+    std::shared_ptr<PrimitiveEntry> entry;
+    std::vector<BufferRef> in, out;
+    // For the plan text.
+    std::string what; // "conv2d 'stem'", "convert"
+    std::vector<std::string> in_formats, out_formats;
+    std::string why; // a converter's reason
+};
+
+struct Plan {
+    std::string shape_group; // the input dims this plan is for ("1x3x224x224;...")
+    CacheScope scope;        // its entries' scope (state: the compiling thread's)
+    std::vector<Step> steps;
+    std::vector<std::shared_ptr<void>> constants; // storage of converted constants
+    std::vector<const void *> constant_data;      // per BufferRef constant index
+    std::vector<ops::ValueDesc> inputs;           // per graph input, plain
+    std::vector<ops::ValueDesc> outputs;          // per graph output, plain
+    size_t arena_bytes = 0, lower_bound_bytes = 0, naive_bytes = 0;
+    int converters = 0;
+};
+
+struct CompileOptions {
+    bool reuse = true; // intermediate buffers share the arena when their lives allow
+};
+
+// Compiles `graph` for inputs of these caller dims (one per graph input, in
+// the order they were added). Its entries live in `scope` with the plan's
+// own shape group `shape_group`. Errors name the node.
+std::unique_ptr<Plan> compile_plan(const Graph &graph,
+                                   const std::vector<std::vector<int64_t>> &dims,
+                                   const CacheScope &scope, const std::string &shape_group,
+                                   const CompileOptions &options);
+
+// One line per step, then the totals.
+std::string plan_text(const Graph &graph, const Plan &plan);
+
+} // namespace mkc::graph

@@ -1,0 +1,64 @@
+#include <sstream>
+
+#include "graph/plan.hpp"
+
+namespace mkc::graph {
+
+namespace {
+
+std::string where(const BufferRef &r, const Graph &g) {
+    switch (r.kind) {
+    case BufferRef::Kind::none:
+        return "-";
+    case BufferRef::Kind::input: {
+        int k = 0;
+        for (const Value &v : g.values)
+            if (v.kind == Value::Kind::input && k++ == r.index)
+                return "input '" + v.name + "'";
+        return "input";
+    }
+    case BufferRef::Kind::constant:
+        return "const#" + std::to_string(r.index);
+    case BufferRef::Kind::arena:
+        return "arena@" + std::to_string(r.offset);
+    case BufferRef::Kind::output:
+        return "output '" + g.outputs[r.index].name + "'";
+    }
+    return "?";
+}
+
+std::string list(const std::vector<BufferRef> &refs, const std::vector<std::string> &formats,
+                 const Graph &g) {
+    std::string s;
+    for (size_t i = 0; i < refs.size(); ++i) {
+        if (refs[i].kind == BufferRef::Kind::none)
+            continue;
+        if (!s.empty())
+            s += ", ";
+        s += where(refs[i], g);
+        if (i < formats.size())
+            s += " " + formats[i];
+    }
+    return s;
+}
+
+} // namespace
+
+std::string plan_text(const Graph &graph, const Plan &plan) {
+    std::ostringstream out;
+    out << "plan " << plan.shape_group << ": " << plan.steps.size() << " steps\n";
+    for (size_t i = 0; i < plan.steps.size(); ++i) {
+        const Step &s = plan.steps[i];
+        out << i << ": " << s.what << "  [" << list(s.in, s.in_formats, graph) << "] -> ["
+            << list(s.out, s.out_formats, graph) << "]";
+        if (!s.why.empty())
+            out << "  (" << s.why << ")";
+        out << "\n";
+    }
+    out << "converters " << plan.converters << ", arena " << plan.arena_bytes
+        << " bytes, lower bound " << plan.lower_bound_bytes << " bytes, naive " << plan.naive_bytes
+        << " bytes\n";
+    return out.str();
+}
+
+} // namespace mkc::graph

@@ -1,0 +1,201 @@
+#include "graph/program.hpp"
+
+#include <atomic>
+#include <utility>
+
+#include "cache/blob_cache.hpp"
+#include "common/error.hpp"
+#include "common/thread_state.hpp"
+#include "handler/handler.hpp"
+#include "layout/layout.hpp"
+
+namespace mkc::graph {
+
+uint64_t new_program_executor() {
+    static std::atomic<uint64_t> next{1};
+    return (uint64_t(1) << 63) | next.fetch_add(1, std::memory_order_relaxed);
+}
+
+Program::Program(Graph graph, const ProgramOptions &options)
+    : graph_(std::move(graph)), options_(options), executor_(new_program_executor()) {
+    require(!graph_.outputs.empty(), "compile: the graph has no outputs");
+    for (size_t v = 0; v < graph_.values.size(); ++v)
+        if (graph_.values[v].kind == Value::Kind::input)
+            input_values_.push_back(static_cast<int>(v));
+    require(options_.capacity >= 0, "compile: capacity must be >= 0");
+}
+
+Program::~Program() {
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        plans_.clear();
+        last_.reset();
+    }
+    BlobCache::instance().reset_executor(executor_);
+}
+
+namespace {
+
+std::string shape_group_of(const std::vector<std::vector<int64_t>> &dims) {
+    std::string s = "program";
+    for (const auto &d : dims) {
+        s += ':';
+        for (size_t i = 0; i < d.size(); ++i) {
+            if (i)
+                s += 'x';
+            s += std::to_string(d[i]);
+        }
+    }
+    return s;
+}
+
+} // namespace
+
+std::shared_ptr<const Plan> Program::plan_for(const Tensor *const *inputs) {
+    std::vector<std::vector<int64_t>> dims;
+    for (size_t k = 0; k < input_values_.size(); ++k) {
+        const Value &in = graph_.values[input_values_[k]];
+        require(inputs[k] != nullptr, "run: input '", in.name, "' is missing");
+        const Tensor &t = *inputs[k];
+        require(t.dtype == in.dtype, "run: input '", in.name, "' must be float32");
+        const Dims cd = caller_dims(t);
+        const bool labelled = t.layout == in.layout || cd.size() < 3;
+        if (!labelled || cd.size() != in.dims.size())
+            fail(MKC_STATUS_INVALID_ARGUMENT, "run: input '", in.name, "' must be ",
+                 layout::name(in.layout), " of rank ", in.dims.size(), ", got ",
+                 layout::name(t.layout), " ", shape_text(cd));
+        for (size_t i = 0; i < cd.size(); ++i)
+            if (in.dims[i] != -1 && in.dims[i] != cd[i])
+                fail(MKC_STATUS_INVALID_ARGUMENT, "run: input '", in.name, "' dim ", i, " must be ",
+                     in.dims[i], ", got ", cd[i], " (shape ", shape_text(cd), ")");
+        dims.push_back(cd);
+    }
+    return find_or_compile(dims);
+}
+
+std::shared_ptr<const Plan>
+Program::find_or_compile(const std::vector<std::vector<int64_t>> &dims) {
+    const std::string group = shape_group_of(dims);
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto found = plans_.find(group);
+    if (found != plans_.end())
+        return found->second;
+    CacheScope scope;
+    scope.session = 0;
+    scope.executor = executor_;
+    scope.capacity = 0;
+    scope.thread_bound = false;
+    scope.state = &thread_state();
+    std::shared_ptr<const Plan> plan = compile_plan(graph_, dims, scope, group, options_.compile);
+    plans_.emplace(group, plan);
+    order_.push_back(group);
+    last_ = plan;
+    if (options_.capacity > 0 && static_cast<int64_t>(order_.size()) > options_.capacity) {
+        // The oldest plan goes, and its entries with it (a run still using
+        // it keeps what it holds).
+        const std::string oldest = order_.front();
+        order_.erase(order_.begin());
+        plans_.erase(oldest);
+        BlobCache::instance().reset_executor_group(executor_, oldest);
+    }
+    return plan;
+}
+
+std::shared_ptr<const Plan> Program::last_plan() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return last_;
+}
+
+size_t Program::plan_count() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return plans_.size();
+}
+
+Program::Arena Program::take_arena(size_t bytes) {
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        for (size_t i = 0; i < arenas_.size(); ++i) {
+            if (arenas_[i].bytes >= bytes) {
+                Arena a = std::move(arenas_[i]);
+                arenas_.erase(arenas_.begin() + static_cast<std::ptrdiff_t>(i));
+                return a;
+            }
+        }
+    }
+    return {allocate(bytes > 0 ? bytes : 1, false), bytes};
+}
+
+void Program::give_back(Arena arena) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    arenas_.push_back(std::move(arena));
+}
+
+void Program::run(const Tensor *const *inputs, mkc_tensor **outputs) {
+    const std::shared_ptr<const Plan> plan = plan_for(inputs);
+    CacheScope scope = plan->scope;
+    scope.state = &thread_state();
+
+    // Inputs as the plan reads them: plain in their layout.
+    std::vector<std::unique_ptr<Tensor>> converted(plan->inputs.size());
+    std::vector<const void *> in_data(plan->inputs.size());
+    for (size_t k = 0; k < plan->inputs.size(); ++k) {
+        const Tensor &t = *inputs[k];
+        in_data[k] = as_layout(scope, t, plan->inputs[k].desc, converted[k]).data;
+    }
+    // Outputs: the caller's (plain, the right dims) or new ones.
+    std::vector<std::unique_ptr<Tensor>> created(plan->outputs.size());
+    std::vector<void *> out_data(plan->outputs.size());
+    for (size_t k = 0; k < plan->outputs.size(); ++k) {
+        const ops::ValueDesc &want = plan->outputs[k];
+        if (outputs[k] == nullptr) {
+            created[k] = make_owned_tensor(want.desc, want.layout, want.dtype);
+            out_data[k] = created[k]->data;
+            continue;
+        }
+        const Tensor &t = *outputs[k];
+        if (!(t.dtype == want.dtype && t.layout == want.layout && t.desc == want.desc))
+            fail(MKC_STATUS_INVALID_ARGUMENT, "run: output '", graph_.outputs[k].name,
+                 "' must be a plain ", layout::name(want.layout), " tensor of shape ",
+                 shape_text(layout::to_caller_order(want.dims, want.layout)));
+        out_data[k] = t.data;
+    }
+
+    Arena arena = take_arena(plan->arena_bytes);
+    struct Return {
+        Program &p;
+        Arena &a;
+        ~Return() { p.give_back(std::move(a)); }
+    } give_back_at_exit{*this, arena};
+    char *base = static_cast<char *>(arena.data.get());
+    auto address = [&](const BufferRef &r) -> void * {
+        switch (r.kind) {
+        case BufferRef::Kind::none:
+            return nullptr;
+        case BufferRef::Kind::input:
+            return const_cast<void *>(in_data[r.index]);
+        case BufferRef::Kind::constant:
+            return const_cast<void *>(plan->constant_data[r.index]);
+        case BufferRef::Kind::arena:
+            return base + r.offset;
+        case BufferRef::Kind::output:
+            return out_data[r.index];
+        }
+        return nullptr;
+    };
+    std::vector<const void *> ins;
+    std::vector<void *> outs;
+    for (const Step &step : plan->steps) {
+        ins.clear();
+        outs.clear();
+        for (const BufferRef &r : step.in)
+            ins.push_back(address(r));
+        for (const BufferRef &r : step.out)
+            outs.push_back(address(r));
+        step.run(scope, *step.entry, ops::Buffers{ins.data(), outs.data()});
+    }
+    for (size_t k = 0; k < created.size(); ++k)
+        if (created[k])
+            Handler::publish(created[k], &outputs[k]);
+}
+
+} // namespace mkc::graph

@@ -1,0 +1,74 @@
+// A compiled program: a graph, compiled on the first run of each distinct
+// set of input shapes (the plan kept under that shape group), run many
+// times from any number of threads.
+//
+// Thread safety: run() and the queries may be called from many threads at
+// once. Plans are compiled under the program's lock; a run then works on
+// its own arena (from the program's pool) and binds the calling thread's
+// stream and scratchpad. Destroying the program while a run is under way is
+// the caller's error.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "graph/graph.hpp"
+#include "graph/plan.hpp"
+
+namespace mkc::graph {
+
+struct ProgramOptions {
+    CompileOptions compile;
+    int64_t capacity = 0; // > 0: at most this many plans (input-shape groups) kept
+};
+
+class Program {
+public:
+    Program(Graph graph, const ProgramOptions &options);
+    ~Program(); // drops every cache entry the program made
+    Program(const Program &) = delete;
+    Program &operator=(const Program &) = delete;
+
+    const Graph &graph() const { return graph_; }
+    uint64_t executor() const { return executor_; }
+
+    // One tensor per graph input (the order they were added) and one slot
+    // per graph output: null gets a new tensor, else a plain tensor of the
+    // output's dims and layout to write into.
+    void run(const Tensor *const *inputs, mkc_tensor **outputs);
+
+    // The plan for these inputs' shapes (compiled if new).
+    std::shared_ptr<const Plan> plan_for(const Tensor *const *inputs);
+    // The plan compiled last (null before any).
+    std::shared_ptr<const Plan> last_plan() const;
+    size_t plan_count() const;
+
+private:
+    struct Arena {
+        std::shared_ptr<void> data;
+        size_t bytes = 0;
+    };
+    std::shared_ptr<const Plan> find_or_compile(const std::vector<std::vector<int64_t>> &dims);
+    Arena take_arena(size_t bytes);
+    void give_back(Arena arena);
+
+    Graph graph_;
+    ProgramOptions options_;
+    uint64_t executor_;
+    std::vector<int> input_values_; // value id of each graph input
+    mutable std::mutex mutex_;      // plans_, order_, last_, arenas_
+    std::map<std::string, std::shared_ptr<const Plan>> plans_;
+    std::vector<std::string> order_; // shape groups, oldest first (capacity)
+    std::shared_ptr<const Plan> last_;
+    std::vector<Arena> arenas_;
+};
+
+// A new executor id for a program: from a process-wide counter with the
+// top bit set (ids callers choose for eager calls are expected below it).
+uint64_t new_program_executor();
+
+} // namespace mkc::graph

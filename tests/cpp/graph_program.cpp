@@ -1,0 +1,230 @@
+// Programs built on the internal graph: results equal the eager calls run
+// one by one, converters only where arrangements differ, the arena within
+// its bounds, plans per input-shape group, entries per program, and bad
+// input refused with the node or input named.
+#include <cstdio>
+
+#include "cache/blob_cache.hpp"
+#include "graph/program.hpp"
+#include "internal_test.hpp"
+#include "ops/ops.hpp"
+
+namespace mkc::test {
+namespace {
+
+using graph::Graph;
+using graph::NodeOp;
+using graph::Program;
+using graph::ProgramOptions;
+
+std::shared_ptr<Tensor> constant(const Dims &dims, unsigned seed) {
+    std::shared_ptr<Tensor> t = tensor(dims, MKC_LAYOUT_CHANNELS_FIRST, seed);
+    t->constant = true;
+    return t;
+}
+
+mkc_conv_params conv_params(int pad, mkc_activation_kind act, mkc_layout df) {
+    mkc_conv_params p;
+    mkc_conv_params_init(&p);
+    for (int i = 0; i < 2; ++i)
+        p.pad_begin[i] = p.pad_end[i] = pad;
+    p.activation = act;
+    p.data_format = df;
+    return p;
+}
+
+mkc_pool_params max_pool(mkc_layout df) {
+    mkc_pool_params p;
+    mkc_pool_params_init(&p);
+    p.kind = MKC_POOL_MAX;
+    for (int i = 0; i < 2; ++i)
+        p.kernel[i] = p.stride[i] = 2;
+    p.data_format = df;
+    return p;
+}
+
+// The entries (lines of the cache's key list) a program's executor owns.
+int entries_of(uint64_t executor) {
+    char hex[32];
+    std::snprintf(hex, sizeof hex, "|e%llx", static_cast<unsigned long long>(executor));
+    const std::string keys = BlobCache::instance().keys(0);
+    int n = 0;
+    for (size_t at = keys.find(hex); at != std::string::npos; at = keys.find(hex, at + 1))
+        ++n;
+    return n;
+}
+
+// conv(+relu) -> max pool -> conv -> reshape -> linear -> softmax, and the
+// same op by op through the eager entry points.
+struct SmallCnn {
+    mkc_layout layout;
+    std::shared_ptr<Tensor> w1 = constant({6, 3, 3, 3}, 1), b1 = constant({6}, 2);
+    std::shared_ptr<Tensor> w2 = constant({5, 6, 3, 3}, 3);
+    std::shared_ptr<Tensor> w3 = constant({4, 5 * 4 * 5}, 4), b3 = constant({4}, 5);
+
+    Graph build(int64_t batch) const {
+        Graph g;
+        const bool last = layout == MKC_LAYOUT_CHANNELS_LAST;
+        const int x = g.add_input("x", MKC_DTYPE_F32,
+                                  last ? std::vector<int64_t>{batch, 9, 11, 3}
+                                       : std::vector<int64_t>{batch, 3, 9, 11},
+                                  layout);
+        const int cw1 = g.add_constant(w1, "w1"), cb1 = g.add_constant(b1, "b1");
+        const int cw2 = g.add_constant(w2, "w2"), cw3 = g.add_constant(w3, "w3"),
+                  cb3 = g.add_constant(b3, "b3");
+        int y = g.add_node(NodeOp::conv2d, conv_params(1, MKC_ACTIVATION_RELU, layout), "c1",
+                           {x, cw1, cb1})[0];
+        y = g.add_node(NodeOp::pool, max_pool(layout), "p1", {y})[0];
+        y = g.add_node(NodeOp::conv2d, conv_params(1, MKC_ACTIVATION_NONE, layout), "c2",
+                       {y, cw2})[0];
+        // Flatten in NCHW order (a channels-last model flattens NHWC order:
+        // the weights are random, so either is a model).
+        y = g.add_node(NodeOp::reshape, graph::ReshapeParams{{-1, 5 * 4 * 5}}, "flat", {y})[0];
+        y = g.add_node(NodeOp::linear,
+                       [] {
+                           mkc_linear_params p;
+                           mkc_linear_params_init(&p);
+                           return p;
+                       }(),
+                       "fc", {y, cw3, cb3})[0];
+        y = g.add_node(NodeOp::softmax, graph::SoftmaxParams{-1, false}, "", {y})[0];
+        g.add_output(y, "probs");
+        return g;
+    }
+
+    std::vector<float> eager(const Tensor &x) const {
+        const CacheScope &s = thread_state().scope;
+        mkc_tensor *a = nullptr, *b = nullptr, *c = nullptr, *d = nullptr, *e = nullptr,
+                   *f = nullptr;
+        ops::convolution(s, "conv2d", 2, false, conv_params(1, MKC_ACTIVATION_RELU, layout), x, *w1,
+                         b1.get(), &a);
+        ops::pool(s, max_pool(layout), *a, &b);
+        ops::convolution(s, "conv2d", 2, false, conv_params(1, MKC_ACTIVATION_NONE, layout), *b,
+                         *w2, nullptr, &c);
+        const int64_t flat[] = {x.dims[0], -1};
+        ops::reshape(s, 2, flat, *c, &d);
+        mkc_linear_params lp;
+        mkc_linear_params_init(&lp);
+        ops::linear(s, lp, *d, *w3, b3.get(), &e);
+        ops::softmax(s, -1, false, nullptr, *e, &f);
+        for (mkc_tensor *t : {a, b, c, d, e})
+            mkc_tensor_destroy(t);
+        return take_values(f);
+    }
+};
+
+TEST(program_matches_eager_in_both_layouts_with_and_without_reuse) {
+    for (const mkc_layout layout : {MKC_LAYOUT_CHANNELS_FIRST, MKC_LAYOUT_CHANNELS_LAST}) {
+        const SmallCnn cnn{layout};
+        const bool last = layout == MKC_LAYOUT_CHANNELS_LAST;
+        auto x = tensor(last ? Dims{3, 3, 9, 11} : Dims{3, 3, 9, 11}, layout, 9);
+        const std::vector<float> want = cnn.eager(*x);
+        for (bool reuse : {true, false}) {
+            ProgramOptions options;
+            options.compile.reuse = reuse;
+            Program program(cnn.build(3), options);
+            const Tensor *inputs[] = {x.get()};
+            mkc_tensor *out[] = {nullptr};
+            program.run(inputs, out);
+            CHECK(max_rel_diff(take_values(out[0]), want) <= 1e-5);
+            const auto plan = program.last_plan();
+            CHECK(plan->arena_bytes >= plan->lower_bound_bytes);
+            if (reuse)
+                CHECK(plan->arena_bytes < plan->naive_bytes);
+            else
+                CHECK(plan->arena_bytes == plan->naive_bytes);
+            // A second run into the output the first made: same values.
+            mkc_tensor *again[] = {nullptr};
+            program.run(inputs, again);
+            mkc_tensor *into[] = {again[0]};
+            program.run(inputs, into);
+            CHECK(into[0] == again[0]);
+            CHECK(max_rel_diff(take_values(again[0]), want) <= 1e-5);
+        }
+    }
+}
+
+TEST(program_plans_per_input_shape_and_evicts_past_capacity) {
+    const SmallCnn cnn{MKC_LAYOUT_CHANNELS_FIRST};
+    ProgramOptions options;
+    options.capacity = 2;
+    Program program(cnn.build(-1), options);
+    for (int64_t batch : {1, 4, 2, 4}) {
+        auto x = tensor({batch, 3, 9, 11}, MKC_LAYOUT_CHANNELS_FIRST, 11);
+        const Tensor *inputs[] = {x.get()};
+        mkc_tensor *out[] = {nullptr};
+        program.run(inputs, out);
+        CHECK(max_rel_diff(take_values(out[0]), cnn.eager(*x)) <= 1e-5);
+    }
+    CHECK(program.plan_count() == 2);
+}
+
+TEST(programs_share_no_entries_and_drop_theirs) {
+    const SmallCnn cnn{MKC_LAYOUT_CHANNELS_FIRST};
+    auto x = tensor({2, 3, 9, 11}, MKC_LAYOUT_CHANNELS_FIRST, 12);
+    const Tensor *inputs[] = {x.get()};
+    auto a = std::make_unique<Program>(cnn.build(2), ProgramOptions{});
+    auto b = std::make_unique<Program>(cnn.build(2), ProgramOptions{});
+    CHECK(a->executor() != b->executor());
+    mkc_tensor *oa[] = {nullptr}, *ob[] = {nullptr};
+    a->run(inputs, oa);
+    b->run(inputs, ob);
+    CHECK(max_rel_diff(take_values(oa[0]), take_values(ob[0])) == 0);
+    const uint64_t ea = a->executor();
+    const int before = entries_of(ea);
+    CHECK(before > 0 && entries_of(b->executor()) == before);
+    a.reset();
+    CHECK(entries_of(ea) == 0);
+    CHECK(entries_of(b->executor()) == before);
+}
+
+TEST(program_errors_name_the_node_or_input) {
+    const SmallCnn cnn{MKC_LAYOUT_CHANNELS_FIRST};
+    Program program(cnn.build(2), ProgramOptions{});
+    auto wrong_batch = tensor({3, 3, 9, 11});
+    auto wrong_rank = tensor({2, 3, 9});
+    for (const Tensor *t : {wrong_batch.get(), wrong_rank.get(), static_cast<Tensor *>(nullptr)}) {
+        const Tensor *inputs[] = {t};
+        mkc_tensor *out[] = {nullptr};
+        const ops::Verdict v = error_of([&] { program.run(inputs, out); });
+        CHECK(v.status == MKC_STATUS_INVALID_ARGUMENT);
+        CHECK(v.reason.find("input 'x'") != std::string::npos);
+    }
+    // A shape error inside the graph: the conv's weights expect 3 channels.
+    Graph g;
+    const int x = g.add_input("x", MKC_DTYPE_F32, {1, 4, 5, 5}, MKC_LAYOUT_CHANNELS_FIRST);
+    const int w = g.add_constant(cnn.w1, "w1");
+    const int y =
+        g.add_node(NodeOp::conv2d, conv_params(0, MKC_ACTIVATION_NONE, MKC_LAYOUT_CHANNELS_FIRST),
+                   "stem", {x, w})[0];
+    g.add_output(y, "y");
+    Program bad(std::move(g), ProgramOptions{});
+    auto x4 = tensor({1, 4, 5, 5});
+    const Tensor *inputs[] = {x4.get()};
+    mkc_tensor *out[] = {nullptr};
+    const ops::Verdict v = error_of([&] { bad.run(inputs, out); });
+    CHECK_EQ_TEXT(v.reason, "node 0 (conv2d 'stem'): conv2d: src has 4 channels but weights "
+                            "expect 3 (weights dim 1 = 3 x groups = 1)");
+}
+
+TEST(plan_text_has_a_line_per_step_and_the_totals) {
+    const SmallCnn cnn{MKC_LAYOUT_CHANNELS_LAST};
+    Program program(cnn.build(3), ProgramOptions{});
+    auto x = tensor({3, 3, 9, 11}, MKC_LAYOUT_CHANNELS_LAST, 9);
+    const Tensor *inputs[] = {x.get()};
+    const auto plan = program.plan_for(inputs);
+    const std::string text = graph::plan_text(program.graph(), *plan);
+    int lines = 0, converters = 0;
+    for (size_t at = 0; (at = text.find('\n', at)) != std::string::npos; ++at)
+        ++lines;
+    for (size_t at = 0; (at = text.find(": convert ", at)) != std::string::npos; ++at)
+        ++converters;
+    CHECK(lines == static_cast<int>(plan->steps.size()) + 2);
+    CHECK(converters == plan->converters);
+    CHECK(text.find("node 0 (conv2d 'c1')") != std::string::npos);
+    CHECK(text.find("output 'probs'") != std::string::npos);
+    CHECK(text.find("arena " + std::to_string(plan->arena_bytes) + " bytes") != std::string::npos);
+}
+
+} // namespace
+} // namespace mkc::test
