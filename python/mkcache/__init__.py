@@ -28,6 +28,7 @@ from .ops import (abs, activation, add, clip, conv2d, div, elu, exp, gelu,  # no
                   leaky_relu, log, log_softmax, mish, relu, relu6, sigmoid, silu, softmax, sqrt,
                   square, swish, tanh)
 from .tensor import Tensor  # noqa: E402
+from .graph import Graph, Program  # noqa: E402
 
 
 def library_version() -> str:
@@ -58,7 +59,7 @@ __all__ = [
     "max_pool3d", "avg_pool3d", "global_max_pool", "global_avg_pool", "linear", "matmul",
     "layer_norm", "batch_norm", "lrn", "concat", "transpose", "to_layout", "conv3d",
     "conv2d_transpose",
-    "Tensor", "target_layout",
+    "Tensor", "Graph", "Program", "target_layout",
     "get_target_layout", "Error", "InvalidArgumentError", "InvalidHandleError", "DTypeError",
     "UnsupportedError", "OutOfMemoryError", "BufferTooSmallError", "OneDNNError",
     "InternalError",

@@ -137,9 +137,50 @@ class ConvParams(_Sized):
     ]
 
 
+class ActivationParams(_Sized):
+    _fields_ = [("kind", c_int), ("alpha", c_float), ("beta", c_float), ("name", c_char_p)]
+
+
+class SoftmaxParams(_Sized):
+    _fields_ = [("axis", c_int), ("log", c_int), ("name", c_char_p)]
+
+
+class BinaryParams(_Sized):
+    _fields_ = [("kind", c_int), ("name", c_char_p)]
+
+
+class ConcatParams(_Sized):
+    _fields_ = [("axis", c_int), ("name", c_char_p)]
+
+
+class TransposeParams(_Sized):
+    _fields_ = [("ndims", c_int), ("perm", c_int * MAX_NDIMS)]
+
+
+class ReshapeParams(_Sized):
+    _fields_ = [("ndims", c_int), ("dims", c_int64 * MAX_NDIMS)]
+
+
+class ProgramOptions(_Sized):
+    _fields_ = [("reuse", c_int), ("capacity", c_int64)]
+
+
+class ProgramMemory(_Sized):
+    _fields_ = [("arena_bytes", c_size_t), ("lower_bound_bytes", c_size_t),
+                ("naive_bytes", c_size_t), ("constant_bytes", c_size_t), ("steps", c_int),
+                ("converters", c_int), ("plans", c_int)]
+
+
+# mkc_op (mkcache.h, "Programs").
+OPS = {"conv2d": 1, "conv3d": 2, "conv2d_transpose": 3, "activation": 4, "softmax": 5,
+       "binary": 6, "pool": 7, "linear": 8, "matmul": 9, "layer_norm": 10, "batch_norm": 11,
+       "lrn": 12, "concat": 13, "transpose": 14, "reshape": 15}
+
 # mkc_struct_id -> the mirror of that struct (mkcache.h, "Struct sizes").
 STRUCTS = {1: ConvParams, 2: PoolParams, 3: LinearParams, 4: MatmulParams, 5: LayerNormParams,
-           6: BatchNormParams, 7: LrnParams, 8: CacheStats, 9: ActivationCall}
+           6: BatchNormParams, 7: LrnParams, 8: CacheStats, 9: ActivationCall,
+           10: ActivationParams, 11: SoftmaxParams, 12: BinaryParams, 13: ConcatParams,
+           14: TransposeParams, 15: ReshapeParams, 16: ProgramOptions, 17: ProgramMemory}
 
 
 lib.mkc_status_string.argtypes = [status_t]
@@ -248,6 +289,31 @@ _SIGNATURES = {
                             POINTER(tensor_p), POINTER(tensor_p), POINTER(tensor_p)],
     "mkc_concat_backward": [c_int, c_int, POINTER(tensor_p), tensor_p, POINTER(tensor_p)],
     "mkc_reshape": [tensor_p, c_int, POINTER(c_int64), POINTER(tensor_p)],
+    # Programs.
+    "mkc_activation_params_init": [POINTER(ActivationParams)],
+    "mkc_softmax_params_init": [POINTER(SoftmaxParams)],
+    "mkc_binary_params_init": [POINTER(BinaryParams)],
+    "mkc_concat_params_init": [POINTER(ConcatParams)],
+    "mkc_transpose_params_init": [POINTER(TransposeParams)],
+    "mkc_reshape_params_init": [POINTER(ReshapeParams)],
+    "mkc_program_options_init": [POINTER(ProgramOptions)],
+    "mkc_graph_create": [POINTER(c_void_p)],
+    "mkc_graph_destroy": [c_void_p],
+    "mkc_graph_input": [c_void_p, c_char_p, c_int, c_int, POINTER(c_int64), c_int,
+                        POINTER(c_int)],
+    "mkc_graph_constant": [c_void_p, tensor_p, c_char_p, POINTER(c_int)],
+    "mkc_graph_node": [c_void_p, c_int, c_void_p, c_int, POINTER(c_int), POINTER(c_int)],
+    "mkc_graph_output": [c_void_p, c_int, c_char_p],
+    "mkc_program_compile": [c_void_p, POINTER(ProgramOptions), POINTER(c_void_p)],
+    "mkc_program_destroy": [c_void_p],
+    "mkc_program_inputs": [c_void_p, POINTER(c_int)],
+    "mkc_program_input_name": [c_void_p, c_int, POINTER(c_char_p)],
+    "mkc_program_outputs": [c_void_p, POINTER(c_int)],
+    "mkc_program_output_name": [c_void_p, c_int, POINTER(c_char_p)],
+    "mkc_program_run": [c_void_p, c_int, POINTER(tensor_p), c_int, POINTER(tensor_p)],
+    "mkc_program_executor": [c_void_p, POINTER(c_uint64)],
+    "mkc_program_plan": [c_void_p, POINTER(c_char), c_size_t, POINTER(c_size_t)],
+    "mkc_program_memory_info": [c_void_p, POINTER(ProgramMemory)],
 }
 
 for _name, _argtypes in _SIGNATURES.items():

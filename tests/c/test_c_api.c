@@ -773,7 +773,15 @@ static void test_struct_sizes(void) {
                    {MKC_STRUCT_BATCH_NORM_PARAMS, sizeof(mkc_batch_norm_params)},
                    {MKC_STRUCT_LRN_PARAMS, sizeof(mkc_lrn_params)},
                    {MKC_STRUCT_CACHE_STATS, sizeof(mkc_cache_stats)},
-                   {MKC_STRUCT_ACTIVATION_CALL, sizeof(mkc_activation_call)}};
+                   {MKC_STRUCT_ACTIVATION_CALL, sizeof(mkc_activation_call)},
+                   {MKC_STRUCT_ACTIVATION_PARAMS, sizeof(mkc_activation_params)},
+                   {MKC_STRUCT_SOFTMAX_PARAMS, sizeof(mkc_softmax_params)},
+                   {MKC_STRUCT_BINARY_PARAMS, sizeof(mkc_binary_params)},
+                   {MKC_STRUCT_CONCAT_PARAMS, sizeof(mkc_concat_params)},
+                   {MKC_STRUCT_TRANSPOSE_PARAMS, sizeof(mkc_transpose_params)},
+                   {MKC_STRUCT_RESHAPE_PARAMS, sizeof(mkc_reshape_params)},
+                   {MKC_STRUCT_PROGRAM_OPTIONS, sizeof(mkc_program_options)},
+                   {MKC_STRUCT_PROGRAM_MEMORY, sizeof(mkc_program_memory)}};
     size_t size = 0;
     for (size_t i = 0; i < sizeof structs / sizeof structs[0]; ++i) {
         size = 0;
@@ -782,7 +790,7 @@ static void test_struct_sizes(void) {
     }
     size = 5;
     REFUSED(mkc_get_struct_size((mkc_struct_id)0, &size), "unknown struct id 0");
-    REFUSED(mkc_get_struct_size((mkc_struct_id)10, &size), "unknown struct id 10");
+    REFUSED(mkc_get_struct_size((mkc_struct_id)18, &size), "unknown struct id 18");
     CHECK(size == 5);
     CHECK(mkc_get_struct_size(MKC_STRUCT_CONV_PARAMS, NULL) == MKC_STATUS_INVALID_ARGUMENT);
 
@@ -976,6 +984,99 @@ static void test_struct_sizes(void) {
     for (int i = 0; i < 7; ++i) OK(mkc_tensor_destroy(all[i]));
 }
 
+/* A program: conv (+bias) -> relu against the loop reference, with a batch bound
+ * at run time, a caller's output, the plan and memory queries, and the
+ * errors a C caller meets first. */
+static void test_program(void) {
+    enum { N = 2, C = 3, H = 6, W = 5, O = 7, K = 3, PAD = 1 };
+    float x[N * C * H * W], w[O * C * K * K], b[O], ref[N * O * H * W], out[N * O * H * W];
+    for (int i = 0; i < N * C * H * W; ++i) x[i] = (float)((i * 29 % 19) - 9) / 5.0f;
+    for (int i = 0; i < O * C * K * K; ++i) w[i] = (float)((i * 13 % 11) - 5) / 7.0f;
+    for (int i = 0; i < O; ++i) b[i] = (float)i / 8.0f - 0.4f;
+    conv_ref(x, w, b, ref, N, C, H, W, O, K, PAD);
+    for (int i = 0; i < N * O * H * W; ++i) ref[i] = ref[i] > 0 ? ref[i] : 0.f;
+
+    const int64_t xd[4] = {-1, C, H, W}, wd[4] = {O, C, K, K}, bd[1] = {O};
+    mkc_tensor *tw = NULL, *tb = NULL;
+    OK(mkc_tensor_wrap(MKC_DTYPE_F32, 4, wd, MKC_LAYOUT_NCHW, w, &tw));
+    OK(mkc_tensor_wrap(MKC_DTYPE_F32, 1, bd, MKC_LAYOUT_NCHW, b, &tb));
+
+    mkc_graph *g = NULL;
+    OK(mkc_graph_create(&g));
+    int vx = -1, vw = -1, vb = -1, vy = -1, vr = -1;
+    OK(mkc_graph_input(g, "x", MKC_DTYPE_F32, 4, xd, MKC_LAYOUT_NCHW, &vx));
+    OK(mkc_graph_constant(g, tw, "w", &vw));
+    OK(mkc_graph_constant(g, tb, "b", &vb));
+    OK(mkc_tensor_destroy(tw)); /* the graph holds a copy */
+    OK(mkc_tensor_destroy(tb));
+    mkc_conv_params cp;
+    OK(mkc_conv_params_init(&cp));
+    cp.pad_begin[0] = cp.pad_begin[1] = cp.pad_end[0] = cp.pad_end[1] = PAD;
+    cp.name = "c_program_conv";
+    const int conv_in[3] = {vx, vw, vb};
+    OK(mkc_graph_node(g, MKC_OP_CONV2D, &cp, 3, conv_in, &vy));
+    mkc_activation_params ap;
+    OK(mkc_activation_params_init(&ap)); /* relu */
+    OK(mkc_graph_node(g, MKC_OP_ACTIVATION, &ap, 1, &vy, &vr));
+    OK(mkc_graph_output(g, vr, "y"));
+
+    /* Bad nodes: unknown operator, a value that does not exist. */
+    int none = -1;
+    CHECK(mkc_graph_node(g, (mkc_op)77, &ap, 1, &vy, &none) == MKC_STATUS_INVALID_ARGUMENT);
+    const int dangling = 99;
+    CHECK(mkc_graph_node(g, MKC_OP_ACTIVATION, &ap, 1, &dangling, &none) ==
+          MKC_STATUS_INVALID_ARGUMENT);
+    CHECK(strstr(mkc_last_error(), "not a value of this graph") != NULL);
+
+    mkc_program *prog = NULL;
+    OK(mkc_program_compile(g, NULL, &prog));
+    OK(mkc_graph_destroy(g)); /* the program keeps what it needs */
+
+    const int64_t xdims[4] = {N, C, H, W}, ydims[4] = {N, O, H, W};
+    mkc_tensor *tx = NULL, *ty = NULL;
+    OK(mkc_tensor_wrap(MKC_DTYPE_F32, 4, xdims, MKC_LAYOUT_NCHW, x, &tx));
+    OK(mkc_tensor_wrap(MKC_DTYPE_F32, 4, ydims, MKC_LAYOUT_NCHW, out, &ty));
+    const mkc_tensor *ins[1] = {tx};
+    mkc_tensor *outs[1] = {ty};
+    OK(mkc_program_run(prog, 1, ins, 1, outs));
+    CHECK(outs[0] == ty);
+    double max_err = 0;
+    for (int i = 0; i < N * O * H * W; ++i) {
+        double e = fabs(out[i] - ref[i]) / (1.0 + fabs(ref[i]));
+        if (e > max_err) max_err = e;
+    }
+    CHECK(max_err < 1e-5);
+
+    mkc_program_memory m;
+    memset(&m, 0, sizeof m);
+    m.struct_size = sizeof m;
+    OK(mkc_program_memory_info(prog, &m));
+    CHECK(m.steps >= 2 && m.plans == 1 && m.arena_bytes >= m.lower_bound_bytes);
+    size_t needed = 0;
+    char text[4096];
+    OK(mkc_program_plan(prog, text, sizeof text, &needed));
+    CHECK(strstr(text, "c_program_conv") != NULL && needed == strlen(text) + 1);
+    uint64_t executor = 0;
+    OK(mkc_program_executor(prog, &executor));
+    CHECK(executor >> 63 == 1);
+
+    /* A new output tensor; wrong counts; a wrong output shape. */
+    mkc_tensor *fresh[1] = {NULL};
+    OK(mkc_program_run(prog, 1, ins, 1, fresh));
+    CHECK(fresh[0] != NULL);
+    OK(mkc_tensor_destroy(fresh[0]));
+    CHECK(mkc_program_run(prog, 0, ins, 1, outs) == MKC_STATUS_INVALID_ARGUMENT);
+    mkc_tensor *wrong[1] = {tx};
+    CHECK(mkc_program_run(prog, 1, ins, 1, wrong) == MKC_STATUS_INVALID_ARGUMENT);
+    CHECK(strstr(mkc_last_error(), "is also input 'x'") != NULL);
+
+    OK(mkc_program_destroy(prog));
+    CHECK(mkc_program_destroy(prog) == MKC_STATUS_INVALID_HANDLE);
+    OK(mkc_program_destroy(NULL));
+    OK(mkc_tensor_destroy(ty));
+    OK(mkc_tensor_destroy(tx));
+}
+
 int main(void) {
     test_version();
     test_core_api();
@@ -988,5 +1089,6 @@ int main(void) {
     test_cache();
     test_probe_regressions();
     test_struct_sizes();
+    test_program();
     return finish("test_c_api");
 }

@@ -222,6 +222,86 @@ static void race_one_key(void) {
     }
 }
 
+/* One program run by PROGRAM_THREADS threads at once, each on inputs of
+ * its own, PROGRAM_RUNS times, every result checked against a loop:
+ * relu(x . w^T + b) with x [ROWS, IN]. */
+enum { PROGRAM_THREADS = 4, PROGRAM_RUNS = 200, ROWS = 3, IN = 10, OUT = 6 };
+static mkc_program *program;
+static float program_w[OUT * IN], program_b[OUT];
+
+static void *program_runner(void *arg) {
+    const int thread = (int)(size_t)arg;
+    float x[ROWS * IN], y[ROWS * OUT], want[ROWS * OUT];
+    const int64_t xd[2] = {ROWS, IN}, yd[2] = {ROWS, OUT};
+    mkc_tensor *tx = NULL, *ty = NULL;
+    if (mkc_tensor_wrap(MKC_DTYPE_F32, 2, xd, MKC_LAYOUT_NCHW, x, &tx) != MKC_STATUS_OK ||
+        mkc_tensor_wrap(MKC_DTYPE_F32, 2, yd, MKC_LAYOUT_NCHW, y, &ty) != MKC_STATUS_OK) {
+        fail("program: wrap", thread);
+        return NULL;
+    }
+    for (int run = 0; run < PROGRAM_RUNS; ++run) {
+        for (int i = 0; i < ROWS * IN; ++i)
+            x[i] = (float)(((i + 7 * thread + run) * 13 % 17) - 8) / 8.0f;
+        for (int r = 0; r < ROWS; ++r)
+            for (int o = 0; o < OUT; ++o) {
+                double acc = program_b[o];
+                for (int i = 0; i < IN; ++i) acc += (double)x[r * IN + i] * program_w[o * IN + i];
+                want[r * OUT + o] = acc > 0 ? (float)acc : 0.f;
+            }
+        const mkc_tensor *ins[1] = {tx};
+        mkc_tensor *outs[1] = {ty};
+        if (mkc_program_run(program, 1, ins, 1, outs) != MKC_STATUS_OK) {
+            fail("program: run", thread);
+            break;
+        }
+        for (int i = 0; i < ROWS * OUT; ++i)
+            if (fabsf(y[i] - want[i]) > 1e-4f * (1.f + fabsf(want[i]))) {
+                fail("program: wrong result", thread);
+                run = PROGRAM_RUNS;
+                break;
+            }
+    }
+    mkc_tensor_destroy(tx);
+    mkc_tensor_destroy(ty);
+    return NULL;
+}
+
+static void run_program_from_threads(void) {
+    for (int i = 0; i < OUT * IN; ++i) program_w[i] = (float)((i * 7 % 11) - 5) / 6.0f;
+    for (int i = 0; i < OUT; ++i) program_b[i] = (float)i / 4.0f - 0.5f;
+    const int64_t xd[2] = {ROWS, IN}, wd[2] = {OUT, IN}, bd[1] = {OUT};
+    mkc_graph *g = NULL;
+    mkc_tensor *tw = NULL, *tb = NULL;
+    int vx, vw, vb, vy;
+    mkc_linear_params lp;
+    if (mkc_graph_create(&g) != MKC_STATUS_OK ||
+        mkc_graph_input(g, "x", MKC_DTYPE_F32, 2, xd, MKC_LAYOUT_NCHW, &vx) != MKC_STATUS_OK ||
+        mkc_tensor_wrap(MKC_DTYPE_F32, 2, wd, MKC_LAYOUT_NCHW, program_w, &tw) != MKC_STATUS_OK ||
+        mkc_tensor_wrap(MKC_DTYPE_F32, 1, bd, MKC_LAYOUT_NCHW, program_b, &tb) != MKC_STATUS_OK ||
+        mkc_graph_constant(g, tw, "w", &vw) != MKC_STATUS_OK ||
+        mkc_graph_constant(g, tb, "b", &vb) != MKC_STATUS_OK ||
+        mkc_linear_params_init(&lp) != MKC_STATUS_OK) {
+        fail("program: build", -1);
+        return;
+    }
+    lp.activation = MKC_ACTIVATION_RELU;
+    const int in[3] = {vx, vw, vb};
+    if (mkc_graph_node(g, MKC_OP_LINEAR, &lp, 3, in, &vy) != MKC_STATUS_OK ||
+        mkc_graph_output(g, vy, "y") != MKC_STATUS_OK ||
+        mkc_program_compile(g, NULL, &program) != MKC_STATUS_OK) {
+        fail("program: compile", -1);
+        return;
+    }
+    mkc_graph_destroy(g);
+    mkc_tensor_destroy(tw);
+    mkc_tensor_destroy(tb);
+    pthread_t t[PROGRAM_THREADS];
+    for (int i = 0; i < PROGRAM_THREADS; ++i)
+        pthread_create(&t[i], NULL, program_runner, (void *)(size_t)i);
+    for (int i = 0; i < PROGRAM_THREADS; ++i) pthread_join(t[i], NULL);
+    mkc_program_destroy(program);
+}
+
 int main(void) {
     for (int i = 0; i < O * C * K * K; ++i) weights[i] = (float)((i * 31 % 19) - 9) / 19.0f;
     const int64_t wd[4] = {O, C, K, K};
@@ -245,6 +325,7 @@ int main(void) {
     stop_resetting = 1;
     pthread_mutex_unlock(&failures_mutex);
     pthread_join(r, NULL);
+    run_program_from_threads();
     mkc_tensor_destroy(shared_w);
     mkc_cache_reset();
     if (failures) {

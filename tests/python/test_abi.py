@@ -47,7 +47,9 @@ def test_every_struct_has_struct_size_an_id_and_a_matching_mirror():
     assert set(fields) == set(ids) == {f"mkc_{n}" for n in (
         "conv_params", "pool_params", "linear_params", "matmul_params",
         "layer_norm_params", "batch_norm_params", "lrn_params", "cache_stats",
-        "activation_call")}
+        "activation_call", "activation_params", "softmax_params", "binary_params",
+        "concat_params", "transpose_params", "reshape_params", "program_options",
+        "program_memory")}
     assert set(_capi.STRUCTS) == set(ids.values())
     for name, struct_id in ids.items():
         mirror = _capi.STRUCTS[struct_id]
@@ -60,7 +62,7 @@ def test_every_struct_has_struct_size_an_id_and_a_matching_mirror():
 
 def test_size_query_refuses_unknown_ids():
     size = ctypes.c_size_t(7)
-    for bad in (0, 10, -1, 0x7fffffff):
+    for bad in (0, 18, -1, 0x7fffffff):
         with pytest.raises(mkcache.InvalidArgumentError, match="unknown struct id"):
             lib.mkc_get_struct_size(bad, ctypes.byref(size))
         assert size.value == 7

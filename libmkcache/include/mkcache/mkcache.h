@@ -113,7 +113,8 @@ MKC_API mkc_status mkc_get_reorder_count(uint64_t *count);
 /* ------------------------------------------------------------------------ */
 
 /* Every struct passed to the library by pointer (the params structs,
- * mkc_cache_stats, mkc_activation_call) starts with
+ * mkc_cache_stats, mkc_program_options, mkc_program_memory,
+ * mkc_activation_call) starts with
  *
  *     size_t struct_size;
  *
@@ -133,7 +134,8 @@ MKC_API mkc_status mkc_get_reorder_count(uint64_t *count);
  *     (a struct from a newer mkcache.h than the library) is
  *     MKC_STATUS_INVALID_ARGUMENT, with a message naming the struct, the
  *     size given and the size expected.
- * mkc_cache_stats is written by the library: it is checked the same way
+ * mkc_cache_stats and mkc_program_memory are written by the library: they
+ * are checked the same way
  * and only the fields within struct_size are written (struct_size itself
  * is left as it is). mkc_activation_call, a binding helper, accepts its
  * exact size only. The _init functions write only the caller's struct and
@@ -149,6 +151,14 @@ typedef enum mkc_struct_id {
     MKC_STRUCT_LRN_PARAMS = 7,
     MKC_STRUCT_CACHE_STATS = 8,
     MKC_STRUCT_ACTIVATION_CALL = 9, /* for language bindings (end of header) */
+    MKC_STRUCT_ACTIVATION_PARAMS = 10,
+    MKC_STRUCT_SOFTMAX_PARAMS = 11,
+    MKC_STRUCT_BINARY_PARAMS = 12,
+    MKC_STRUCT_CONCAT_PARAMS = 13,
+    MKC_STRUCT_TRANSPOSE_PARAMS = 14,
+    MKC_STRUCT_RESHAPE_PARAMS = 15,
+    MKC_STRUCT_PROGRAM_OPTIONS = 16,
+    MKC_STRUCT_PROGRAM_MEMORY = 17,
     MKC_STRUCT_MAX_ENUM = 0x7fffffff
 } mkc_struct_id;
 
@@ -796,6 +806,192 @@ MKC_API mkc_status mkc_matmul_backward(const mkc_matmul_params *params,
  * tensor of srcs[i]'s shape. */
 MKC_API mkc_status mkc_concat_backward(int axis, int n, const mkc_tensor *const *srcs,
                                        const mkc_tensor *diff_dst, mkc_tensor **diff_srcs);
+
+/* ------------------------------------------------------------------------
+ * Programs: a model's graph, compiled once, run many times
+ *
+ * An mkc_graph is built node by node: inputs (dims with -1 for a dim bound
+ * at run time), constants (weights: copied into the graph), nodes (an
+ * operator, its params struct and input values, giving an output value) and
+ * named outputs. Values are small integers the builder hands out; a node
+ * can only read values that exist, so a graph has no cycles.
+ *
+ * mkc_program_compile checks the graph and makes an mkc_program from it (the
+ * graph may then be destroyed or built further). A program compiles a plan
+ * on the first run of each distinct set of input shapes: every node's
+ * operator is checked and its primitive built, a conversion is placed
+ * wherever a node reads a value in another arrangement than its producer
+ * wrote (constants are converted then, once), and every intermediate value
+ * gets an offset in one arena, shared by values whose lives do not
+ * overlap. Runs then execute the plan's steps on the run's arena.
+ *
+ * Every cache entry a program makes carries the program's own executor id
+ * (mkc_program_executor; distinct from every other program's, with the top
+ * bit set) and the plan's input shapes as its input-shape group, in session
+ * 0: two programs never share an entry, and destroying a program removes
+ * all of its entries. Errors name the node ("node 3 (conv2d 'stem'): ...")
+ * or the input.
+ *
+ * Thread safety: a graph is used from one thread at a time. A program may
+ * be run and queried from any number of threads at once (plans are
+ * compiled under the program's lock; each run takes an arena of its own
+ * from the program's pool); destroying it while another thread uses it is
+ * an error of the caller's.
+ * ------------------------------------------------------------------------ */
+
+typedef struct mkc_graph mkc_graph;
+typedef struct mkc_program mkc_program;
+
+/* What a node computes, and the params struct it takes. Inputs in order;
+ * [bracketed] ones are optional (pass -1 to leave one out before a given
+ * one). Every node has one output. The params' name (where there is one)
+ * is the node's cache name; training fields are ignored (programs infer). */
+typedef enum mkc_op {
+    MKC_OP_CONV2D = 1,           /* mkc_conv_params: src, weights [, bias]   */
+    MKC_OP_CONV3D = 2,           /* mkc_conv_params: src, weights [, bias]   */
+    MKC_OP_CONV2D_TRANSPOSE = 3, /* mkc_conv_params: src, weights [, bias]   */
+    MKC_OP_ACTIVATION = 4,       /* mkc_activation_params: src               */
+    MKC_OP_SOFTMAX = 5,          /* mkc_softmax_params: src                  */
+    MKC_OP_BINARY = 6,           /* mkc_binary_params: a, b                  */
+    MKC_OP_POOL = 7,             /* mkc_pool_params: src                     */
+    MKC_OP_LINEAR = 8,           /* mkc_linear_params: src, weights [, bias] */
+    MKC_OP_MATMUL = 9,           /* mkc_matmul_params: a, b [, bias]         */
+    MKC_OP_LAYER_NORM = 10,      /* mkc_layer_norm_params: src [, scale [, shift]] */
+    MKC_OP_BATCH_NORM = 11,      /* mkc_batch_norm_params: src, mean, variance
+                                    [, scale [, shift]] (inference)           */
+    MKC_OP_LRN = 12,             /* mkc_lrn_params: src                      */
+    MKC_OP_CONCAT = 13,          /* mkc_concat_params: src0, src1, ...       */
+    MKC_OP_TRANSPOSE = 14,       /* mkc_transpose_params: src                */
+    MKC_OP_RESHAPE = 15,         /* mkc_reshape_params: src                  */
+    MKC_OP_MAX_ENUM = 0x7fffffff
+} mkc_op;
+
+/* The params of the operators whose eager calls take plain arguments; the
+ * fields mean what those arguments mean (mkc_activation, mkc_softmax, ...). */
+typedef struct mkc_activation_params {
+    size_t struct_size;       /* sizeof; set by mkc_activation_params_init */
+    mkc_activation_kind kind; /* default RELU */
+    float alpha, beta;
+    const char *name;         /* cache name; may be NULL */
+} mkc_activation_params;
+typedef struct mkc_softmax_params {
+    size_t struct_size; /* sizeof; set by mkc_softmax_params_init */
+    int axis;           /* default -1 */
+    int log;            /* != 0: log-softmax */
+    const char *name;
+} mkc_softmax_params;
+typedef struct mkc_binary_params {
+    size_t struct_size;   /* sizeof; set by mkc_binary_params_init */
+    mkc_binary_kind kind; /* default ADD */
+    const char *name;
+} mkc_binary_params;
+typedef struct mkc_concat_params {
+    size_t struct_size; /* sizeof; set by mkc_concat_params_init */
+    int axis;           /* default 1 */
+    const char *name;
+} mkc_concat_params;
+typedef struct mkc_transpose_params {
+    size_t struct_size;       /* sizeof; set by mkc_transpose_params_init */
+    int ndims;                /* default 0: must be set */
+    int perm[MKC_MAX_NDIMS];
+} mkc_transpose_params;
+typedef struct mkc_reshape_params {
+    size_t struct_size;          /* sizeof; set by mkc_reshape_params_init */
+    int ndims;                   /* default 0: must be set */
+    int64_t dims[MKC_MAX_NDIMS]; /* one may be -1; 0: the input's dim at
+                                    that place (as ONNX's Reshape) */
+} mkc_reshape_params;
+
+MKC_API mkc_status mkc_activation_params_init(mkc_activation_params *params);
+MKC_API mkc_status mkc_softmax_params_init(mkc_softmax_params *params);
+MKC_API mkc_status mkc_binary_params_init(mkc_binary_params *params);
+MKC_API mkc_status mkc_concat_params_init(mkc_concat_params *params);
+MKC_API mkc_status mkc_transpose_params_init(mkc_transpose_params *params);
+MKC_API mkc_status mkc_reshape_params_init(mkc_reshape_params *params);
+
+MKC_API mkc_status mkc_graph_create(mkc_graph **graph);
+/* NULL is accepted and ignored. */
+MKC_API mkc_status mkc_graph_destroy(mkc_graph *graph);
+
+/* An input the runs pass by `name` (unique): dtype, layout (CHANNELS_FIRST
+ * or CHANNELS_LAST, in which order `dims` are given) and dims, -1 for a dim
+ * bound at run time. */
+MKC_API mkc_status mkc_graph_input(mkc_graph *graph, const char *name, mkc_dtype dtype,
+                                   int ndims, const int64_t *dims, mkc_layout layout,
+                                   int *value);
+/* A constant: a copy of the tensor's values (the tensor may be destroyed
+ * afterwards). `name` (may be NULL) is for messages and the plan. */
+MKC_API mkc_status mkc_graph_constant(mkc_graph *graph, const mkc_tensor *tensor,
+                                      const char *name, int *value);
+/* A node computing `op` with `params` (its struct, see mkc_op) on `ninputs`
+ * values; `*output` is its result. */
+MKC_API mkc_status mkc_graph_node(mkc_graph *graph, mkc_op op, const void *params, int ninputs,
+                                  const int *inputs, int *output);
+/* Marks `value` as an output of the runs, by `name` (unique). */
+MKC_API mkc_status mkc_graph_output(mkc_graph *graph, int value, const char *name);
+
+typedef struct mkc_program_options {
+    size_t struct_size; /* sizeof; set by mkc_program_options_init */
+    int reuse;          /* != 0 (default): values whose lives do not overlap
+                           share arena bytes; 0: each its own */
+    int64_t capacity;   /* > 0: at most this many plans (input-shape sets)
+                           kept, the oldest dropped with its cache entries;
+                           0 (default): no limit */
+} mkc_program_options;
+
+MKC_API mkc_status mkc_program_options_init(mkc_program_options *options);
+
+/* options may be NULL (the defaults). The graph needs an output. */
+MKC_API mkc_status mkc_program_compile(const mkc_graph *graph,
+                                       const mkc_program_options *options,
+                                       mkc_program **program);
+/* Removes every cache entry of the program. NULL is accepted and ignored. */
+MKC_API mkc_status mkc_program_destroy(mkc_program *program);
+
+/* How many inputs and outputs, and their names in order (static strings of
+ * the program, valid until it is destroyed). */
+MKC_API mkc_status mkc_program_inputs(const mkc_program *program, int *count);
+MKC_API mkc_status mkc_program_input_name(const mkc_program *program, int index,
+                                          const char **name);
+MKC_API mkc_status mkc_program_outputs(const mkc_program *program, int *count);
+MKC_API mkc_status mkc_program_output_name(const mkc_program *program, int index,
+                                           const char **name);
+
+/* One run: `inputs` has one tensor per input in order (any layout; the
+ * graph input's layout label and dims, dynamic dims any size); `outputs`
+ * one slot per output: NULL gets a new tensor (plain, in the output's
+ * layout label), else a plain tensor of the output's shape and layout label
+ * to write into. A run that fails creates nothing. */
+MKC_API mkc_status mkc_program_run(mkc_program *program, int ninputs,
+                                   const mkc_tensor *const *inputs, int noutputs,
+                                   mkc_tensor **outputs);
+
+/* The executor id in all of the program's cache keys. */
+MKC_API mkc_status mkc_program_executor(const mkc_program *program, uint64_t *executor);
+
+/* The plan of the last compiled input-shape set: one line per step (node
+ * or conversion, where it reads and writes: input, constant, arena offset
+ * or output, with each arrangement's oneDNN format), then the totals.
+ * Copied as mkc_key_make does (needed = length + 1). No plan yet:
+ * MKC_STATUS_INVALID_ARGUMENT. */
+MKC_API mkc_status mkc_program_plan(const mkc_program *program, char *buf, size_t size,
+                                    size_t *needed);
+
+typedef struct mkc_program_memory {
+    size_t struct_size;       /* sizeof(mkc_program_memory)                 */
+    size_t arena_bytes;       /* the last plan's arena                      */
+    size_t lower_bound_bytes; /* max over its steps of the bytes then live  */
+    size_t naive_bytes;       /* every intermediate value its own buffer    */
+    size_t constant_bytes;    /* constants converted for the plan           */
+    int steps;                /* steps of the plan                          */
+    int converters;           /* of which conversions                       */
+    int plans;                /* plans kept                                 */
+} mkc_program_memory;
+
+/* The figures of the last compiled plan (no plan yet: INVALID_ARGUMENT).
+ * memory->struct_size must be set (written as mkc_cache_stats is). */
+MKC_API mkc_status mkc_program_memory_info(const mkc_program *program,
+                                           mkc_program_memory *memory);
 
 /* ------------------------------------------------------------------------
  * For language bindings; may change between minor versions

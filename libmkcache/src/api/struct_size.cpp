@@ -30,6 +30,14 @@ static_assert(well_formed<mkc_batch_norm_params>());
 static_assert(well_formed<mkc_lrn_params>());
 static_assert(well_formed<mkc_cache_stats>());
 static_assert(well_formed<mkc_activation_call>());
+static_assert(well_formed<mkc_activation_params>());
+static_assert(well_formed<mkc_softmax_params>());
+static_assert(well_formed<mkc_binary_params>());
+static_assert(well_formed<mkc_concat_params>());
+static_assert(well_formed<mkc_transpose_params>());
+static_assert(well_formed<mkc_reshape_params>());
+static_assert(well_formed<mkc_program_options>());
+static_assert(well_formed<mkc_program_memory>());
 
 } // namespace
 
@@ -71,6 +79,14 @@ MKC_API mkc_status mkc_get_struct_size(mkc_struct_id id, size_t *size) {
         case MKC_STRUCT_LRN_PARAMS: *size = sizeof(mkc_lrn_params); return;
         case MKC_STRUCT_CACHE_STATS: *size = sizeof(mkc_cache_stats); return;
         case MKC_STRUCT_ACTIVATION_CALL: *size = sizeof(mkc_activation_call); return;
+        case MKC_STRUCT_ACTIVATION_PARAMS: *size = sizeof(mkc_activation_params); return;
+        case MKC_STRUCT_SOFTMAX_PARAMS: *size = sizeof(mkc_softmax_params); return;
+        case MKC_STRUCT_BINARY_PARAMS: *size = sizeof(mkc_binary_params); return;
+        case MKC_STRUCT_CONCAT_PARAMS: *size = sizeof(mkc_concat_params); return;
+        case MKC_STRUCT_TRANSPOSE_PARAMS: *size = sizeof(mkc_transpose_params); return;
+        case MKC_STRUCT_RESHAPE_PARAMS: *size = sizeof(mkc_reshape_params); return;
+        case MKC_STRUCT_PROGRAM_OPTIONS: *size = sizeof(mkc_program_options); return;
+        case MKC_STRUCT_PROGRAM_MEMORY: *size = sizeof(mkc_program_memory); return;
         case MKC_STRUCT_MAX_ENUM: break;
         }
         fail(MKC_STATUS_INVALID_ARGUMENT, "get_struct_size: unknown struct id ", raw);

@@ -148,6 +148,93 @@ struct Sized<mkc_cache_stats> {
                                    std::size(sizes)};
 };
 
+template <>
+struct Sized<mkc_activation_params> {
+    using T = mkc_activation_params;
+    static constexpr size_t sizes[] = {MKC_FIELD_END(T, kind), MKC_FIELD_END(T, alpha),
+                                       MKC_FIELD_END(T, beta), MKC_FIELD_END(T, name)};
+    static constexpr SizeRule rule{"mkc_activation_params",
+                                   "initialise params with mkc_activation_params_init", sizes,
+                                   std::size(sizes)};
+    static void defaults(T *p) { mkc_activation_params_init(p); }
+};
+
+template <>
+struct Sized<mkc_softmax_params> {
+    using T = mkc_softmax_params;
+    static constexpr size_t sizes[] = {MKC_FIELD_END(T, axis), MKC_FIELD_END(T, log),
+                                       MKC_FIELD_END(T, name)};
+    static constexpr SizeRule rule{"mkc_softmax_params",
+                                   "initialise params with mkc_softmax_params_init", sizes,
+                                   std::size(sizes)};
+    static void defaults(T *p) { mkc_softmax_params_init(p); }
+};
+
+template <>
+struct Sized<mkc_binary_params> {
+    using T = mkc_binary_params;
+    static constexpr size_t sizes[] = {MKC_FIELD_END(T, kind), MKC_FIELD_END(T, name)};
+    static constexpr SizeRule rule{"mkc_binary_params",
+                                   "initialise params with mkc_binary_params_init", sizes,
+                                   std::size(sizes)};
+    static void defaults(T *p) { mkc_binary_params_init(p); }
+};
+
+template <>
+struct Sized<mkc_concat_params> {
+    using T = mkc_concat_params;
+    static constexpr size_t sizes[] = {MKC_FIELD_END(T, axis), MKC_FIELD_END(T, name)};
+    static constexpr SizeRule rule{"mkc_concat_params",
+                                   "initialise params with mkc_concat_params_init", sizes,
+                                   std::size(sizes)};
+    static void defaults(T *p) { mkc_concat_params_init(p); }
+};
+
+template <>
+struct Sized<mkc_transpose_params> {
+    using T = mkc_transpose_params;
+    // Trailing padding: sizeof is no field's end.
+    static constexpr size_t sizes[] = {MKC_FIELD_END(T, ndims), MKC_FIELD_END(T, perm),
+                                       sizeof(T)};
+    static constexpr SizeRule rule{"mkc_transpose_params",
+                                   "initialise params with mkc_transpose_params_init", sizes,
+                                   std::size(sizes)};
+    static void defaults(T *p) { mkc_transpose_params_init(p); }
+};
+
+template <>
+struct Sized<mkc_reshape_params> {
+    using T = mkc_reshape_params;
+    static constexpr size_t sizes[] = {MKC_FIELD_END(T, ndims), MKC_FIELD_END(T, dims)};
+    static constexpr SizeRule rule{"mkc_reshape_params",
+                                   "initialise params with mkc_reshape_params_init", sizes,
+                                   std::size(sizes)};
+    static void defaults(T *p) { mkc_reshape_params_init(p); }
+};
+
+template <>
+struct Sized<mkc_program_options> {
+    using T = mkc_program_options;
+    static constexpr size_t sizes[] = {MKC_FIELD_END(T, reuse), MKC_FIELD_END(T, capacity)};
+    static constexpr SizeRule rule{"mkc_program_options",
+                                   "initialise options with mkc_program_options_init", sizes,
+                                   std::size(sizes)};
+    static void defaults(T *p) { mkc_program_options_init(p); }
+};
+
+template <>
+struct Sized<mkc_program_memory> {
+    using T = mkc_program_memory;
+    static constexpr size_t sizes[] = {
+        MKC_FIELD_END(T, arena_bytes), MKC_FIELD_END(T, lower_bound_bytes),
+        MKC_FIELD_END(T, naive_bytes), MKC_FIELD_END(T, constant_bytes),
+        MKC_FIELD_END(T, steps),       MKC_FIELD_END(T, converters),
+        MKC_FIELD_END(T, plans),       sizeof(T)}; // trailing padding
+    static constexpr SizeRule rule{"mkc_program_memory",
+                                   "set struct_size to sizeof(mkc_program_memory)", sizes,
+                                   std::size(sizes)};
+};
+
 // A binding helper (mkcache.h says it may change between minor versions):
 // no older layout to read, its own size only.
 template <>

@@ -176,6 +176,7 @@ private:
             auto storage = allocate(want.get_size(), false);
             reorder(plan_.scope, t.desc, t.data, want, storage.get());
             plan_.constant_data.push_back(storage.get());
+            plan_.constant_bytes += want.get_size();
             plan_.constants.push_back(std::move(storage));
         }
         const BufferRef ref{BufferRef::Kind::constant, index, 0};

@@ -55,7 +55,7 @@ struct TransposeParams {
     std::vector<int> perm;
 };
 struct ReshapeParams {
-    std::vector<int64_t> dims; // one may be -1
+    std::vector<int64_t> dims; // one may be -1; 0: the input's dim there
 };
 
 // A node's attributes: the params struct of its operator (its `name` field

@@ -94,9 +94,13 @@ template <typename F> auto with_phases(const Node &node, const NodeInputs &in, F
                  ops::TransposeAttrs{static_cast<int>(p.perm.size()), p.perm.data()});
     }
     case NodeOp::reshape: {
-        const auto &p = std::get<ReshapeParams>(node.params);
-        return f(ops::ReshapeOp{},
-                 ops::ReshapeAttrs{static_cast<int>(p.dims.size()), p.dims.data()});
+        // A 0 takes the input's dim at that place (so a graph with a batch
+        // bound at run time can flatten); the rest is the eager reshape's.
+        std::vector<int64_t> dims = std::get<ReshapeParams>(node.params).dims;
+        const Dims src = caller_dims(*in[0]);
+        for (size_t i = 0; i < dims.size(); ++i)
+            if (dims[i] == 0 && i < src.size()) dims[i] = src[i];
+        return f(ops::ReshapeOp{}, ops::ReshapeAttrs{static_cast<int>(dims.size()), dims.data()});
     }
     }
     fail(MKC_STATUS_INVALID_ARGUMENT, "unknown operator ", static_cast<int>(node.op));

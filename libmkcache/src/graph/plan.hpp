@@ -47,6 +47,7 @@ struct Plan {
     std::vector<ops::ValueDesc> inputs;           // per graph input, plain
     std::vector<ops::ValueDesc> outputs;          // per graph output, plain
     size_t arena_bytes = 0, lower_bound_bytes = 0, naive_bytes = 0;
+    size_t constant_bytes = 0; // constants this plan converted (and holds)
     int converters = 0;
 };
 

@@ -51,6 +51,16 @@ std::string shape_group_of(const std::vector<std::vector<int64_t>> &dims) {
 
 } // namespace
 
+void Program::compile_static() {
+    std::vector<std::vector<int64_t>> dims;
+    for (int v : input_values_) {
+        for (int64_t d : graph_.values[v].dims)
+            if (d == -1) return;
+        dims.push_back(graph_.values[v].dims);
+    }
+    find_or_compile(dims);
+}
+
 std::shared_ptr<const Plan> Program::plan_for(const Tensor *const *inputs) {
     std::vector<std::vector<int64_t>> dims;
     for (size_t k = 0; k < input_values_.size(); ++k) {

@@ -34,6 +34,8 @@ public:
     Program &operator=(const Program &) = delete;
 
     const Graph &graph() const { return graph_; }
+    // The graph's inputs' value ids, in the order runs pass them.
+    const std::vector<int> &input_values() const { return input_values_; }
     uint64_t executor() const { return executor_; }
 
     // One tensor per graph input (the order they were added) and one slot
@@ -41,6 +43,9 @@ public:
     // output's dims and layout to write into.
     void run(const Tensor *const *inputs, mkc_tensor **outputs);
 
+    // Compiles the plan now when no input has a dim bound at run time (so
+    // the graph's errors show at once); otherwise does nothing.
+    void compile_static();
     // The plan for these inputs' shapes (compiled if new).
     std::shared_ptr<const Plan> plan_for(const Tensor *const *inputs);
     // The plan compiled last (null before any).

@@ -1,0 +1,369 @@
+// C ABI: graphs and programs.
+#include <cstring>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "api/guard.hpp"
+#include "api/struct_size.hpp"
+#include "graph/program.hpp"
+
+using namespace mkc;
+using mkc::api::guard;
+using mkc::api::require_out;
+using mkc::api::sized_params;
+
+struct mkc_graph {
+    graph::Graph g;
+};
+
+struct mkc_program {
+    mkc_program(graph::Graph g, const graph::ProgramOptions &options) : p(std::move(g), options) {}
+    graph::Program p;
+};
+
+namespace {
+
+graph::Graph &graph_arg(mkc_graph *g) {
+    if (g == nullptr || !registry<mkc_graph>().contains(g))
+        fail(MKC_STATUS_INVALID_HANDLE,
+             g ? "graph is not a live graph (destroyed or foreign handle)" : "graph is NULL");
+    return g->g;
+}
+
+graph::Program &program_arg(const mkc_program *p) {
+    if (p == nullptr || !registry<mkc_program>().contains(p))
+        fail(MKC_STATUS_INVALID_HANDLE, p ? "program is not a live program (destroyed or "
+                                            "foreign handle)"
+                                          : "program is NULL");
+    return const_cast<mkc_program *>(p)->p;
+}
+
+std::string text_or_empty(const char *s) { return s ? s : ""; }
+
+template <typename T, typename = void>
+struct has_name : std::false_type {};
+template <typename T>
+struct has_name<T, std::void_t<decltype(std::declval<T &>().name)>> : std::true_type {};
+
+// A params struct of the caller's: sized (older layouts read over the
+// defaults), its name copied out, the copy's name cleared (the node keeps
+// its own).
+template <typename T>
+T node_params(const void *params, const char *op, std::string &name) {
+    require(params != nullptr, "graph node (", op, "): params is NULL");
+    T older;
+    T p = sized_params(op, *static_cast<const T *>(params), older);
+    if constexpr (has_name<T>::value) {
+        name = text_or_empty(p.name);
+        p.name = nullptr;
+    }
+    return p;
+}
+
+graph::NodeOp node_op(int32_t op) {
+    switch (op) {
+    case MKC_OP_CONV2D: return graph::NodeOp::conv2d;
+    case MKC_OP_CONV3D: return graph::NodeOp::conv3d;
+    case MKC_OP_CONV2D_TRANSPOSE: return graph::NodeOp::conv2d_transpose;
+    case MKC_OP_ACTIVATION: return graph::NodeOp::activation;
+    case MKC_OP_SOFTMAX: return graph::NodeOp::softmax;
+    case MKC_OP_BINARY: return graph::NodeOp::binary;
+    case MKC_OP_POOL: return graph::NodeOp::pool;
+    case MKC_OP_LINEAR: return graph::NodeOp::linear;
+    case MKC_OP_MATMUL: return graph::NodeOp::matmul;
+    case MKC_OP_LAYER_NORM: return graph::NodeOp::layer_norm;
+    case MKC_OP_BATCH_NORM: return graph::NodeOp::batch_norm;
+    case MKC_OP_LRN: return graph::NodeOp::lrn;
+    case MKC_OP_CONCAT: return graph::NodeOp::concat;
+    case MKC_OP_TRANSPOSE: return graph::NodeOp::transpose;
+    case MKC_OP_RESHAPE: return graph::NodeOp::reshape;
+    default: break;
+    }
+    fail(MKC_STATUS_INVALID_ARGUMENT, "graph node: unknown operator ", op);
+}
+
+graph::NodeParams read_params(graph::NodeOp op, const void *params, std::string &name) {
+    const char *what = graph::node_op_name(op);
+    switch (op) {
+    case graph::NodeOp::conv2d:
+    case graph::NodeOp::conv3d:
+    case graph::NodeOp::conv2d_transpose:
+        return node_params<mkc_conv_params>(params, what, name);
+    case graph::NodeOp::activation: {
+        const auto p = node_params<mkc_activation_params>(params, what, name);
+        return graph::ActivationParams{p.kind, p.alpha, p.beta};
+    }
+    case graph::NodeOp::softmax: {
+        const auto p = node_params<mkc_softmax_params>(params, what, name);
+        return graph::SoftmaxParams{p.axis, p.log != 0};
+    }
+    case graph::NodeOp::binary:
+        return graph::BinaryParams{node_params<mkc_binary_params>(params, what, name).kind};
+    case graph::NodeOp::pool: return node_params<mkc_pool_params>(params, what, name);
+    case graph::NodeOp::linear: return node_params<mkc_linear_params>(params, what, name);
+    case graph::NodeOp::matmul: return node_params<mkc_matmul_params>(params, what, name);
+    case graph::NodeOp::layer_norm: return node_params<mkc_layer_norm_params>(params, what, name);
+    case graph::NodeOp::batch_norm: return node_params<mkc_batch_norm_params>(params, what, name);
+    case graph::NodeOp::lrn: return node_params<mkc_lrn_params>(params, what, name);
+    case graph::NodeOp::concat:
+        return graph::ConcatParams{node_params<mkc_concat_params>(params, what, name).axis};
+    case graph::NodeOp::transpose: {
+        const auto p = node_params<mkc_transpose_params>(params, what, name);
+        require(p.ndims >= 1 && p.ndims <= MKC_MAX_NDIMS, "graph node (transpose): ndims must "
+                "be 1..", MKC_MAX_NDIMS, ", got ", p.ndims);
+        return graph::TransposeParams{std::vector<int>(p.perm, p.perm + p.ndims)};
+    }
+    case graph::NodeOp::reshape: {
+        const auto p = node_params<mkc_reshape_params>(params, what, name);
+        require(p.ndims >= 1 && p.ndims <= MKC_MAX_NDIMS, "graph node (reshape): ndims must be "
+                "1..", MKC_MAX_NDIMS, ", got ", p.ndims);
+        return graph::ReshapeParams{std::vector<int64_t>(p.dims, p.dims + p.ndims)};
+    }
+    }
+    fail(MKC_STATUS_INVALID_ARGUMENT, "graph node: unknown operator");
+}
+
+const graph::Plan &last_plan(const graph::Program &p, std::shared_ptr<const graph::Plan> &hold) {
+    hold = p.last_plan();
+    require(hold != nullptr, "program: no plan yet (it has dims bound at run time: run it first)");
+    return *hold;
+}
+
+} // namespace
+
+extern "C" {
+
+#define MKC_PARAMS_INIT(T, ...)                                                                   \
+    MKC_API mkc_status T##_init(T *params) {                                                      \
+        return guard([&] {                                                                        \
+            require_out(params, "params");                                                        \
+            *params = T{};                                                                        \
+            params->struct_size = sizeof(T);                                                      \
+            __VA_ARGS__;                                                                          \
+        });                                                                                       \
+    }
+MKC_PARAMS_INIT(mkc_activation_params, params->kind = MKC_ACTIVATION_RELU)
+MKC_PARAMS_INIT(mkc_softmax_params, params->axis = -1)
+MKC_PARAMS_INIT(mkc_binary_params, params->kind = MKC_BINARY_ADD)
+MKC_PARAMS_INIT(mkc_concat_params, params->axis = 1)
+MKC_PARAMS_INIT(mkc_transpose_params, (void)0)
+MKC_PARAMS_INIT(mkc_reshape_params, (void)0)
+MKC_PARAMS_INIT(mkc_program_options, params->reuse = 1)
+#undef MKC_PARAMS_INIT
+
+MKC_API mkc_status mkc_graph_create(mkc_graph **graph) {
+    return guard([&] {
+        require_out(graph, "graph");
+        auto g = std::make_unique<mkc_graph>();
+        registry<mkc_graph>().add(g.get());
+        *graph = g.release();
+    });
+}
+
+MKC_API mkc_status mkc_graph_destroy(mkc_graph *graph) {
+    return guard([&] {
+        if (graph == nullptr) return;
+        if (!registry<mkc_graph>().remove(graph))
+            fail(MKC_STATUS_INVALID_HANDLE,
+                 "graph is not a live graph (destroyed twice or foreign handle)");
+        delete graph;
+    });
+}
+
+MKC_API mkc_status mkc_graph_input(mkc_graph *graph, const char *name, mkc_dtype dtype,
+                                   int ndims, const int64_t *dims, mkc_layout layout,
+                                   int *value) {
+    return guard([&] {
+        graph::Graph &g = graph_arg(graph);
+        require_out(value, "value");
+        require(ndims >= 1 && ndims <= MKC_MAX_NDIMS, "graph input '", text_or_empty(name),
+                "': rank must be 1..", MKC_MAX_NDIMS, ", got ", ndims);
+        require(dims != nullptr, "graph input '", text_or_empty(name), "': dims is NULL");
+        *value = g.add_input(text_or_empty(name), dtype, std::vector<int64_t>(dims, dims + ndims),
+                             layout);
+    });
+}
+
+MKC_API mkc_status mkc_graph_constant(mkc_graph *graph, const mkc_tensor *tensor,
+                                      const char *name, int *value) {
+    return guard([&] {
+        graph::Graph &g = graph_arg(graph);
+        require_out(value, "value");
+        const Tensor &t = api::tensor_arg(tensor, "graph constant", "tensor");
+        std::shared_ptr<Tensor> copy = make_owned_tensor(t.desc, t.layout, t.dtype);
+        std::memcpy(copy->data, t.data, t.desc.get_size());
+        copy->constant = true;
+        *value = g.add_constant(std::move(copy), text_or_empty(name));
+    });
+}
+
+MKC_API mkc_status mkc_graph_node(mkc_graph *graph, mkc_op op, const void *params, int ninputs,
+                                  const int *inputs, int *output) {
+    return guard([&] {
+        graph::Graph &g = graph_arg(graph);
+        require_out(output, "output");
+        // Read as a plain integer: loading a value outside the enum as the
+        // enum is undefined behaviour.
+        int32_t raw;
+        static_assert(sizeof raw == sizeof op);
+        std::memcpy(&raw, &op, sizeof raw);
+        const graph::NodeOp kind = node_op(raw);
+        require(ninputs >= 0 && (ninputs == 0 || inputs != nullptr), "graph node (",
+                graph::node_op_name(kind), "): inputs is NULL");
+        std::string name;
+        graph::NodeParams p = read_params(kind, params, name);
+        *output = g.add_node(kind, std::move(p), name,
+                             std::vector<int>(inputs, inputs + ninputs))[0];
+    });
+}
+
+MKC_API mkc_status mkc_graph_output(mkc_graph *graph, int value, const char *name) {
+    return guard([&] { graph_arg(graph).add_output(value, text_or_empty(name)); });
+}
+
+MKC_API mkc_status mkc_program_compile(const mkc_graph *graph, const mkc_program_options *options,
+                                       mkc_program **program) {
+    return guard([&] {
+        const graph::Graph &g = graph_arg(const_cast<mkc_graph *>(graph));
+        require_out(program, "program");
+        mkc_program_options defaults;
+        mkc_program_options_init(&defaults);
+        mkc_program_options older;
+        const mkc_program_options &o =
+            options ? sized_params("program_compile", *options, older) : defaults;
+        graph::ProgramOptions po;
+        po.compile.reuse = o.reuse != 0;
+        po.capacity = o.capacity;
+        auto p = std::make_unique<mkc_program>(g, po);
+        p->p.compile_static();
+        registry<mkc_program>().add(p.get());
+        *program = p.release();
+    });
+}
+
+MKC_API mkc_status mkc_program_destroy(mkc_program *program) {
+    return guard([&] {
+        if (program == nullptr) return;
+        if (!registry<mkc_program>().remove(program))
+            fail(MKC_STATUS_INVALID_HANDLE,
+                 "program is not a live program (destroyed twice or foreign handle)");
+        delete program;
+    });
+}
+
+MKC_API mkc_status mkc_program_inputs(const mkc_program *program, int *count) {
+    return guard([&] {
+        const graph::Program &p = program_arg(program);
+        require_out(count, "count");
+        *count = static_cast<int>(p.input_values().size());
+    });
+}
+
+MKC_API mkc_status mkc_program_input_name(const mkc_program *program, int index,
+                                          const char **name) {
+    return guard([&] {
+        const graph::Program &p = program_arg(program);
+        require_out(name, "name");
+        const int n = static_cast<int>(p.input_values().size());
+        require(index >= 0 && index < n, "program: input index ", index, " is not in 0..", n - 1);
+        *name = p.graph().values[p.input_values()[index]].name.c_str();
+    });
+}
+
+MKC_API mkc_status mkc_program_outputs(const mkc_program *program, int *count) {
+    return guard([&] {
+        const graph::Program &p = program_arg(program);
+        require_out(count, "count");
+        *count = static_cast<int>(p.graph().outputs.size());
+    });
+}
+
+MKC_API mkc_status mkc_program_output_name(const mkc_program *program, int index,
+                                           const char **name) {
+    return guard([&] {
+        const graph::Program &p = program_arg(program);
+        require_out(name, "name");
+        const int n = static_cast<int>(p.graph().outputs.size());
+        require(index >= 0 && index < n, "program: output index ", index, " is not in 0..", n - 1);
+        *name = p.graph().outputs[index].name.c_str();
+    });
+}
+
+MKC_API mkc_status mkc_program_run(mkc_program *program, int ninputs,
+                                   const mkc_tensor *const *inputs, int noutputs,
+                                   mkc_tensor **outputs) {
+    return guard([&] {
+        graph::Program &p = program_arg(program);
+        const graph::Graph &g = p.graph();
+        const int want_in = static_cast<int>(p.input_values().size());
+        const int want_out = static_cast<int>(g.outputs.size());
+        if (ninputs != want_in)
+            fail(MKC_STATUS_INVALID_ARGUMENT, "run: the program takes ", want_in,
+                 " inputs, got ", ninputs);
+        if (noutputs != want_out)
+            fail(MKC_STATUS_INVALID_ARGUMENT, "run: the program gives ", want_out,
+                 " outputs, got ", noutputs);
+        require(ninputs == 0 || inputs != nullptr, "run: inputs is NULL");
+        require(outputs != nullptr, "run: outputs is NULL");
+        for (int k = 0; k < ninputs; ++k) {
+            const std::string what = "input '" + g.values[p.input_values()[k]].name + "'";
+            api::tensor_arg(inputs[k], "run", what.c_str());
+        }
+        for (int k = 0; k < noutputs; ++k) {
+            if (outputs[k] == nullptr) continue;
+            const std::string what = "output '" + g.outputs[k].name + "'";
+            api::tensor_arg(outputs[k], "run", what.c_str());
+            require(!outputs[k]->constant, "run: ", what, " is a constant tensor");
+            for (int i = 0; i < ninputs; ++i)
+                require(outputs[k] != inputs[i], "run: ", what, " is also input '",
+                        g.values[p.input_values()[i]].name, "'");
+            for (int j = 0; j < k; ++j)
+                require(outputs[k] != outputs[j], "run: ", what, " is also output '",
+                        g.outputs[j].name, "'");
+        }
+        p.run(inputs, outputs);
+    });
+}
+
+MKC_API mkc_status mkc_program_executor(const mkc_program *program, uint64_t *executor) {
+    return guard([&] {
+        const graph::Program &p = program_arg(program);
+        require_out(executor, "executor");
+        *executor = p.executor();
+    });
+}
+
+MKC_API mkc_status mkc_program_plan(const mkc_program *program, char *buf, size_t size,
+                                    size_t *needed) {
+    return guard([&] {
+        const graph::Program &p = program_arg(program);
+        std::shared_ptr<const graph::Plan> hold;
+        const graph::Plan &plan = last_plan(p, hold);
+        api::copy_out(graph::plan_text(p.graph(), plan), buf, size, needed);
+    });
+}
+
+MKC_API mkc_status mkc_program_memory_info(const mkc_program *program,
+                                           mkc_program_memory *memory) {
+    return guard([&] {
+        const graph::Program &p = program_arg(program);
+        require_out(memory, "memory");
+        std::shared_ptr<const graph::Plan> hold;
+        const graph::Plan &plan = last_plan(p, hold);
+        mkc_program_memory m{};
+        m.struct_size = sizeof m;
+        m.arena_bytes = plan.arena_bytes;
+        m.lower_bound_bytes = plan.lower_bound_bytes;
+        m.naive_bytes = plan.naive_bytes;
+        m.constant_bytes = plan.constant_bytes;
+        m.steps = static_cast<int>(plan.steps.size());
+        m.converters = plan.converters;
+        m.plans = static_cast<int>(p.plan_count());
+        api::write_sized("program_memory_info", memory, m);
+    });
+}
+
+} // extern "C"

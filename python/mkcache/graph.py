@@ -1,0 +1,508 @@
+"""Programs: a model written once as a graph, compiled, run many times.
+
+    g = mkcache.Graph()
+    x = g.input("x", (None, 3, 224, 224))      # None: bound at run time
+    y = g.conv2d(x, w, b, padding=1, activation="relu")   # arrays -> constants
+    y = g.global_avg_pool(y); y = g.flatten(y); y = g.linear(y, w2, b2)
+    g.output(y, "logits")
+    with g.compile() as prog:
+        out = prog.run(x=batch)                 # {"logits": ndarray}
+        print(prog.plan())
+
+The Graph's methods take the eager operators' arguments (``name=`` is the
+node's cache name; there is no ``out=`` or ``training=``: a program infers).
+A numpy array or Tensor where a value is expected becomes a constant, copied
+into the graph.
+"""
+from __future__ import annotations
+
+import ctypes
+import numbers
+
+import numpy as np
+
+from . import _capi, _checks, _layout, ops
+from .errors import InvalidArgumentError
+from .tensor import Tensor, _Owner, check_array, input_owner, wrap_handle
+
+_lib = _capi.lib
+
+
+class Value:
+    """A value of a Graph: an input, a constant or a node's result."""
+    __slots__ = ("graph", "index")
+
+    def __init__(self, graph: "Graph", index: int):
+        self.graph, self.index = graph, index
+
+    def __repr__(self):
+        return f"<mkcache.graph.Value {self.index}>"
+
+
+def _params(cls, init, **fields):
+    p = cls()
+    init(ctypes.byref(p))
+    for k, v in fields.items():
+        setattr(p, k, v)
+    return p
+
+
+class Graph:
+    """A model's graph, built node by node from one thread."""
+
+    def __init__(self):
+        self._handle = ctypes.c_void_p()
+        self._input_layouts = {}  # name -> layout value, for the programs' runs
+        _lib.mkc_graph_create(ctypes.byref(self._handle))
+
+    def close(self) -> None:
+        if self._handle:
+            _lib.mkc_graph_destroy(self._handle)
+            self._handle = ctypes.c_void_p()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    @property
+    def handle(self):
+        if not self._handle:
+            raise InvalidArgumentError("the graph is closed")
+        return self._handle
+
+    # -------------------------------------------------------------- values
+    def input(self, name: str, shape, layout: str = "NCHW") -> Value:
+        """An input of the runs, passed by `name`; None (or -1) in `shape`
+        for a dim bound at run time. layout "NHWC" (or NDHWC/NWC) for
+        channels-last data, shape then given in that order."""
+        dims = tuple(-1 if d is None else _checks.integer(d, "shape") for d in shape)
+        fmt = _layout.to_enum(layout, "layout")
+        if fmt == _capi.LAYOUT_TARGET:
+            raise InvalidArgumentError("layout must be given")
+        arr = (ctypes.c_int64 * max(len(dims), 1))(*dims)
+        value = ctypes.c_int()
+        _lib.mkc_graph_input(self.handle, _checks.name_bytes(name, "name"), _capi.DTYPE_F32,
+                             len(dims), arr, fmt, ctypes.byref(value))
+        self._input_layouts[name] = fmt
+        return Value(self, value.value)
+
+    def constant(self, array, name: str | None = None, layout: str | None = None) -> Value:
+        """A constant: a copy of `array`'s values (a numpy array or Tensor;
+        an array's layout label is `layout`, channels-first by default)."""
+        return self._constant(array, name, None if layout is None
+                              else _layout.to_enum(layout, "layout"))
+
+    def _constant(self, array, name, fmt) -> Value:
+        if isinstance(array, Tensor):
+            handle = array.handle
+        else:
+            if fmt is None:
+                fmt = _capi.LAYOUT_CHANNELS_FIRST
+            owner = input_owner(check_array(array, "array"), "array", fmt)  # held for the call
+            handle = owner.handle
+        value = ctypes.c_int()
+        _lib.mkc_graph_constant(self.handle, handle,
+                                None if name is None else _checks.name_bytes(name, "name"),
+                                ctypes.byref(value))
+        return Value(self, value.value)
+
+    def output(self, value: Value, name: str) -> None:
+        """Marks `value` as an output of the runs, by `name`."""
+        _lib.mkc_graph_output(self.handle, self._value(value, "value"),
+                              _checks.name_bytes(name, "name"))
+
+    def _value(self, v, argument: str, layout: int | None = None) -> int:
+        if isinstance(v, Value):
+            if v.graph is not self:
+                raise InvalidArgumentError(f"{argument} is a value of another graph")
+            return v.index
+        if v is None:
+            return -1
+        if not isinstance(v, (np.ndarray, Tensor)) and isinstance(v, numbers.Real) \
+                and not isinstance(v, bool):
+            v = np.array([_checks.real(v, argument)], dtype=np.float32)
+        return self._constant(v, argument, layout).index
+
+    def _node(self, op: str, params, inputs) -> Value:
+        arr = (ctypes.c_int * max(len(inputs), 1))(*inputs)
+        out = ctypes.c_int()
+        _lib.mkc_graph_node(self.handle, _capi.OPS[op], ctypes.byref(params), len(inputs), arr,
+                            ctypes.byref(out))
+        return Value(self, out.value)
+
+    @staticmethod
+    def _inputs(*values) -> list:
+        """Trailing absent optional inputs dropped; -1 for absent ones before
+        a given one."""
+        items = list(values)
+        while items and items[-1] == -1:
+            items.pop()
+        return items
+
+    # ---------------------------------------------------------- operators
+    def _conv(self, op, k, x, weight, bias, stride, padding, dilation, groups, data_format,
+              activation, name, output_padding=0):
+        if isinstance(padding, str):
+            if padding.lower() != "valid":
+                raise InvalidArgumentError(
+                    "padding 'same' in a Graph: give the padding as numbers (the input's size "
+                    "may be bound only at run time)")
+            padding = 0
+        p = ops._build_conv_params("conv" if op != "conv2d_transpose" else "deconv", k, None,
+                                   None, stride, padding, dilation, groups, data_format,
+                                   activation, name, output_padding)
+        fmt = p.data_format
+        return self._node(op, p, self._inputs(self._value(x, "x", fmt),
+                                              self._value(weight, "weight"),
+                                              self._value(bias, "bias")))
+
+    def conv2d(self, x, weight, bias=None, *, stride=1, padding=0, dilation=1, groups=1,
+               data_format="NCHW", activation=None, name=None) -> Value:
+        """As mkcache.conv2d (padding as numbers or "valid")."""
+        return self._conv("conv2d", 2, x, weight, bias, stride, padding, dilation, groups,
+                          data_format, activation, name)
+
+    def conv3d(self, x, weight, bias=None, *, stride=1, padding=0, dilation=1, groups=1,
+               data_format="NCDHW", activation=None, name=None) -> Value:
+        return self._conv("conv3d", 3, x, weight, bias, stride, padding, dilation, groups,
+                          data_format, activation, name)
+
+    def conv2d_transpose(self, x, weight, bias=None, *, stride=1, padding=0, output_padding=0,
+                         dilation=1, groups=1, data_format="NCHW", activation=None,
+                         name=None) -> Value:
+        return self._conv("conv2d_transpose", 2, x, weight, bias, stride, padding, dilation,
+                          groups, data_format, activation, name, output_padding)
+
+    def activation(self, x, kind: str, alpha=None, beta=None, *, name=None) -> Value:
+        try:
+            k, a, b = _capi.ACTIVATIONS[kind]
+        except (KeyError, TypeError):
+            raise InvalidArgumentError(
+                f"activation kind must be one of {sorted(_capi.ACTIVATIONS)}, "
+                f"got {kind!r}") from None
+        if alpha is not None:
+            a = _checks.real(alpha, "alpha")
+        if beta is not None:
+            b = _checks.real(beta, "beta")
+        p = _params(_capi.ActivationParams, _lib.mkc_activation_params_init, kind=k, alpha=a,
+                    beta=b, name=ops._name(name))
+        return self._node("activation", p, [self._value(x, "x")])
+
+    def relu(self, x, *, name=None):
+        return self.activation(x, "relu", name=name)
+
+    def leaky_relu(self, x, negative_slope=0.01, *, name=None):
+        return self.activation(x, "leaky_relu", negative_slope, name=name)
+
+    def elu(self, x, alpha=1.0, *, name=None):
+        return self.activation(x, "elu", alpha, name=name)
+
+    def gelu(self, x, approximate="none", *, name=None):
+        if approximate not in ("none", "tanh"):
+            raise InvalidArgumentError(
+                f"approximate must be 'none' or 'tanh', got {approximate!r}")
+        return self.activation(x, "gelu" if approximate == "none" else "gelu_tanh", name=name)
+
+    def tanh(self, x, *, name=None):
+        return self.activation(x, "tanh", name=name)
+
+    def sigmoid(self, x, *, name=None):
+        return self.activation(x, "sigmoid", name=name)
+
+    def swish(self, x, beta=1.0, *, name=None):
+        return self.activation(x, "swish", beta, name=name)
+
+    def silu(self, x, *, name=None):
+        return self.activation(x, "silu", name=name)
+
+    def hardswish(self, x, *, name=None):
+        return self.activation(x, "hardswish", name=name)
+
+    def mish(self, x, *, name=None):
+        return self.activation(x, "mish", name=name)
+
+    def clip(self, x, min, max, *, name=None):  # noqa: A002 (numpy's names)
+        return self.activation(x, "clip", min, max, name=name)
+
+    def relu6(self, x, *, name=None):
+        return self.activation(x, "relu6", name=name)
+
+    def sqrt(self, x, *, name=None):
+        return self.activation(x, "sqrt", name=name)
+
+    def abs(self, x, *, name=None):  # noqa: A003 (numpy's name)
+        return self.activation(x, "abs", name=name)
+
+    def exp(self, x, *, name=None):
+        return self.activation(x, "exp", name=name)
+
+    def log(self, x, *, name=None):
+        return self.activation(x, "log", name=name)
+
+    def square(self, x, *, name=None):
+        return self.activation(x, "square", name=name)
+
+    def _softmax(self, x, axis, log, name):
+        p = _params(_capi.SoftmaxParams, _lib.mkc_softmax_params_init,
+                    axis=_checks.integer(axis, "axis", _checks.INT32), log=log,
+                    name=ops._name(name))
+        return self._node("softmax", p, [self._value(x, "x")])
+
+    def softmax(self, x, axis=-1, *, name=None) -> Value:
+        return self._softmax(x, axis, 0, name)
+
+    def log_softmax(self, x, axis=-1, *, name=None) -> Value:
+        return self._softmax(x, axis, 1, name)
+
+    def _binary(self, kind, a, b, name):
+        p = _params(_capi.BinaryParams, _lib.mkc_binary_params_init, kind=_capi.BINARY[kind],
+                    name=ops._name(name))
+        return self._node("binary", p, [self._value(a, "a"), self._value(b, "b")])
+
+    def add(self, a, b, *, name=None):
+        return self._binary("add", a, b, name)
+
+    def sub(self, a, b, *, name=None):
+        return self._binary("sub", a, b, name)
+
+    def mul(self, a, b, *, name=None):
+        return self._binary("mul", a, b, name)
+
+    def div(self, a, b, *, name=None):
+        return self._binary("div", a, b, name)
+
+    def maximum(self, a, b, *, name=None):
+        return self._binary("maximum", a, b, name)
+
+    def minimum(self, a, b, *, name=None):
+        return self._binary("minimum", a, b, name)
+
+    def _pool(self, kind, x, k, kernel_size, stride, padding, ceil_mode, data_format, name,
+              global_=False):
+        p = ops._build_pool_params(kind, k, kernel_size, stride, padding, ceil_mode,
+                                   data_format, name, global_, False)
+        return self._node("pool", p, [self._value(x, "x")])
+
+    def max_pool2d(self, x, kernel_size, stride=None, padding=0, *, ceil_mode=False,
+                   data_format="NCHW", name=None):
+        return self._pool(1, x, 2, kernel_size, stride, padding, ceil_mode, data_format, name)
+
+    def avg_pool2d(self, x, kernel_size, stride=None, padding=0, *, ceil_mode=False,
+                   count_include_pad=True, data_format="NCHW", name=None):
+        return self._pool(2 if count_include_pad else 3, x, 2, kernel_size, stride, padding,
+                          ceil_mode, data_format, name)
+
+    def max_pool3d(self, x, kernel_size, stride=None, padding=0, *, ceil_mode=False,
+                   data_format="NCDHW", name=None):
+        return self._pool(1, x, 3, kernel_size, stride, padding, ceil_mode, data_format, name)
+
+    def avg_pool3d(self, x, kernel_size, stride=None, padding=0, *, ceil_mode=False,
+                   count_include_pad=True, data_format="NCDHW", name=None):
+        return self._pool(2 if count_include_pad else 3, x, 3, kernel_size, stride, padding,
+                          ceil_mode, data_format, name)
+
+    def global_max_pool(self, x, *, data_format="NCHW", name=None):
+        return self._pool(1, x, 0, None, None, 0, False, data_format, name, global_=True)
+
+    def global_avg_pool(self, x, *, data_format="NCHW", name=None):
+        return self._pool(2, x, 0, None, None, 0, False, data_format, name, global_=True)
+
+    def linear(self, x, weight, bias=None, *, activation=None, name=None) -> Value:
+        p = ops._build_linear_params(activation, name, False)
+        return self._node("linear", p, self._inputs(self._value(x, "x"),
+                                                    self._value(weight, "weight"),
+                                                    self._value(bias, "bias")))
+
+    def matmul(self, a, b, bias=None, *, transpose_a=False, transpose_b=False, activation=None,
+               name=None) -> Value:
+        p = ops._build_matmul_params(transpose_a, transpose_b, activation, name)
+        return self._node("matmul", p, self._inputs(self._value(a, "a"), self._value(b, "b"),
+                                                    self._value(bias, "bias")))
+
+    def layer_norm(self, x, scale=None, shift=None, *, begin_norm_axis=-1, epsilon=1e-5,
+                   name=None) -> Value:
+        p = ops._build_layer_norm_params(begin_norm_axis, epsilon, name, False)
+        return self._node("layer_norm", p, self._inputs(self._value(x, "x"),
+                                                        self._value(scale, "scale"),
+                                                        self._value(shift, "shift")))
+
+    def batch_norm(self, x, mean, variance, scale=None, shift=None, *, epsilon=1e-5,
+                   data_format="NCHW", name=None) -> Value:
+        """Inference batch normalization with the running statistics."""
+        p = ops._build_batch_norm_params(epsilon, 0.9, False, data_format, name)
+        return self._node("batch_norm", p, self._inputs(
+            self._value(x, "x"), self._value(mean, "mean"), self._value(variance, "variance"),
+            self._value(scale, "scale"), self._value(shift, "shift")))
+
+    def lrn(self, x, size=5, alpha=1e-4, beta=0.75, k=1.0, *, data_format="NCHW",
+            name=None) -> Value:
+        p = ops._build_lrn_params(size, alpha, beta, k, data_format, name, False)
+        return self._node("lrn", p, [self._value(x, "x")])
+
+    def concat(self, values, axis=0, *, name=None) -> Value:
+        items = list(values)
+        if not items:
+            raise InvalidArgumentError("concat needs at least one input")
+        p = _params(_capi.ConcatParams, _lib.mkc_concat_params_init,
+                    axis=_checks.integer(axis, "axis", _checks.INT32), name=ops._name(name))
+        return self._node("concat", p, [self._value(v, f"values[{i}]")
+                                        for i, v in enumerate(items)])
+
+    def transpose(self, x, axes) -> Value:
+        """x with its axes permuted (dst axis i is x's axis axes[i])."""
+        perm = _checks.integers(axes, len(axes), "axes", _checks.INT32)
+        if not 1 <= len(perm) <= _capi.MAX_NDIMS:
+            raise InvalidArgumentError(f"axes must have 1..{_capi.MAX_NDIMS} entries")
+        p = _params(_capi.TransposeParams, _lib.mkc_transpose_params_init, ndims=len(perm))
+        p.perm[:len(perm)] = perm
+        return self._node("transpose", p, [self._value(x, "x")])
+
+    def reshape(self, x, shape) -> Value:
+        """x's values in row-major order with a new shape: one dim may be -1
+        (inferred), a 0 keeps x's dim at that place."""
+        dims = _checks.integers(shape, len(shape), "shape")
+        if not 1 <= len(dims) <= _capi.MAX_NDIMS:
+            raise InvalidArgumentError(f"shape must have 1..{_capi.MAX_NDIMS} dims")
+        p = _params(_capi.ReshapeParams, _lib.mkc_reshape_params_init, ndims=len(dims))
+        p.dims[:len(dims)] = dims
+        return self._node("reshape", p, [self._value(x, "x")])
+
+    def flatten(self, x, start_dim=1) -> Value:
+        """Dims [start_dim, rank) merged into one (x's leading dims kept)."""
+        start = _checks.integer(start_dim, "start_dim")
+        if start < 0:
+            raise InvalidArgumentError("start_dim must be >= 0 in a Graph")
+        return self.reshape(x, (0,) * start + (-1,))
+
+    # ------------------------------------------------------------ compile
+    def compile(self, *, reuse: bool = True, capacity: int = 0) -> "Program":
+        """A Program of this graph (the graph may be built further or closed
+        afterwards). reuse: values whose lives do not overlap share arena
+        bytes. capacity > 0: at most that many input-shape plans kept."""
+        o = _params(_capi.ProgramOptions, _lib.mkc_program_options_init,
+                    reuse=1 if reuse else 0, capacity=_checks.integer(capacity, "capacity"))
+        handle = ctypes.c_void_p()
+        _lib.mkc_program_compile(self.handle, ctypes.byref(o), ctypes.byref(handle))
+        return Program(handle, dict(self._input_layouts))
+
+
+class Program:
+    """A compiled graph. run() may be called from many threads at once."""
+
+    def __init__(self, handle, input_layouts: dict):
+        self._handle = handle
+        self._input_layouts = input_layouts
+        n = ctypes.c_int()
+        name = ctypes.c_char_p()
+        _lib.mkc_program_inputs(handle, ctypes.byref(n))
+        self.input_names = []
+        for i in range(n.value):
+            _lib.mkc_program_input_name(handle, i, ctypes.byref(name))
+            self.input_names.append(name.value.decode())
+        _lib.mkc_program_outputs(handle, ctypes.byref(n))
+        self.output_names = []
+        for i in range(n.value):
+            _lib.mkc_program_output_name(handle, i, ctypes.byref(name))
+            self.output_names.append(name.value.decode())
+
+    @property
+    def handle(self):
+        if not self._handle:
+            raise InvalidArgumentError("the program is closed")
+        return self._handle
+
+    def close(self) -> None:
+        """Destroys the program and every cache entry it made."""
+        if self._handle:
+            _lib.mkc_program_destroy(self._handle)
+            self._handle = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def run(self, outputs: dict | None = None, **inputs) -> dict:
+        """Runs the program on the inputs (numpy arrays or Tensors, by name)
+        and returns {output name: numpy array}. outputs: {name: array} to
+        fill preallocated float32 C-contiguous arrays instead (returned as
+        they are)."""
+        missing = [n for n in self.input_names if n not in inputs]
+        extra = [n for n in inputs if n not in self.input_names]
+        if missing or extra:
+            raise InvalidArgumentError(
+                f"run: the program takes inputs {self.input_names}"
+                + (f"; missing {missing}" if missing else "")
+                + (f"; unknown {extra}" if extra else ""))
+        handles = []
+        owners = []  # held for the call
+        for n in self.input_names:
+            v = inputs[n]
+            if isinstance(v, Tensor):
+                handles.append(v.handle)
+            else:
+                owners.append(input_owner(v, n, self._input_layouts[n]))
+                handles.append(owners[-1].handle)
+        in_handles = (_capi.tensor_p * max(len(handles), 1))(*handles)
+        given = dict(outputs or {})
+        unknown = [n for n in given if n not in self.output_names]
+        if unknown:
+            raise InvalidArgumentError(f"run: unknown outputs {unknown}; the program gives "
+                                       f"{self.output_names}")
+        out_owners = {}
+        out_handles = (_capi.tensor_p * len(self.output_names))()
+        for i, n in enumerate(self.output_names):
+            if n in given:
+                arr = given[n]
+                if not (isinstance(arr, np.ndarray) and arr.dtype == np.float32
+                        and arr.flags.c_contiguous and arr.flags.writeable):
+                    raise InvalidArgumentError(
+                        f"run: outputs[{n!r}] must be a writable C-contiguous float32 array")
+                # Labelled channels-first: an output in channels-last order is
+                # filled through a Tensor of that layout instead.
+                out_owners[n] = _Owner(wrap_handle(arr, _capi.LAYOUT_CHANNELS_FIRST))
+                out_handles[i] = out_owners[n].handle
+        _lib.mkc_program_run(self.handle, len(handles), in_handles, len(self.output_names),
+                             out_handles)
+        result = {}
+        for i, n in enumerate(self.output_names):
+            if n in given:
+                result[n] = given[n]
+            else:
+                result[n] = Tensor._adopt(_capi.tensor_p(out_handles[i])).numpy()
+        return result
+
+    __call__ = run
+
+    def plan(self) -> str:
+        """The last compiled plan: one line per step, then the totals."""
+        return _capi.call_with_buffer(_lib.mkc_program_plan, self.handle)
+
+    @property
+    def memory(self) -> dict:
+        """arena_bytes, lower_bound_bytes, naive_bytes, constant_bytes, steps,
+        converters, plans of the last compiled plan."""
+        m = _capi.ProgramMemory()
+        _lib.mkc_program_memory_info(self.handle, ctypes.byref(m))
+        return {name: getattr(m, name) for name, _ in _capi.ProgramMemory._fields_}
+
+    @property
+    def executor_id(self) -> int:
+        e = ctypes.c_uint64()
+        _lib.mkc_program_executor(self.handle, ctypes.byref(e))
+        return e.value

@@ -1,0 +1,303 @@
+"""Programs (mkcache.Graph / Program): results against the same model run op
+by op through the eager functions and against float64 numpy, plans per
+input shape, memory figures, cache isolation, threads and bad input."""
+from __future__ import annotations
+
+import ctypes
+import threading
+
+import numpy as np
+import pytest
+
+import mkcache
+from mkcache import _capi
+
+lib = _capi.lib
+RNG = np.random.default_rng(7)
+
+
+def rand(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+class SmallCnn:
+    """conv(+bias, relu) -> max pool -> conv (no bias) -> avg pool (global)
+    -> flatten -> linear -> softmax, channels not multiples of 16."""
+
+    def __init__(self, layout="NCHW"):
+        self.layout = layout
+        self.w1, self.b1 = rand(6, 3, 3, 3), rand(6)
+        self.w2 = rand(5, 6, 3, 3)
+        self.w3, self.b3 = rand(4, 5), rand(4)
+
+    def build(self, batch=None):
+        g = mkcache.Graph()
+        shape = (batch, 9, 11, 3) if self.layout == "NHWC" else (batch, 3, 9, 11)
+        x = g.input("x", shape, layout=self.layout)
+        y = g.conv2d(x, self.w1, self.b1, padding=1, activation="relu", data_format=self.layout,
+                     name="c1")
+        y = g.max_pool2d(y, 2, data_format=self.layout)
+        y = g.conv2d(y, self.w2, stride=(1, 2), padding=(1, 0, 2, 1), dilation=(1, 1),
+                     data_format=self.layout)
+        y = g.global_avg_pool(y, data_format=self.layout)
+        y = g.flatten(y)
+        y = g.linear(y, self.w3, self.b3)
+        y = g.softmax(y)
+        g.output(y, "probs")
+        return g
+
+    def eager(self, x):
+        f = self.layout
+        y = mkcache.conv2d(x, self.w1, self.b1, padding=1, activation="relu", data_format=f)
+        y = mkcache.max_pool2d(y, 2, data_format=f)
+        y = mkcache.conv2d(y, self.w2, stride=(1, 2), padding=(1, 0, 2, 1), data_format=f)
+        y = mkcache.global_avg_pool(y, data_format=f)
+        y = mkcache.flatten(y)
+        return np.asarray(mkcache.softmax(mkcache.linear(y, self.w3, self.b3)))
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("reuse", [True, False])
+def test_program_equals_the_eager_calls(layout, reuse):
+    cnn = SmallCnn(layout)
+    with cnn.build(3).compile(reuse=reuse) as prog:
+        x = rand(3, 9, 11, 3) if layout == "NHWC" else rand(3, 3, 9, 11)
+        out = prog.run(x=x)
+        np.testing.assert_allclose(out["probs"], cnn.eager(x), rtol=1e-5, atol=1e-6)
+        m = prog.memory
+        assert m["lower_bound_bytes"] <= m["arena_bytes"] <= m["naive_bytes"]
+        if reuse:
+            assert m["arena_bytes"] < m["naive_bytes"]
+        else:
+            assert m["arena_bytes"] == m["naive_bytes"]
+        assert prog(x=x)["probs"].shape == (3, 4)  # __call__ is run
+
+
+def test_program_against_float64_numpy():
+    """linear -> relu -> add (broadcast) -> layer_norm, checked in float64."""
+    w, b, s = rand(7, 5), rand(7), rand(7)
+    g = mkcache.Graph()
+    x = g.input("x", (None, 5))
+    y = g.relu(g.linear(x, w, b))
+    y = g.add(y, s)
+    y = g.layer_norm(y, epsilon=1e-5)
+    g.output(y, "y")
+    with g.compile() as prog:
+        for batch in (1, 4):
+            xv = rand(batch, 5)
+            h = np.maximum(xv.astype(np.float64) @ w.T + b, 0) + s
+            h = (h - h.mean(-1, keepdims=True)) / np.sqrt(h.var(-1, keepdims=True) + 1e-5)
+            np.testing.assert_allclose(prog.run(x=xv)["y"], h, rtol=1e-4, atol=1e-4)
+
+
+def test_outputs_fill_preallocated_arrays_and_plans_follow_the_shapes():
+    cnn = SmallCnn()
+    with cnn.build(None).compile(capacity=2) as prog:
+        for batch in (1, 3, 2, 3):
+            x = rand(batch, 3, 9, 11)
+            out = np.full((batch, 4), np.nan, np.float32)
+            got = prog.run(x=x, outputs={"probs": out})
+            assert got["probs"] is out
+            np.testing.assert_allclose(out, cnn.eager(x), rtol=1e-5, atol=1e-6)
+        assert prog.memory["plans"] == 2  # capacity: the oldest went
+
+
+def test_plan_text_lists_every_step_and_the_totals():
+    with SmallCnn("NHWC").build(2).compile() as prog:
+        text = prog.plan()  # compiled at once: every dim is static
+        lines = text.strip().splitlines()
+        m = prog.memory
+        assert len(lines) == m["steps"] + 2
+        assert sum(": convert " in line for line in lines) == m["converters"]
+        assert "node 0 (conv2d 'c1')" in text and "output 'probs'" in text
+        assert f"arena {m['arena_bytes']} bytes" in lines[-1]
+
+
+def _keys_of(executor):
+    """The cache keys (programs keep theirs in session 0) of an executor."""
+    return [key for _, key in mkcache.cache.keys(0) if f"|e{executor:x}" in key]
+
+
+def test_programs_share_no_entries_and_closing_drops_theirs():
+    cnn = SmallCnn()
+    x = rand(2, 3, 9, 11)
+    a, b = cnn.build(2).compile(), cnn.build(2).compile()
+    try:
+        assert a.executor_id != b.executor_id
+        ra, rb = a.run(x=x)["probs"], b.run(x=x)["probs"]
+        np.testing.assert_array_equal(ra, rb)
+        ka, kb = _keys_of(a.executor_id), _keys_of(b.executor_id)
+        assert ka and len(ka) == len(kb) and not set(ka) & set(kb)
+        executor = a.executor_id
+        a.close()
+        assert _keys_of(executor) == []
+        assert len(_keys_of(b.executor_id)) == len(kb)
+    finally:
+        a.close()
+        b.close()
+
+
+def test_threads_run_one_program_with_their_own_inputs():
+    cnn = SmallCnn()
+    inputs = [rand(2, 3, 9, 11) for _ in range(4)]
+    wants = [cnn.eager(x) for x in inputs]
+    errors = []
+    with cnn.build(2).compile() as prog:
+        def worker(i):
+            try:
+                for _ in range(50):
+                    got = prog.run(x=inputs[i])["probs"]
+                    np.testing.assert_allclose(got, wants[i], rtol=1e-5, atol=1e-6)
+            except Exception as exc:  # reported below
+                errors.append(exc)
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert not errors, errors[0]
+
+
+def test_run_refuses_bad_inputs_naming_them():
+    with SmallCnn().build(2).compile() as prog:
+        with pytest.raises(mkcache.InvalidArgumentError, match=r"missing \['x'\]"):
+            prog.run()
+        with pytest.raises(mkcache.InvalidArgumentError, match=r"unknown \['y'\]"):
+            prog.run(x=rand(2, 3, 9, 11), y=rand(1))
+        with pytest.raises(mkcache.InvalidArgumentError,
+                           match=r"input 'x' dim 0 must be 2, got 3"):
+            prog.run(x=rand(3, 3, 9, 11))
+        with pytest.raises(mkcache.InvalidArgumentError, match="input 'x' must be NCHW of rank 4"):
+            prog.run(x=rand(2, 3, 9))
+        with pytest.raises(mkcache.InvalidArgumentError, match="output 'probs' must be a plain"):
+            prog.run(x=rand(2, 3, 9, 11), outputs={"probs": np.zeros((2, 5), np.float32)})
+        # At the C level: counts and aliasing.
+        h = ctypes.c_void_p()
+        lib.mkc_tensor_create(1, 4, (ctypes.c_int64 * 4)(2, 3, 9, 11), 1, ctypes.byref(h))
+        try:
+            ins = (_capi.tensor_p * 1)(h)
+            outs = (_capi.tensor_p * 1)()
+            with pytest.raises(mkcache.InvalidArgumentError, match="takes 1 inputs, got 0"):
+                lib.mkc_program_run(prog.handle, 0, ins, 1, outs)
+            with pytest.raises(mkcache.InvalidArgumentError, match="gives 1 outputs, got 2"):
+                lib.mkc_program_run(prog.handle, 1, ins, 2, (_capi.tensor_p * 2)())
+            with pytest.raises(mkcache.InvalidArgumentError,
+                               match="output 'probs' is also input 'x'"):
+                lib.mkc_program_run(prog.handle, 1, ins, 1, (_capi.tensor_p * 1)(h))
+        finally:
+            lib.mkc_tensor_destroy(h)
+
+
+def test_graph_errors_name_the_node():
+    g = mkcache.Graph()
+    x = g.input("x", (1, 4, 5, 5))
+    y = g.conv2d(x, rand(6, 3, 3, 3), name="stem")  # expects 3 channels
+    g.output(y, "y")
+    with pytest.raises(mkcache.InvalidArgumentError,
+                       match=r"node 0 \(conv2d 'stem'\): conv2d: src has 4 channels"):
+        g.compile()
+    # A dynamic graph reports it at the first run of a shape.
+    g = mkcache.Graph()
+    x = g.input("x", (None, 4, 5, 5))
+    g.output(g.conv2d(x, rand(6, 3, 3, 3), name="stem"), "y")
+    with g.compile() as prog:
+        with pytest.raises(mkcache.InvalidArgumentError, match=r"node 0 \(conv2d 'stem'\)"):
+            prog.run(x=rand(1, 4, 5, 5))
+        with pytest.raises(mkcache.InvalidArgumentError, match="no plan yet"):
+            prog.plan()
+
+
+def test_builder_refuses_bad_nodes():
+    g = mkcache.Graph()
+    x = g.input("x", (2, 3))
+    out = ctypes.c_int()
+    p = _capi.ActivationParams()
+    lib.mkc_activation_params_init(ctypes.byref(p))
+    with pytest.raises(mkcache.InvalidArgumentError, match="unknown operator 99"):
+        lib.mkc_graph_node(g.handle, 99, ctypes.byref(p), 1, (ctypes.c_int * 1)(x.index),
+                           ctypes.byref(out))
+    with pytest.raises(mkcache.InvalidArgumentError, match=r"input 0 is not a value of this graph"):
+        lib.mkc_graph_node(g.handle, _capi.OPS["activation"], ctypes.byref(p), 1,
+                           (ctypes.c_int * 1)(42), ctypes.byref(out))
+    with pytest.raises(mkcache.InvalidArgumentError, match=r"\(binary\): input 1 is required"):
+        g.add(x, None)
+    bp = _capi.BinaryParams()
+    lib.mkc_binary_params_init(ctypes.byref(bp))
+    with pytest.raises(mkcache.InvalidArgumentError, match=r"\(binary\): takes 2 inputs, got 1"):
+        lib.mkc_graph_node(g.handle, _capi.OPS["binary"], ctypes.byref(bp), 1,
+                           (ctypes.c_int * 1)(x.index), ctypes.byref(out))
+    with pytest.raises(mkcache.InvalidArgumentError, match="an input of that name exists"):
+        g.input("x", (1,))
+    with pytest.raises(mkcache.InvalidArgumentError, match=r"dims must be >= 1 \(or -1"):
+        g.input("z", (2, 0))
+    with pytest.raises(mkcache.InvalidArgumentError, match="no outputs"):
+        g.compile()
+    other = mkcache.Graph()
+    with pytest.raises(mkcache.InvalidArgumentError, match="another graph"):
+        other.relu(x)
+    g.output(x, "x_out")
+    with pytest.raises(mkcache.InvalidArgumentError, match="an output of that name exists"):
+        g.output(x, "x_out")
+    with pytest.raises(mkcache.InvalidHandleError, match="graph is NULL"):
+        lib.mkc_graph_output(None, 0, b"y")
+
+
+def test_an_input_returned_as_an_output_and_a_constant_output():
+    g = mkcache.Graph()
+    x = g.input("x", (2, 3))
+    c = g.constant(np.arange(6, dtype=np.float32).reshape(2, 3), "c")
+    g.output(x, "same")
+    g.output(c, "c")
+    g.output(g.add(x, c), "sum")
+    with g.compile() as prog:
+        xv = rand(2, 3)
+        out = prog.run(x=xv)
+        np.testing.assert_array_equal(out["same"], xv)
+        np.testing.assert_array_equal(out["c"], np.arange(6).reshape(2, 3))
+        np.testing.assert_allclose(out["sum"], xv + np.arange(6).reshape(2, 3), rtol=1e-6)
+
+
+def test_every_forward_operator_as_a_node_matches_eager():
+    x4 = rand(2, 5, 7, 6)
+    xm = rand(2, 3, 4, 5)
+    bn = (rand(5), np.abs(rand(5)) + 0.5, rand(5), rand(5))
+    cases = {
+        "conv3d": (lambda g, x: g.conv3d(g.reshape(x, (2, 5, 7, 2, 3)), W3, padding=1),
+                   lambda x: mkcache.conv3d(mkcache.reshape(x, (2, 5, 7, 2, 3)), W3, padding=1)),
+        "conv2d_transpose": (lambda g, x: g.conv2d_transpose(x, WT, stride=2, padding=1),
+                             lambda x: mkcache.conv2d_transpose(x, WT, stride=2, padding=1)),
+        "grouped conv": (lambda g, x: g.conv2d(x, WG, groups=5, dilation=2, padding=2),
+                         lambda x: mkcache.conv2d(x, WG, groups=5, dilation=2, padding=2)),
+        "avg_pool2d": (lambda g, x: g.avg_pool2d(x, 3, 2, 1, ceil_mode=True,
+                                                 count_include_pad=False),
+                       lambda x: mkcache.avg_pool2d(x, 3, 2, 1, ceil_mode=True,
+                                                    count_include_pad=False)),
+        "batch_norm": (lambda g, x: g.batch_norm(x, *bn),
+                       lambda x: mkcache.batch_norm(x, *bn)),
+        "lrn": (lambda g, x: g.lrn(x, 3), lambda x: mkcache.lrn(x, 3)),
+        "gelu, sigmoid": (lambda g, x: g.sigmoid(g.gelu(x)),
+                          lambda x: mkcache.sigmoid(mkcache.gelu(x))),
+        "log_softmax axis 1": (lambda g, x: g.log_softmax(x, 1),
+                               lambda x: mkcache.log_softmax(x, 1)),
+        "mul, maximum": (lambda g, x: g.maximum(g.mul(x, 2.0), x),
+                         lambda x: mkcache.maximum(mkcache.mul(x, 2.0), x)),
+        "concat": (lambda g, x: g.concat([x, g.relu(x)], axis=1),
+                   lambda x: mkcache.concat([x, mkcache.relu(x)], axis=1)),
+        "transpose": (lambda g, x: g.transpose(x, (0, 2, 3, 1)),
+                      lambda x: mkcache.transpose(x, (0, 2, 3, 1))),
+        "matmul": (lambda g, x: g.matmul(x, MB, transpose_b=True, activation="tanh"),
+                   lambda x: mkcache.matmul(x, MB, transpose_b=True, activation="tanh")),
+    }
+    for name, (build, eager) in cases.items():
+        x = xm if name == "matmul" else x4
+        g = mkcache.Graph()
+        g.output(build(g, g.input("x", x.shape)), "y")
+        with g.compile() as prog:
+            np.testing.assert_allclose(prog.run(x=x)["y"], np.asarray(eager(x)), rtol=1e-5,
+                                       atol=1e-5, err_msg=name)
+
+
+W3 = rand(4, 5, 3, 3, 3)
+WT = rand(5, 3, 3, 3)
+WG = rand(10, 1, 3, 3)
+MB = rand(6, 5)
