@@ -207,6 +207,21 @@ TEST(program_errors_name_the_node_or_input) {
                             "expect 3 (weights dim 1 = 3 x groups = 1)");
 }
 
+TEST(plans_of_one_program_share_its_converted_constants) {
+    const SmallCnn cnn{MKC_LAYOUT_CHANNELS_FIRST};
+    Program program(cnn.build(-1), ProgramOptions{});
+    auto one = tensor({1, 3, 9, 11}), four = tensor({4, 3, 9, 11});
+    const Tensor *a[] = {one.get()}, *b[] = {four.get()};
+    const auto pa = program.plan_for(a), pb = program.plan_for(b);
+    CHECK(pa != pb && !pa->constants.empty());
+    int shared = 0;
+    for (const auto &c : pa->constants)
+        for (const auto &d : pb->constants) shared += c == d;
+    // Every copy the first plan made that the second needs in the same
+    // arrangement is the same memory.
+    CHECK(shared > 0);
+}
+
 TEST(plan_text_has_a_line_per_step_and_the_totals) {
     const SmallCnn cnn{MKC_LAYOUT_CHANNELS_LAST};
     Program program(cnn.build(3), ProgramOptions{});

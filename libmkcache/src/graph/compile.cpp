@@ -173,8 +173,16 @@ private:
         if (t.desc == want) {
             plan_.constant_data.push_back(t.data); // the tensor is held by the graph
         } else {
-            auto storage = allocate(want.get_size(), false);
-            reorder(plan_.scope, t.desc, t.data, want, storage.get());
+            std::shared_ptr<void> storage;
+            if (options_.constants) {
+                auto shared = options_.constants->find(key);
+                if (shared != options_.constants->end()) storage = shared->second;
+            }
+            if (!storage) {
+                storage = allocate(want.get_size(), false);
+                reorder(plan_.scope, t.desc, t.data, want, storage.get());
+                if (options_.constants) options_.constants->emplace(key, storage);
+            }
             plan_.constant_data.push_back(storage.get());
             plan_.constant_bytes += want.get_size();
             plan_.constants.push_back(std::move(storage));

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -47,12 +48,18 @@ struct Plan {
     std::vector<ops::ValueDesc> inputs;           // per graph input, plain
     std::vector<ops::ValueDesc> outputs;          // per graph output, plain
     size_t arena_bytes = 0, lower_bound_bytes = 0, naive_bytes = 0;
-    size_t constant_bytes = 0; // constants this plan converted (and holds)
+    size_t constant_bytes = 0; // constants in arrangements of the plan's (held by it)
     int converters = 0;
 };
 
+// A program's constants as its plans converted them, keyed by value and
+// arrangement: every plan that needs a constant in one arrangement shares
+// the one copy (the key's text is the arrangement's format name and dims).
+using ConvertedConstants = std::map<std::pair<int, std::string>, std::shared_ptr<void>>;
+
 struct CompileOptions {
     bool reuse = true; // intermediate buffers share the arena when their lives allow
+    ConvertedConstants *constants = nullptr; // shared between plans (null: the plan's own)
 };
 
 // Compiles `graph` for inputs of these caller dims (one per graph input, in

@@ -96,7 +96,9 @@ Program::find_or_compile(const std::vector<std::vector<int64_t>> &dims) {
     scope.capacity = 0;
     scope.thread_bound = false;
     scope.state = &thread_state();
-    std::shared_ptr<const Plan> plan = compile_plan(graph_, dims, scope, group, options_.compile);
+    CompileOptions options = options_.compile;
+    options.constants = &constants_;
+    std::shared_ptr<const Plan> plan = compile_plan(graph_, dims, scope, group, options);
     plans_.emplace(group, plan);
     order_.push_back(group);
     last_ = plan;

@@ -70,6 +70,9 @@ private:
     std::vector<std::string> order_; // shape groups, oldest first (capacity)
     std::shared_ptr<const Plan> last_;
     std::vector<Arena> arenas_;
+    // Converted constants, shared by the plans (a copy lives while a plan
+    // holds it; the map's reference goes with the program).
+    ConvertedConstants constants_;
 };
 
 // A new executor id for a program: from a process-wide counter with the
