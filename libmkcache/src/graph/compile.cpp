@@ -5,6 +5,7 @@
 // (constants converted here, once), then the graph outputs, then liveness
 // and the arena offsets.
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <utility>
 
@@ -111,6 +112,13 @@ private:
         step.run = node_run(node.op);
         step.entry = prepared.entry;
         step.what = g_.describe_node(n);
+        step.serial_elements = prepared.serial_elements;
+        if (!prepared.in_args.empty() || !prepared.out_args.empty()) {
+            step.in_args = prepared.in_args;
+            step.out_args = prepared.out_args;
+            step.in_args.resize(prepared.takes.size(), 0);
+            step.out_args.resize(prepared.outputs.size(), 0);
+        }
         // Every port the entry has (absent optional ones: none), converters
         // placed first; the reads are counted from the node's own step.
         for (size_t i = 0; i < prepared.takes.size(); ++i) {
@@ -205,6 +213,8 @@ private:
         touch(from, static_cast<int>(plan_.steps.size()));
         step.in = {from};
         step.out = {out};
+        step.in_args = {DNNL_ARG_FROM};
+        step.out_args = {DNNL_ARG_TO};
         step.in_formats = {format_name(have.desc)};
         step.out_formats = {format_name(want)};
         step.why = why;
@@ -256,7 +266,10 @@ std::unique_ptr<Plan> compile_plan(const Graph &graph,
                                    const std::vector<std::vector<int64_t>> &dims,
                                    const CacheScope &scope, const std::string &shape_group,
                                    const CompileOptions &options) {
+    static std::atomic<uint64_t> next_id{1};
     auto plan = std::make_unique<Plan>();
+    plan->id = next_id.fetch_add(1, std::memory_order_relaxed);
+    plan->input_dims = dims;
     plan->shape_group = shape_group;
     plan->scope = scope;
     plan->scope.shape_group = &plan->shape_group;

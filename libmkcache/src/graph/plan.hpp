@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -33,6 +34,12 @@ struct Step {
     NodeRun run = nullptr;
     std::shared_ptr<PrimitiveEntry> entry;
     std::vector<BufferRef> in, out;
+    // Set when the step is one execution of the entry's primitive with each
+    // buffer bound to one argument (ops::Prepared::in_args): the argument
+    // per in/out buffer (0: not bound), so a run binds once per arena and
+    // executes the primitive itself. Empty: `run` does the step.
+    std::vector<int> in_args, out_args;
+    int64_t serial_elements = INT64_MAX; // see ops::Prepared
     // For the plan text.
     std::string what; // "conv2d 'stem'", "convert"
     std::vector<std::string> in_formats, out_formats;
@@ -40,7 +47,9 @@ struct Step {
 };
 
 struct Plan {
-    std::string shape_group; // the input dims this plan is for ("1x3x224x224;...")
+    uint64_t id = 0;              // unique in the process (what a run's bindings are for)
+    std::vector<Dims> input_dims; // caller dims of each input this plan is for
+    std::string shape_group;      // the same as text ("program:1x3x224x224:...")
     CacheScope scope;        // its entries' scope (state: the compiling thread's)
     std::vector<Step> steps;
     std::vector<std::shared_ptr<void>> constants; // storage of converted constants

@@ -61,7 +61,28 @@ void Program::compile_static() {
     find_or_compile(dims);
 }
 
+std::shared_ptr<const Plan> Program::last_plan_for(const Tensor *const *inputs) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!last_) return nullptr;
+    for (size_t k = 0; k < input_values_.size(); ++k) {
+        const Tensor *t = inputs[k];
+        const Value &in = graph_.values[input_values_[k]];
+        const Dims &want = last_->input_dims[k];
+        if (t == nullptr || t->dtype != in.dtype || t->dims.size() != want.size()) return nullptr;
+        if (t->layout != in.layout && t->dims.size() >= 3) return nullptr;
+        // want is in the caller's order; t->dims in oneDNN's.
+        const bool last = in.layout == MKC_LAYOUT_CHANNELS_LAST && want.size() >= 3;
+        const size_t n = want.size();
+        for (size_t i = 0; i < n; ++i) {
+            const size_t j = !last ? i : i == 0 ? 0 : i == n - 1 ? 1 : i + 1;
+            if (t->dims[j] != want[i]) return nullptr;
+        }
+    }
+    return last_;
+}
+
 std::shared_ptr<const Plan> Program::plan_for(const Tensor *const *inputs) {
+    if (auto plan = last_plan_for(inputs)) return plan;
     std::vector<std::vector<int64_t>> dims;
     for (size_t k = 0; k < input_values_.size(); ++k) {
         const Value &in = graph_.values[input_values_[k]];
@@ -88,8 +109,10 @@ Program::find_or_compile(const std::vector<std::vector<int64_t>> &dims) {
     const std::string group = shape_group_of(dims);
     std::lock_guard<std::mutex> lock(mutex_);
     auto found = plans_.find(group);
-    if (found != plans_.end())
+    if (found != plans_.end()) {
+        last_ = found->second;
         return found->second;
+    }
     CacheScope scope;
     scope.session = 0;
     scope.executor = executor_;
@@ -123,18 +146,27 @@ size_t Program::plan_count() const {
     return plans_.size();
 }
 
-Program::Arena Program::take_arena(size_t bytes) {
+Program::Arena Program::take_arena(const Plan &plan) {
     {
         std::lock_guard<std::mutex> lock(mutex_);
+        // One bound for this plan first, else any large enough.
+        size_t pick = arenas_.size();
         for (size_t i = 0; i < arenas_.size(); ++i) {
-            if (arenas_[i].bytes >= bytes) {
-                Arena a = std::move(arenas_[i]);
-                arenas_.erase(arenas_.begin() + static_cast<std::ptrdiff_t>(i));
-                return a;
+            if (arenas_[i].bytes < plan.arena_bytes) continue;
+            if (arenas_[i].context && arenas_[i].context->plan_id() == plan.id) {
+                pick = i;
+                break;
             }
+            if (pick == arenas_.size()) pick = i;
+        }
+        if (pick < arenas_.size()) {
+            Arena a = std::move(arenas_[pick]);
+            arenas_.erase(arenas_.begin() + static_cast<std::ptrdiff_t>(pick));
+            return a;
         }
     }
-    return {allocate(bytes > 0 ? bytes : 1, false), bytes};
+    const size_t bytes = plan.arena_bytes;
+    return {allocate(bytes > 0 ? bytes : 1, false), bytes, nullptr};
 }
 
 void Program::give_back(Arena arena) {
@@ -172,39 +204,16 @@ void Program::run(const Tensor *const *inputs, mkc_tensor **outputs) {
         out_data[k] = t.data;
     }
 
-    Arena arena = take_arena(plan->arena_bytes);
+    Arena arena = take_arena(*plan);
     struct Return {
         Program &p;
         Arena &a;
         ~Return() { p.give_back(std::move(a)); }
     } give_back_at_exit{*this, arena};
-    char *base = static_cast<char *>(arena.data.get());
-    auto address = [&](const BufferRef &r) -> void * {
-        switch (r.kind) {
-        case BufferRef::Kind::none:
-            return nullptr;
-        case BufferRef::Kind::input:
-            return const_cast<void *>(in_data[r.index]);
-        case BufferRef::Kind::constant:
-            return const_cast<void *>(plan->constant_data[r.index]);
-        case BufferRef::Kind::arena:
-            return base + r.offset;
-        case BufferRef::Kind::output:
-            return out_data[r.index];
-        }
-        return nullptr;
-    };
-    std::vector<const void *> ins;
-    std::vector<void *> outs;
-    for (const Step &step : plan->steps) {
-        ins.clear();
-        outs.clear();
-        for (const BufferRef &r : step.in)
-            ins.push_back(address(r));
-        for (const BufferRef &r : step.out)
-            outs.push_back(address(r));
-        step.run(scope, *step.entry, ops::Buffers{ins.data(), outs.data()});
-    }
+    if (!arena.context || arena.context->plan_id() != plan->id)
+        arena.context =
+            std::make_unique<RunContext>(*plan, static_cast<char *>(arena.data.get()));
+    arena.context->run(*plan, scope, *scope.state, in_data.data(), out_data.data());
     for (size_t k = 0; k < created.size(); ++k)
         if (created[k])
             Handler::publish(created[k], &outputs[k]);

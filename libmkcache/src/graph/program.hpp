@@ -18,6 +18,7 @@
 
 #include "graph/graph.hpp"
 #include "graph/plan.hpp"
+#include "graph/run_context.hpp"
 
 namespace mkc::graph {
 
@@ -53,12 +54,18 @@ public:
     size_t plan_count() const;
 
 private:
+    // An arena and the bindings of the plan it ran last (a plan's run on an
+    // arena bound for it binds nothing).
     struct Arena {
         std::shared_ptr<void> data;
         size_t bytes = 0;
+        std::unique_ptr<RunContext> context;
     };
     std::shared_ptr<const Plan> find_or_compile(const std::vector<std::vector<int64_t>> &dims);
-    Arena take_arena(size_t bytes);
+    // The last plan, if it is for these inputs (no allocation: every run
+    // asks).
+    std::shared_ptr<const Plan> last_plan_for(const Tensor *const *inputs) const;
+    Arena take_arena(const Plan &plan);
     void give_back(Arena arena);
 
     Graph graph_;

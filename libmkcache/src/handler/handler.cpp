@@ -398,9 +398,13 @@ __attribute__((noinline)) void *Handler::Execution::converted(int index, int arg
 void Handler::Execution::run() {
     if (entry_.scratchpad_bytes > 0)
         raw(DNNL_ARG_SCRATCHPAD, state_.scratchpad(entry_.scratchpad_bytes));
-    dnnl_stream_t stream = thread_stream(state_).get();
-    check(dnnl_primitive_execute(entry_.primitive.get(), stream, nargs_, args_),
-          "executing primitive");
+    execute(state_, entry_.primitive.get(), nargs_, args_);
+}
+
+void execute(ThreadState &state, dnnl_primitive_t primitive, int nargs,
+             const dnnl_exec_arg_t *args) {
+    dnnl_stream_t stream = thread_stream(state).get();
+    check(dnnl_primitive_execute(primitive, stream, nargs, args), "executing primitive");
     if (!kExecuteBlocks) check(dnnl_stream_wait(stream), "waiting for stream");
 }
 

@@ -115,6 +115,12 @@ const Tensor &as_layout(const CacheScope &scope, const Tensor &t, const dnnl::me
 // `t` if it is row-major in its caller's order, else a row-major copy.
 const Tensor &row_major(const CacheScope &scope, const Tensor &t, std::unique_ptr<Tensor> &holder);
 
+// Executes `primitive` with its arguments bound on the calling thread's
+// stream (`state` is its state), waiting for it where the runtime does not
+// return when it is done.
+void execute(ThreadState &state, dnnl_primitive_t primitive, int nargs,
+             const dnnl_exec_arg_t *args);
+
 // A library-wide count of layout conversions (reorders) executed, so tests
 // can prove a chain of operators performs none between them.
 uint64_t reorder_count();

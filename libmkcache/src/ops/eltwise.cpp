@@ -120,7 +120,12 @@ Prepared ActivationOp::prepare(const CacheScope &scope, const Attrs &attrs, cons
     BlobCache::HitTicket ticket;
     bool hit = false;
     auto entry = prepare_activation(scope, attrs, name, src, ticket, hit);
-    return {entry, {src.desc}, {arranged_as(src, entry->arg_desc(DNNL_ARG_DST))}};
+    return {entry,
+            {src.desc},
+            {arranged_as(src, entry->arg_desc(DNNL_ARG_DST))},
+            {DNNL_ARG_SRC},
+            {DNNL_ARG_DST},
+            entry->elements};
 }
 
 void ActivationOp::run(const CacheScope &scope, PrimitiveEntry &entry, const Buffers &buffers) {
@@ -207,7 +212,10 @@ Prepared ActivationBackwardOp::prepare(const CacheScope &scope, const Attrs &att
     auto entry = prepare_activation_backward(scope, attrs, name, src);
     return {entry,
             {src.desc, entry->arg_desc(DNNL_ARG_DIFF_DST)},
-            {arranged_as(src, entry->arg_desc(DNNL_ARG_DIFF_SRC))}};
+            {arranged_as(src, entry->arg_desc(DNNL_ARG_DIFF_SRC))},
+            {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST},
+            {DNNL_ARG_DIFF_SRC},
+            entry->elements};
 }
 
 void ActivationBackwardOp::run(const CacheScope &scope, PrimitiveEntry &entry,

@@ -174,7 +174,9 @@ Prepared LinearOp::prepare(const CacheScope &scope, const Attrs &attrs, const ch
     Prepared out{entry,
                  {entry->x_plain, entry->arg_desc(DNNL_ARG_WEIGHTS),
                   bias ? entry->arg_desc(DNNL_ARG_BIAS) : empty_desc()},
-                 {}};
+                 {},
+                 {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_BIAS},
+                 {DNNL_ARG_DST}};
     out.outputs.push_back({MKC_DTYPE_F32, MKC_LAYOUT_CHANNELS_FIRST, entry->y_md.get_dims(),
                            entry->y_md});
     return out;
@@ -558,7 +560,9 @@ Prepared MatmulOp::prepare(const CacheScope &scope, const Attrs &attrs, const ch
                  {layout::plain_desc(a.dims, f32, a.layout),
                   layout::plain_desc(b.dims, f32, b.layout),
                   bias ? layout::plain_desc(bias->dims, f32, bias->layout) : empty_desc()},
-                 {}};
+                 {},
+                 {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_BIAS},
+                 {DNNL_ARG_DST}};
     out.outputs.push_back({MKC_DTYPE_F32, MKC_LAYOUT_CHANNELS_FIRST, g.yc, v.y});
     return out;
 }

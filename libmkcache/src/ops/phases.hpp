@@ -16,6 +16,7 @@
 // arrangement - which a program does once, when it is compiled.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -90,10 +91,21 @@ Verdict check(const typename Op::Attrs &attrs, const Inputs &...inputs) {
 // while the caller keeps it), the arrangement run() reads each input in
 // (port order; absent optional inputs get an empty one) and each output's
 // description as run() writes it.
+//
+// When run() is exactly "bind each port's buffer to one argument of the
+// entry's primitive and execute it" - most operators - `in_args` and
+// `out_args` name that argument per port (0: a port run() does not bind):
+// a caller running the entry many times on fixed buffers (a program) may
+// then bind once and execute the primitive itself. Empty: only run() knows
+// how. `serial_elements`: run() executes on the calling thread alone
+// (SerialRegion) for a primitive built for this many elements; INT64_MAX:
+// no such rule.
 struct Prepared {
     std::shared_ptr<PrimitiveEntry> entry;
     std::vector<dnnl::memory::desc> takes;
     std::vector<ValueDesc> outputs;
+    std::vector<int> in_args, out_args;
+    int64_t serial_elements = INT64_MAX;
 };
 
 // One run's data: the inputs' and outputs' buffers in port order (an absent

@@ -141,8 +141,12 @@ Prepared ConcatOp::prepare(const CacheScope &scope, const Attrs &attrs, const ch
         fail(MKC_STATUS_UNSUPPORTED, "concat: one step joins at most ", kMaxConcatSources,
              " inputs, got ", n, " (join them in runs)");
     auto entry = prepare_concat(scope, shape, n, p.data(), name);
-    Prepared out{entry, {}, {arranged_as(srcs[0], entry->arg_desc(DNNL_ARG_DST))}};
-    for (const ValueDesc &v : srcs) out.takes.push_back(v.desc);
+    Prepared out{entry, {}, {arranged_as(srcs[0], entry->arg_desc(DNNL_ARG_DST))}, {},
+                 {DNNL_ARG_DST}};
+    for (size_t i = 0; i < srcs.size(); ++i) {
+        out.takes.push_back(srcs[i].desc);
+        out.in_args.push_back(DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i));
+    }
     return out;
 }
 
@@ -229,7 +233,8 @@ void write_row_major(const CacheScope &scope, const Tensor &src, const RowMajorC
 
 // The phases of a row-major copy: one reorder into the view.
 Prepared prepare_copy(const CacheScope &scope, const ValueDesc &src, const RowMajorCopy &copy) {
-    Prepared p{reorder_entry(scope, copy.src_caller, copy.view), {src.desc}, {}};
+    Prepared p{reorder_entry(scope, copy.src_caller, copy.view), {src.desc}, {}, {DNNL_ARG_FROM},
+               {DNNL_ARG_TO}};
     p.outputs.push_back({src.dtype, MKC_LAYOUT_CHANNELS_FIRST, copy.out, copy.out_md});
     return p;
 }
@@ -366,8 +371,11 @@ ValueDesc ToLayoutOp::infer(const Attrs &attrs, const ValueDesc &src) {
 
 Prepared ToLayoutOp::prepare(const CacheScope &scope, const Attrs &attrs, const ValueDesc &src) {
     const NamedLayout n = named_layout(attrs.format, src);
-    return {reorder_entry(scope, src.desc, n.want), {src.desc}, {{src.dtype, n.label, src.dims,
-                                                                  n.want}}};
+    return {reorder_entry(scope, src.desc, n.want),
+            {src.desc},
+            {{src.dtype, n.label, src.dims, n.want}},
+            {DNNL_ARG_FROM},
+            {DNNL_ARG_TO}};
 }
 
 void ToLayoutOp::run(const CacheScope &scope, PrimitiveEntry &entry, const Buffers &buffers) {
