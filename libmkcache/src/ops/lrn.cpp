@@ -198,7 +198,7 @@ const char *gradient_name(const mkc_lrn_params &p, const char *name) {
 }
 
 // The gradient's entry, its primitive hinted by the descriptor the training
-// forward left (if it did).
+// forward left (if it did, for src's arrangement).
 template <typename V>
 std::shared_ptr<PrimitiveEntry> prepare_lrn_backward(const CacheScope &scope,
                                                      const mkc_lrn_params &p, const char *name,
@@ -212,15 +212,21 @@ std::shared_ptr<PrimitiveEntry> prepare_lrn_backward(const CacheScope &scope,
     sign_attrs(handler, LrnAttrs(p, true)); // the training forward's
     sign_input_layout(handler, src, DNNL_ARG_SRC);
     return handler.acquire_primitive<PrimitiveEntry>([&] {
-        const auto hint =
-            t ? std::static_pointer_cast<LrnEntry>(t->forward)->pd : lrn_descriptor(p, src, true);
+        // A transfer is found by the attributes and dims alone: a forward
+        // that read src in another arrangement hints no primitive for this
+        // one (oneDNN refuses it, or its workspace differs).
+        const LrnEntry *left = t ? static_cast<const LrnEntry *>(t->forward.get()) : nullptr;
+        const auto hint = left && left->pd.src_desc() == src.desc ? left->pd
+                                                                  : lrn_descriptor(p, src, true);
         dnnl::lrn_backward::primitive_desc pd(cpu_engine(), dnnl::algorithm::lrn_across_channels,
                                               src.desc, hint.dst_desc(), src.desc, p.size,
                                               p.alpha, p.beta, p.k, hint, user_scratchpad_attr());
         auto e = std::make_shared<PrimitiveEntry>();
         e->primitive = dnnl::lrn_backward(pd);
         std::vector<int> args = {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_SRC};
-        if (hint.workspace_desc().get_size() > 0) args.push_back(DNNL_ARG_WORKSPACE);
+        // The gradient's own: oneDNN's reference one takes no workspace,
+        // even when the forward it is hinted with (a jit one) writes one.
+        if (pd.workspace_desc().get_size() > 0) args.push_back(DNNL_ARG_WORKSPACE);
         e->set_args(pd, args);
         return e;
     });
