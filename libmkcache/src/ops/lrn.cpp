@@ -197,12 +197,43 @@ const char *gradient_name(const mkc_lrn_params &p, const char *name) {
     return name && name[0] ? name : default_name(LrnAttrs(p, true));
 }
 
+// oneDNN 3.2 crashes generating its LRN gradient for dense channels-last
+// 4-D data (the avx512 nhwc kernel) when the window holds one channel: size
+// 1, or 2 (it rounds even sizes down). Such a gradient is prepared on plain
+// channels-first bytes instead: its inputs are converted as any input in
+// another arrangement, and diff_src comes out channels-first (labelled
+// data_format as always). Only an N x 1 x 1 x 1 src is both, and refused.
+// oneDNN picks that kernel by src's exact strides (memory::desc's == also
+// equates strides of size-1 dims, so it cannot tell).
+template <typename V>
+bool gradient_mishandles(const mkc_lrn_params &p, const V &src) {
+    if (p.size >= 3 || src.dims.size() != 4 ||
+        src.desc.get_format_kind() != dnnl::memory::format_kind::blocked ||
+        src.desc.get_inner_nblks() != 0)
+        return false;
+    const Dims &d = src.dims; // N, C, H, W
+    return src.desc.get_strides() == Dims{d[1] * d[2] * d[3], 1, d[3] * d[1], d[1]};
+}
+
+// src's description as the gradient reads it where it mishandles src's own;
+// refuses the one shape channels-first does not help.
+template <typename V>
+ValueDesc channels_first(const mkc_lrn_params &p, const V &src) {
+    ValueDesc v{src.dtype, src.layout, src.dims,
+                layout::plain_desc(src.dims, f32, MKC_LAYOUT_CHANNELS_FIRST)};
+    require(!gradient_mishandles(p, v), "lrn_backward: size ", p.size,
+            " is not supported for a src of one channel and one pixel (oneDNN 3.2 crashes on it)");
+    return v;
+}
+
 // The gradient's entry, its primitive hinted by the descriptor the training
 // forward left (if it did, for src's arrangement).
 template <typename V>
 std::shared_ptr<PrimitiveEntry> prepare_lrn_backward(const CacheScope &scope,
                                                      const mkc_lrn_params &p, const char *name,
                                                      const V &src) {
+    if (gradient_mishandles(p, src))
+        return prepare_lrn_backward(scope, p, name, channels_first(p, src));
     Handler forward(scope, "lrn", name, name, nullptr, src.dims);
     sign_lrn(forward, p, true);
     std::shared_ptr<Transfer> t = forward.find_transfer();
@@ -237,6 +268,8 @@ std::shared_ptr<PrimitiveEntry> prepare_lrn_backward(const CacheScope &scope,
 template <typename V>
 std::shared_ptr<PrimitiveEntry> gradient_forward(const CacheScope &scope, const mkc_lrn_params &p,
                                                  const char *name, const V &src) {
+    if (gradient_mishandles(p, src)) // as the gradient reads src
+        return gradient_forward(scope, p, name, channels_first(p, src));
     Handler again(scope, "lrn", name, name, nullptr, src.dims);
     return acquire_lrn(again, p, src, true);
 }
@@ -278,7 +311,9 @@ ValueDesc LrnBackwardOp::infer(const Attrs &attrs, const ValueDesc &src,
     check_lrn_backward(attrs.p, src, diff_dst);
     const mkc_layout data_format =
         data_format_of(attrs.p.data_format, src.layout, static_cast<int>(src.dims.size()));
-    return {MKC_DTYPE_F32, data_format, src.dims, src.desc}; // arranged as src
+    // Arranged as src, unless the gradient reads it channels-first.
+    return {MKC_DTYPE_F32, data_format, src.dims,
+            gradient_mishandles(attrs.p, src) ? channels_first(attrs.p, src).desc : src.desc};
 }
 
 Prepared LrnBackwardOp::prepare(const CacheScope &scope, const Attrs &attrs, const char *name,
