@@ -1,0 +1,553 @@
+"""Two models for the examples, the benchmarks and the tests: ResNet-18 and a
+BERT-base encoder layer, each written twice from the same weights:
+
+    net = ResNet18(seed=0)                     # seeded numpy weights
+    g = net.graph(batch=1, layout="NHWC")      # an mkcache.Graph
+    with g.compile() as prog:
+        logits = prog.run(x=x)["logits"]
+    logits = net.eager(x, layout="NHWC")       # the same math, mkcache.* op by op
+    want = net.reference(x_nchw)               # float64 numpy
+
+    layer = BertLayer(seed=0)                  # hidden 768, 12 heads, FFN 3072
+    g = layer.graph(batch=1)                   # seq bound at run time
+    y = layer.eager(x)                         # x: [batch, seq, 768]
+
+The weights are kept under the names PyTorch gives them (torchvision's
+resnet18 state_dict; Hugging Face's BertLayer), so real weights can be
+passed in (``ResNet18(params={k: v.numpy() for k, v in
+torchvision.models.resnet18(weights=...).state_dict().items()})``).
+``torch_module()`` builds the PyTorch counterparts when torch (and
+torchvision for ResNet-18) is installed, and ``onnx_model()`` the ONNX ones
+when onnx is: neither is needed for the rest.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+import time
+
+import numpy as np
+
+import mkcache
+
+# ------------------------------------------------------------------ ResNet-18
+
+STAGES = ((64, 1), (128, 2), (256, 2), (512, 2))  # (channels, stride of block 0)
+BN_EPS = 1e-5
+
+
+class ResNet18:
+    """torchvision's resnet18: conv 7x7/2 + BN + relu, max pool 3x3/2 pad 1,
+    four stages of two BasicBlocks (downsample 1x1/2 conv + BN where the
+    stride is 2), global average pool, fc. BN is inference batch
+    normalization with constant statistics, a node of its own (not folded
+    into the convolutions)."""
+
+    def __init__(self, seed: int = 0, num_classes: int = 1000, params: dict | None = None):
+        self.params = _float32(params) if params is not None else \
+            self.random_params(seed, num_classes)
+        self.num_classes = self.params["fc.weight"].shape[0]
+        self._constants = None
+
+    @staticmethod
+    def random_params(seed: int = 0, num_classes: int = 1000) -> dict:
+        """He-initialized convolutions, BN statistics near (0, 1) and a BN
+        scale below 1 on each block's last BN, so the residual sums stay
+        within a few units through the 8 blocks (float32 comparisons then
+        mean something at the output)."""
+        rng = np.random.default_rng(seed)
+        p = {}
+
+        def conv(name, o, i, k):
+            p[name + ".weight"] = (rng.standard_normal((o, i, k, k))
+                                   * math.sqrt(2.0 / (i * k * k))).astype(np.float32)
+
+        def bn(name, c, scale=1.0):
+            p[name + ".weight"] = (rng.uniform(0.5, 1.0, c) * scale).astype(np.float32)
+            p[name + ".bias"] = (rng.standard_normal(c) * 0.1).astype(np.float32)
+            p[name + ".running_mean"] = (rng.standard_normal(c) * 0.1).astype(np.float32)
+            p[name + ".running_var"] = rng.uniform(0.5, 1.5, c).astype(np.float32)
+
+        conv("conv1", 64, 3, 7)
+        bn("bn1", 64)
+        cin = 64
+        for s, (c, stride) in enumerate(STAGES, 1):
+            for b in range(2):
+                pre = f"layer{s}.{b}."
+                conv(pre + "conv1", c, cin if b == 0 else c, 3)
+                bn(pre + "bn1", c)
+                conv(pre + "conv2", c, c, 3)
+                bn(pre + "bn2", c, 0.5)
+                if b == 0 and (stride != 1 or cin != c):
+                    conv(pre + "downsample.0", c, cin, 1)
+                    bn(pre + "downsample.1", c, 0.5)
+            cin = c
+        p["fc.weight"] = (rng.standard_normal((num_classes, 512))
+                          / math.sqrt(512)).astype(np.float32)
+        p["fc.bias"] = (rng.standard_normal(num_classes) * 0.01).astype(np.float32)
+        return p
+
+    @staticmethod
+    def blocks():
+        """(prefix, stride, has downsample) of the 8 BasicBlocks."""
+        for s, (_, stride) in enumerate(STAGES, 1):
+            for b in range(2):
+                first = b == 0 and s > 1
+                yield f"layer{s}.{b}.", stride if b == 0 else 1, first
+
+    @staticmethod
+    def input_shape(batch, image: int = 224, layout: str = "NCHW") -> tuple:
+        return (batch, image, image, 3) if layout == "NHWC" else (batch, 3, image, image)
+
+    def _bn(self, name):
+        p = self.params
+        return (p[name + ".running_mean"], p[name + ".running_var"], p[name + ".weight"],
+                p[name + ".bias"])
+
+    # ----------------------------------------------------------- the graph
+    def graph(self, batch=1, image: int = 224, layout: str = "NCHW") -> mkcache.Graph:
+        """x [batch, 3, image, image] (NHWC: [batch, image, image, 3]) ->
+        "logits" [batch, num_classes]. batch None: bound at run time."""
+        f, p = layout, self.params
+        g = mkcache.Graph()
+        x = g.input("x", self.input_shape(batch, image, layout), layout=layout)
+
+        def conv_bn(v, name, bn_name, stride, padding, relu):
+            v = g.conv2d(v, p[name + ".weight"], stride=stride, padding=padding, data_format=f,
+                         name=name)
+            v = g.batch_norm(v, *self._bn(bn_name), epsilon=BN_EPS, data_format=f, name=bn_name)
+            return g.relu(v) if relu else v
+
+        y = conv_bn(x, "conv1", "bn1", 2, 3, True)
+        y = g.max_pool2d(y, 3, 2, 1, data_format=f, name="maxpool")
+        for pre, stride, down in self.blocks():
+            out = conv_bn(y, pre + "conv1", pre + "bn1", stride, 1, True)
+            out = conv_bn(out, pre + "conv2", pre + "bn2", 1, 1, False)
+            if down:
+                y = conv_bn(y, pre + "downsample.0", pre + "downsample.1", stride, 0, False)
+            y = g.relu(g.add(out, y))
+        y = g.flatten(g.global_avg_pool(y, data_format=f, name="avgpool"))
+        g.output(g.linear(y, p["fc.weight"], p["fc.bias"], name="fc"), "logits")
+        return g
+
+    # ------------------------------------------------------------ eagerly
+    def constants(self) -> dict:
+        """The parameters as constant Tensors (made once): the eager calls
+        convert weights to oneDNN's arrangement once, as a program does."""
+        if self._constants is None:
+            self._constants = {k: mkcache.Tensor(v, constant=True)
+                               for k, v in self.params.items()}
+        return self._constants
+
+    def eager(self, x, layout: str = "NCHW") -> np.ndarray:
+        """The graph's math, one mkcache call per node -> logits (numpy)."""
+        f, c = layout, self.constants()
+
+        def bn(v, name):
+            return mkcache.batch_norm(v, c[name + ".running_mean"], c[name + ".running_var"],
+                                      c[name + ".weight"], c[name + ".bias"], epsilon=BN_EPS,
+                                      data_format=f, name=name)
+
+        def conv_bn(v, name, bn_name, stride, padding, relu):
+            v = mkcache.conv2d(v, c[name + ".weight"], stride=stride, padding=padding,
+                               data_format=f, name=name)
+            v = bn(v, bn_name)
+            return mkcache.relu(v) if relu else v
+
+        y = conv_bn(x, "conv1", "bn1", 2, 3, True)
+        y = mkcache.max_pool2d(y, 3, 2, 1, data_format=f, name="maxpool")
+        for pre, stride, down in self.blocks():
+            out = conv_bn(y, pre + "conv1", pre + "bn1", stride, 1, True)
+            out = conv_bn(out, pre + "conv2", pre + "bn2", 1, 1, False)
+            if down:
+                y = conv_bn(y, pre + "downsample.0", pre + "downsample.1", stride, 0, False)
+            y = mkcache.relu(mkcache.add(out, y))
+        y = mkcache.flatten(mkcache.global_avg_pool(y, data_format=f, name="avgpool"))
+        return np.asarray(mkcache.linear(y, c["fc.weight"], c["fc.bias"], name="fc"))
+
+    # ---------------------------------------------------------- reference
+    def reference(self, x) -> np.ndarray:
+        """float64 numpy of NCHW x (im2col convolutions)."""
+        p = {k: v.astype(np.float64) for k, v in self.params.items()}
+
+        def conv_bn(v, name, bn_name, stride, padding, relu):
+            v = _conv2d_f64(v, p[name + ".weight"], stride, padding)
+            inv = p[bn_name + ".weight"] / np.sqrt(p[bn_name + ".running_var"] + BN_EPS)
+            v = v * inv[:, None, None] + (p[bn_name + ".bias"]
+                                          - p[bn_name + ".running_mean"] * inv)[:, None, None]
+            return np.maximum(v, 0) if relu else v
+
+        y = conv_bn(np.asarray(x, np.float64), "conv1", "bn1", 2, 3, True)
+        y = _max_pool_f64(y, 3, 2, 1)
+        for pre, stride, down in self.blocks():
+            out = conv_bn(y, pre + "conv1", pre + "bn1", stride, 1, True)
+            out = conv_bn(out, pre + "conv2", pre + "bn2", 1, 1, False)
+            if down:
+                y = conv_bn(y, pre + "downsample.0", pre + "downsample.1", stride, 0, False)
+            y = np.maximum(out + y, 0)
+        return y.mean(axis=(2, 3)) @ p["fc.weight"].T + p["fc.bias"]
+
+    # ------------------------------------------------------ other frameworks
+    def torch_module(self):
+        """torchvision's resnet18 with these weights, in eval mode (needs
+        torch and torchvision)."""
+        import torch
+        import torchvision
+        model = torchvision.models.resnet18(num_classes=self.num_classes)
+        state = model.state_dict()
+        for k, v in self.params.items():
+            state[k] = torch.from_numpy(np.array(v))
+        model.load_state_dict(state)
+        return model.eval()
+
+    def onnx_model(self, batch=None, image: int = 224):
+        """An ONNX model (opset 17) of the same nodes, NCHW input "x" (batch
+        None: symbolic) (needs onnx)."""
+        from onnx import TensorProto, helper, numpy_helper
+        nodes, inits = [], []
+        names = iter(range(1 << 30))
+
+        def tmp():
+            return f"t{next(names)}"
+
+        def const(name, array):
+            inits.append(numpy_helper.from_array(np.ascontiguousarray(array, np.float32), name))
+            return name
+
+        def conv_bn(v, name, bn_name, stride, padding, relu):
+            w = self.params[name + ".weight"]
+            k = w.shape[2]
+            out = tmp()
+            nodes.append(helper.make_node("Conv", [v, const(name, w)], [out], kernel_shape=[k, k],
+                                          strides=[stride] * 2, pads=[padding] * 4))
+            mean, var, scale, shift = self._bn(bn_name)
+            bn_out = tmp()
+            nodes.append(helper.make_node(
+                "BatchNormalization", [out, const(bn_name + ".weight", scale),
+                                       const(bn_name + ".bias", shift),
+                                       const(bn_name + ".running_mean", mean),
+                                       const(bn_name + ".running_var", var)],
+                [bn_out], epsilon=BN_EPS))
+            if not relu:
+                return bn_out
+            r = tmp()
+            nodes.append(helper.make_node("Relu", [bn_out], [r]))
+            return r
+
+        y = conv_bn("x", "conv1", "bn1", 2, 3, True)
+        pooled = tmp()
+        nodes.append(helper.make_node("MaxPool", [y], [pooled], kernel_shape=[3, 3],
+                                      strides=[2, 2], pads=[1, 1, 1, 1]))
+        y = pooled
+        for pre, stride, down in self.blocks():
+            out = conv_bn(y, pre + "conv1", pre + "bn1", stride, 1, True)
+            out = conv_bn(out, pre + "conv2", pre + "bn2", 1, 1, False)
+            if down:
+                y = conv_bn(y, pre + "downsample.0", pre + "downsample.1", stride, 0, False)
+            s, r = tmp(), tmp()
+            nodes += [helper.make_node("Add", [out, y], [s]), helper.make_node("Relu", [s], [r])]
+            y = r
+        gap, flat = tmp(), tmp()
+        nodes += [helper.make_node("GlobalAveragePool", [y], [gap]),
+                  helper.make_node("Flatten", [gap], [flat]),
+                  helper.make_node("Gemm", [flat, const("fc.weight", self.params["fc.weight"]),
+                                            const("fc.bias", self.params["fc.bias"])],
+                                   ["logits"], transB=1)]
+        graph = helper.make_graph(
+            nodes, "resnet18",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                           [batch or "batch", 3, image, image])],
+            [helper.make_tensor_value_info("logits", TensorProto.FLOAT,
+                                           [batch or "batch", self.num_classes])], inits)
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _conv2d_f64(x, w, stride, pad):
+    """im2col + one matmul."""
+    n, (o, c, k, _) = x.shape[0], w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    cols = np.lib.stride_tricks.sliding_window_view(xp, (k, k), axis=(2, 3))
+    cols = cols[:, :, ::stride, ::stride]  # N, C, OH, OW, K, K
+    oh, ow = cols.shape[2:4]
+    cols = cols.transpose(0, 2, 3, 1, 4, 5).reshape(n * oh * ow, c * k * k)
+    return (cols @ w.reshape(o, -1).T).reshape(n, oh, ow, o).transpose(0, 3, 1, 2)
+
+
+def _max_pool_f64(x, k, stride, pad):
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)), constant_values=-np.inf)
+    win = np.lib.stride_tricks.sliding_window_view(xp, (k, k), axis=(2, 3))
+    return win[:, :, ::stride, ::stride].max(axis=(4, 5))
+
+
+# ----------------------------------------------------------------- BERT layer
+
+LN_EPS = 1e-12  # BERT's
+
+
+class BertLayer:
+    """One BERT-base encoder layer (Hugging Face's BertLayer, inference):
+    self-attention (Q, K, V linears; heads by reshape + transpose; scores by
+    matmul with transpose_b, scaled by a binary mul with 1/sqrt(head dim);
+    softmax; context matmul), output linear, residual add + layer norm
+    (post-LN), then FFN linear with a fused exact gelu, linear, residual add
+    + layer norm. No attention mask (every token attends to every token)."""
+
+    LINEARS = ("attention.self.query", "attention.self.key", "attention.self.value",
+               "attention.output.dense", "intermediate.dense", "output.dense")
+
+    def __init__(self, seed: int = 0, hidden: int = 768, heads: int = 12, ffn: int = 3072,
+                 params: dict | None = None):
+        if hidden % heads:
+            raise ValueError("hidden must be a multiple of heads")
+        self.hidden, self.heads, self.ffn = hidden, heads, ffn
+        self.head_dim = hidden // heads
+        self.params = _float32(params) if params is not None else self.random_params(seed)
+        self._constants = None
+
+    def random_params(self, seed: int = 0) -> dict:
+        """Linears with std 1/sqrt(fan_in) (attention scores then spread
+        over a few units, so the softmax is far from uniform), small biases,
+        layer-norm scales near 1."""
+        rng = np.random.default_rng(seed)
+        h, f = self.hidden, self.ffn
+        shapes = {"attention.self.query": (h, h), "attention.self.key": (h, h),
+                  "attention.self.value": (h, h), "attention.output.dense": (h, h),
+                  "intermediate.dense": (f, h), "output.dense": (h, f)}
+        p = {}
+        for name, (o, i) in shapes.items():
+            p[name + ".weight"] = (rng.standard_normal((o, i)) / math.sqrt(i)).astype(np.float32)
+            p[name + ".bias"] = (rng.standard_normal(o) * 0.02).astype(np.float32)
+        for name in ("attention.output.LayerNorm", "output.LayerNorm"):
+            p[name + ".weight"] = (1 + rng.standard_normal(h) * 0.1).astype(np.float32)
+            p[name + ".bias"] = (rng.standard_normal(h) * 0.1).astype(np.float32)
+        return p
+
+    @property
+    def scale(self) -> float:
+        return 1.0 / math.sqrt(self.head_dim)
+
+    # ----------------------------------------------------------- the graph
+    def graph(self, batch=1, seq=None) -> mkcache.Graph:
+        """x [batch, seq, hidden] -> "y" [batch, seq, hidden]; None dims
+        (seq by default) are bound at run time."""
+        p, nh, hd = self.params, self.heads, self.head_dim
+        g = mkcache.Graph()
+        x = g.input("x", (batch, seq, self.hidden))
+
+        def linear(v, name, activation=None):
+            return g.linear(v, p[name + ".weight"], p[name + ".bias"], activation=activation,
+                            name=name)
+
+        def heads(v):  # [B, S, hidden] -> [B, heads, S, head_dim]
+            return g.transpose(g.reshape(v, (0, 0, nh, hd)), (0, 2, 1, 3))
+
+        q = heads(linear(x, "attention.self.query"))
+        k = heads(linear(x, "attention.self.key"))
+        v = heads(linear(x, "attention.self.value"))
+        scores = g.mul(g.matmul(q, k, transpose_b=True, name="attention.scores"), self.scale)
+        probs = g.softmax(scores, -1, name="attention.probs")
+        ctx = g.matmul(probs, v, name="attention.context")
+        ctx = g.reshape(g.transpose(ctx, (0, 2, 1, 3)), (0, 0, self.hidden))
+        a = linear(ctx, "attention.output.dense")
+        h = g.layer_norm(g.add(a, x), p["attention.output.LayerNorm.weight"],
+                         p["attention.output.LayerNorm.bias"], epsilon=LN_EPS,
+                         name="attention.output.LayerNorm")
+        i = linear(h, "intermediate.dense", activation="gelu")
+        o = linear(i, "output.dense")
+        y = g.layer_norm(g.add(o, h), p["output.LayerNorm.weight"], p["output.LayerNorm.bias"],
+                         epsilon=LN_EPS, name="output.LayerNorm")
+        g.output(y, "y")
+        return g
+
+    # ------------------------------------------------------------ eagerly
+    def constants(self) -> dict:
+        if self._constants is None:
+            self._constants = {k: mkcache.Tensor(v, constant=True)
+                               for k, v in self.params.items()}
+        return self._constants
+
+    def eager(self, x) -> np.ndarray:
+        """The graph's math, one mkcache call per node -> y (numpy)."""
+        c, nh, hd = self.constants(), self.heads, self.head_dim
+        b, s, hidden = x.shape
+
+        def linear(v, name, activation=None):
+            return mkcache.linear(v, c[name + ".weight"], c[name + ".bias"],
+                                  activation=activation, name=name)
+
+        def heads(v):
+            return mkcache.transpose(mkcache.reshape(v, (b, s, nh, hd)), (0, 2, 1, 3))
+
+        q = heads(linear(x, "attention.self.query"))
+        k = heads(linear(x, "attention.self.key"))
+        v = heads(linear(x, "attention.self.value"))
+        scores = mkcache.mul(mkcache.matmul(q, k, transpose_b=True, name="attention.scores"),
+                             self.scale)
+        probs = mkcache.softmax(scores, -1, name="attention.probs")
+        ctx = mkcache.matmul(probs, v, name="attention.context")
+        ctx = mkcache.reshape(mkcache.transpose(ctx, (0, 2, 1, 3)), (b, s, hidden))
+        a = linear(ctx, "attention.output.dense")
+        h = mkcache.layer_norm(mkcache.add(a, x), c["attention.output.LayerNorm.weight"],
+                               c["attention.output.LayerNorm.bias"], epsilon=LN_EPS,
+                               name="attention.output.LayerNorm")
+        i = linear(h, "intermediate.dense", activation="gelu")
+        o = linear(i, "output.dense")
+        y = mkcache.layer_norm(mkcache.add(o, h), c["output.LayerNorm.weight"],
+                               c["output.LayerNorm.bias"], epsilon=LN_EPS, name="output.LayerNorm")
+        return np.asarray(y)
+
+    # ---------------------------------------------------------- reference
+    def reference(self, x) -> np.ndarray:
+        """float64 numpy."""
+        p = {k: v.astype(np.float64) for k, v in self.params.items()}
+        x = np.asarray(x, np.float64)
+        b, s, hidden = x.shape
+
+        def linear(v, name):
+            return v @ p[name + ".weight"].T + p[name + ".bias"]
+
+        def heads(v):
+            return v.reshape(b, s, self.heads, self.head_dim).transpose(0, 2, 1, 3)
+
+        def layer_norm(v, name):
+            v = (v - v.mean(-1, keepdims=True)) / np.sqrt(v.var(-1, keepdims=True) + LN_EPS)
+            return v * p[name + ".weight"] + p[name + ".bias"]
+
+        q, k, v = (heads(linear(x, "attention.self." + n)) for n in ("query", "key", "value"))
+        scores = q @ k.transpose(0, 1, 3, 2) * self.scale
+        e = np.exp(scores - scores.max(-1, keepdims=True))
+        ctx = (e / e.sum(-1, keepdims=True)) @ v
+        ctx = ctx.transpose(0, 2, 1, 3).reshape(b, s, hidden)
+        h = layer_norm(linear(ctx, "attention.output.dense") + x, "attention.output.LayerNorm")
+        i = linear(h, "intermediate.dense")
+        i = 0.5 * i * (1 + _erf(i / math.sqrt(2)))
+        return layer_norm(linear(i, "output.dense") + h, "output.LayerNorm")
+
+    # ------------------------------------------------------ other frameworks
+    def torch_module(self):
+        """torch.nn.TransformerEncoderLayer (batch first, post-LN, exact gelu,
+        no dropout) with these weights, in eval mode (needs torch)."""
+        import torch
+        p = {k: torch.from_numpy(np.array(v)) for k, v in self.params.items()}
+        m = torch.nn.TransformerEncoderLayer(self.hidden, self.heads, self.ffn, dropout=0.0,
+                                             activation="gelu", layer_norm_eps=LN_EPS,
+                                             batch_first=True, norm_first=False)
+        qkv = ("attention.self.query", "attention.self.key", "attention.self.value")
+        state = {
+            "self_attn.in_proj_weight": torch.cat([p[n + ".weight"] for n in qkv]),
+            "self_attn.in_proj_bias": torch.cat([p[n + ".bias"] for n in qkv]),
+            "self_attn.out_proj.weight": p["attention.output.dense.weight"],
+            "self_attn.out_proj.bias": p["attention.output.dense.bias"],
+            "linear1.weight": p["intermediate.dense.weight"],
+            "linear1.bias": p["intermediate.dense.bias"],
+            "linear2.weight": p["output.dense.weight"], "linear2.bias": p["output.dense.bias"],
+            "norm1.weight": p["attention.output.LayerNorm.weight"],
+            "norm1.bias": p["attention.output.LayerNorm.bias"],
+            "norm2.weight": p["output.LayerNorm.weight"], "norm2.bias": p["output.LayerNorm.bias"],
+        }
+        m.load_state_dict(state)
+        return m.eval()
+
+    def onnx_model(self, batch=None, seq=None):
+        """An ONNX model (opset 17) of the same nodes, input "x" [batch, seq,
+        hidden] (None: symbolic) (needs onnx)."""
+        from onnx import TensorProto, helper, numpy_helper
+        p, nodes, inits = self.params, [], []
+        names = iter(range(1 << 30))
+
+        def tmp():
+            return f"t{next(names)}"
+
+        def const(name, array):
+            inits.append(numpy_helper.from_array(np.ascontiguousarray(array, np.float32), name))
+            return name
+
+        def node(op, inputs, **attrs):
+            out = tmp()
+            nodes.append(helper.make_node(op, inputs, [out], **attrs))
+            return out
+
+        def linear(v, name):  # weights stored transposed: MatMul + Add
+            y = node("MatMul", [v, const(name + ".weight_t", p[name + ".weight"].T)])
+            return node("Add", [y, const(name + ".bias", p[name + ".bias"])])
+
+        inits.append(numpy_helper.from_array(np.array([0, 0, self.heads, self.head_dim],
+                                                      np.int64), "heads_shape"))
+        inits.append(numpy_helper.from_array(np.array([0, 0, self.hidden], np.int64),
+                                             "hidden_shape"))
+
+        def heads(v):
+            return node("Transpose", [node("Reshape", [v, "heads_shape"])], perm=[0, 2, 1, 3])
+
+        def layer_norm(v, name):
+            return node("LayerNormalization", [v, const(name + ".weight", p[name + ".weight"]),
+                                               const(name + ".bias", p[name + ".bias"])],
+                        axis=-1, epsilon=LN_EPS)
+
+        q, k, v = (heads(linear("x", "attention.self." + n)) for n in ("query", "key", "value"))
+        kt = node("Transpose", [k], perm=[0, 1, 3, 2])
+        scores = node("Mul", [node("MatMul", [q, kt]),
+                              const("scale", np.array(self.scale, np.float32))])
+        ctx = node("MatMul", [node("Softmax", [scores], axis=-1), v])
+        ctx = node("Reshape", [node("Transpose", [ctx], perm=[0, 2, 1, 3]), "hidden_shape"])
+        h = layer_norm(node("Add", [linear(ctx, "attention.output.dense"), "x"]),
+                       "attention.output.LayerNorm")
+        i = linear(h, "intermediate.dense")  # gelu: 0.5 i (1 + erf(i / sqrt 2))
+        e = node("Erf", [node("Mul", [i, const("inv_sqrt2", np.array(1 / math.sqrt(2),
+                                                                     np.float32))])])
+        i = node("Mul", [node("Mul", [i, const("half", np.array(0.5, np.float32))]),
+                         node("Add", [e, const("one", np.array(1.0, np.float32))])])
+        y = layer_norm(node("Add", [linear(i, "output.dense"), h]), "output.LayerNorm")
+        nodes.append(helper.make_node("Identity", [y], ["y"]))
+        dims = [batch or "batch", seq or "seq", self.hidden]
+        graph = helper.make_graph(
+            nodes, "bert_layer", [helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, dims)], inits)
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+# ----------------------------------------------------------------- shared bits
+
+def _float32(params: dict) -> dict:
+    """C-contiguous float32 copies (a state_dict's num_batches_tracked left out)."""
+    return {k: np.ascontiguousarray(v, np.float32) for k, v in params.items()
+            if not k.endswith("num_batches_tracked")}
+
+
+def interleaved(fns: dict, runs: int) -> dict:
+    """{name: median seconds per call}: each repetition calls every function
+    once, in turn (round-robin, the first one rotating), so a slow spell of
+    a shared machine falls on all of them alike."""
+    names = list(fns)
+    times = {name: [] for name in names}
+    for r in range(runs):
+        for name in names[r % len(names):] + names[:r % len(names)]:  # first one rotates
+            fn = fns[name]
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def max_relative_error(got, want) -> float:
+    """max |got - want| / max |want|: one number for "how far apart"."""
+    want = np.asarray(want, np.float64)
+    return float(np.max(np.abs(np.asarray(got, np.float64) - want)) / np.max(np.abs(want)))
+
+
+def plan_summary(prog) -> str:
+    """The plan's last line (its totals), with the step and converter counts."""
+    m = prog.memory
+    return (f"{prog.plan().strip().splitlines()[-1]}\n"
+            f"  {m['steps']} steps, {m['converters']} converters, {m['plans']} plan(s)")
+
+
+def memory_summary(prog) -> str:
+    m = prog.memory
+    mib = 1 << 20
+    return (f"arena {m['arena_bytes'] / mib:.2f} MiB, lower bound "
+            f"{m['lower_bound_bytes'] / mib:.2f} MiB, naive {m['naive_bytes'] / mib:.2f} MiB, "
+            f"constants {m['constant_bytes'] / mib:.2f} MiB")

@@ -1,0 +1,162 @@
+"""Whole models (examples/models.py): ResNet-18 and a BERT-base encoder layer
+as programs against the same models run op by op through the eager calls,
+with arena reuse on and off, and against float64 numpy (and torch,
+onnxruntime when installed).
+
+Tolerances: rtol 1e-4 plus an atol of 1e-5 (program vs eager) or 2e-5 (vs
+float64) times the output's largest magnitude. Each float32 layer adds a
+rounding error of about 1e-7 relative to its output; through ResNet-18's 20
+convolutions and 8 residual sums the logits measured 1e-6 of their largest
+value away from float64, BERT's layer 6e-7: the bounds leave 10x room for
+another machine's kernels (another summation order where the program picks
+another arrangement than the eager calls) and still catch a wrong node,
+which moves the outputs by far more. The atol is scaled because logits
+cross zero, where a relative bound alone means nothing.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
+from models import BertLayer, ResNet18, max_relative_error  # noqa: E402
+
+RNG = np.random.default_rng(11)
+IMAGE = 64
+# Graph nodes: a plan has one step per node (fewer if it fuses) plus its converters.
+RESNET_NODES = 69  # 20 conv, 20 batch_norm, 17 relu, 8 add, 2 pools, reshape, linear
+BERT_NODES = 22
+
+
+@pytest.fixture(scope="module")
+def resnet():
+    return ResNet18(seed=3)
+
+
+@pytest.fixture(scope="module")
+def bert():
+    return BertLayer(seed=3)
+
+
+def close(got, want, atol_scale=1e-5):
+    want = np.asarray(want)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=atol_scale * np.abs(want).max())
+
+
+def nchw_input(batch, image=IMAGE):
+    return RNG.standard_normal((batch, 3, image, image), dtype=np.float32)
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("reuse", [True, False])
+def test_resnet18_program_equals_the_eager_calls(resnet, layout, reuse):
+    x = nchw_input(2)
+    if layout == "NHWC":
+        x = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+    graph = resnet.graph(2, IMAGE, layout)
+    with graph.compile(reuse=reuse) as prog:
+        graph.close()
+        got = prog.run(x=x)["logits"]
+        assert got.shape == (2, 1000)
+        close(got, resnet.eager(x, layout))
+        m = prog.memory
+        assert m["steps"] - m["converters"] <= RESNET_NODES  # fewer where nodes are fused
+        assert m["lower_bound_bytes"] <= m["arena_bytes"] <= m["naive_bytes"]
+        if reuse:
+            assert m["arena_bytes"] < m["naive_bytes"] / 2  # 69 values, ~3 live at a time
+        else:
+            assert m["arena_bytes"] == m["naive_bytes"]
+
+
+def test_resnet18_against_float64_numpy(resnet):
+    x = nchw_input(1)
+    want = resnet.reference(x)
+    with resnet.graph(None, IMAGE).compile() as prog:  # batch bound at run time
+        close(prog.run(x=x)["logits"], want, 2e-5)
+        close(prog.run(x=np.concatenate([x, x]))["logits"], np.concatenate([want, want]), 2e-5)
+        assert prog.memory["plans"] == 2
+    close(resnet.eager(x), want, 2e-5)
+
+
+def test_resnet18_layouts_agree(resnet):
+    """The same image in NCHW and NHWC gives the same logits."""
+    x = nchw_input(1)
+    with resnet.graph(1, IMAGE, "NHWC").compile() as prog:
+        got = prog.run(x=np.ascontiguousarray(x.transpose(0, 2, 3, 1)))["logits"]
+    close(got, resnet.eager(x))
+
+
+@pytest.mark.parametrize("reuse", [True, False])
+def test_bert_layer_program_equals_the_eager_calls(bert, reuse):
+    graph = bert.graph(1)  # seq bound at run time: one plan per length
+    with graph.compile(reuse=reuse) as prog:
+        graph.close()
+        for seq in (16, 5):
+            x = RNG.standard_normal((1, seq, 768), dtype=np.float32)
+            got = prog.run(x=x)["y"]
+            assert got.shape == (1, seq, 768)
+            close(got, bert.eager(x))
+        m = prog.memory
+        assert m["plans"] == 2 and m["steps"] - m["converters"] <= BERT_NODES
+        if reuse:
+            assert m["lower_bound_bytes"] <= m["arena_bytes"] < m["naive_bytes"]
+        else:
+            assert m["arena_bytes"] == m["naive_bytes"]
+
+
+def test_bert_layer_against_float64_numpy(bert):
+    x = RNG.standard_normal((2, 16, 768), dtype=np.float32)
+    want = bert.reference(x)
+    with bert.graph(2, 16).compile() as prog:  # every dim static
+        close(prog.run(x=x)["y"], want, 2e-5)
+    close(bert.eager(x), want, 2e-5)
+    # The attention is not near-uniform: the test would see a wrong softmax.
+    q = x[0] @ bert.params["attention.self.query.weight"].T
+    k = x[0] @ bert.params["attention.self.key.weight"].T
+    assert np.std(q[:, :64] @ k[:, :64].T * bert.scale) > 0.5
+
+
+def test_models_are_seeded(resnet, bert):
+    a, b = ResNet18(seed=3), BertLayer(seed=4)
+    assert all(np.array_equal(a.params[k], resnet.params[k]) for k in resnet.params)
+    assert not np.array_equal(b.params["output.dense.weight"], bert.params["output.dense.weight"])
+    assert len([k for k in a.params if k.endswith(".weight") and a.params[k].ndim == 4]) == 20
+    # A state_dict's way: float64 values and num_batches_tracked are fine.
+    c = ResNet18(params={**{k: v.astype(np.float64) for k, v in a.params.items()},
+                         "bn1.num_batches_tracked": np.array(7)})
+    assert c.params.keys() == a.params.keys() and c.params["conv1.weight"].dtype == np.float32
+
+
+# ------------------------------------------- other frameworks, when installed
+
+def test_resnet18_against_torchvision(resnet):
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("torchvision")
+    x = nchw_input(1)
+    with torch.inference_mode():
+        want = resnet.torch_module()(torch.from_numpy(x)).numpy()
+    close(resnet.eager(x), want, 2e-5)
+
+
+def test_bert_layer_against_torch(bert):
+    torch = pytest.importorskip("torch")
+    x = RNG.standard_normal((1, 16, 768), dtype=np.float32)
+    with torch.inference_mode():
+        want = bert.torch_module()(torch.from_numpy(x)).numpy()
+    close(bert.eager(x), want, 2e-5)
+
+
+@pytest.mark.parametrize("model", ["resnet", "bert"])
+def test_onnx_models_agree_in_onnxruntime(resnet, bert, model):
+    pytest.importorskip("onnx")
+    ort = pytest.importorskip("onnxruntime")
+    net = resnet if model == "resnet" else bert
+    x = nchw_input(2) if model == "resnet" else RNG.standard_normal((2, 9, 768),
+                                                                    dtype=np.float32)
+    onnx_model = net.onnx_model(image=IMAGE) if model == "resnet" else net.onnx_model()
+    sess = ort.InferenceSession(onnx_model.SerializeToString(), providers=["CPUExecutionProvider"])
+    assert max_relative_error(sess.run(None, {"x": x})[0], net.eager(x)) < 1e-5
