@@ -314,6 +314,9 @@ _SIGNATURES = {
     "mkc_program_executor": [c_void_p, POINTER(c_uint64)],
     "mkc_program_plan": [c_void_p, POINTER(c_char), c_size_t, POINTER(c_size_t)],
     "mkc_program_memory_info": [c_void_p, POINTER(ProgramMemory)],
+    "mkc_program_output_shape": [c_void_p, POINTER(c_int64), c_int, POINTER(c_int),
+                                 POINTER(c_int64)],
+    "mkc_program_run_plain": [c_void_p, POINTER(c_int64), POINTER(c_void_p), POINTER(c_void_p)],
 }
 
 for _name, _argtypes in _SIGNATURES.items():
@@ -338,7 +341,8 @@ for _name, _fn in fast.items():
 # so callers pass exactly typed values (c_void_p for pointers, c_float for
 # floats; a bare Python int is a C int and would truncate a pointer).
 raw = {name: lib[name] for name in ("mkc_tensor_wrap", "mkc_tensor_destroy", "mkc_activation",
-                                    "mkc_tensor_export", "mkc_activation_plain")}
+                                    "mkc_tensor_export", "mkc_activation_plain",
+                                    "mkc_program_run_plain")}
 for _fn in raw.values():
     _fn.restype = status_t
 

@@ -18,14 +18,29 @@ from __future__ import annotations
 
 import ctypes
 import numbers
+import threading
 
 import numpy as np
 
 from . import _capi, _checks, _layout, ops
 from .errors import InvalidArgumentError
+from . import tensor as _tensor
 from .tensor import Tensor, _Owner, check_array, input_owner, wrap_handle
 
 _lib = _capi.lib
+# (program*, int64*, void**, void**) without argtypes: every argument is
+# passed as the ctypes object it already is.
+_run_plain = _capi.raw["mkc_program_run_plain"]
+_F32 = np.dtype(np.float32)
+_ndarray, _empty = np.ndarray, np.empty
+_read_pointer = ctypes.c_void_p.from_address
+_DATA_FIELD = _tensor._DATA_FIELD
+
+
+def _address(array) -> int:
+    if _DATA_FIELD is not None:
+        return _read_pointer(id(array) + _DATA_FIELD).value
+    return _tensor.data_pointer(array)  # pragma: no cover - CPython/NumPy keep the field
 
 
 class Value:
@@ -53,6 +68,7 @@ class Graph:
     def __init__(self):
         self._handle = ctypes.c_void_p()
         self._input_layouts = {}  # name -> layout value, for the programs' runs
+        self._input_ranks = {}
         _lib.mkc_graph_create(ctypes.byref(self._handle))
 
     def close(self) -> None:
@@ -92,6 +108,7 @@ class Graph:
         _lib.mkc_graph_input(self.handle, _checks.name_bytes(name, "name"), _capi.DTYPE_F32,
                              len(dims), arr, fmt, ctypes.byref(value))
         self._input_layouts[name] = fmt
+        self._input_ranks[name] = len(dims)
         return Value(self, value.value)
 
     def constant(self, array, name: str | None = None, layout: str | None = None) -> Value:
@@ -391,15 +408,19 @@ class Graph:
                     reuse=1 if reuse else 0, capacity=_checks.integer(capacity, "capacity"))
         handle = ctypes.c_void_p()
         _lib.mkc_program_compile(self.handle, ctypes.byref(o), ctypes.byref(handle))
-        return Program(handle, dict(self._input_layouts))
+        return Program(handle, dict(self._input_layouts), dict(self._input_ranks))
 
 
 class Program:
     """A compiled graph. run() may be called from many threads at once."""
 
-    def __init__(self, handle, input_layouts: dict):
+    def __init__(self, handle, input_layouts: dict, input_ranks: dict):
         self._handle = handle
         self._input_layouts = input_layouts
+        self._input_ranks = input_ranks
+        # Input shapes -> (their dims as the C call takes them, the output
+        # shapes): what the numpy fast path of run() needs per shape.
+        self._shapes = {}
         n = ctypes.c_int()
         name = ctypes.c_char_p()
         _lib.mkc_program_inputs(handle, ctypes.byref(n))
@@ -412,6 +433,10 @@ class Program:
         for i in range(n.value):
             _lib.mkc_program_output_name(handle, i, ctypes.byref(name))
             self.output_names.append(name.value.decode())
+        self._ranks = tuple(input_ranks[n] for n in self.input_names)
+        # The pointer arrays the plain-buffer call reads, one pair per
+        # thread: run() may be called from many threads at once.
+        self._per_thread = threading.local()
 
     @property
     def handle(self):
@@ -442,6 +467,9 @@ class Program:
         and returns {output name: numpy array}. outputs: {name: array} to
         fill preallocated float32 C-contiguous arrays instead (returned as
         they are)."""
+        fast = self._run_arrays(inputs, outputs)
+        if fast is not None:
+            return fast
         missing = [n for n in self.input_names if n not in inputs]
         extra = [n for n in inputs if n not in self.input_names]
         if missing or extra:
@@ -488,6 +516,72 @@ class Program:
         return result
 
     __call__ = run
+
+    def _shapes_for(self, shapes: tuple):
+        entry = self._shapes.get(shapes)
+        if entry is None:
+            flat = [d for shape in shapes for d in shape]
+            dims = (ctypes.c_int64 * max(len(flat), 1))(*flat)
+            out = []
+            nd = ctypes.c_int()
+            buf = (ctypes.c_int64 * _capi.MAX_NDIMS)()
+            for i in range(len(self.output_names)):
+                _lib.mkc_program_output_shape(self.handle, dims, i, ctypes.byref(nd), buf)
+                out.append(tuple(buf[:nd.value]))
+            if len(self._shapes) >= 1024:
+                self._shapes.clear()
+            entry = self._shapes[shapes] = (dims, out)
+        return entry
+
+    def _run_arrays(self, inputs: dict, outputs):
+        """run() for numpy inputs (float32, C-contiguous, of the graph's
+        ranks) with one C call on their buffers; None: take the general
+        path (which also reports what is wrong)."""
+        names = self.input_names
+        if len(inputs) != len(names) or not self._handle:
+            return None
+        try:
+            arrays = [inputs[n] for n in names]
+        except KeyError:
+            return None
+        for a, rank in zip(arrays, self._ranks):
+            if not (type(a) is _ndarray and a.dtype is _F32 and a.ndim == rank
+                    and a.flags.c_contiguous and a.size):
+                return None
+        shapes = tuple([a.shape for a in arrays])
+        entry = self._shapes.get(shapes)
+        if entry is None:
+            entry = self._shapes_for(shapes)
+        dims, out_shapes = entry
+        local = self._per_thread
+        try:
+            in_ptrs, out_ptrs = local.in_ptrs, local.out_ptrs
+        except AttributeError:
+            in_ptrs = local.in_ptrs = (ctypes.c_void_p * max(len(names), 1))()
+            out_ptrs = local.out_ptrs = (ctypes.c_void_p * max(len(self.output_names), 1))()
+        result = {}
+        if outputs is None:
+            for i, (n, shape) in enumerate(zip(self.output_names, out_shapes)):
+                y = result[n] = _empty(shape, _F32)
+                out_ptrs[i] = _address(y)
+        else:
+            if any(n not in self.output_names for n in outputs):
+                return None
+            for i, (n, shape) in enumerate(zip(self.output_names, out_shapes)):
+                y = outputs.get(n)
+                if y is None:
+                    y = _empty(shape, _F32)
+                elif not (type(y) is _ndarray and y.dtype is _F32 and y.shape == shape
+                          and y.flags.c_contiguous and y.flags.writeable):
+                    return None
+                result[n] = y
+                out_ptrs[i] = _address(y)
+        for i, a in enumerate(arrays):
+            in_ptrs[i] = _address(a)
+        status = _run_plain(self._handle, dims, in_ptrs, out_ptrs)
+        if status:
+            _capi.raise_for(status)
+        return result
 
     def plan(self) -> str:
         """The last compiled plan: one line per step, then the totals."""

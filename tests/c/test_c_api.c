@@ -1060,6 +1060,22 @@ static void test_program(void) {
     OK(mkc_program_executor(prog, &executor));
     CHECK(executor >> 63 == 1);
 
+    /* The binding path: the output's shape, then plain buffers. */
+    int ond = 0;
+    int64_t od[MKC_MAX_NDIMS];
+    OK(mkc_program_output_shape(prog, xdims, 0, &ond, od));
+    CHECK(ond == 4 && od[0] == N && od[1] == O && od[2] == H && od[3] == W);
+    float plain_out[N * O * H * W];
+    const void *plain_in[1] = {x};
+    void *plain_outs[1] = {plain_out};
+    OK(mkc_program_run_plain(prog, xdims, plain_in, plain_outs));
+    CHECK(memcmp(plain_out, out, sizeof out) == 0);
+    const int64_t bad_dims[4] = {N, C + 1, H, W};
+    CHECK(mkc_program_run_plain(prog, bad_dims, plain_in, plain_outs) ==
+          MKC_STATUS_INVALID_ARGUMENT);
+    CHECK(strstr(mkc_last_error(), "input 'x' dim 1 must be 3") != NULL);
+    CHECK(mkc_program_output_shape(prog, xdims, 1, &ond, od) == MKC_STATUS_INVALID_ARGUMENT);
+
     /* A new output tensor; wrong counts; a wrong output shape. */
     mkc_tensor *fresh[1] = {NULL};
     OK(mkc_program_run(prog, 1, ins, 1, fresh));

@@ -90,6 +90,20 @@ def test_program_against_float64_numpy():
             np.testing.assert_allclose(prog.run(x=xv)["y"], h, rtol=1e-4, atol=1e-4)
 
 
+def test_numpy_and_tensor_inputs_take_the_same_plan():
+    """numpy inputs run through the plain-buffer call, Tensors through the
+    handles: the same results, the same plan."""
+    cnn = SmallCnn("NHWC")
+    with cnn.build(None).compile() as prog:
+        x = rand(2, 9, 11, 3)
+        by_array = prog.run(x=x)["probs"]
+        by_tensor = prog.run(x=mkcache.Tensor(x, "NHWC"))["probs"]
+        np.testing.assert_array_equal(by_array, by_tensor)
+        assert prog.memory["plans"] == 1
+        with pytest.raises(mkcache.InvalidArgumentError, match="input 'x' dim 3 must be 3"):
+            prog.run(x=rand(2, 9, 11, 4))
+
+
 def test_outputs_fill_preallocated_arrays_and_plans_follow_the_shapes():
     cnn = SmallCnn()
     with cnn.build(None).compile(capacity=2) as prog:

@@ -1031,6 +1031,23 @@ MKC_API mkc_status mkc_activation_plain(const mkc_activation_call *call, const f
 MKC_API mkc_status mkc_activation_plain_ref(const mkc_activation_call *call,
                                             const float *const *src_ref, float *const *dst_ref);
 
+/* The caller dims of program output `index` for inputs of the caller dims
+ * `input_dims` (every input's dims one after another, each input's rank as
+ * the graph declares it); compiles the plan if it is new. What a binding
+ * allocates its outputs by for mkc_program_run_plain. Any thread, as
+ * mkc_program_run. */
+MKC_API mkc_status mkc_program_output_shape(mkc_program *program, const int64_t *input_dims,
+                                            int index, int *ndims, int64_t *dims);
+
+/* mkc_program_run on dense buffers without tensor handles: input i holds
+ * its dims (from input_dims, as mkc_program_output_shape takes them)
+ * row-major in its graph layout's order; output j is dense in the shape
+ * mkc_program_output_shape gives and in its layout label's order. The
+ * buffers' sizes are the caller's to get right. Any thread, as
+ * mkc_program_run. */
+MKC_API mkc_status mkc_program_run_plain(mkc_program *program, const int64_t *input_dims,
+                                         const void *const *inputs, void *const *outputs);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

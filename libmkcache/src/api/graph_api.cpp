@@ -1,4 +1,5 @@
 // C ABI: graphs and programs.
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -363,6 +364,37 @@ MKC_API mkc_status mkc_program_memory_info(const mkc_program *program,
         m.converters = plan.converters;
         m.plans = static_cast<int>(p.plan_count());
         api::write_sized("program_memory_info", memory, m);
+    });
+}
+
+MKC_API mkc_status mkc_program_output_shape(mkc_program *program, const int64_t *input_dims,
+                                            int index, int *ndims, int64_t *dims) {
+    return guard([&] {
+        graph::Program &p = program_arg(program);
+        require(input_dims != nullptr, "program_output_shape: input_dims is NULL");
+        require_out(ndims, "ndims");
+        require_out(dims, "dims");
+        require(index >= 0, "program: output index ", index, " is negative");
+        const Dims d = p.output_dims(input_dims, static_cast<size_t>(index));
+        std::copy(d.begin(), d.end(), dims);
+        *ndims = static_cast<int>(d.size());
+    });
+}
+
+MKC_API mkc_status mkc_program_run_plain(mkc_program *program, const int64_t *input_dims,
+                                         const void *const *inputs, void *const *outputs) {
+    return guard([&] {
+        graph::Program &p = program_arg(program);
+        require(input_dims != nullptr, "run: input_dims is NULL");
+        require(inputs != nullptr || p.input_values().empty(), "run: inputs is NULL");
+        require(outputs != nullptr, "run: outputs is NULL");
+        for (size_t k = 0; k < p.input_values().size(); ++k)
+            require(inputs[k] != nullptr, "run: input '",
+                    p.graph().values[p.input_values()[k]].name, "' is NULL");
+        for (size_t k = 0; k < p.graph().outputs.size(); ++k)
+            require(outputs[k] != nullptr, "run: output '", p.graph().outputs[k].name,
+                    "' is NULL");
+        p.run_plain(input_dims, inputs, outputs);
     });
 }
 

@@ -95,13 +95,46 @@ std::shared_ptr<const Plan> Program::plan_for(const Tensor *const *inputs) {
             fail(MKC_STATUS_INVALID_ARGUMENT, "run: input '", in.name, "' must be ",
                  layout::name(in.layout), " of rank ", in.dims.size(), ", got ",
                  layout::name(t.layout), " ", shape_text(cd));
-        for (size_t i = 0; i < cd.size(); ++i)
-            if (in.dims[i] != -1 && in.dims[i] != cd[i])
-                fail(MKC_STATUS_INVALID_ARGUMENT, "run: input '", in.name, "' dim ", i, " must be ",
-                     in.dims[i], ", got ", cd[i], " (shape ", shape_text(cd), ")");
+        check_input_dims(k, cd);
         dims.push_back(cd);
     }
     return find_or_compile(dims);
+}
+
+void Program::check_input_dims(size_t k, const Dims &cd) const {
+    const Value &in = graph_.values[input_values_[k]];
+    for (size_t i = 0; i < cd.size(); ++i) {
+        if (in.dims[i] != -1 && in.dims[i] != cd[i])
+            fail(MKC_STATUS_INVALID_ARGUMENT, "run: input '", in.name, "' dim ", i, " must be ",
+                 in.dims[i], ", got ", cd[i], " (shape ", shape_text(cd), ")");
+        if (cd[i] < 1)
+            fail(MKC_STATUS_INVALID_ARGUMENT, "run: input '", in.name, "' dim ", i,
+                 " must be >= 1, got ", cd[i]);
+    }
+}
+
+std::shared_ptr<const Plan> Program::plan_for_dims(const int64_t *dims) {
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (last_) {
+            const int64_t *d = dims;
+            bool same = true;
+            for (const Dims &want : last_->input_dims)
+                for (int64_t w : want) same = same && *d++ == w;
+            if (same) return last_;
+        }
+    }
+    std::vector<std::vector<int64_t>> all;
+    const int64_t *d = dims;
+    for (size_t k = 0; k < input_values_.size(); ++k) {
+        const size_t rank = graph_.values[input_values_[k]].dims.size();
+        Dims cd(d, d + rank);
+        d += rank;
+        check_input_dims(k, cd);
+        check_dims("run: input", static_cast<int>(rank), cd.data(), MKC_DTYPE_F32);
+        all.push_back(std::move(cd));
+    }
+    return find_or_compile(all);
 }
 
 std::shared_ptr<const Plan>
@@ -204,19 +237,38 @@ void Program::run(const Tensor *const *inputs, mkc_tensor **outputs) {
         out_data[k] = t.data;
     }
 
-    Arena arena = take_arena(*plan);
+    run_plan(*plan, scope, in_data.data(), out_data.data());
+    for (size_t k = 0; k < created.size(); ++k)
+        if (created[k])
+            Handler::publish(created[k], &outputs[k]);
+}
+
+void Program::run_plan(const Plan &plan, const CacheScope &scope, const void *const *inputs,
+                       void *const *outputs) {
+    Arena arena = take_arena(plan);
     struct Return {
         Program &p;
         Arena &a;
         ~Return() { p.give_back(std::move(a)); }
     } give_back_at_exit{*this, arena};
-    if (!arena.context || arena.context->plan_id() != plan->id)
-        arena.context =
-            std::make_unique<RunContext>(*plan, static_cast<char *>(arena.data.get()));
-    arena.context->run(*plan, scope, *scope.state, in_data.data(), out_data.data());
-    for (size_t k = 0; k < created.size(); ++k)
-        if (created[k])
-            Handler::publish(created[k], &outputs[k]);
+    if (!arena.context || arena.context->plan_id() != plan.id)
+        arena.context = std::make_unique<RunContext>(plan, static_cast<char *>(arena.data.get()));
+    arena.context->run(plan, scope, *scope.state, inputs, outputs);
+}
+
+void Program::run_plain(const int64_t *dims, const void *const *inputs, void *const *outputs) {
+    const std::shared_ptr<const Plan> plan = plan_for_dims(dims);
+    CacheScope scope = plan->scope;
+    scope.state = &thread_state();
+    run_plan(*plan, scope, inputs, outputs);
+}
+
+Dims Program::output_dims(const int64_t *input_dims, size_t index) {
+    const std::shared_ptr<const Plan> plan = plan_for_dims(input_dims);
+    require(index < plan->outputs.size(), "program: output index ", index, " is not in 0..",
+            plan->outputs.size() - 1);
+    const ops::ValueDesc &o = plan->outputs[index];
+    return layout::to_caller_order(o.dims, o.layout);
 }
 
 } // namespace mkc::graph

@@ -47,6 +47,15 @@ public:
     // Compiles the plan now when no input has a dim bound at run time (so
     // the graph's errors show at once); otherwise does nothing.
     void compile_static();
+    // run() on plain buffers: `dims` holds every input's caller dims one
+    // after another (each input's rank as the graph gives it); inputs are
+    // dense in their graph layout, outputs dense in theirs (output_dims).
+    // The buffers' sizes are the caller's to get right.
+    void run_plain(const int64_t *dims, const void *const *inputs, void *const *outputs);
+    // The caller dims of output `index` for inputs of these dims (as
+    // run_plain takes them); compiles the plan if new.
+    Dims output_dims(const int64_t *input_dims, size_t index);
+
     // The plan for these inputs' shapes (compiled if new).
     std::shared_ptr<const Plan> plan_for(const Tensor *const *inputs);
     // The plan compiled last (null before any).
@@ -65,6 +74,11 @@ private:
     // The last plan, if it is for these inputs (no allocation: every run
     // asks).
     std::shared_ptr<const Plan> last_plan_for(const Tensor *const *inputs) const;
+    std::shared_ptr<const Plan> plan_for_dims(const int64_t *dims);
+    // Refuses caller dims of input `k` the graph's static dims rule out.
+    void check_input_dims(size_t k, const Dims &caller) const;
+    void run_plan(const Plan &plan, const CacheScope &scope, const void *const *inputs,
+                  void *const *outputs);
     Arena take_arena(const Plan &plan);
     void give_back(Arena arena);
 
