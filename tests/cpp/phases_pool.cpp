@@ -254,6 +254,38 @@ TEST(pool_backward_phases_match_eager) {
     }
 }
 
+// The training forward's descriptor is found by the attributes and dims:
+// one left for a blocked src hints no gradient of a plain one (nor the
+// reverse), in the eager calls as in the phases.
+TEST(pool_backward_after_a_forward_on_another_arrangement) {
+    const CacheScope scope = program_scope(0x9008);
+    const Case c = cases()[8]; // max pooling, 32 channels
+    const mkc_pool_params p = params_of(c, true);
+    const PoolAttrs attrs = attrs_of(p, c);
+    auto plain = tensor(c.x, c.layout, 6);
+    auto blocked = make_owned_tensor(dnnl::memory::desc(c.x, dnnl::memory::data_type::f32,
+                                                        dnnl::memory::format_tag::nChw16c),
+                                     c.layout, MKC_DTYPE_F32);
+    reorder(scope, plain->desc, plain->data, blocked->desc, blocked->data);
+    auto dy = tensor(PoolOp::infer(attrs, ops::describe(*plain)).dims, c.layout, 7);
+    mkc_tensor *expected = eager_backward(params_of(c, true), *plain, *dy); // nothing left
+    const auto want = take_values(expected);
+    for (const bool blocked_forward : {true, false}) {
+        const Tensor &fx = blocked_forward ? *blocked : *plain;
+        const Tensor &bx = blocked_forward ? *plain : *blocked;
+        mkc_pool_params named = p;
+        named.name = blocked_forward ? "pool_mixed_b" : "pool_mixed_p";
+        mkc_tensor_destroy(eager_pool(named, fx));
+        CHECK(max_rel_diff(take_values(eager_backward(named, bx, *dy)), want) == 0);
+
+        PoolOp::prepare(scope, attrs, named.name, ops::describe(fx));
+        const ops::Prepared b = PoolBackwardOp::prepare(scope, attrs, named.name,
+                                                        ops::describe(bx), ops::describe(*dy));
+        const auto got = run_prepared(scope, b, {&bx, dy.get()}, PoolBackwardOp::run);
+        CHECK(max_rel_diff(got.at(0), want) == 0);
+    }
+}
+
 TEST(pool_backward_check_gives_the_eager_message) {
     const Case good = cases()[3];
     const mkc_pool_params p = params_of(good, true);

@@ -215,8 +215,8 @@ std::shared_ptr<PoolEntry> prepare_inference(const CacheScope &scope, const mkc_
 }
 
 // The gradient's entry (`name`: the caller's, else g's default), built on
-// the training forward's descriptor when one was left, else on one made
-// here.
+// the training forward's descriptor when one was left for src's
+// arrangement, else on one made here.
 template <typename V>
 std::shared_ptr<PoolBackwardEntry> prepare_backward(const CacheScope &scope,
                                                     const mkc_pool_params &p,
@@ -231,8 +231,12 @@ std::shared_ptr<PoolBackwardEntry> prepare_backward(const CacheScope &scope,
     handler.sign(OpKind::backward_data);
     sign_input_layout(handler, src, DNNL_ARG_SRC);
     return handler.acquire_primitive<PoolBackwardEntry>([&] {
+        // A transfer is found by the attributes and dims alone: one a
+        // forward on another arrangement of src left hints no primitive for
+        // this one (its workspace differs).
+        const PoolEntry *left = t ? static_cast<const PoolEntry *>(t->forward.get()) : nullptr;
         dnnl::pooling_forward::primitive_desc hint;
-        if (t) hint = std::static_pointer_cast<PoolEntry>(t->forward)->pd;
+        if (left && left->pd.src_desc() == src.desc) hint = left->pd;
         else hint = dnnl::pooling_forward::primitive_desc(
                  cpu_engine(), dnnl::prop_kind::forward_training, pool_algorithm(p.kind),
                  src.desc, dnnl::memory::desc(g.y, dnnl::memory::data_type::f32,
