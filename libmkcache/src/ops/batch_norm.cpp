@@ -208,12 +208,19 @@ Prepared BatchNormOp::prepare(const CacheScope &scope, const Attrs &attrs, const
     auto entry = prepare_batch_norm(scope, attrs, name, src, scale != nullptr, shift != nullptr,
                                     ticket, hit);
     const dnnl::memory::desc &vec = entry->arg_desc(DNNL_ARG_MEAN);
-    return {entry,
-            {entry->arg_desc(DNNL_ARG_SRC), mean ? vec : empty_desc(),
-             variance ? vec : empty_desc(), scale ? entry->arg_desc(DNNL_ARG_SCALE) : empty_desc(),
-             shift ? entry->arg_desc(DNNL_ARG_SHIFT) : empty_desc()},
-            batch_norm_outputs(attrs.training, data_format, src, entry->arg_desc(DNNL_ARG_DST),
-                               mean, variance)};
+    Prepared out{entry,
+                 {entry->arg_desc(DNNL_ARG_SRC), mean ? vec : empty_desc(),
+                  variance ? vec : empty_desc(),
+                  scale ? entry->arg_desc(DNNL_ARG_SCALE) : empty_desc(),
+                  shift ? entry->arg_desc(DNNL_ARG_SHIFT) : empty_desc()},
+                 batch_norm_outputs(attrs.training, data_format, src,
+                                    entry->arg_desc(DNNL_ARG_DST), mean, variance)};
+    if (!attrs.training) { // training also updates the running statistics: run()'s
+        out.in_args = {DNNL_ARG_SRC, DNNL_ARG_MEAN, DNNL_ARG_VARIANCE, DNNL_ARG_SCALE,
+                       DNNL_ARG_SHIFT};
+        out.out_args = {DNNL_ARG_DST};
+    }
+    return out;
 }
 
 void BatchNormOp::run(const CacheScope &scope, PrimitiveEntry &entry, const Buffers &buffers) {

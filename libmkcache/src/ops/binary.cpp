@@ -424,14 +424,19 @@ ValueDesc BinaryOp::infer(const Attrs &attrs, const ValueDesc &a, const ValueDes
 Prepared BinaryOp::prepare(const CacheScope &scope, const Attrs &attrs, const char *name,
                            const ValueDesc &a, const ValueDesc &b) {
     BinaryPlan plan = plan_binary(scope, binary_info(attrs.kind), attrs.kind, name, a, b);
-    std::shared_ptr<PrimitiveEntry> entry = plan.main;
     if (plan.expand) {
         auto both = std::make_shared<BinaryExpansion>();
         both->expand = plan.expand;
         both->main = plan.main;
-        entry = both;
+        return {both, {plan.takes_a, plan.takes_b}, {plan.out}};
     }
-    return {entry, {plan.takes_a, plan.takes_b}, {plan.out}};
+    const BinaryEntry &e = *plan.main;
+    return {plan.main,
+            {plan.takes_a, plan.takes_b},
+            {plan.out},
+            {e.swapped ? DNNL_ARG_SRC_1 : DNNL_ARG_SRC_0, e.swapped ? DNNL_ARG_SRC_0 : DNNL_ARG_SRC_1},
+            {DNNL_ARG_DST},
+            e.elements};
 }
 
 void BinaryOp::run(const CacheScope &scope, PrimitiveEntry &entry, const Buffers &buffers) {

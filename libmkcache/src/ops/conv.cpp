@@ -423,11 +423,18 @@ Prepared ConvOp::prepare(const CacheScope &scope, const Attrs &attrs, const char
     auto entry =
         prepare_forward(scope, conv_op_name(attrs), attrs, name, src, weights, bias, ticket, hit);
     const dnnl::memory::desc &y = entry->arg_desc(DNNL_ARG_DST);
-    return {entry,
-            {entry->arg_desc(DNNL_ARG_SRC),
-             weights_taken(*entry, entry->weights_view, entry->plain_weights),
-             bias ? entry->arg_desc(DNNL_ARG_BIAS) : empty_desc()},
-            {ValueDesc{MKC_DTYPE_F32, data_format, y.get_dims(), y}}};
+    Prepared out{entry,
+                 {entry->arg_desc(DNNL_ARG_SRC),
+                  weights_taken(*entry, entry->weights_view, entry->plain_weights),
+                  bias ? entry->arg_desc(DNNL_ARG_BIAS) : empty_desc()},
+                 {ValueDesc{MKC_DTYPE_F32, data_format, y.get_dims(), y}}};
+    // Weights read through a view may need converting on each run: only
+    // run() does that.
+    if (!entry->weights_view) {
+        out.in_args = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_BIAS};
+        out.out_args = {DNNL_ARG_DST};
+    }
+    return out;
 }
 
 void ConvOp::run(const CacheScope &scope, PrimitiveEntry &entry, const Buffers &buffers) {

@@ -203,10 +203,15 @@ Prepared LayerNormOp::prepare(const CacheScope &scope, const Attrs &attrs, const
     bool hit = false;
     auto entry = prepare_layer_norm(scope, attrs, name, g, src, scale, shift, ticket, hit);
     check_plain_vectors(*entry, scale, shift, "layer_norm");
-    return {entry,
-            {entry->x_plain, scale ? entry->scale_plain : empty_desc(),
-             shift ? entry->shift_plain : empty_desc()},
-            {{MKC_DTYPE_F32, src.layout, src.dims, entry->x_plain}}};
+    Prepared out{entry,
+                 {entry->x_plain, scale ? entry->scale_plain : empty_desc(),
+                  shift ? entry->shift_plain : empty_desc()},
+                 {{MKC_DTYPE_F32, src.layout, src.dims, entry->x_plain}}};
+    if (!entry->has_arg(DNNL_ARG_MEAN)) { // a training forward's statistics: run()'s
+        out.in_args = {DNNL_ARG_SRC, DNNL_ARG_SCALE, DNNL_ARG_SHIFT};
+        out.out_args = {DNNL_ARG_DST};
+    }
+    return out;
 }
 
 void LayerNormOp::run(const CacheScope &scope, PrimitiveEntry &entry, const Buffers &buffers) {

@@ -145,9 +145,14 @@ Prepared LrnOp::prepare(const CacheScope &scope, const Attrs &attrs, const char 
     auto entry = prepare_lrn(scope, attrs, name, src, ticket, hit);
     const mkc_layout data_format =
         layout::resolve(*scope.state, attrs.p.data_format, static_cast<int>(src.dims.size()));
-    return {entry,
-            {entry->arg_desc(DNNL_ARG_SRC)},
-            {{MKC_DTYPE_F32, data_format, src.dims, entry->arg_desc(DNNL_ARG_DST)}}};
+    Prepared out{entry,
+                 {entry->arg_desc(DNNL_ARG_SRC)},
+                 {{MKC_DTYPE_F32, data_format, src.dims, entry->arg_desc(DNNL_ARG_DST)}}};
+    if (!entry->has_arg(DNNL_ARG_WORKSPACE)) { // a training forward's workspace: run()'s
+        out.in_args = {DNNL_ARG_SRC};
+        out.out_args = {DNNL_ARG_DST};
+    }
+    return out;
 }
 
 void LrnOp::run(const CacheScope &scope, PrimitiveEntry &entry, const Buffers &buffers) {

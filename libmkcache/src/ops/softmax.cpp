@@ -85,7 +85,11 @@ Prepared SoftmaxOp::prepare(const CacheScope &scope, const Attrs &attrs, const c
     BlobCache::HitTicket ticket;
     bool hit = false;
     auto entry = prepare_softmax(scope, attrs, name, src, ticket, hit);
-    return {entry, {src.desc}, {arranged_as(src, entry->arg_desc(DNNL_ARG_DST))}};
+    return {entry,
+            {src.desc},
+            {arranged_as(src, entry->arg_desc(DNNL_ARG_DST))},
+            {DNNL_ARG_SRC},
+            {DNNL_ARG_DST}};
 }
 
 void SoftmaxOp::run(const CacheScope &scope, PrimitiveEntry &entry, const Buffers &buffers) {
@@ -177,7 +181,9 @@ Prepared SoftmaxBackwardOp::prepare(const CacheScope &scope, const Attrs &attrs,
     auto entry = prepare_softmax_backward(scope, caller_axis, attrs.log, name, dst);
     return {entry,
             {dst.desc, entry->arg_desc(DNNL_ARG_DIFF_DST)},
-            {arranged_as(dst, entry->arg_desc(DNNL_ARG_DIFF_SRC))}};
+            {arranged_as(dst, entry->arg_desc(DNNL_ARG_DIFF_SRC))},
+            {DNNL_ARG_DST, DNNL_ARG_DIFF_DST},
+            {DNNL_ARG_DIFF_SRC}};
 }
 
 void SoftmaxBackwardOp::run(const CacheScope &scope, PrimitiveEntry &entry,
