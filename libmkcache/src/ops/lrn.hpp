@@ -1,6 +1,7 @@
 // LRN as phases (see ops/phases.hpp). src is read in its own arrangement
-// and the result written in it, labelled data_format (TARGET: the scope's
-// thread's target layout in prepare, src's own layout in infer).
+// and the result written in it (but see LrnBackwardOp), labelled
+// data_format (TARGET: the scope's thread's target layout in prepare, src's
+// own layout in infer).
 //
 // The phases read attrs.p for everything but its name and training flag:
 // prepare's `name` and attrs.training stand for them (the eager calls pass
@@ -45,7 +46,9 @@ struct LrnOp {
 // src, diff_dst -> diff_src: the gradient of the training forward with these
 // attributes. When the primitive takes a workspace, run executes the
 // training forward on src for it first, as the eager call does (that
-// entry comes along in the prepared one).
+// entry comes along in the prepared one). Sizes 1 and 2 on dense
+// channels-last 4-D data read src and diff_dst, and write diff_src, plain
+// channels-first (oneDNN 3.2's kernel for them crashes), as the eager call.
 struct LrnBackwardOp {
     using Attrs = LrnAttrs;
     static ValueDesc infer(const Attrs &attrs, const ValueDesc &src, const ValueDesc &diff_dst);
