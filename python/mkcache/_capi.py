@@ -162,7 +162,7 @@ class ReshapeParams(_Sized):
 
 
 class ProgramOptions(_Sized):
-    _fields_ = [("reuse", c_int), ("capacity", c_int64)]
+    _fields_ = [("fuse", c_int), ("inplace", c_int), ("reuse", c_int), ("capacity", c_int64)]
 
 
 class ProgramMemory(_Sized):

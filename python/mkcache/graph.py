@@ -400,11 +400,18 @@ class Graph:
         return self.reshape(x, (0,) * start + (-1,))
 
     # ------------------------------------------------------------ compile
-    def compile(self, *, reuse: bool = True, capacity: int = 0) -> "Program":
+    def compile(self, *, fuse: bool = True, inplace: bool = True, reuse: bool = True,
+                capacity: int = 0) -> "Program":
         """A Program of this graph (the graph may be built further or closed
-        afterwards). reuse: values whose lives do not overlap share arena
-        bytes. capacity > 0: at most that many input-shape plans kept."""
+        afterwards). fuse: merge what oneDNN runs as one primitive (an
+        activation into the conv/linear/matmul before it, an add into the
+        conv before it, an inference batch_norm into the conv's weights);
+        results then move by rounding only. inplace: a conv's sum writes into
+        its residual at the residual's last use. reuse: values whose lives
+        do not overlap share arena bytes. capacity > 0: at most that many
+        input-shape plans kept."""
         o = _params(_capi.ProgramOptions, _lib.mkc_program_options_init,
+                    fuse=1 if fuse else 0, inplace=1 if inplace else 0,
                     reuse=1 if reuse else 0, capacity=_checks.integer(capacity, "capacity"))
         handle = ctypes.c_void_p()
         _lib.mkc_program_compile(self.handle, ctypes.byref(o), ctypes.byref(handle))

@@ -147,9 +147,12 @@ int add_binary(Graph &g, mkc_binary_kind kind, int a, int b, const std::string &
     return g.add_node(NodeOp::binary, graph::BinaryParams{kind}, name, {a, b})[0];
 }
 
-// Every output of `g` run as a program on `inputs`.
+// Every output of `g` run as a program on `inputs`, as it is (the program
+// fuses nothing itself).
 std::vector<std::vector<float>> run(const Graph &g, const std::vector<const Tensor *> &inputs) {
-    Program program(g, ProgramOptions{});
+    ProgramOptions options;
+    options.fuse = false;
+    Program program(g, options);
     std::vector<mkc_tensor *> out(g.outputs.size(), nullptr);
     program.run(inputs.data(), out.data());
     std::vector<std::vector<float>> v;

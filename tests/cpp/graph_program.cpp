@@ -222,6 +222,62 @@ TEST(plans_of_one_program_share_its_converted_constants) {
     CHECK(shared > 0);
 }
 
+// conv -> batch_norm -> relu -> conv -> batch_norm -> add(x) -> relu: a
+// residual block, fused to two convolutions (the second with a sum), with
+// the sum written in place or into a copy of the residual.
+TEST(residual_block_fused_and_in_place_matches_unfused) {
+    for (const mkc_layout layout : {MKC_LAYOUT_CHANNELS_FIRST, MKC_LAYOUT_CHANNELS_LAST}) {
+        const bool last = layout == MKC_LAYOUT_CHANNELS_LAST;
+        Graph g;
+        const int64_t c = 12;
+        const int x = g.add_input("x", MKC_DTYPE_F32,
+                                  last ? std::vector<int64_t>{2, 7, 9, c}
+                                       : std::vector<int64_t>{2, c, 7, 9},
+                                  layout);
+        // A first conv whose output is the residual (so it is a result in
+        // the arena, arranged as the second conv writes).
+        int y0 = g.add_node(NodeOp::conv2d, conv_params(1, MKC_ACTIVATION_NONE, layout), "c0",
+                            {x, g.add_constant(constant({c, c, 3, 3}, 20), "w0")})[0];
+        int y = y0;
+        for (int i = 0; i < 2; ++i) {
+            y = g.add_node(NodeOp::conv2d, conv_params(1, MKC_ACTIVATION_NONE, layout),
+                           "c" + std::to_string(i + 1),
+                           {y, g.add_constant(constant({c, c, 3, 3}, 21 + i), "w")})[0];
+            mkc_batch_norm_params bp;
+            mkc_batch_norm_params_init(&bp);
+            bp.data_format = layout;
+            auto var = constant({c}, 30 + i);
+            for (int64_t k = 0; k < c; ++k) static_cast<float *>(var->data)[k] += 1.5f;
+            y = g.add_node(NodeOp::batch_norm, bp, "bn",
+                           {y, g.add_constant(constant({c}, 40 + i), "m"),
+                            g.add_constant(var, "v"), g.add_constant(constant({c}, 50 + i), "s"),
+                            g.add_constant(constant({c}, 60 + i), "b")})[0];
+            if (i == 1) y = g.add_node(NodeOp::binary, graph::BinaryParams{MKC_BINARY_ADD}, "add",
+                                       {y, y0})[0];
+            y = g.add_node(NodeOp::activation, graph::ActivationParams{}, "", {y})[0];
+        }
+        g.add_output(y, "y");
+        auto in = tensor(last ? Dims{2, c, 7, 9} : Dims{2, c, 7, 9}, layout, 70);
+        const Tensor *inputs[] = {in.get()};
+        std::vector<float> results[3];
+        int in_place[3] = {0, 0, 0};
+        for (int mode = 0; mode < 3; ++mode) {
+            ProgramOptions options;
+            options.fuse = mode > 0;
+            options.compile.inplace = mode == 2;
+            Program program(g, options);
+            mkc_tensor *out[] = {nullptr};
+            program.run(inputs, out);
+            results[mode] = take_values(out[0]);
+            in_place[mode] = program.last_plan()->in_place;
+            if (mode > 0) CHECK(program.fuse_report().sums == 1 && program.graph().nodes.size() == 3);
+        }
+        CHECK(max_rel_diff(results[1], results[0]) <= 1e-4);
+        CHECK(max_rel_diff(results[2], results[1]) == 0);
+        CHECK(in_place[1] == 0 && in_place[2] == 1);
+    }
+}
+
 TEST(plan_text_has_a_line_per_step_and_the_totals) {
     const SmallCnn cnn{MKC_LAYOUT_CHANNELS_LAST};
     Program program(cnn.build(3), ProgramOptions{});

@@ -58,9 +58,10 @@ class SmallCnn:
 
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
 @pytest.mark.parametrize("reuse", [True, False])
-def test_program_equals_the_eager_calls(layout, reuse):
+@pytest.mark.parametrize("fuse", [True, False])
+def test_program_equals_the_eager_calls(layout, reuse, fuse):
     cnn = SmallCnn(layout)
-    with cnn.build(3).compile(reuse=reuse) as prog:
+    with cnn.build(3).compile(reuse=reuse, fuse=fuse) as prog:
         x = rand(3, 9, 11, 3) if layout == "NHWC" else rand(3, 3, 9, 11)
         out = prog.run(x=x)
         np.testing.assert_allclose(out["probs"], cnn.eager(x), rtol=1e-5, atol=1e-6)
@@ -71,6 +72,7 @@ def test_program_equals_the_eager_calls(layout, reuse):
         else:
             assert m["arena_bytes"] == m["naive_bytes"]
         assert prog(x=x)["probs"].shape == (3, 4)  # __call__ is run
+        assert "fused" not in prog.plan()  # its activations are the convs' own already
 
 
 def test_program_against_float64_numpy():
@@ -88,6 +90,34 @@ def test_program_against_float64_numpy():
             h = np.maximum(xv.astype(np.float64) @ w.T + b, 0) + s
             h = (h - h.mean(-1, keepdims=True)) / np.sqrt(h.var(-1, keepdims=True) + 1e-5)
             np.testing.assert_allclose(prog.run(x=xv)["y"], h, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("inplace", [True, False])
+def test_fused_residual_block_matches_eager(inplace):
+    """conv -> batch_norm -> relu -> conv -> batch_norm -> add -> relu: two
+    convolutions once fused (batch norms folded, the add as the second's sum,
+    in place or into a copy of the residual)."""
+    c = 10
+    w0, w1, w2 = rand(c, c, 3, 3) * 0.3, rand(c, c, 3, 3) * 0.3, rand(c, c, 3, 3) * 0.3
+    bn = [(rand(c), np.abs(rand(c)) + 0.5, rand(c), rand(c)) for _ in range(2)]
+
+    def block(ops, x, conv, bnorm, add, relu):
+        r = conv(x, w0)
+        y = relu(bnorm(conv(r, w1), *bn[0]))
+        return relu(add(bnorm(conv(y, w2), *bn[1]), r))
+
+    g = mkcache.Graph()
+    xv = g.input("x", (None, c, 6, 7))
+    g.output(block(g, xv, lambda a, w: g.conv2d(a, w, padding=1), g.batch_norm, g.add, g.relu),
+             "y")
+    with g.compile(inplace=inplace) as prog:
+        x = rand(2, c, 6, 7)
+        want = np.asarray(block(mkcache, x, lambda a, w: mkcache.conv2d(a, w, padding=1),
+                                mkcache.batch_norm, mkcache.add, mkcache.relu))
+        np.testing.assert_allclose(prog.run(x=x)["y"], want, rtol=1e-4, atol=1e-4)
+        plan = prog.plan()
+        assert "fused 5 nodes: 2 activation, 1 sum, 2 batch_norm" in plan
+        assert (", in place 1," in plan) == inplace
 
 
 def test_numpy_and_tensor_inputs_take_the_same_plan():

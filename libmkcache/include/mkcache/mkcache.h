@@ -932,6 +932,14 @@ MKC_API mkc_status mkc_graph_output(mkc_graph *graph, int value, const char *nam
 
 typedef struct mkc_program_options {
     size_t struct_size; /* sizeof; set by mkc_program_options_init */
+    int fuse;           /* != 0 (default): before compiling, merge what oneDNN
+                           runs as one primitive: an activation into the conv,
+                           linear or matmul before it; an add into the conv
+                           before it (its sum); an inference batch norm with
+                           constant statistics into the weights of the conv
+                           before it. Results move by rounding only. */
+    int inplace;        /* != 0 (default): a conv's sum writes into the
+                           residual's buffer where that is its last use */
     int reuse;          /* != 0 (default): values whose lives do not overlap
                            share arena bytes; 0: each its own */
     int64_t capacity;   /* > 0: at most this many plans (input-shape sets)
@@ -969,9 +977,10 @@ MKC_API mkc_status mkc_program_run(mkc_program *program, int ninputs,
 /* The executor id in all of the program's cache keys. */
 MKC_API mkc_status mkc_program_executor(const mkc_program *program, uint64_t *executor);
 
-/* The plan of the last compiled input-shape set: one line per step (node
- * or conversion, where it reads and writes: input, constant, arena offset
- * or output, with each arrangement's oneDNN format), then the totals.
+/* The plan of the last compiled input-shape set: what was fused (if
+ * anything), one line per step (node or conversion, where it reads and
+ * writes: input, constant, arena offset or output, with each arrangement's
+ * oneDNN format), then the totals. Node numbers are the fused graph's.
  * Copied as mkc_key_make does (needed = length + 1). No plan yet:
  * MKC_STATUS_INVALID_ARGUMENT. */
 MKC_API mkc_status mkc_program_plan(const mkc_program *program, char *buf, size_t size,

@@ -152,7 +152,7 @@ MKC_PARAMS_INIT(mkc_binary_params, params->kind = MKC_BINARY_ADD)
 MKC_PARAMS_INIT(mkc_concat_params, params->axis = 1)
 MKC_PARAMS_INIT(mkc_transpose_params, (void)0)
 MKC_PARAMS_INIT(mkc_reshape_params, (void)0)
-MKC_PARAMS_INIT(mkc_program_options, params->reuse = 1)
+MKC_PARAMS_INIT(mkc_program_options, params->fuse = params->inplace = params->reuse = 1)
 #undef MKC_PARAMS_INIT
 
 MKC_API mkc_status mkc_graph_create(mkc_graph **graph) {
@@ -236,6 +236,8 @@ MKC_API mkc_status mkc_program_compile(const mkc_graph *graph, const mkc_program
         const mkc_program_options &o =
             options ? sized_params("program_compile", *options, older) : defaults;
         graph::ProgramOptions po;
+        po.fuse = o.fuse != 0;
+        po.compile.inplace = o.inplace != 0;
         po.compile.reuse = o.reuse != 0;
         po.capacity = o.capacity;
         auto p = std::make_unique<mkc_program>(g, po);
@@ -343,7 +345,8 @@ MKC_API mkc_status mkc_program_plan(const mkc_program *program, char *buf, size_
         const graph::Program &p = program_arg(program);
         std::shared_ptr<const graph::Plan> hold;
         const graph::Plan &plan = last_plan(p, hold);
-        api::copy_out(graph::plan_text(p.graph(), plan), buf, size, needed);
+        api::copy_out(p.fuse_report().text() + graph::plan_text(p.graph(), plan), buf, size,
+                      needed);
     });
 }
 

@@ -215,7 +215,8 @@ struct Sized<mkc_reshape_params> {
 template <>
 struct Sized<mkc_program_options> {
     using T = mkc_program_options;
-    static constexpr size_t sizes[] = {MKC_FIELD_END(T, reuse), MKC_FIELD_END(T, capacity)};
+    static constexpr size_t sizes[] = {MKC_FIELD_END(T, fuse), MKC_FIELD_END(T, inplace),
+                                       MKC_FIELD_END(T, reuse), MKC_FIELD_END(T, capacity)};
     static constexpr SizeRule rule{"mkc_program_options",
                                    "initialise options with mkc_program_options_init", sizes,
                                    std::size(sizes)};

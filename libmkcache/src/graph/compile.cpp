@@ -38,7 +38,14 @@ void run_converter(const CacheScope &scope, PrimitiveEntry &entry, const ops::Bu
 class Compiler {
 public:
     Compiler(const Graph &g, const CompileOptions &options, Plan &plan)
-        : g_(g), options_(options), plan_(plan), desc_(g.values.size()), where_(g.values.size()) {}
+        : g_(g), options_(options), plan_(plan), desc_(g.values.size()), where_(g.values.size()),
+          last_reader_(g.values.size(), -1), is_output_(g.values.size(), false) {
+        for (size_t n = 0; n < g.nodes.size(); ++n)
+            for (int v : g.nodes[n].inputs)
+                if (v != kNoValue) last_reader_[v] = static_cast<int>(n);
+        for (const Output &o : g.outputs)
+            is_output_[o.value] = true;
+    }
 
     void bind_inputs(const std::vector<std::vector<int64_t>> &dims) {
         int k = 0;
@@ -132,12 +139,26 @@ private:
             step.in.push_back(read(v, want));
             step.in_formats.push_back(format_name(want));
         }
+        // A convolution's sum: its output buffer holds the residual before
+        // it runs.
+        const bool sum = is_conv(node.op) && std::get<mkc_conv_params>(node.params).sum != 0;
+        BufferRef residual_buffer;
+        if (sum) residual_buffer = residual(n, prepared.outputs.at(0));
         const int step_index = static_cast<int>(plan_.steps.size());
         for (const BufferRef &r : step.in)
             touch(r, step_index);
         for (size_t o = 0; o < prepared.outputs.size(); ++o) {
             if (o >= node.outputs.size()) { // produced by the primitive, not by the node
                 step.out.push_back({});
+                continue;
+            }
+            if (o == 0 && sum) {
+                const int v = node.outputs[0];
+                desc_[v] = prepared.outputs[0];
+                where_[v] = residual_buffer;
+                touch(residual_buffer, step_index);
+                step.out.push_back(residual_buffer);
+                step.out_formats.push_back(format_name(prepared.outputs[0].desc));
                 continue;
             }
             const int v = node.outputs[o];
@@ -147,6 +168,33 @@ private:
             step.out_formats.push_back(format_name(prepared.outputs[o].desc));
         }
         plan_.steps.push_back(std::move(step));
+    }
+
+    static bool is_conv(NodeOp op) {
+        return op == NodeOp::conv2d || op == NodeOp::conv3d || op == NodeOp::conv2d_transpose;
+    }
+
+    // The buffer a convolution with a sum writes: the residual's own when
+    // the convolution is its last reader and it is arranged as the
+    // convolution writes (in place: the residual is dead afterwards),
+    // else a copy of the residual made by a step before it.
+    BufferRef residual(int n, const ValueDesc &y) {
+        const Node &node = g_.nodes[n];
+        const int r = node.inputs.at(3);
+        for_node(g_, n, [&] {
+            require(desc_[r].layout == y.layout && desc_[r].dims == y.dims,
+                    "the residual's shape ", shape_text(desc_[r].dims),
+                    " is not the output's ", shape_text(y.dims));
+        });
+        if (options_.inplace && g_.values[r].kind == Value::Kind::result &&
+            where_[r].kind == BufferRef::Kind::arena && desc_[r].desc == y.desc &&
+            last_reader_[r] == n && !is_output_[r]) {
+            ++plan_.in_place;
+            return where_[r];
+        }
+        const BufferRef copy = new_buffer(y.desc.get_size(), static_cast<int>(plan_.steps.size()));
+        add_converter(r, y.desc, copy, "the residual the convolution adds to");
+        return copy;
     }
 
     // Where a step reads value `v` arranged as `want`: the value itself, a
@@ -256,6 +304,8 @@ private:
     std::vector<ValueDesc> desc_;
     std::vector<BufferRef> where_;
     std::map<int, bool> redirected_;
+    std::vector<int> last_reader_; // per value, the last node reading it (-1: none)
+    std::vector<bool> is_output_;
     std::vector<Buffer> buffers_;
     std::map<std::pair<int, std::string>, BufferRef> converted_, constants_;
 };

@@ -59,6 +59,7 @@ struct Plan {
     size_t arena_bytes = 0, lower_bound_bytes = 0, naive_bytes = 0;
     size_t constant_bytes = 0; // constants in arrangements of the plan's (held by it)
     int converters = 0;
+    int in_place = 0; // steps writing into their input's buffer
 };
 
 // A program's constants as its plans converted them, keyed by value and
@@ -67,7 +68,8 @@ struct Plan {
 using ConvertedConstants = std::map<std::pair<int, std::string>, std::shared_ptr<void>>;
 
 struct CompileOptions {
-    bool reuse = true; // intermediate buffers share the arena when their lives allow
+    bool reuse = true;   // intermediate buffers share the arena when their lives allow
+    bool inplace = true; // a convolution's sum writes into its residual at its last use
     ConvertedConstants *constants = nullptr; // shared between plans (null: the plan's own)
 };
 

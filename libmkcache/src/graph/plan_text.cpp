@@ -55,7 +55,7 @@ std::string plan_text(const Graph &graph, const Plan &plan) {
             out << "  (" << s.why << ")";
         out << "\n";
     }
-    out << "converters " << plan.converters << ", arena " << plan.arena_bytes
+    out << "converters " << plan.converters << ", in place " << plan.in_place << ", arena " << plan.arena_bytes
         << " bytes, lower bound " << plan.lower_bound_bytes << " bytes, naive " << plan.naive_bytes
         << " bytes\n";
     return out.str();

@@ -19,10 +19,11 @@ uint64_t new_program_executor() {
 Program::Program(Graph graph, const ProgramOptions &options)
     : graph_(std::move(graph)), options_(options), executor_(new_program_executor()) {
     require(!graph_.outputs.empty(), "compile: the graph has no outputs");
+    require(options_.capacity >= 0, "compile: capacity must be >= 0");
+    if (options_.fuse) graph_ = fuse(graph_, &fuse_report_, options_.fuse_options);
     for (size_t v = 0; v < graph_.values.size(); ++v)
         if (graph_.values[v].kind == Value::Kind::input)
             input_values_.push_back(static_cast<int>(v));
-    require(options_.capacity >= 0, "compile: capacity must be >= 0");
 }
 
 Program::~Program() {

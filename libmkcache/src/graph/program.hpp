@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "graph/fuse.hpp"
 #include "graph/graph.hpp"
 #include "graph/plan.hpp"
 #include "graph/run_context.hpp"
@@ -23,6 +24,8 @@
 namespace mkc::graph {
 
 struct ProgramOptions {
+    bool fuse = true; // merge nodes oneDNN runs as one primitive first (graph/fuse.hpp)
+    FuseOptions fuse_options;
     CompileOptions compile;
     int64_t capacity = 0; // > 0: at most this many plans (input-shape groups) kept
 };
@@ -34,7 +37,9 @@ public:
     Program(const Program &) = delete;
     Program &operator=(const Program &) = delete;
 
+    // The graph the program runs: the caller's, fused (fuse_report()).
     const Graph &graph() const { return graph_; }
+    const FuseReport &fuse_report() const { return fuse_report_; }
     // The graph's inputs' value ids, in the order runs pass them.
     const std::vector<int> &input_values() const { return input_values_; }
     uint64_t executor() const { return executor_; }
@@ -83,6 +88,7 @@ private:
     void give_back(Arena arena);
 
     Graph graph_;
+    FuseReport fuse_report_;
     ProgramOptions options_;
     uint64_t executor_;
     std::vector<int> input_values_; // value id of each graph input
