@@ -450,20 +450,28 @@ void BinaryOp::run(const CacheScope &scope, PrimitiveEntry &entry, const Buffers
 
 namespace {
 
-// reduce_sum_to's checks: like's caller dims padded to full's rank.
+// A reduction's shapes: full's caller dims, and like's padded to their rank.
+struct ReduceShape {
+    Dims from, to;
+};
+
+// reduce_sum_to's checks.
 template <typename V>
-Dims check_reduce_sum_to(const V &full, const V &like, const char *op) {
-    const Dims fc = caller_dims(full), lc = caller_dims(like);
+ReduceShape check_reduce_sum_to(const V &full, const V &like, const char *op) {
+    ReduceShape s;
+    s.from = caller_dims(full);
+    const Dims &fc = s.from;
+    const Dims lc = caller_dims(like);
     const int n = static_cast<int>(fc.size());
     if (static_cast<int>(lc.size()) > n)
         fail(MKC_STATUS_INVALID_ARGUMENT, op, ": cannot reduce ", shape_text(fc), " to ",
              shape_text(lc));
-    const Dims target = padded(lc, n);
+    s.to = padded(lc, n);
     for (int i = 0; i < n; ++i)
-        if (!(target[i] == fc[i] || target[i] == 1))
+        if (!(s.to[i] == fc[i] || s.to[i] == 1))
             fail(MKC_STATUS_INVALID_ARGUMENT, op, ": cannot reduce ", shape_text(fc),
                  " to ", shape_text(lc));
-    return target;
+    return s;
 }
 
 // The reduction of caller dims `fc` to `target` (both row-major), times
@@ -514,12 +522,12 @@ void run_reduce_sum(const CacheScope &scope, PrimitiveEntry &entry, const void *
 
 void reduce_sum_to(const CacheScope &scope, const Tensor &full, const Tensor &like, float scale,
                    mkc_tensor **dst, const char *op) {
-    const Dims target = check_reduce_sum_to(full, like, op);
+    const ReduceShape shape = check_reduce_sum_to(full, like, op);
     std::unique_ptr<Tensor> holder;
     const Tensor &g = row_major(scope, full, holder); // row-major in caller order
     auto result = make_owned_tensor(layout::plain_desc(like.dims, f32(), like.layout),
                                     like.layout, MKC_DTYPE_F32);
-    auto entry = prepare_reduce_sum(scope, caller_dims(full), target, scale);
+    auto entry = prepare_reduce_sum(scope, shape.from, shape.to, scale);
     run_reduce_sum(scope, *entry, g.data, result->data);
     if (*dst) {
         Tensor &t = **dst;
@@ -539,8 +547,8 @@ ValueDesc ReduceSumToOp::infer(const Attrs &attrs, const ValueDesc &full, const 
 
 Prepared ReduceSumToOp::prepare(const CacheScope &scope, const Attrs &attrs, const char *,
                                 const ValueDesc &full, const ValueDesc &like) {
-    const Dims target = check_reduce_sum_to(full, like, attrs.op);
-    auto entry = prepare_reduce_sum(scope, caller_dims(full), target, attrs.scale);
+    const ReduceShape shape = check_reduce_sum_to(full, like, attrs.op);
+    auto entry = prepare_reduce_sum(scope, shape.from, shape.to, attrs.scale);
     return {entry,
             {layout::plain_desc(full.dims, f32(), full.layout), empty_desc()},
             {plain_value(MKC_DTYPE_F32, like.layout, like.dims)}};
@@ -683,10 +691,10 @@ struct PlannedGradient {
     }
     void reduce(int full, int like, float scale) {
         const ValueDesc &f = plan.slots[full];
-        const Dims target = check_reduce_sum_to(f, plan.slots[like], op);
+        const ReduceShape shape = check_reduce_sum_to(f, plan.slots[like], op);
         GradientStep s;
         s.side = side;
-        s.reduce = prepare_reduce_sum(scope, caller_dims(f), target, scale);
+        s.reduce = prepare_reduce_sum(scope, shape.from, shape.to, scale);
         s.x = full;
         s.x_takes = layout::plain_desc(f.dims, f32(), f.layout); // row-major
         plan.steps.push_back(std::move(s));
