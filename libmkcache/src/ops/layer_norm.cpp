@@ -279,24 +279,25 @@ const char *gradient_name(const mkc_layer_norm_params &p, const char *name) {
 }
 
 // The training forward a gradient recomputes the statistics with (and its
-// primitive is built from).
+// primitive is built from). `key_dims`: {rows, cols}, the key's shape of
+// both the gradient's entries (made once per call).
 template <typename V>
 std::shared_ptr<LayerNormEntry> gradient_forward(const CacheScope &scope,
                                                  const mkc_layer_norm_params &p, const char *name,
-                                                 const LayerNormGeometry &g, const V &src,
-                                                 const V *scale, const V *shift) {
-    Handler forward(scope, "layer_norm", name, name, nullptr, Dims{g.rows, g.cols});
+                                                 const Dims &key_dims, const LayerNormGeometry &g,
+                                                 const V &src, const V *scale, const V *shift) {
+    Handler forward(scope, "layer_norm", name, name, nullptr, key_dims);
     return acquire_layer_norm(forward, LayerNormAttrs(p, true), g, src, scale, shift);
 }
 
 template <typename V>
 std::shared_ptr<PrimitiveEntry>
 prepare_layer_norm_backward(const CacheScope &scope, const mkc_layer_norm_params &p,
-                            const char *name, const LayerNormGeometry &g, const V &src,
-                            bool scale, bool shift, const LayerNormEntry &fwd) {
+                            const char *name, const Dims &key_dims, const LayerNormGeometry &g,
+                            const V &src, bool scale, bool shift, const LayerNormEntry &fwd) {
     const bool params_grad = scale || shift;
     const LayerNormAttrs attrs(p, true); // the training forward's
-    Handler handler(scope, "layer_norm", name, name, "bwd", Dims{g.rows, g.cols});
+    Handler handler(scope, "layer_norm", name, name, "bwd", key_dims);
     handler.sign(OpKind::layer_norm_backward);
     handler.sign(src.dims);
     handler.sign(src.layout);
@@ -392,10 +393,11 @@ void layer_norm_backward(const CacheScope &scope, const mkc_layer_norm_params &p
     require(!diff_scale || scale, op, ": diff_scale needs scale (the forward used none)");
     require(!diff_shift || shift, op, ": diff_shift needs shift (the forward used none)");
     const char *name = gradient_name(p, p.name);
+    const Dims key_dims{g.rows, g.cols};
 
-    auto fwd = gradient_forward(scope, p, name, g, src, scale, shift);
+    auto fwd = gradient_forward(scope, p, name, key_dims, g, src, scale, shift);
     check_plain_vectors(*fwd, scale, shift, op);
-    auto entry = prepare_layer_norm_backward(scope, p, name, g, src, scale != nullptr,
+    auto entry = prepare_layer_norm_backward(scope, p, name, key_dims, g, src, scale != nullptr,
                                              shift != nullptr, *fwd);
 
     std::unique_ptr<Tensor> hx, hdy;
@@ -448,10 +450,12 @@ Prepared LayerNormBackwardOp::prepare(const CacheScope &scope, const Attrs &attr
     name = gradient_name(attrs.p, name);
     auto plan = std::make_shared<LayerNormGradient>();
     plan->g = g;
-    plan->forward = gradient_forward(scope, attrs.p, name, g, src, scale, shift);
+    const Dims key_dims{g.rows, g.cols};
+    plan->forward = gradient_forward(scope, attrs.p, name, key_dims, g, src, scale, shift);
     check_plain_vectors(*plan->forward, scale, shift, op);
-    plan->backward = prepare_layer_norm_backward(scope, attrs.p, name, g, src, scale != nullptr,
-                                                 shift != nullptr, *plan->forward);
+    plan->backward = prepare_layer_norm_backward(scope, attrs.p, name, key_dims, g, src,
+                                                 scale != nullptr, shift != nullptr,
+                                                 *plan->forward);
     // The parameter gradients are written straight into their plain bytes.
     const dnnl::memory::desc vec({g.cols}, f32, tag::a);
     require((!scale || plan->backward->arg_desc(DNNL_ARG_DIFF_SCALE) == vec) &&
