@@ -30,6 +30,8 @@ def main(argv=None) -> int:
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--runs", type=int, default=30, help="timed runs of each (after 3 warm-ups)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--no-fuse", action="store_true",
+                    help="compile without fusion (every node a step of its own)")
     args = ap.parse_args(argv)
     if args.seq < 2:
         ap.error("--seq must be >= 2")
@@ -47,7 +49,7 @@ def main(argv=None) -> int:
     graph = layer.graph(args.batch)  # seq: None, bound at run time
     t1 = time.perf_counter()
     worst = 0.0
-    with graph.compile() as prog:
+    with graph.compile(fuse=not args.no_fuse) as prog:
         graph.close()
         print(f"graph built in {t1 - t0:.2f} s")
         for s, xs in inputs.items():

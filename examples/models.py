@@ -40,8 +40,9 @@ class ResNet18:
     """torchvision's resnet18: conv 7x7/2 + BN + relu, max pool 3x3/2 pad 1,
     four stages of two BasicBlocks (downsample 1x1/2 conv + BN where the
     stride is 2), global average pool, fc. BN is inference batch
-    normalization with constant statistics, a node of its own (not folded
-    into the convolutions)."""
+    normalization with constant statistics, a node of its own in the graph
+    (compiling folds it into the convolution's weights unless fuse=False;
+    the eager form runs it as a call of its own)."""
 
     def __init__(self, seed: int = 0, num_classes: int = 1000, params: dict | None = None):
         self.params = _float32(params) if params is not None else \
@@ -539,10 +540,13 @@ def max_relative_error(got, want) -> float:
 
 
 def plan_summary(prog) -> str:
-    """The plan's last line (its totals), with the step and converter counts."""
+    """The plan's last line (its totals), with the step and converter counts
+    (and its first line when it says what was fused)."""
     m = prog.memory
-    return (f"{prog.plan().strip().splitlines()[-1]}\n"
-            f"  {m['steps']} steps, {m['converters']} converters, {m['plans']} plan(s)")
+    lines = prog.plan().strip().splitlines()
+    fused = f"\n  {lines[0]}" if lines[0].startswith("fused") else ""
+    return (f"{lines[-1]}\n  {m['steps']} steps, {m['converters']} converters, "
+            f"{m['plans']} plan(s)" + fused)
 
 
 def memory_summary(prog) -> str:

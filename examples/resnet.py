@@ -5,10 +5,12 @@
 
 Builds torchvision's ResNet-18 (random seeded weights, BN as nodes of their
 own with constant statistics; examples/models.py) as an mkcache.Graph,
-compiles it, prints the plan's totals and the memory figures, then times
-the program against the eager mkcache calls (interleaved, median of --runs
-after a warm-up, both on the library's OpenMP threads) and checks that the
-two agree, and agree with a float64 numpy run of the first image.
+compiles it (which folds the BNs into the convolutions and fuses the relus
+and residual adds into them; --no-fuse keeps every node a step), prints the
+plan's totals and the memory figures, then times the program against the
+eager mkcache calls (interleaved, median of --runs after a warm-up, both on
+the library's OpenMP threads) and checks that the two agree, and agree with
+a float64 numpy run of the first image.
 """
 from __future__ import annotations
 
@@ -29,6 +31,8 @@ def main(argv=None) -> int:
     ap.add_argument("--image", type=int, default=224, help="height and width")
     ap.add_argument("--runs", type=int, default=10, help="timed runs of each (after 2 warm-ups)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--no-fuse", action="store_true",
+                    help="compile without fusion (every node a step of its own)")
     args = ap.parse_args(argv)
 
     threads = mkcache.build_info()["max_threads"]
@@ -42,7 +46,7 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     graph = net.graph(args.batch, args.image, args.layout)
     t1 = time.perf_counter()
-    with graph.compile() as prog:
+    with graph.compile(fuse=not args.no_fuse) as prog:
         t2 = time.perf_counter()
         graph.close()
         got = prog.run(x=x)["logits"]

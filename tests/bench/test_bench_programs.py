@@ -1,11 +1,12 @@
 """Whole models: ResNet-18 (batch 1 and 8, NCHW 224x224) and a BERT-base
-encoder layer (seq 32 and 128) as an mkcache program, against the same model
-run op by op through the eager mkcache calls, and onnxruntime, torch and
-OpenVINO when installed (each skipped otherwise; the ONNX model that
-onnxruntime and OpenVINO run is built with onnx.helper, so they need onnx
-too). Every column runs on the library's OpenMP thread count; the columns
-are interleaved round-robin per repetition (one call of each in turn, the
-first one rotating) and reported as medians and ratios to the program.
+encoder layer (seq 32 and 128) as an mkcache program (fused, and compiled
+with fuse=False), against the same model run op by op through the eager
+mkcache calls, and onnxruntime, torch and OpenVINO when installed (each
+skipped otherwise; the ONNX model that onnxruntime and OpenVINO run is built
+with onnx.helper, so they need onnx too). Every column runs on the
+library's OpenMP thread count; the columns are interleaved round-robin per
+repetition (one call of each in turn, the first one rotating) and reported
+as medians and ratios to the program.
 
 And the per-node cost of a program: 200 relu nodes on 1x16 against 200
 executions of the bare oneDNN primitive (libmkcache_bench), mkcache's C call
@@ -40,10 +41,11 @@ CASES = {
     "BERT layer seq 32": ("bert", 32, 40),
     "BERT layer seq 128": ("bert", 128, 20),
 }
-MODES = ["program", "eager", "onnxruntime", "torch", "openvino"]
-FRAMEWORKS = MODES[2:]
-MODE_TITLES = {"program": "mkcache program (ms)", "eager": "eager op by op",
-               "onnxruntime": "onnxruntime", "torch": "torch", "openvino": "OpenVINO"}
+MODES = ["program", "unfused", "eager", "onnxruntime", "torch", "openvino"]
+FRAMEWORKS = MODES[3:]
+MODE_TITLES = {"program": "mkcache program (ms)", "unfused": "program, fuse=False",
+               "eager": "eager op by op", "onnxruntime": "onnxruntime", "torch": "torch",
+               "openvino": "OpenVINO"}
 # case -> mode -> seconds per run (median); case -> notes
 RESULTS: dict = defaultdict(dict)
 NOTES: dict = defaultdict(list)
@@ -127,14 +129,18 @@ def _model(kind):
     return ResNet18(0) if kind == "resnet" else BertLayer(0)
 
 
-@functools.lru_cache(maxsize=None)
-def _program(kind, size):
-    model = _model(kind)
-    # ResNet: static shapes (compiled at once); BERT: seq bound at run time.
-    graph = model.graph(size) if kind == "resnet" else model.graph(1)
-    prog = graph.compile()
-    graph.close()
-    return prog
+_PROGRAMS: dict = {}  # closed when the module's tests are done
+
+
+def _program(kind, size, fuse=True):
+    key = (kind, size, fuse)
+    if key not in _PROGRAMS:
+        model = _model(kind)
+        # ResNet: static shapes (compiled at once); BERT: seq bound at run time.
+        graph = model.graph(size) if kind == "resnet" else model.graph(1)
+        _PROGRAMS[key] = graph.compile(fuse=fuse)
+        graph.close()
+    return _PROGRAMS[key]
 
 
 def _input(kind, size):
@@ -144,9 +150,11 @@ def _input(kind, size):
 def _columns(case):
     """-> ({mode: zero-argument callable returning the output}, {mode: skip reason})."""
     kind, size, _ = CASES[case]
-    model, prog, x = _model(kind), _program(kind, size), _input(kind, size)
+    model, x = _model(kind), _input(kind, size)
+    prog, unfused = _program(kind, size), _program(kind, size, False)
     out = "logits" if kind == "resnet" else "y"
-    fns = {"program": lambda: prog.run(x=x)[out], "eager": lambda: model.eager(x)}
+    fns = {"program": lambda: prog.run(x=x)[out], "unfused": lambda: unfused.run(x=x)[out],
+           "eager": lambda: model.eager(x)}
     skipped = {}
     for name in FRAMEWORKS:
         make, reason = _framework(name, kind)
@@ -238,6 +246,7 @@ def test_program_per_node_cost(benchmark, helper, threads):
         g.output(v, "y")
         progs[nodes] = g.compile()
         g.close()
+        assert progs[nodes].memory["steps"] == nodes  # one step per node: nothing merged
         outs[nodes] = np.empty((1, 16), np.float32)
     bare = helper.create("relu", "bare", (1, 16))
     cached = helper.create("relu", "cached", (1, 16))
@@ -338,8 +347,11 @@ class _Report:
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _report(request):
+def _report_and_close(request):
     manager = request.config.pluginmanager
     if manager.get_plugin("mkcache-program-report") is None:
         manager.register(_Report(), "mkcache-program-report")
     yield
+    for prog in _PROGRAMS.values():
+        prog.close()
+    _PROGRAMS.clear()

@@ -1,16 +1,17 @@
 """Whole models (examples/models.py): ResNet-18 and a BERT-base encoder layer
 as programs against the same models run op by op through the eager calls,
-with arena reuse on and off, and against float64 numpy (and torch,
-onnxruntime when installed).
+fused and not, with arena reuse on and off, and against float64 numpy (and
+torch, onnxruntime when installed).
 
 Tolerances: rtol 1e-4 plus an atol of 1e-5 (program vs eager) or 2e-5 (vs
 float64) times the output's largest magnitude. Each float32 layer adds a
 rounding error of about 1e-7 relative to its output; through ResNet-18's 20
 convolutions and 8 residual sums the logits measured 1e-6 of their largest
-value away from float64, BERT's layer 6e-7: the bounds leave 10x room for
-another machine's kernels (another summation order where the program picks
-another arrangement than the eager calls) and still catch a wrong node,
-which moves the outputs by far more. The atol is scaled because logits
+value away from float64, BERT's layer 6e-7, and the fused program (batch
+norms folded into the weights) 5e-7 away from the eager calls: the bounds
+leave 10x room for another machine's kernels (another summation order where
+the program picks another arrangement than the eager calls) and still catch
+a wrong node, which moves the outputs by far more. The atol is scaled because logits
 cross zero, where a relative bound alone means nothing.
 """
 from __future__ import annotations
@@ -27,7 +28,7 @@ from models import BertLayer, ResNet18, max_relative_error  # noqa: E402
 
 RNG = np.random.default_rng(11)
 IMAGE = 64
-# Graph nodes: a plan has one step per node (fewer if it fuses) plus its converters.
+# Graph nodes: a plan has one step per node (fewer where it fuses) plus its converters.
 RESNET_NODES = 69  # 20 conv, 20 batch_norm, 17 relu, 8 add, 2 pools, reshape, linear
 BERT_NODES = 22
 
@@ -52,19 +53,21 @@ def nchw_input(batch, image=IMAGE):
 
 
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
-@pytest.mark.parametrize("reuse", [True, False])
-def test_resnet18_program_equals_the_eager_calls(resnet, layout, reuse):
+@pytest.mark.parametrize("reuse", [True, False], ids=["reuse", "no reuse"])
+@pytest.mark.parametrize("fuse", [True, False], ids=["fused", "unfused"])
+def test_resnet18_program_equals_the_eager_calls(resnet, layout, reuse, fuse):
     x = nchw_input(2)
     if layout == "NHWC":
         x = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
     graph = resnet.graph(2, IMAGE, layout)
-    with graph.compile(reuse=reuse) as prog:
+    with graph.compile(fuse=fuse, reuse=reuse) as prog:
         graph.close()
         got = prog.run(x=x)["logits"]
         assert got.shape == (2, 1000)
         close(got, resnet.eager(x, layout))
         m = prog.memory
-        assert m["steps"] - m["converters"] <= RESNET_NODES  # fewer where nodes are fused
+        assert m["steps"] - m["converters"] <= RESNET_NODES
+        assert prog.plan().startswith("fused") == fuse  # the batch norms at least
         assert m["lower_bound_bytes"] <= m["arena_bytes"] <= m["naive_bytes"]
         if reuse:
             assert m["arena_bytes"] < m["naive_bytes"] / 2  # 69 values, ~3 live at a time
@@ -90,10 +93,11 @@ def test_resnet18_layouts_agree(resnet):
     close(got, resnet.eager(x))
 
 
-@pytest.mark.parametrize("reuse", [True, False])
-def test_bert_layer_program_equals_the_eager_calls(bert, reuse):
+@pytest.mark.parametrize("reuse", [True, False], ids=["reuse", "no reuse"])
+@pytest.mark.parametrize("fuse", [True, False], ids=["fused", "unfused"])
+def test_bert_layer_program_equals_the_eager_calls(bert, reuse, fuse):
     graph = bert.graph(1)  # seq bound at run time: one plan per length
-    with graph.compile(reuse=reuse) as prog:
+    with graph.compile(fuse=fuse, reuse=reuse) as prog:
         graph.close()
         for seq in (16, 5):
             x = RNG.standard_normal((1, seq, 768), dtype=np.float32)
