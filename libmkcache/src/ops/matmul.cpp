@@ -233,30 +233,33 @@ template <typename V>
 dnnl::inner_product_forward::primitive_desc linear_hint(const CacheScope &scope,
                                                         const mkc_linear_params &p,
                                                         const std::string &name,
+                                                        const Dims &key_dims,
                                                         const LinearGeometry &g, const V &src,
                                                         bool bias) {
-    Handler forward(scope, "linear", name.c_str(), name.c_str(), nullptr,
-                    Dims{g.rows, g.w[1]});
+    Handler forward(scope, "linear", name.c_str(), name.c_str(), nullptr, key_dims);
     sign_linear(forward, p, g, src, bias, true);
     if (auto t = forward.find_transfer())
         return std::static_pointer_cast<LinearEntry>(t->forward)->pd;
     return linear_descriptor(p, g, bias, true);
 }
 
+// The gradients' entries (`key_dims`: {rows, in}, made once per call; the
+// descriptors only on a miss).
 template <typename V>
 std::shared_ptr<LinearEntry> prepare_linear_backward_data(const CacheScope &scope,
                                                           const mkc_linear_params &p,
                                                           const std::string &name,
+                                                          const Dims &key_dims,
                                                           const LinearGeometry &g, const V &src,
                                                           bool bias) {
     const Dims &w = g.w;
-    const dnnl::memory::desc x2({g.rows, w[1]}, f32, tag::ab), y2({g.rows, w[0]}, f32, tag::ab);
-    Handler handler(scope, "linear", name.c_str(), name.c_str(), "bwd_data",
-                    Dims{g.rows, w[1]});
+    Handler handler(scope, "linear", name.c_str(), name.c_str(), "bwd_data", key_dims);
     sign_linear(handler, p, g, src, bias, true);
     handler.sign(OpKind::backward_data);
     return handler.acquire_primitive<LinearEntry>([&] {
-        auto fwd = linear_hint(scope, p, name, g, src, bias);
+        const dnnl::memory::desc x2({g.rows, w[1]}, f32, tag::ab),
+            y2({g.rows, w[0]}, f32, tag::ab);
+        auto fwd = linear_hint(scope, p, name, key_dims, g, src, bias);
         dnnl::inner_product_backward_data::primitive_desc pd(
             cpu_engine(), x2, dnnl::memory::desc(w, f32, tag::any), y2, fwd,
             user_scratchpad_attr());
@@ -273,16 +276,17 @@ template <typename V>
 std::shared_ptr<LinearEntry> prepare_linear_backward_weights(const CacheScope &scope,
                                                              const mkc_linear_params &p,
                                                              const std::string &name,
+                                                             const Dims &key_dims,
                                                              const LinearGeometry &g, const V &src,
                                                              bool bias) {
     const Dims &w = g.w;
-    const dnnl::memory::desc x2({g.rows, w[1]}, f32, tag::ab), y2({g.rows, w[0]}, f32, tag::ab);
-    Handler handler(scope, "linear", name.c_str(), name.c_str(), "bwd_weights",
-                    Dims{g.rows, w[1]});
+    Handler handler(scope, "linear", name.c_str(), name.c_str(), "bwd_weights", key_dims);
     sign_linear(handler, p, g, src, bias, true);
     handler.sign(OpKind::backward_weights);
     return handler.acquire_primitive<LinearEntry>([&] {
-        auto fwd = linear_hint(scope, p, name, g, src, bias);
+        const dnnl::memory::desc x2({g.rows, w[1]}, f32, tag::ab),
+            y2({g.rows, w[0]}, f32, tag::ab);
+        auto fwd = linear_hint(scope, p, name, key_dims, g, src, bias);
         const dnnl::memory::desc dw(w, f32, tag::any), db({w[0]}, f32, tag::a);
         auto pd = bias ? dnnl::inner_product_backward_weights::primitive_desc(
                              cpu_engine(), x2, dw, db, y2, fwd, user_scratchpad_attr())
@@ -317,8 +321,8 @@ Prepared LinearBackwardDataOp::prepare(const CacheScope &scope, const Attrs &att
                                        const ValueDesc &weights, const ValueDesc &diff_dst) {
     const LinearGeometry g =
         check_linear_backward("linear_backward", attrs.p, src, weights, diff_dst, with_bias);
-    auto entry = prepare_linear_backward_data(scope, attrs.p, gradient_name(attrs.p, name, g), g,
-                                              src, with_bias);
+    auto entry = prepare_linear_backward_data(scope, attrs.p, gradient_name(attrs.p, name, g),
+                                              Dims{g.rows, g.w[1]}, g, src, with_bias);
     Prepared out{entry,
                  {empty_desc(), entry->arg_desc(DNNL_ARG_WEIGHTS),
                   layout::plain_desc(diff_dst.dims, f32, diff_dst.layout)},
@@ -351,7 +355,7 @@ Prepared LinearBackwardWeightsOp::prepare(const CacheScope &scope, const Attrs &
     const LinearGeometry g =
         check_linear_backward("linear_backward", attrs.p, src, weights, diff_dst, with_bias);
     auto entry = prepare_linear_backward_weights(scope, attrs.p, gradient_name(attrs.p, name, g),
-                                                 g, src, with_bias);
+                                                 Dims{g.rows, g.w[1]}, g, src, with_bias);
     Prepared out{entry,
                  {entry->x_plain, empty_desc(),
                   layout::plain_desc(diff_dst.dims, f32, diff_dst.layout)},
@@ -381,11 +385,12 @@ void linear_backward(const CacheScope &scope, const mkc_linear_params &p, const 
     const LinearGeometry g = check_linear_backward(op, p, src, weights, diff_dst, bias);
     const Dims &w = g.w;
     const std::string name = gradient_name(p, nullptr, g);
+    const Dims key_dims{g.rows, w[1]};
     std::unique_ptr<Tensor> hx, hdy;
     const Tensor &dy = row_major(scope, diff_dst, hdy); // the [rows, out] the primitives want
 
     if (diff_src) {
-        auto entry = prepare_linear_backward_data(scope, p, name, g, src, bias);
+        auto entry = prepare_linear_backward_data(scope, p, name, key_dims, g, src, bias);
         std::unique_ptr<Tensor> created;
         Tensor &dx = Handler::plain_output(*entry, DNNL_ARG_DIFF_SRC, diff_src, entry->x_plain,
                                            src.layout, created, op);
@@ -400,7 +405,7 @@ void linear_backward(const CacheScope &scope, const mkc_linear_params &p, const 
     }
     if (diff_weights || diff_bias) {
         require(diff_weights != nullptr, op, ": diff_bias needs diff_weights too");
-        auto entry = prepare_linear_backward_weights(scope, p, name, g, src, bias);
+        auto entry = prepare_linear_backward_weights(scope, p, name, key_dims, g, src, bias);
         const Tensor &x =
             Handler::plain_input(scope, *entry, DNNL_ARG_SRC, src, entry->x_plain, hx);
         const dnnl::memory::desc w_plain(w, f32, tag::ab), b_plain({w[0]}, f32, tag::a);
