@@ -200,16 +200,15 @@ struct RowMajorCopy {
     dnnl::memory::desc view, out_md, src_caller;
 };
 
+// `cd`: src's caller dims. Each descriptor is made in place: a default one
+// would allocate too (oneDNN's empty descriptor), on every call.
 template <typename V>
-RowMajorCopy row_major_copy(const V &src, Dims out, const Dims &view_strides) {
-    RowMajorCopy c;
+RowMajorCopy row_major_copy(const V &src, const Dims &cd, Dims out, const Dims &view_strides) {
     const auto dt = to_onednn(src.dtype);
-    c.view = dnnl::memory::desc(caller_dims(src), dt, view_strides);
-    c.out_md = dnnl::memory::desc(out, dt, row_major_strides(out));
-    c.src_caller = src.desc.permute_axes(
-        onednn_to_caller_perm(static_cast<int>(src.dims.size()), src.layout));
-    c.out = std::move(out);
-    return c;
+    dnnl::memory::desc out_md(out, dt, row_major_strides(out));
+    return {std::move(out), dnnl::memory::desc(cd, dt, view_strides), std::move(out_md),
+            src.desc.permute_axes(
+                onednn_to_caller_perm(static_cast<int>(src.dims.size()), src.layout))};
 }
 
 // Writes `copy` of src into *dst or a new tensor.
@@ -257,7 +256,7 @@ RowMajorCopy transpose_copy(int n, const int *perm, const V &src) {
     const Dims out_strides = row_major_strides(out);
     Dims view_strides(rank);
     for (int i = 0; i < rank; ++i) view_strides[perm[i]] = out_strides[i];
-    return row_major_copy(src, std::move(out), view_strides);
+    return row_major_copy(src, cd, std::move(out), view_strides);
 }
 
 template <typename V>
@@ -293,7 +292,7 @@ RowMajorCopy reshape_copy(int ndims, const int64_t *dims, const V &src) {
         fail(MKC_STATUS_INVALID_ARGUMENT, op, ": ", shape_text(cd), " (", count,
              " elements) cannot be viewed as ", shape_text(out));
     // The values in the caller's row-major order, re-read with the new dims.
-    return row_major_copy(src, std::move(out), row_major_strides(cd));
+    return row_major_copy(src, cd, std::move(out), row_major_strides(cd));
 }
 
 // The arrangement a named format asks for, and the caller layout the
