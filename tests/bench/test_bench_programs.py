@@ -5,8 +5,9 @@ mkcache calls, and onnxruntime, torch and OpenVINO when installed (each
 skipped otherwise; the ONNX model that onnxruntime and OpenVINO run is built
 with onnx.helper, so they need onnx too). Every column runs on the
 library's OpenMP thread count; the columns are interleaved round-robin per
-repetition (one call of each in turn, the first one rotating) and reported
-as medians and ratios to the program.
+repetition (one call of each in turn, the order rotating; the threads of
+one runtime left to settle before another's turn) and reported as medians
+and ratios to the program.
 
 And the per-node cost of a program: 200 relu nodes on 1x16 against 200
 executions of the bare oneDNN primitive (libmkcache_bench), mkcache's C call
@@ -20,8 +21,10 @@ import contextlib
 import ctypes
 import functools
 import os
+import statistics
 import sys
 import tempfile
+import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -38,8 +41,8 @@ THREADS = mkcache.build_info()["max_threads"]
 CASES = {
     "ResNet-18 b1 224x224": ("resnet", 1, 15),
     "ResNet-18 b8 224x224": ("resnet", 8, 5),
-    "BERT layer seq 32": ("bert", 32, 40),
-    "BERT layer seq 128": ("bert", 128, 20),
+    "BERT layer seq 32": ("bert", 32, 25),
+    "BERT layer seq 128": ("bert", 128, 15),
 }
 MODES = ["program", "unfused", "eager", "onnxruntime", "torch", "openvino"]
 FRAMEWORKS = MODES[3:]
@@ -53,6 +56,14 @@ NOTES: dict = defaultdict(list)
 # 1-node run) / 199, ...}
 NODE_RESULTS: dict = {}
 NODES = 200
+# After a run, a runtime's idle threads keep spinning a while: the OpenMP
+# workers of mkcache's columns for KMP_BLOCKTIME (200 ms by default; a run
+# was followed by 180 ms of CPU time in the next 300 ms), onnxruntime's for
+# about 40 ms (OpenVINO's not). On 2 cores that slows the next column if it
+# belongs to another runtime (a BERT layer program run after onnxruntime's
+# took twice as long), so a repetition lets them settle between runtimes.
+SETTLE = 0.25  # seconds
+RUNTIME = {"program": "mkcache", "unfused": "mkcache", "eager": "mkcache"}  # others: their own
 
 
 def _rand(*shape):
@@ -165,10 +176,32 @@ def _columns(case):
     return fns, skipped
 
 
+def _interleaved(fns: dict, reps: int) -> dict:
+    """{mode: median seconds per run}: each repetition runs every column once,
+    the columns of one runtime one after the other (SETTLE seconds before
+    each runtime's turn when there are several), the order of the runtimes
+    and of the columns within one rotating from repetition to repetition."""
+    groups: dict = {}
+    for mode in fns:
+        groups.setdefault(RUNTIME.get(mode, mode), []).append(mode)
+    runtimes = list(groups)
+    times = {mode: [] for mode in fns}
+    for r in range(reps):
+        for runtime in runtimes[r % len(runtimes):] + runtimes[:r % len(runtimes)]:
+            if len(runtimes) > 1:
+                time.sleep(SETTLE)
+            modes = groups[runtime]
+            for mode in modes[r % len(modes):] + modes[:r % len(modes)]:
+                t0 = time.perf_counter()
+                fns[mode]()
+                times[mode].append(time.perf_counter() - t0)
+    return {mode: statistics.median(t) for mode, t in times.items()}
+
+
 @pytest.mark.parametrize("case", list(CASES))
 def test_model_columns(benchmark, case):
-    """One run of every column per repetition, in turn; medians per column.
-    Outputs checked against the program's first."""
+    """One run of every column per repetition (_interleaved); medians per
+    column. Outputs checked against the program's first."""
     benchmark.group = case
     fns, skipped = _columns(case)
     want = fns["program"]()
@@ -181,7 +214,7 @@ def test_model_columns(benchmark, case):
     result = {}
 
     def measure():
-        result.update(interleaved(fns, reps))
+        result.update(_interleaved(fns, reps))
 
     benchmark.pedantic(measure, rounds=1, iterations=1)
     if getattr(benchmark, "stats", None) is not None:
