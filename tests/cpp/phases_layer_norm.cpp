@@ -125,6 +125,51 @@ TEST(layer_norm_phases_match_eager) {
     }
 }
 
+// Only the rank of scale and shift is signed: a call whose plain scale has
+// other dims of the same count finds the entry another one built (its plain
+// arrangement that of the other dims), and is computed all the same, by the
+// eager calls as by the phases.
+TEST(layer_norm_takes_a_scale_of_other_dims) {
+    const CacheScope scope = program_scope(0x1a80);
+    auto src = tensor({2, 4, 5}, MKC_LAYOUT_CHANNELS_FIRST, 7);
+    auto scale45 = tensor({4, 5}, MKC_LAYOUT_CHANNELS_FIRST, 8);
+    auto scale54 = zeros({5, 4});
+    std::memcpy(scale54->data, scale45->data, 20 * sizeof(float)); // the same values
+    for (bool training : {false, true}) {
+        const mkc_layer_norm_params p = params(1, 1e-5f, training, "ln_dims");
+        const LayerNormAttrs attrs(p, training);
+        const auto want = take_values(eager_layer_norm(p, *src, scale45.get(), nullptr));
+        const ops::ValueDesc x = ops::describe(*src), s45 = ops::describe(*scale45),
+                             s54 = ops::describe(*scale54);
+        LayerNormOp::prepare(scope, attrs, "ln_dims", x, &s45, nullptr);
+        for (int repeat = 0; repeat < 2; ++repeat) {
+            const ops::Verdict v = error_of([&] {
+                CHECK(max_rel_diff(take_values(eager_layer_norm(p, *src, scale54.get(), nullptr)),
+                                   want) == 0);
+            });
+            CHECK(v.ok());
+        }
+        const ops::Prepared prep = LayerNormOp::prepare(scope, attrs, "ln_dims", x, &s54, nullptr);
+        CHECK(prep.takes.at(1) == scale54->desc);
+        const auto got = run_some(scope, prep, {src.get(), scale54.get(), nullptr}, {true},
+                                  LayerNormOp::run);
+        CHECK(max_rel_diff(got.at(0), want) == 0);
+
+        // The gradient's training forward is found the same way.
+        const mkc_layer_norm_params pt = params(1, 1e-5f, true, "ln_dims");
+        auto dy = tensor({2, 4, 5}, MKC_LAYOUT_CHANNELS_FIRST, 9);
+        mkc_tensor *dx45 = nullptr, *dx54 = nullptr;
+        ops::layer_norm_backward(thread_state().scope, pt, *src, scale45.get(), nullptr, *dy,
+                                 &dx45, nullptr, nullptr);
+        const ops::Verdict bv = error_of([&] {
+            ops::layer_norm_backward(thread_state().scope, pt, *src, scale54.get(), nullptr, *dy,
+                                     &dx54, nullptr, nullptr);
+        });
+        CHECK(bv.ok());
+        if (bv.ok()) CHECK(max_rel_diff(take_values(dx54), take_values(dx45)) == 0);
+    }
+}
+
 TEST(layer_norm_matches_a_reference) {
     const CacheScope scope = program_scope(0x1a7f);
     auto src = tensor({4, 6}, MKC_LAYOUT_CHANNELS_FIRST, 3);

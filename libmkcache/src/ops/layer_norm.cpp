@@ -3,7 +3,6 @@
 #include <atomic>
 #include <optional>
 #include <string>
-#include <type_traits>
 
 #include "common/engine.hpp"
 #include "common/error.hpp"
@@ -142,23 +141,27 @@ void check_plain_vectors(const V *scale, const V *shift, const char *op, Plain &
     require(!shift || plain(*shift, DNNL_ARG_SHIFT), op, ": shift must be plain (row-major)");
 }
 
-// The same against the arrangements `entry` reads (remembered per tensor).
+// Whether `v` is plain in its own dims and layout.
 template <typename V>
-void check_plain_vectors(const LayerNormEntry &entry, const V *scale, const V *shift,
+bool own_plain(const V &v) {
+    return v.desc == layout::plain_desc(v.dims, f32, v.layout);
+}
+
+// The same for tensors, first against the arrangements `entry` reads
+// (remembered per tensor): those of the scale and shift it was built with,
+// whose dims another call's may not have (only their rank is signed).
+void check_plain_vectors(const LayerNormEntry &entry, const Tensor *scale, const Tensor *shift,
                          const char *op) {
-    check_plain_vectors(scale, shift, op, [&](const V &v, int arg) {
+    check_plain_vectors(scale, shift, op, [&](const Tensor &v, int arg) {
         const dnnl::memory::desc &want = arg == DNNL_ARG_SCALE ? entry.scale_plain
                                                                : entry.shift_plain;
-        if constexpr (std::is_same_v<V, Tensor>) return entry.matches(v, arg, want);
-        else return v.desc == want;
+        return entry.matches(v, arg, want) || own_plain(v);
     });
 }
 
-// The same on descriptions alone (no entry: their own plain arrangement).
+// The same on descriptions.
 void check_plain_vectors(const ValueDesc *scale, const ValueDesc *shift, const char *op) {
-    check_plain_vectors(scale, shift, op, [](const ValueDesc &v, int) {
-        return v.desc == layout::plain_desc(v.dims, f32, v.layout);
-    });
+    check_plain_vectors(scale, shift, op, [](const ValueDesc &v, int) { return own_plain(v); });
 }
 
 } // namespace
@@ -202,10 +205,10 @@ Prepared LayerNormOp::prepare(const CacheScope &scope, const Attrs &attrs, const
     BlobCache::HitTicket ticket;
     bool hit = false;
     auto entry = prepare_layer_norm(scope, attrs, name, g, src, scale, shift, ticket, hit);
-    check_plain_vectors(*entry, scale, shift, "layer_norm");
+    check_plain_vectors(scale, shift, "layer_norm");
     Prepared out{entry,
-                 {entry->x_plain, scale ? entry->scale_plain : empty_desc(),
-                  shift ? entry->shift_plain : empty_desc()},
+                 {entry->x_plain, scale ? scale->desc : empty_desc(),
+                  shift ? shift->desc : empty_desc()},
                  {{MKC_DTYPE_F32, src.layout, src.dims, entry->x_plain}}};
     if (!entry->has_arg(DNNL_ARG_MEAN)) { // a training forward's statistics: run()'s
         out.in_args = {DNNL_ARG_SRC, DNNL_ARG_SCALE, DNNL_ARG_SHIFT};
@@ -452,7 +455,7 @@ Prepared LayerNormBackwardOp::prepare(const CacheScope &scope, const Attrs &attr
     plan->g = g;
     const Dims key_dims{g.rows, g.cols};
     plan->forward = gradient_forward(scope, attrs.p, name, key_dims, g, src, scale, shift);
-    check_plain_vectors(*plan->forward, scale, shift, op);
+    check_plain_vectors(scale, shift, op);
     plan->backward = prepare_layer_norm_backward(scope, attrs.p, name, key_dims, g, src,
                                                  scale != nullptr, shift != nullptr,
                                                  *plan->forward);
@@ -464,8 +467,7 @@ Prepared LayerNormBackwardOp::prepare(const CacheScope &scope, const Attrs &attr
     const LayerNormEntry &fwd = *plan->forward;
     const ValueDesc param = plain_value(MKC_DTYPE_F32, MKC_LAYOUT_CHANNELS_FIRST, trailing_dims(g));
     return {plan,
-            {fwd.x_plain, scale ? fwd.scale_plain : empty_desc(),
-             shift ? fwd.shift_plain : empty_desc(),
+            {fwd.x_plain, scale ? scale->desc : empty_desc(), shift ? shift->desc : empty_desc(),
              layout::plain_desc(src.dims, f32, src.layout)},
             {{MKC_DTYPE_F32, src.layout, src.dims, fwd.x_plain}, scale ? param : ValueDesc{},
              shift ? param : ValueDesc{}}};
