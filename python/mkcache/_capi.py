@@ -312,6 +312,8 @@ _SIGNATURES = {
     "mkc_program_output_name": [c_void_p, c_int, POINTER(c_char_p)],
     "mkc_program_run": [c_void_p, c_int, POINTER(tensor_p), c_int, POINTER(tensor_p)],
     "mkc_program_executor": [c_void_p, POINTER(c_uint64)],
+    "mkc_program_profile": [c_void_p, c_int, POINTER(tensor_p), c_int, POINTER(tensor_p)],
+    "mkc_program_profile_text": [c_void_p, POINTER(c_char), c_size_t, POINTER(c_size_t)],
     "mkc_program_plan": [c_void_p, POINTER(c_char), c_size_t, POINTER(c_size_t)],
     "mkc_program_memory_info": [c_void_p, POINTER(ProgramMemory)],
     "mkc_program_output_shape": [c_void_p, POINTER(c_int64), c_int, POINTER(c_int),

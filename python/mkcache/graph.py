@@ -590,6 +590,35 @@ class Program:
             _capi.raise_for(status)
         return result
 
+    def profile(self, **inputs) -> list:
+        """One run with every step timed on its own: [{"step", "what", "impl",
+        "us"}, ...] in plan order ("what": the node or "convert"; "impl": the
+        implementation, e.g. "onednn:jit:avx2"). The steps then run one
+        after another, so their sum exceeds a plain run's time."""
+        missing = [n for n in self.input_names if n not in inputs]
+        if missing or len(inputs) != len(self.input_names):
+            raise InvalidArgumentError(f"profile: the program takes inputs {self.input_names}")
+        handles, owners = [], []
+        for n in self.input_names:
+            v = inputs[n]
+            if isinstance(v, Tensor):
+                handles.append(v.handle)
+            else:
+                owners.append(input_owner(v, n, self._input_layouts[n]))
+                handles.append(owners[-1].handle)
+        in_handles = (_capi.tensor_p * max(len(handles), 1))(*handles)
+        out_handles = (_capi.tensor_p * max(len(self.output_names), 1))()
+        _lib.mkc_program_profile(self.handle, len(handles), in_handles, len(self.output_names),
+                                 out_handles)
+        for i in range(len(self.output_names)):
+            _lib.mkc_tensor_destroy(out_handles[i])
+        text = _capi.call_with_buffer(_lib.mkc_program_profile_text, self.handle)
+        steps = []
+        for line in text.splitlines():
+            step, what, impl, us = line.split("\t")
+            steps.append({"step": int(step), "what": what, "impl": impl, "us": float(us)})
+        return steps
+
     def plan(self) -> str:
         """The last compiled plan: one line per step, then the totals."""
         return _capi.call_with_buffer(_lib.mkc_program_plan, self.handle)

@@ -1060,6 +1060,16 @@ static void test_program(void) {
     OK(mkc_program_executor(prog, &executor));
     CHECK(executor >> 63 == 1);
 
+    /* A profiled run: a line per step, each with its implementation. */
+    CHECK(mkc_program_profile_text(prog, text, sizeof text, &needed) ==
+          MKC_STATUS_INVALID_ARGUMENT); /* none yet */
+    OK(mkc_program_profile(prog, 1, ins, 1, outs));
+    OK(mkc_program_profile_text(prog, text, sizeof text, &needed));
+    CHECK(strstr(text, "0\tnode 0 (conv2d 'c_program_conv')\tonednn") == text);
+    int lines = 0;
+    for (const char *c = text; *c; ++c) lines += *c == '\n';
+    CHECK(lines == m.steps);
+
     /* The binding path: the output's shape, then plain buffers. */
     int ond = 0;
     int64_t od[MKC_MAX_NDIMS];

@@ -146,6 +146,19 @@ def test_outputs_fill_preallocated_arrays_and_plans_follow_the_shapes():
         assert prog.memory["plans"] == 2  # capacity: the oldest went
 
 
+def test_profile_times_every_step_with_its_implementation():
+    with SmallCnn().build(None).compile() as prog:
+        x = rand(2, 3, 9, 11)
+        steps = prog.profile(x=x)
+        assert len(steps) == prog.memory["steps"]
+        assert [s["step"] for s in steps] == list(range(len(steps)))
+        assert all(s["us"] > 0 and s["impl"].startswith("onednn") for s in steps)
+        assert steps[0]["what"] == "node 0 (conv2d 'c1')"
+        assert any(":" in s["impl"] for s in steps)  # oneDNN names the kernel it chose
+        with pytest.raises(mkcache.InvalidArgumentError, match="takes inputs"):
+            prog.profile()
+
+
 def test_plan_text_lists_every_step_and_the_totals():
     with SmallCnn("NHWC").build(2).compile() as prog:
         text = prog.plan()  # compiled at once: every dim is static

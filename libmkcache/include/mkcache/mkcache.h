@@ -974,6 +974,17 @@ MKC_API mkc_status mkc_program_run(mkc_program *program, int ninputs,
                                    const mkc_tensor *const *inputs, int noutputs,
                                    mkc_tensor **outputs);
 
+/* mkc_program_run with every step timed on its own (the steps then run one
+ * after another with nothing overlapped, so their sum exceeds a plain
+ * run's time). The times are kept with the program: mkc_program_profile_text
+ * gives the last profile any thread made, one line per step:
+ * "<step>\t<node or convert>\t<implementation>\t<microseconds>\n". */
+MKC_API mkc_status mkc_program_profile(mkc_program *program, int ninputs,
+                                       const mkc_tensor *const *inputs, int noutputs,
+                                       mkc_tensor **outputs);
+MKC_API mkc_status mkc_program_profile_text(const mkc_program *program, char *buf, size_t size,
+                                            size_t *needed);
+
 /* The executor id in all of the program's cache keys. */
 MKC_API mkc_status mkc_program_executor(const mkc_program *program, uint64_t *executor);
 

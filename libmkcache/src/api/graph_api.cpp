@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -23,6 +24,8 @@ struct mkc_graph {
 struct mkc_program {
     mkc_program(graph::Graph g, const graph::ProgramOptions &options) : p(std::move(g), options) {}
     graph::Program p;
+    mutable std::mutex profile_mutex;
+    std::string profile; // the last profile any thread made
 };
 
 namespace {
@@ -44,16 +47,14 @@ graph::Program &program_arg(const mkc_program *p) {
 
 std::string text_or_empty(const char *s) { return s ? s : ""; }
 
-template <typename T, typename = void>
-struct has_name : std::false_type {};
+template <typename T, typename = void> struct has_name : std::false_type {};
 template <typename T>
 struct has_name<T, std::void_t<decltype(std::declval<T &>().name)>> : std::true_type {};
 
 // A params struct of the caller's: sized (older layouts read over the
 // defaults), its name copied out, the copy's name cleared (the node keeps
 // its own).
-template <typename T>
-T node_params(const void *params, const char *op, std::string &name) {
+template <typename T> T node_params(const void *params, const char *op, std::string &name) {
     require(params != nullptr, "graph node (", op, "): params is NULL");
     T older;
     T p = sized_params(op, *static_cast<const T *>(params), older);
@@ -66,22 +67,38 @@ T node_params(const void *params, const char *op, std::string &name) {
 
 graph::NodeOp node_op(int32_t op) {
     switch (op) {
-    case MKC_OP_CONV2D: return graph::NodeOp::conv2d;
-    case MKC_OP_CONV3D: return graph::NodeOp::conv3d;
-    case MKC_OP_CONV2D_TRANSPOSE: return graph::NodeOp::conv2d_transpose;
-    case MKC_OP_ACTIVATION: return graph::NodeOp::activation;
-    case MKC_OP_SOFTMAX: return graph::NodeOp::softmax;
-    case MKC_OP_BINARY: return graph::NodeOp::binary;
-    case MKC_OP_POOL: return graph::NodeOp::pool;
-    case MKC_OP_LINEAR: return graph::NodeOp::linear;
-    case MKC_OP_MATMUL: return graph::NodeOp::matmul;
-    case MKC_OP_LAYER_NORM: return graph::NodeOp::layer_norm;
-    case MKC_OP_BATCH_NORM: return graph::NodeOp::batch_norm;
-    case MKC_OP_LRN: return graph::NodeOp::lrn;
-    case MKC_OP_CONCAT: return graph::NodeOp::concat;
-    case MKC_OP_TRANSPOSE: return graph::NodeOp::transpose;
-    case MKC_OP_RESHAPE: return graph::NodeOp::reshape;
-    default: break;
+    case MKC_OP_CONV2D:
+        return graph::NodeOp::conv2d;
+    case MKC_OP_CONV3D:
+        return graph::NodeOp::conv3d;
+    case MKC_OP_CONV2D_TRANSPOSE:
+        return graph::NodeOp::conv2d_transpose;
+    case MKC_OP_ACTIVATION:
+        return graph::NodeOp::activation;
+    case MKC_OP_SOFTMAX:
+        return graph::NodeOp::softmax;
+    case MKC_OP_BINARY:
+        return graph::NodeOp::binary;
+    case MKC_OP_POOL:
+        return graph::NodeOp::pool;
+    case MKC_OP_LINEAR:
+        return graph::NodeOp::linear;
+    case MKC_OP_MATMUL:
+        return graph::NodeOp::matmul;
+    case MKC_OP_LAYER_NORM:
+        return graph::NodeOp::layer_norm;
+    case MKC_OP_BATCH_NORM:
+        return graph::NodeOp::batch_norm;
+    case MKC_OP_LRN:
+        return graph::NodeOp::lrn;
+    case MKC_OP_CONCAT:
+        return graph::NodeOp::concat;
+    case MKC_OP_TRANSPOSE:
+        return graph::NodeOp::transpose;
+    case MKC_OP_RESHAPE:
+        return graph::NodeOp::reshape;
+    default:
+        break;
     }
     fail(MKC_STATUS_INVALID_ARGUMENT, "graph node: unknown operator ", op);
 }
@@ -103,24 +120,34 @@ graph::NodeParams read_params(graph::NodeOp op, const void *params, std::string 
     }
     case graph::NodeOp::binary:
         return graph::BinaryParams{node_params<mkc_binary_params>(params, what, name).kind};
-    case graph::NodeOp::pool: return node_params<mkc_pool_params>(params, what, name);
-    case graph::NodeOp::linear: return node_params<mkc_linear_params>(params, what, name);
-    case graph::NodeOp::matmul: return node_params<mkc_matmul_params>(params, what, name);
-    case graph::NodeOp::layer_norm: return node_params<mkc_layer_norm_params>(params, what, name);
-    case graph::NodeOp::batch_norm: return node_params<mkc_batch_norm_params>(params, what, name);
-    case graph::NodeOp::lrn: return node_params<mkc_lrn_params>(params, what, name);
+    case graph::NodeOp::pool:
+        return node_params<mkc_pool_params>(params, what, name);
+    case graph::NodeOp::linear:
+        return node_params<mkc_linear_params>(params, what, name);
+    case graph::NodeOp::matmul:
+        return node_params<mkc_matmul_params>(params, what, name);
+    case graph::NodeOp::layer_norm:
+        return node_params<mkc_layer_norm_params>(params, what, name);
+    case graph::NodeOp::batch_norm:
+        return node_params<mkc_batch_norm_params>(params, what, name);
+    case graph::NodeOp::lrn:
+        return node_params<mkc_lrn_params>(params, what, name);
     case graph::NodeOp::concat:
         return graph::ConcatParams{node_params<mkc_concat_params>(params, what, name).axis};
     case graph::NodeOp::transpose: {
         const auto p = node_params<mkc_transpose_params>(params, what, name);
-        require(p.ndims >= 1 && p.ndims <= MKC_MAX_NDIMS, "graph node (transpose): ndims must "
-                "be 1..", MKC_MAX_NDIMS, ", got ", p.ndims);
+        require(p.ndims >= 1 && p.ndims <= MKC_MAX_NDIMS,
+                "graph node (transpose): ndims must "
+                "be 1..",
+                MKC_MAX_NDIMS, ", got ", p.ndims);
         return graph::TransposeParams{std::vector<int>(p.perm, p.perm + p.ndims)};
     }
     case graph::NodeOp::reshape: {
         const auto p = node_params<mkc_reshape_params>(params, what, name);
-        require(p.ndims >= 1 && p.ndims <= MKC_MAX_NDIMS, "graph node (reshape): ndims must be "
-                "1..", MKC_MAX_NDIMS, ", got ", p.ndims);
+        require(p.ndims >= 1 && p.ndims <= MKC_MAX_NDIMS,
+                "graph node (reshape): ndims must be "
+                "1..",
+                MKC_MAX_NDIMS, ", got ", p.ndims);
         return graph::ReshapeParams{std::vector<int64_t>(p.dims, p.dims + p.ndims)};
     }
     }
@@ -135,16 +162,59 @@ const graph::Plan &last_plan(const graph::Program &p, std::shared_ptr<const grap
 
 } // namespace
 
+namespace {
+// mkc_program_run's checks and run; `profile` keeps its steps' times.
+void run_program(mkc_program *program, int ninputs, const mkc_tensor *const *inputs, int noutputs,
+                 mkc_tensor **outputs, bool profile) {
+    graph::Program &p = program_arg(program);
+    const graph::Graph &g = p.graph();
+    const int want_in = static_cast<int>(p.input_values().size());
+    const int want_out = static_cast<int>(g.outputs.size());
+    if (ninputs != want_in)
+        fail(MKC_STATUS_INVALID_ARGUMENT, "run: the program takes ", want_in, " inputs, got ",
+             ninputs);
+    if (noutputs != want_out)
+        fail(MKC_STATUS_INVALID_ARGUMENT, "run: the program gives ", want_out, " outputs, got ",
+             noutputs);
+    require(ninputs == 0 || inputs != nullptr, "run: inputs is NULL");
+    require(outputs != nullptr, "run: outputs is NULL");
+    for (int k = 0; k < ninputs; ++k) {
+        const std::string what = "input '" + g.values[p.input_values()[k]].name + "'";
+        api::tensor_arg(inputs[k], "run", what.c_str());
+    }
+    for (int k = 0; k < noutputs; ++k) {
+        if (outputs[k] == nullptr)
+            continue;
+        const std::string what = "output '" + g.outputs[k].name + "'";
+        api::tensor_arg(outputs[k], "run", what.c_str());
+        require(!outputs[k]->constant, "run: ", what, " is a constant tensor");
+        for (int i = 0; i < ninputs; ++i)
+            require(outputs[k] != inputs[i], "run: ", what, " is also input '",
+                    g.values[p.input_values()[i]].name, "'");
+        for (int j = 0; j < k; ++j)
+            require(outputs[k] != outputs[j], "run: ", what, " is also output '", g.outputs[j].name,
+                    "'");
+    }
+    if (profile) {
+        std::string text = p.profile(inputs, outputs);
+        std::lock_guard<std::mutex> lock(program->profile_mutex);
+        program->profile = std::move(text);
+    } else {
+        p.run(inputs, outputs);
+    }
+}
+} // namespace
+
 extern "C" {
 
-#define MKC_PARAMS_INIT(T, ...)                                                                   \
-    MKC_API mkc_status T##_init(T *params) {                                                      \
-        return guard([&] {                                                                        \
-            require_out(params, "params");                                                        \
-            *params = T{};                                                                        \
-            params->struct_size = sizeof(T);                                                      \
-            __VA_ARGS__;                                                                          \
-        });                                                                                       \
+#define MKC_PARAMS_INIT(T, ...)                                                                    \
+    MKC_API mkc_status T##_init(T *params) {                                                       \
+        return guard([&] {                                                                         \
+            require_out(params, "params");                                                         \
+            *params = T{};                                                                         \
+            params->struct_size = sizeof(T);                                                       \
+            __VA_ARGS__;                                                                           \
+        });                                                                                        \
     }
 MKC_PARAMS_INIT(mkc_activation_params, params->kind = MKC_ACTIVATION_RELU)
 MKC_PARAMS_INIT(mkc_softmax_params, params->axis = -1)
@@ -166,7 +236,8 @@ MKC_API mkc_status mkc_graph_create(mkc_graph **graph) {
 
 MKC_API mkc_status mkc_graph_destroy(mkc_graph *graph) {
     return guard([&] {
-        if (graph == nullptr) return;
+        if (graph == nullptr)
+            return;
         if (!registry<mkc_graph>().remove(graph))
             fail(MKC_STATUS_INVALID_HANDLE,
                  "graph is not a live graph (destroyed twice or foreign handle)");
@@ -174,9 +245,8 @@ MKC_API mkc_status mkc_graph_destroy(mkc_graph *graph) {
     });
 }
 
-MKC_API mkc_status mkc_graph_input(mkc_graph *graph, const char *name, mkc_dtype dtype,
-                                   int ndims, const int64_t *dims, mkc_layout layout,
-                                   int *value) {
+MKC_API mkc_status mkc_graph_input(mkc_graph *graph, const char *name, mkc_dtype dtype, int ndims,
+                                   const int64_t *dims, mkc_layout layout, int *value) {
     return guard([&] {
         graph::Graph &g = graph_arg(graph);
         require_out(value, "value");
@@ -188,8 +258,8 @@ MKC_API mkc_status mkc_graph_input(mkc_graph *graph, const char *name, mkc_dtype
     });
 }
 
-MKC_API mkc_status mkc_graph_constant(mkc_graph *graph, const mkc_tensor *tensor,
-                                      const char *name, int *value) {
+MKC_API mkc_status mkc_graph_constant(mkc_graph *graph, const mkc_tensor *tensor, const char *name,
+                                      int *value) {
     return guard([&] {
         graph::Graph &g = graph_arg(graph);
         require_out(value, "value");
@@ -216,8 +286,8 @@ MKC_API mkc_status mkc_graph_node(mkc_graph *graph, mkc_op op, const void *param
                 graph::node_op_name(kind), "): inputs is NULL");
         std::string name;
         graph::NodeParams p = read_params(kind, params, name);
-        *output = g.add_node(kind, std::move(p), name,
-                             std::vector<int>(inputs, inputs + ninputs))[0];
+        *output =
+            g.add_node(kind, std::move(p), name, std::vector<int>(inputs, inputs + ninputs))[0];
     });
 }
 
@@ -249,7 +319,8 @@ MKC_API mkc_status mkc_program_compile(const mkc_graph *graph, const mkc_program
 
 MKC_API mkc_status mkc_program_destroy(mkc_program *program) {
     return guard([&] {
-        if (program == nullptr) return;
+        if (program == nullptr)
+            return;
         if (!registry<mkc_program>().remove(program))
             fail(MKC_STATUS_INVALID_HANDLE,
                  "program is not a live program (destroyed twice or foreign handle)");
@@ -298,36 +369,26 @@ MKC_API mkc_status mkc_program_output_name(const mkc_program *program, int index
 MKC_API mkc_status mkc_program_run(mkc_program *program, int ninputs,
                                    const mkc_tensor *const *inputs, int noutputs,
                                    mkc_tensor **outputs) {
+    return guard([&] { run_program(program, ninputs, inputs, noutputs, outputs, false); });
+}
+
+MKC_API mkc_status mkc_program_profile(mkc_program *program, int ninputs,
+                                       const mkc_tensor *const *inputs, int noutputs,
+                                       mkc_tensor **outputs) {
+    return guard([&] { run_program(program, ninputs, inputs, noutputs, outputs, true); });
+}
+
+MKC_API mkc_status mkc_program_profile_text(const mkc_program *program, char *buf, size_t size,
+                                            size_t *needed) {
     return guard([&] {
-        graph::Program &p = program_arg(program);
-        const graph::Graph &g = p.graph();
-        const int want_in = static_cast<int>(p.input_values().size());
-        const int want_out = static_cast<int>(g.outputs.size());
-        if (ninputs != want_in)
-            fail(MKC_STATUS_INVALID_ARGUMENT, "run: the program takes ", want_in,
-                 " inputs, got ", ninputs);
-        if (noutputs != want_out)
-            fail(MKC_STATUS_INVALID_ARGUMENT, "run: the program gives ", want_out,
-                 " outputs, got ", noutputs);
-        require(ninputs == 0 || inputs != nullptr, "run: inputs is NULL");
-        require(outputs != nullptr, "run: outputs is NULL");
-        for (int k = 0; k < ninputs; ++k) {
-            const std::string what = "input '" + g.values[p.input_values()[k]].name + "'";
-            api::tensor_arg(inputs[k], "run", what.c_str());
+        program_arg(program);
+        std::string text;
+        {
+            std::lock_guard<std::mutex> lock(program->profile_mutex);
+            text = program->profile;
         }
-        for (int k = 0; k < noutputs; ++k) {
-            if (outputs[k] == nullptr) continue;
-            const std::string what = "output '" + g.outputs[k].name + "'";
-            api::tensor_arg(outputs[k], "run", what.c_str());
-            require(!outputs[k]->constant, "run: ", what, " is a constant tensor");
-            for (int i = 0; i < ninputs; ++i)
-                require(outputs[k] != inputs[i], "run: ", what, " is also input '",
-                        g.values[p.input_values()[i]].name, "'");
-            for (int j = 0; j < k; ++j)
-                require(outputs[k] != outputs[j], "run: ", what, " is also output '",
-                        g.outputs[j].name, "'");
-        }
-        p.run(inputs, outputs);
+        require(!text.empty(), "program: no profile yet (mkc_program_profile makes one)");
+        api::copy_out(text, buf, size, needed);
     });
 }
 
@@ -350,8 +411,7 @@ MKC_API mkc_status mkc_program_plan(const mkc_program *program, char *buf, size_
     });
 }
 
-MKC_API mkc_status mkc_program_memory_info(const mkc_program *program,
-                                           mkc_program_memory *memory) {
+MKC_API mkc_status mkc_program_memory_info(const mkc_program *program, mkc_program_memory *memory) {
     return guard([&] {
         const graph::Program &p = program_arg(program);
         require_out(memory, "memory");
@@ -395,8 +455,7 @@ MKC_API mkc_status mkc_program_run_plain(mkc_program *program, const int64_t *in
             require(inputs[k] != nullptr, "run: input '",
                     p.graph().values[p.input_values()[k]].name, "' is NULL");
         for (size_t k = 0; k < p.graph().outputs.size(); ++k)
-            require(outputs[k] != nullptr, "run: output '", p.graph().outputs[k].name,
-                    "' is NULL");
+            require(outputs[k] != nullptr, "run: output '", p.graph().outputs[k].name, "' is NULL");
         p.run_plain(input_dims, inputs, outputs);
     });
 }

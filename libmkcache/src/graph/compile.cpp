@@ -31,6 +31,18 @@ template <typename F> auto for_node(const Graph &g, int node, F &&f) {
     }
 }
 
+// "onednn:<oneDNN's name of the kernel it chose>" ("onednn" for a step of
+// several primitives).
+std::string implementation(const PrimitiveEntry &e) {
+    const_dnnl_primitive_desc_t pd = nullptr;
+    const char *name = nullptr;
+    if (!e.primitive || dnnl_primitive_get_primitive_desc(e.primitive.get(), &pd) != dnnl_success ||
+        dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &name) != dnnl_success ||
+        name == nullptr)
+        return "onednn";
+    return std::string("onednn:") + name;
+}
+
 void run_converter(const CacheScope &scope, PrimitiveEntry &entry, const ops::Buffers &b) {
     run_reorder(scope, entry, b.in[0], b.out[0]);
 }
@@ -42,7 +54,8 @@ public:
           last_reader_(g.values.size(), -1), is_output_(g.values.size(), false) {
         for (size_t n = 0; n < g.nodes.size(); ++n)
             for (int v : g.nodes[n].inputs)
-                if (v != kNoValue) last_reader_[v] = static_cast<int>(n);
+                if (v != kNoValue)
+                    last_reader_[v] = static_cast<int>(n);
         for (const Output &o : g.outputs)
             is_output_[o.value] = true;
     }
@@ -119,6 +132,7 @@ private:
         step.run = node_run(node.op);
         step.entry = prepared.entry;
         step.what = g_.describe_node(n);
+        step.impl = implementation(*step.entry);
         step.serial_elements = prepared.serial_elements;
         if (!prepared.in_args.empty() || !prepared.out_args.empty()) {
             step.in_args = prepared.in_args;
@@ -143,7 +157,8 @@ private:
         // it runs.
         const bool sum = is_conv(node.op) && std::get<mkc_conv_params>(node.params).sum != 0;
         BufferRef residual_buffer;
-        if (sum) residual_buffer = residual(n, prepared.outputs.at(0));
+        if (sum)
+            residual_buffer = residual(n, prepared.outputs.at(0));
         const int step_index = static_cast<int>(plan_.steps.size());
         for (const BufferRef &r : step.in)
             touch(r, step_index);
@@ -182,9 +197,8 @@ private:
         const Node &node = g_.nodes[n];
         const int r = node.inputs.at(3);
         for_node(g_, n, [&] {
-            require(desc_[r].layout == y.layout && desc_[r].dims == y.dims,
-                    "the residual's shape ", shape_text(desc_[r].dims),
-                    " is not the output's ", shape_text(y.dims));
+            require(desc_[r].layout == y.layout && desc_[r].dims == y.dims, "the residual's shape ",
+                    shape_text(desc_[r].dims), " is not the output's ", shape_text(y.dims));
         });
         if (options_.inplace && g_.values[r].kind == Value::Kind::result &&
             where_[r].kind == BufferRef::Kind::arena && desc_[r].desc == y.desc &&
@@ -232,12 +246,14 @@ private:
             std::shared_ptr<void> storage;
             if (options_.constants) {
                 auto shared = options_.constants->find(key);
-                if (shared != options_.constants->end()) storage = shared->second;
+                if (shared != options_.constants->end())
+                    storage = shared->second;
             }
             if (!storage) {
                 storage = allocate(want.get_size(), false);
                 reorder(plan_.scope, t.desc, t.data, want, storage.get());
-                if (options_.constants) options_.constants->emplace(key, storage);
+                if (options_.constants)
+                    options_.constants->emplace(key, storage);
             }
             plan_.constant_data.push_back(storage.get());
             plan_.constant_bytes += want.get_size();
@@ -255,6 +271,7 @@ private:
         step.run = run_converter;
         step.entry = reorder_entry(plan_.scope, have.desc, want);
         step.what = "convert";
+        step.impl = implementation(*step.entry);
         const Value &value = g_.values[v];
         const BufferRef from =
             value.kind == Value::Kind::constant ? constant(v, have.desc) : where_[v];

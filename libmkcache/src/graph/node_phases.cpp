@@ -99,7 +99,8 @@ template <typename F> auto with_phases(const Node &node, const NodeInputs &in, F
         std::vector<int64_t> dims = std::get<ReshapeParams>(node.params).dims;
         const Dims src = caller_dims(*in[0]);
         for (size_t i = 0; i < dims.size(); ++i)
-            if (dims[i] == 0 && i < src.size()) dims[i] = src[i];
+            if (dims[i] == 0 && i < src.size())
+                dims[i] = src[i];
         return f(ops::ReshapeOp{}, ops::ReshapeAttrs{static_cast<int>(dims.size()), dims.data()});
     }
     }

@@ -41,7 +41,8 @@ struct Step {
     std::vector<int> in_args, out_args;
     int64_t serial_elements = INT64_MAX; // see ops::Prepared
     // For the plan text.
-    std::string what; // "conv2d 'stem'", "convert"
+    std::string what; // "node 3 (conv2d 'stem')", "convert"
+    std::string impl; // the implementation: "onednn:jit:avx2", ...
     std::vector<std::string> in_formats, out_formats;
     std::string why; // a converter's reason
 };
@@ -50,7 +51,7 @@ struct Plan {
     uint64_t id = 0;              // unique in the process (what a run's bindings are for)
     std::vector<Dims> input_dims; // caller dims of each input this plan is for
     std::string shape_group;      // the same as text ("program:1x3x224x224:...")
-    CacheScope scope;        // its entries' scope (state: the compiling thread's)
+    CacheScope scope;             // its entries' scope (state: the compiling thread's)
     std::vector<Step> steps;
     std::vector<std::shared_ptr<void>> constants; // storage of converted constants
     std::vector<const void *> constant_data;      // per BufferRef constant index

@@ -49,15 +49,15 @@ std::string plan_text(const Graph &graph, const Plan &plan) {
     out << "plan " << plan.shape_group << ": " << plan.steps.size() << " steps\n";
     for (size_t i = 0; i < plan.steps.size(); ++i) {
         const Step &s = plan.steps[i];
-        out << i << ": " << s.what << "  [" << list(s.in, s.in_formats, graph) << "] -> ["
-            << list(s.out, s.out_formats, graph) << "]";
+        out << i << ": " << s.what << " " << s.impl << "  [" << list(s.in, s.in_formats, graph)
+            << "] -> [" << list(s.out, s.out_formats, graph) << "]";
         if (!s.why.empty())
             out << "  (" << s.why << ")";
         out << "\n";
     }
-    out << "converters " << plan.converters << ", in place " << plan.in_place << ", arena " << plan.arena_bytes
-        << " bytes, lower bound " << plan.lower_bound_bytes << " bytes, naive " << plan.naive_bytes
-        << " bytes\n";
+    out << "converters " << plan.converters << ", in place " << plan.in_place << ", arena "
+        << plan.arena_bytes << " bytes, lower bound " << plan.lower_bound_bytes << " bytes, naive "
+        << plan.naive_bytes << " bytes\n";
     return out.str();
 }
 

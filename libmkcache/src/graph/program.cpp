@@ -1,6 +1,7 @@
 #include "graph/program.hpp"
 
 #include <atomic>
+#include <cstdio>
 #include <utility>
 
 #include "cache/blob_cache.hpp"
@@ -20,7 +21,8 @@ Program::Program(Graph graph, const ProgramOptions &options)
     : graph_(std::move(graph)), options_(options), executor_(new_program_executor()) {
     require(!graph_.outputs.empty(), "compile: the graph has no outputs");
     require(options_.capacity >= 0, "compile: capacity must be >= 0");
-    if (options_.fuse) graph_ = fuse(graph_, &fuse_report_, options_.fuse_options);
+    if (options_.fuse)
+        graph_ = fuse(graph_, &fuse_report_, options_.fuse_options);
     for (size_t v = 0; v < graph_.values.size(); ++v)
         if (graph_.values[v].kind == Value::Kind::input)
             input_values_.push_back(static_cast<int>(v));
@@ -56,7 +58,8 @@ void Program::compile_static() {
     std::vector<std::vector<int64_t>> dims;
     for (int v : input_values_) {
         for (int64_t d : graph_.values[v].dims)
-            if (d == -1) return;
+            if (d == -1)
+                return;
         dims.push_back(graph_.values[v].dims);
     }
     find_or_compile(dims);
@@ -64,26 +67,31 @@ void Program::compile_static() {
 
 std::shared_ptr<const Plan> Program::last_plan_for(const Tensor *const *inputs) const {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!last_) return nullptr;
+    if (!last_)
+        return nullptr;
     for (size_t k = 0; k < input_values_.size(); ++k) {
         const Tensor *t = inputs[k];
         const Value &in = graph_.values[input_values_[k]];
         const Dims &want = last_->input_dims[k];
-        if (t == nullptr || t->dtype != in.dtype || t->dims.size() != want.size()) return nullptr;
-        if (t->layout != in.layout && t->dims.size() >= 3) return nullptr;
+        if (t == nullptr || t->dtype != in.dtype || t->dims.size() != want.size())
+            return nullptr;
+        if (t->layout != in.layout && t->dims.size() >= 3)
+            return nullptr;
         // want is in the caller's order; t->dims in oneDNN's.
         const bool last = in.layout == MKC_LAYOUT_CHANNELS_LAST && want.size() >= 3;
         const size_t n = want.size();
         for (size_t i = 0; i < n; ++i) {
             const size_t j = !last ? i : i == 0 ? 0 : i == n - 1 ? 1 : i + 1;
-            if (t->dims[j] != want[i]) return nullptr;
+            if (t->dims[j] != want[i])
+                return nullptr;
         }
     }
     return last_;
 }
 
 std::shared_ptr<const Plan> Program::plan_for(const Tensor *const *inputs) {
-    if (auto plan = last_plan_for(inputs)) return plan;
+    if (auto plan = last_plan_for(inputs))
+        return plan;
     std::vector<std::vector<int64_t>> dims;
     for (size_t k = 0; k < input_values_.size(); ++k) {
         const Value &in = graph_.values[input_values_[k]];
@@ -121,8 +129,10 @@ std::shared_ptr<const Plan> Program::plan_for_dims(const int64_t *dims) {
             const int64_t *d = dims;
             bool same = true;
             for (const Dims &want : last_->input_dims)
-                for (int64_t w : want) same = same && *d++ == w;
-            if (same) return last_;
+                for (int64_t w : want)
+                    same = same && *d++ == w;
+            if (same)
+                return last_;
         }
     }
     std::vector<std::vector<int64_t>> all;
@@ -186,12 +196,14 @@ Program::Arena Program::take_arena(const Plan &plan) {
         // One bound for this plan first, else any large enough.
         size_t pick = arenas_.size();
         for (size_t i = 0; i < arenas_.size(); ++i) {
-            if (arenas_[i].bytes < plan.arena_bytes) continue;
+            if (arenas_[i].bytes < plan.arena_bytes)
+                continue;
             if (arenas_[i].context && arenas_[i].context->plan_id() == plan.id) {
                 pick = i;
                 break;
             }
-            if (pick == arenas_.size()) pick = i;
+            if (pick == arenas_.size())
+                pick = i;
         }
         if (pick < arenas_.size()) {
             Arena a = std::move(arenas_[pick]);
@@ -209,7 +221,28 @@ void Program::give_back(Arena arena) {
 }
 
 void Program::run(const Tensor *const *inputs, mkc_tensor **outputs) {
+    run_tensors(inputs, outputs, nullptr, nullptr);
+}
+
+std::string Program::profile(const Tensor *const *inputs, mkc_tensor **outputs) {
+    std::vector<double> seconds;
+    std::shared_ptr<const Plan> plan;
+    run_tensors(inputs, outputs, &seconds, &plan);
+    std::string text;
+    for (size_t i = 0; i < seconds.size(); ++i) {
+        char us[32];
+        std::snprintf(us, sizeof us, "%.3f", seconds[i] * 1e6);
+        text += std::to_string(i) + "\t" + plan->steps[i].what + "\t" + plan->steps[i].impl + "\t" +
+                us + "\n";
+    }
+    return text;
+}
+
+void Program::run_tensors(const Tensor *const *inputs, mkc_tensor **outputs,
+                          std::vector<double> *seconds, std::shared_ptr<const Plan> *used) {
     const std::shared_ptr<const Plan> plan = plan_for(inputs);
+    if (used)
+        *used = plan;
     CacheScope scope = plan->scope;
     scope.state = &thread_state();
 
@@ -238,14 +271,14 @@ void Program::run(const Tensor *const *inputs, mkc_tensor **outputs) {
         out_data[k] = t.data;
     }
 
-    run_plan(*plan, scope, in_data.data(), out_data.data());
+    run_plan(*plan, scope, in_data.data(), out_data.data(), seconds);
     for (size_t k = 0; k < created.size(); ++k)
         if (created[k])
             Handler::publish(created[k], &outputs[k]);
 }
 
 void Program::run_plan(const Plan &plan, const CacheScope &scope, const void *const *inputs,
-                       void *const *outputs) {
+                       void *const *outputs, std::vector<double> *seconds) {
     Arena arena = take_arena(plan);
     struct Return {
         Program &p;
@@ -254,7 +287,7 @@ void Program::run_plan(const Plan &plan, const CacheScope &scope, const void *co
     } give_back_at_exit{*this, arena};
     if (!arena.context || arena.context->plan_id() != plan.id)
         arena.context = std::make_unique<RunContext>(plan, static_cast<char *>(arena.data.get()));
-    arena.context->run(plan, scope, *scope.state, inputs, outputs);
+    arena.context->run(plan, scope, *scope.state, inputs, outputs, seconds);
 }
 
 void Program::run_plain(const int64_t *dims, const void *const *inputs, void *const *outputs) {

@@ -48,6 +48,9 @@ public:
     // per graph output: null gets a new tensor, else a plain tensor of the
     // output's dims and layout to write into.
     void run(const Tensor *const *inputs, mkc_tensor **outputs);
+    // run(), each step timed: one line per step,
+    // "<step>\t<what>\t<implementation>\t<microseconds>".
+    std::string profile(const Tensor *const *inputs, mkc_tensor **outputs);
 
     // Compiles the plan now when no input has a dim bound at run time (so
     // the graph's errors show at once); otherwise does nothing.
@@ -83,7 +86,9 @@ private:
     // Refuses caller dims of input `k` the graph's static dims rule out.
     void check_input_dims(size_t k, const Dims &caller) const;
     void run_plan(const Plan &plan, const CacheScope &scope, const void *const *inputs,
-                  void *const *outputs);
+                  void *const *outputs, std::vector<double> *seconds = nullptr);
+    void run_tensors(const Tensor *const *inputs, mkc_tensor **outputs,
+                     std::vector<double> *seconds, std::shared_ptr<const Plan> *used);
     Arena take_arena(const Plan &plan);
     void give_back(Arena arena);
 

@@ -1,5 +1,7 @@
 #include "graph/run_context.hpp"
 
+#include <chrono>
+
 #include "common/engine.hpp"
 #include "common/error.hpp"
 #include "common/serial.hpp"
@@ -12,9 +14,12 @@ namespace {
 
 void *fixed_address(const Plan &plan, char *arena, const BufferRef &r) {
     switch (r.kind) {
-    case BufferRef::Kind::arena: return arena + r.offset;
-    case BufferRef::Kind::constant: return const_cast<void *>(plan.constant_data[r.index]);
-    default: return nullptr;
+    case BufferRef::Kind::arena:
+        return arena + r.offset;
+    case BufferRef::Kind::constant:
+        return const_cast<void *>(plan.constant_data[r.index]);
+    default:
+        return nullptr;
     }
 }
 
@@ -30,7 +35,8 @@ public:
     ~SerialSteps() { leave(); }
     void before(int64_t elements) {
         if (elements <= kSerialElements) {
-            if (!region_) region_ = std::make_unique<SerialRegion>(elements);
+            if (!region_)
+                region_ = std::make_unique<SerialRegion>(elements);
         } else {
             leave();
         }
@@ -47,19 +53,24 @@ RunContext::RunContext(const Plan &plan, char *arena) : plan_id_(plan.id), arena
     steps_.resize(plan.steps.size());
     for (size_t i = 0; i < plan.steps.size(); ++i) {
         const Step &s = plan.steps[i];
-        if (s.in_args.empty() && s.out_args.empty()) continue;
+        if (s.in_args.empty() && s.out_args.empty())
+            continue;
         Bound &b = steps_[i];
         const PrimitiveEntry &e = *s.entry;
         auto add = [&](int arg, const BufferRef &ref) {
-            if (arg == 0 || ref.kind == BufferRef::Kind::none) return;
+            if (arg == 0 || ref.kind == BufferRef::Kind::none)
+                return;
             const int index = static_cast<int>(b.args.size());
             b.memories.emplace_back(e.arg_desc(arg), cpu_engine(), fixed_address(plan, arena, ref));
             b.args.push_back({arg, b.memories.back().get()});
-            if (per_run(ref)) b.per_run.push_back({index, ref});
+            if (per_run(ref))
+                b.per_run.push_back({index, ref});
         };
         b.memories.reserve(s.in.size() + s.out.size() + 1);
-        for (size_t k = 0; k < s.in.size(); ++k) add(s.in_args[k], s.in[k]);
-        for (size_t k = 0; k < s.out.size(); ++k) add(s.out_args[k], s.out[k]);
+        for (size_t k = 0; k < s.in.size(); ++k)
+            add(s.in_args[k], s.in[k]);
+        for (size_t k = 0; k < s.out.size(); ++k)
+            add(s.out_args[k], s.out[k]);
         if (e.scratchpad_bytes > 0) {
             b.scratchpad = static_cast<int>(b.args.size());
             b.scratchpad_bytes = e.scratchpad_bytes;
@@ -72,11 +83,29 @@ RunContext::RunContext(const Plan &plan, char *arena) : plan_id_(plan.id), arena
 }
 
 void RunContext::run(const Plan &plan, const CacheScope &scope, ThreadState &state,
-                     const void *const *inputs, void *const *outputs) {
+                     const void *const *inputs, void *const *outputs,
+                     std::vector<double> *seconds) {
+    if (seconds) {
+        // One step at a time, each timed (the steps' own work only).
+        seconds->assign(plan.steps.size(), 0.0);
+        for (size_t i = 0; i < plan.steps.size(); ++i) {
+            const auto t0 = std::chrono::steady_clock::now();
+            run_steps(plan, scope, state, inputs, outputs, i, i + 1);
+            (*seconds)[i] =
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        }
+        return;
+    }
+    run_steps(plan, scope, state, inputs, outputs, 0, plan.steps.size());
+}
+
+void RunContext::run_steps(const Plan &plan, const CacheScope &scope, ThreadState &state,
+                           const void *const *inputs, void *const *outputs, size_t begin,
+                           size_t end) {
     SerialSteps serial;
     std::vector<const void *> ins;
     std::vector<void *> outs;
-    for (size_t i = 0; i < plan.steps.size(); ++i) {
+    for (size_t i = begin; i < end; ++i) {
         const Step &step = plan.steps[i];
         Bound &b = steps_[i];
         if (!b.direct) {
@@ -85,15 +114,20 @@ void RunContext::run(const Plan &plan, const CacheScope &scope, ThreadState &sta
             serial.before(INT64_MAX);
             auto address = [&](const BufferRef &r) -> void * {
                 switch (r.kind) {
-                case BufferRef::Kind::input: return const_cast<void *>(inputs[r.index]);
-                case BufferRef::Kind::output: return outputs[r.index];
-                default: return fixed_address(plan, arena_, r);
+                case BufferRef::Kind::input:
+                    return const_cast<void *>(inputs[r.index]);
+                case BufferRef::Kind::output:
+                    return outputs[r.index];
+                default:
+                    return fixed_address(plan, arena_, r);
                 }
             };
             ins.clear();
             outs.clear();
-            for (const BufferRef &r : step.in) ins.push_back(address(r));
-            for (const BufferRef &r : step.out) outs.push_back(address(r));
+            for (const BufferRef &r : step.in)
+                ins.push_back(address(r));
+            for (const BufferRef &r : step.out)
+                outs.push_back(address(r));
             step.run(scope, *step.entry, ops::Buffers{ins.data(), outs.data()});
             continue;
         }
@@ -116,8 +150,7 @@ void RunContext::run(const Plan &plan, const CacheScope &scope, ThreadState &sta
             }
         }
         serial.before(step.serial_elements);
-        execute(state, step.entry->primitive.get(), static_cast<int>(b.args.size()),
-                b.args.data());
+        execute(state, step.entry->primitive.get(), static_cast<int>(b.args.size()), b.args.data());
     }
 }
 

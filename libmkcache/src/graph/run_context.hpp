@@ -24,10 +24,14 @@ public:
     // Runs every step of the plan on the calling thread (`state` its state;
     // `scope` the plan's scope with that state): inputs and outputs by the
     // plan's indices.
+    // `seconds` (optional): each step's wall time, one per step.
     void run(const Plan &plan, const CacheScope &scope, ThreadState &state,
-             const void *const *inputs, void *const *outputs);
+             const void *const *inputs, void *const *outputs,
+             std::vector<double> *seconds = nullptr);
 
 private:
+    void run_steps(const Plan &plan, const CacheScope &scope, ThreadState &state,
+                   const void *const *inputs, void *const *outputs, size_t begin, size_t end);
     struct PerRun {
         int arg;       // index in the step's argument list
         BufferRef ref; // input, output (re-pointed each run)
