@@ -1,7 +1,8 @@
-"""Two models for the examples, the benchmarks and the tests: ResNet-18 and a
-BERT-base encoder layer, each written twice from the same weights:
+"""Three models for the examples, the benchmarks and the tests: ResNet-18,
+ResNet-50 and a BERT-base encoder layer, each written twice from the same
+weights:
 
-    net = ResNet18(seed=0)                     # seeded numpy weights
+    net = ResNet18(seed=0)                     # or ResNet50(seed=0)
     g = net.graph(batch=1, layout="NHWC")      # an mkcache.Graph
     with g.compile() as prog:
         logits = prog.run(x=x)["logits"]
@@ -13,12 +14,12 @@ BERT-base encoder layer, each written twice from the same weights:
     y = layer.eager(x)                         # x: [batch, seq, 768]
 
 The weights are kept under the names PyTorch gives them (torchvision's
-resnet18 state_dict; Hugging Face's BertLayer), so real weights can be
-passed in (``ResNet18(params={k: v.numpy() for k, v in
-torchvision.models.resnet18(weights=...).state_dict().items()})``).
+resnet18 / resnet50 state_dict; Hugging Face's BertLayer), so real weights
+can be passed in (``ResNet50(params={k: v.numpy() for k, v in
+torchvision.models.resnet50(weights=...).state_dict().items()})``).
 ``torch_module()`` builds the PyTorch counterparts when torch (and
-torchvision for ResNet-18) is installed, and ``onnx_model()`` the ONNX ones
-when onnx is: neither is needed for the rest.
+torchvision for the ResNets) is installed, and ``onnx_model()`` the ONNX
+ones when onnx is: neither is needed for the rest.
 """
 from __future__ import annotations
 
@@ -30,19 +31,28 @@ import numpy as np
 
 import mkcache
 
-# ------------------------------------------------------------------ ResNet-18
+# ------------------------------------------------------------------ ResNets
 
-STAGES = ((64, 1), (128, 2), (256, 2), (512, 2))  # (channels, stride of block 0)
+STAGE_WIDTHS = (64, 128, 256, 512)  # a block's width per stage (output: x expansion)
 BN_EPS = 1e-5
 
 
-class ResNet18:
-    """torchvision's resnet18: conv 7x7/2 + BN + relu, max pool 3x3/2 pad 1,
-    four stages of two BasicBlocks (downsample 1x1/2 conv + BN where the
-    stride is 2), global average pool, fc. BN is inference batch
-    normalization with constant statistics, a node of its own in the graph
-    (compiling folds it into the convolution's weights unless fuse=False;
-    the eager form runs it as a call of its own)."""
+class ResNet:
+    """torchvision's ResNet: conv 7x7/2 + BN + relu, max pool 3x3/2 pad 1,
+    four stages of blocks (the first block of stages 2-4 strided 2; a
+    downsample 1x1 conv + BN on the shortcut where the first block changes
+    the stride or the channels), global average pool, fc. BN is inference
+    batch normalization with constant statistics, a node of its own in the
+    graph (compiling folds it into the convolution's weights unless
+    fuse=False; the eager form runs it as a call of its own).
+
+    A subclass gives the blocks per stage (LAYERS) and the block: BasicBlock
+    (two 3x3 convs, EXPANSION 1) or Bottleneck (1x1, 3x3 with the stride,
+    1x1 to EXPANSION 4 times the width: torchvision's "ResNet v1.5")."""
+
+    NAME, TITLE = "resnet", "ResNet"
+    LAYERS: tuple = ()
+    EXPANSION = 1
 
     def __init__(self, seed: int = 0, num_classes: int = 1000, params: dict | None = None):
         self.params = _float32(params) if params is not None else \
@@ -50,12 +60,12 @@ class ResNet18:
         self.num_classes = self.params["fc.weight"].shape[0]
         self._constants = None
 
-    @staticmethod
-    def random_params(seed: int = 0, num_classes: int = 1000) -> dict:
+    @classmethod
+    def random_params(cls, seed: int = 0, num_classes: int = 1000) -> dict:
         """He-initialized convolutions, BN statistics near (0, 1) and a BN
-        scale below 1 on each block's last BN, so the residual sums stay
-        within a few units through the 8 blocks (float32 comparisons then
-        mean something at the output)."""
+        scale of 0.5 on each block's last BN and on the downsample's, so the
+        residual sums stay within a few units through the blocks (float32
+        comparisons then mean something at the output)."""
         rng = np.random.default_rng(seed)
         p = {}
 
@@ -72,29 +82,43 @@ class ResNet18:
         conv("conv1", 64, 3, 7)
         bn("bn1", 64)
         cin = 64
-        for s, (c, stride) in enumerate(STAGES, 1):
-            for b in range(2):
-                pre = f"layer{s}.{b}."
-                conv(pre + "conv1", c, cin if b == 0 else c, 3)
-                bn(pre + "bn1", c)
-                conv(pre + "conv2", c, c, 3)
-                bn(pre + "bn2", c, 0.5)
-                if b == 0 and (stride != 1 or cin != c):
-                    conv(pre + "downsample.0", c, cin, 1)
-                    bn(pre + "downsample.1", c, 0.5)
-            cin = c
-        p["fc.weight"] = (rng.standard_normal((num_classes, 512))
-                          / math.sqrt(512)).astype(np.float32)
+        for pre, stride, down, width in cls.blocks():
+            chans = cin
+            for name, bn_name, out, k, _, relu in cls.block_convs(pre, stride, width):
+                conv(name, out, chans, k)
+                bn(bn_name, out, 1.0 if relu else 0.5)
+                chans = out
+            if down:
+                conv(pre + "downsample.0", chans, cin, 1)
+                bn(pre + "downsample.1", chans, 0.5)
+            cin = chans
+        p["fc.weight"] = (rng.standard_normal((num_classes, cin))
+                          / math.sqrt(cin)).astype(np.float32)
         p["fc.bias"] = (rng.standard_normal(num_classes) * 0.01).astype(np.float32)
         return p
 
-    @staticmethod
-    def blocks():
-        """(prefix, stride, has downsample) of the 8 BasicBlocks."""
-        for s, (_, stride) in enumerate(STAGES, 1):
-            for b in range(2):
-                first = b == 0 and s > 1
-                yield f"layer{s}.{b}.", stride if b == 0 else 1, first
+    @classmethod
+    def blocks(cls):
+        """(prefix, stride, has downsample, width) of the blocks, in order."""
+        cin = 64
+        for s, (width, count) in enumerate(zip(STAGE_WIDTHS, cls.LAYERS), 1):
+            for b in range(count):
+                stride = 2 if b == 0 and s > 1 else 1
+                down = b == 0 and (stride != 1 or cin != width * cls.EXPANSION)
+                yield f"layer{s}.{b}.", stride, down, width
+                cin = width * cls.EXPANSION
+
+    @classmethod
+    def block_convs(cls, pre: str, stride: int, width: int) -> list:
+        """A block's convolutions on its main path, in order: (conv name, BN
+        name, output channels, kernel size, stride, relu after the BN); the
+        last one's relu comes after the residual add. Padding: kernel // 2."""
+        if cls.EXPANSION == 1:
+            return [(pre + "conv1", pre + "bn1", width, 3, stride, True),
+                    (pre + "conv2", pre + "bn2", width, 3, 1, False)]
+        return [(pre + "conv1", pre + "bn1", width, 1, 1, True),
+                (pre + "conv2", pre + "bn2", width, 3, stride, True),
+                (pre + "conv3", pre + "bn3", width * cls.EXPANSION, 1, 1, False)]
 
     @staticmethod
     def input_shape(batch, image: int = 224, layout: str = "NCHW") -> tuple:
@@ -104,6 +128,20 @@ class ResNet18:
         p = self.params
         return (p[name + ".running_mean"], p[name + ".running_var"], p[name + ".weight"],
                 p[name + ".bias"])
+
+    def _trunk(self, x, conv_bn, max_pool, add_relu):
+        """The stem and the blocks, written once for every form below:
+        conv_bn(v, conv name, BN name, stride, padding, relu), max_pool(v)
+        and add_relu(main, shortcut) are the form's own."""
+        y = max_pool(conv_bn(x, "conv1", "bn1", 2, 3, True))
+        for pre, stride, down, width in self.blocks():
+            out = y
+            for name, bn_name, _, k, s, relu in self.block_convs(pre, stride, width):
+                out = conv_bn(out, name, bn_name, s, k // 2, relu)
+            if down:
+                y = conv_bn(y, pre + "downsample.0", pre + "downsample.1", stride, 0, False)
+            y = add_relu(out, y)
+        return y
 
     # ----------------------------------------------------------- the graph
     def graph(self, batch=1, image: int = 224, layout: str = "NCHW") -> mkcache.Graph:
@@ -119,14 +157,9 @@ class ResNet18:
             v = g.batch_norm(v, *self._bn(bn_name), epsilon=BN_EPS, data_format=f, name=bn_name)
             return g.relu(v) if relu else v
 
-        y = conv_bn(x, "conv1", "bn1", 2, 3, True)
-        y = g.max_pool2d(y, 3, 2, 1, data_format=f, name="maxpool")
-        for pre, stride, down in self.blocks():
-            out = conv_bn(y, pre + "conv1", pre + "bn1", stride, 1, True)
-            out = conv_bn(out, pre + "conv2", pre + "bn2", 1, 1, False)
-            if down:
-                y = conv_bn(y, pre + "downsample.0", pre + "downsample.1", stride, 0, False)
-            y = g.relu(g.add(out, y))
+        y = self._trunk(x, conv_bn,
+                        lambda v: g.max_pool2d(v, 3, 2, 1, data_format=f, name="maxpool"),
+                        lambda a, b: g.relu(g.add(a, b)))
         y = g.flatten(g.global_avg_pool(y, data_format=f, name="avgpool"))
         g.output(g.linear(y, p["fc.weight"], p["fc.bias"], name="fc"), "logits")
         return g
@@ -144,25 +177,17 @@ class ResNet18:
         """The graph's math, one mkcache call per node -> logits (numpy)."""
         f, c = layout, self.constants()
 
-        def bn(v, name):
-            return mkcache.batch_norm(v, c[name + ".running_mean"], c[name + ".running_var"],
-                                      c[name + ".weight"], c[name + ".bias"], epsilon=BN_EPS,
-                                      data_format=f, name=name)
-
         def conv_bn(v, name, bn_name, stride, padding, relu):
             v = mkcache.conv2d(v, c[name + ".weight"], stride=stride, padding=padding,
                                data_format=f, name=name)
-            v = bn(v, bn_name)
+            v = mkcache.batch_norm(v, c[bn_name + ".running_mean"], c[bn_name + ".running_var"],
+                                   c[bn_name + ".weight"], c[bn_name + ".bias"],
+                                   epsilon=BN_EPS, data_format=f, name=bn_name)
             return mkcache.relu(v) if relu else v
 
-        y = conv_bn(x, "conv1", "bn1", 2, 3, True)
-        y = mkcache.max_pool2d(y, 3, 2, 1, data_format=f, name="maxpool")
-        for pre, stride, down in self.blocks():
-            out = conv_bn(y, pre + "conv1", pre + "bn1", stride, 1, True)
-            out = conv_bn(out, pre + "conv2", pre + "bn2", 1, 1, False)
-            if down:
-                y = conv_bn(y, pre + "downsample.0", pre + "downsample.1", stride, 0, False)
-            y = mkcache.relu(mkcache.add(out, y))
+        y = self._trunk(x, conv_bn,
+                        lambda v: mkcache.max_pool2d(v, 3, 2, 1, data_format=f, name="maxpool"),
+                        lambda a, b: mkcache.relu(mkcache.add(a, b)))
         y = mkcache.flatten(mkcache.global_avg_pool(y, data_format=f, name="avgpool"))
         return np.asarray(mkcache.linear(y, c["fc.weight"], c["fc.bias"], name="fc"))
 
@@ -178,23 +203,17 @@ class ResNet18:
                                           - p[bn_name + ".running_mean"] * inv)[:, None, None]
             return np.maximum(v, 0) if relu else v
 
-        y = conv_bn(np.asarray(x, np.float64), "conv1", "bn1", 2, 3, True)
-        y = _max_pool_f64(y, 3, 2, 1)
-        for pre, stride, down in self.blocks():
-            out = conv_bn(y, pre + "conv1", pre + "bn1", stride, 1, True)
-            out = conv_bn(out, pre + "conv2", pre + "bn2", 1, 1, False)
-            if down:
-                y = conv_bn(y, pre + "downsample.0", pre + "downsample.1", stride, 0, False)
-            y = np.maximum(out + y, 0)
+        y = self._trunk(np.asarray(x, np.float64), conv_bn,
+                        lambda v: _max_pool_f64(v, 3, 2, 1), lambda a, b: np.maximum(a + b, 0))
         return y.mean(axis=(2, 3)) @ p["fc.weight"].T + p["fc.bias"]
 
     # ------------------------------------------------------ other frameworks
     def torch_module(self):
-        """torchvision's resnet18 with these weights, in eval mode (needs
-        torch and torchvision)."""
+        """torchvision's model of this name with these weights, in eval mode
+        (needs torch and torchvision)."""
         import torch
         import torchvision
-        model = torchvision.models.resnet18(num_classes=self.num_classes)
+        model = getattr(torchvision.models, self.NAME)(num_classes=self.num_classes)
         state = model.state_dict()
         for k, v in self.params.items():
             state[k] = torch.from_numpy(np.array(v))
@@ -215,52 +234,53 @@ class ResNet18:
             inits.append(numpy_helper.from_array(np.ascontiguousarray(array, np.float32), name))
             return name
 
+        def node(op, inputs, **attrs):
+            out = tmp()
+            nodes.append(helper.make_node(op, inputs, [out], **attrs))
+            return out
+
         def conv_bn(v, name, bn_name, stride, padding, relu):
             w = self.params[name + ".weight"]
             k = w.shape[2]
-            out = tmp()
-            nodes.append(helper.make_node("Conv", [v, const(name, w)], [out], kernel_shape=[k, k],
-                                          strides=[stride] * 2, pads=[padding] * 4))
+            out = node("Conv", [v, const(name, w)], kernel_shape=[k, k], strides=[stride] * 2,
+                       pads=[padding] * 4)
             mean, var, scale, shift = self._bn(bn_name)
-            bn_out = tmp()
-            nodes.append(helper.make_node(
-                "BatchNormalization", [out, const(bn_name + ".weight", scale),
-                                       const(bn_name + ".bias", shift),
-                                       const(bn_name + ".running_mean", mean),
-                                       const(bn_name + ".running_var", var)],
-                [bn_out], epsilon=BN_EPS))
-            if not relu:
-                return bn_out
-            r = tmp()
-            nodes.append(helper.make_node("Relu", [bn_out], [r]))
-            return r
+            out = node("BatchNormalization",
+                       [out, const(bn_name + ".weight", scale), const(bn_name + ".bias", shift),
+                        const(bn_name + ".running_mean", mean),
+                        const(bn_name + ".running_var", var)], epsilon=BN_EPS)
+            return node("Relu", [out]) if relu else out
 
-        y = conv_bn("x", "conv1", "bn1", 2, 3, True)
-        pooled = tmp()
-        nodes.append(helper.make_node("MaxPool", [y], [pooled], kernel_shape=[3, 3],
-                                      strides=[2, 2], pads=[1, 1, 1, 1]))
-        y = pooled
-        for pre, stride, down in self.blocks():
-            out = conv_bn(y, pre + "conv1", pre + "bn1", stride, 1, True)
-            out = conv_bn(out, pre + "conv2", pre + "bn2", 1, 1, False)
-            if down:
-                y = conv_bn(y, pre + "downsample.0", pre + "downsample.1", stride, 0, False)
-            s, r = tmp(), tmp()
-            nodes += [helper.make_node("Add", [out, y], [s]), helper.make_node("Relu", [s], [r])]
-            y = r
-        gap, flat = tmp(), tmp()
-        nodes += [helper.make_node("GlobalAveragePool", [y], [gap]),
-                  helper.make_node("Flatten", [gap], [flat]),
-                  helper.make_node("Gemm", [flat, const("fc.weight", self.params["fc.weight"]),
-                                            const("fc.bias", self.params["fc.bias"])],
-                                   ["logits"], transB=1)]
+        y = self._trunk("x", conv_bn,
+                        lambda v: node("MaxPool", [v], kernel_shape=[3, 3], strides=[2, 2],
+                                       pads=[1, 1, 1, 1]),
+                        lambda a, b: node("Relu", [node("Add", [a, b])]))
+        flat = node("Flatten", [node("GlobalAveragePool", [y])])
+        nodes.append(helper.make_node("Gemm", [flat, const("fc.weight", self.params["fc.weight"]),
+                                               const("fc.bias", self.params["fc.bias"])],
+                                      ["logits"], transB=1))
         graph = helper.make_graph(
-            nodes, "resnet18",
+            nodes, self.NAME,
             [helper.make_tensor_value_info("x", TensorProto.FLOAT,
                                            [batch or "batch", 3, image, image])],
             [helper.make_tensor_value_info("logits", TensorProto.FLOAT,
                                            [batch or "batch", self.num_classes])], inits)
         return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+class ResNet18(ResNet):
+    """torchvision's resnet18: BasicBlocks [2, 2, 2, 2]; 20 convolutions."""
+    NAME, TITLE = "resnet18", "ResNet-18"
+    LAYERS = (2, 2, 2, 2)
+    EXPANSION = 1
+
+
+class ResNet50(ResNet):
+    """torchvision's resnet50: Bottleneck blocks [3, 4, 6, 3], expansion 4,
+    the stride on the 3x3 conv; 53 convolutions."""
+    NAME, TITLE = "resnet50", "ResNet-50"
+    LAYERS = (3, 4, 6, 3)
+    EXPANSION = 4
 
 
 def _conv2d_f64(x, w, stride, pad):

@@ -1,16 +1,18 @@
-"""ResNet-18 as an mkcache program, against the same model run op by op.
+"""ResNet-18 or ResNet-50 as an mkcache program, against the same model run
+op by op.
 
-    python examples/resnet.py                       # batch 1, NCHW, 224x224
+    python examples/resnet.py                       # ResNet-18, batch 1, NCHW, 224x224
     python examples/resnet.py --batch 8 --layout NHWC
+    python examples/resnet.py --arch resnet50
 
-Builds torchvision's ResNet-18 (random seeded weights, BN as nodes of their
-own with constant statistics; examples/models.py) as an mkcache.Graph,
-compiles it (which folds the BNs into the convolutions and fuses the relus
-and residual adds into them; --no-fuse keeps every node a step), prints the
-plan's totals and the memory figures, then times the program against the
-eager mkcache calls (interleaved, median of --runs after a warm-up, both on
-the library's OpenMP threads) and checks that the two agree, and agree with
-a float64 numpy run of the first image.
+Builds torchvision's ResNet-18 or ResNet-50 (random seeded weights, BN as
+nodes of their own with constant statistics; examples/models.py) as an
+mkcache.Graph, compiles it (which folds the BNs into the convolutions and
+fuses the relus and residual adds into them; --no-fuse keeps every node a
+step), prints the plan's totals and the memory figures, then times the
+program against the eager mkcache calls (interleaved, median of --runs
+after a warm-up, both on the library's OpenMP threads) and checks that the
+two agree, and agree with a float64 numpy run of the first image.
 """
 from __future__ import annotations
 
@@ -21,11 +23,15 @@ import time
 import numpy as np
 
 import mkcache
-from models import ResNet18, interleaved, max_relative_error, memory_summary, plan_summary
+from models import (ResNet18, ResNet50, interleaved, max_relative_error, memory_summary,
+                    plan_summary)
+
+ARCHS = {m.NAME: m for m in (ResNet18, ResNet50)}
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--arch", choices=sorted(ARCHS), default="resnet18")
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--layout", choices=["NCHW", "NHWC"], default="NCHW")
     ap.add_argument("--image", type=int, default=224, help="height and width")
@@ -36,11 +42,12 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     threads = mkcache.build_info()["max_threads"]
-    print(f"ResNet-18, batch {args.batch}, {args.layout}, {args.image}x{args.image}, "
+    model = ARCHS[args.arch]
+    print(f"{model.TITLE}, batch {args.batch}, {args.layout}, {args.image}x{args.image}, "
           f"mkcache {mkcache.__version__}, {threads} OpenMP threads")
-    net = ResNet18(args.seed)
+    net = model(args.seed)
     rng = np.random.default_rng(args.seed + 1)
-    x = rng.standard_normal(ResNet18.input_shape(args.batch, args.image, args.layout),
+    x = rng.standard_normal(model.input_shape(args.batch, args.image, args.layout),
                             dtype=np.float32)
 
     t0 = time.perf_counter()
