@@ -319,6 +319,8 @@ _SIGNATURES = {
     "mkc_program_output_shape": [c_void_p, POINTER(c_int64), c_int, POINTER(c_int),
                                  POINTER(c_int64)],
     "mkc_program_run_plain": [c_void_p, POINTER(c_int64), POINTER(c_void_p), POINTER(c_void_p)],
+    "mkc_program_run_plain_ref": [c_void_p, POINTER(c_int64), POINTER(c_void_p),
+                                  POINTER(c_void_p)],
 }
 
 for _name, _argtypes in _SIGNATURES.items():
@@ -344,7 +346,7 @@ for _name, _fn in fast.items():
 # floats; a bare Python int is a C int and would truncate a pointer).
 raw = {name: lib[name] for name in ("mkc_tensor_wrap", "mkc_tensor_destroy", "mkc_activation",
                                     "mkc_tensor_export", "mkc_activation_plain",
-                                    "mkc_program_run_plain")}
+                                    "mkc_program_run_plain", "mkc_program_run_plain_ref")}
 for _fn in raw.values():
     _fn.restype = status_t
 

@@ -29,18 +29,27 @@ from .tensor import Tensor, _Owner, check_array, input_owner, wrap_handle
 
 _lib = _capi.lib
 # (program*, int64*, void**, void**) without argtypes: every argument is
-# passed as the ctypes object it already is.
+# passed as the ctypes object it already is. With CPython's and NumPy's
+# layout known (_DATA_FIELD), the _ref form reads each array's data pointer
+# from its object: the arrays' pointer slots are then the addresses of
+# those fields, plain integers, with no pointer object made per array.
 _run_plain = _capi.raw["mkc_program_run_plain"]
+_run_plain_ref = _capi.raw["mkc_program_run_plain_ref"]
 _F32 = np.dtype(np.float32)
 _ndarray, _empty = np.ndarray, np.empty
-_read_pointer = ctypes.c_void_p.from_address
 _DATA_FIELD = _tensor._DATA_FIELD
 
 
-def _address(array) -> int:
-    if _DATA_FIELD is not None:
-        return _read_pointer(id(array) + _DATA_FIELD).value
-    return _tensor.data_pointer(array)  # pragma: no cover - CPython/NumPy keep the field
+if _DATA_FIELD is not None:
+    def _slot(array, _id=id, _field=_DATA_FIELD) -> int:
+        """What the run's pointer arrays hold for `array`: the address of
+        its data-pointer field (for the _ref call)."""
+        return _id(array) + _field
+    _run = _run_plain_ref
+else:  # pragma: no cover - CPython and NumPy keep the data field's place
+    def _slot(array) -> int:
+        return _tensor.data_pointer(array)
+    _run = _run_plain
 
 
 class Value:
@@ -570,7 +579,7 @@ class Program:
         if outputs is None:
             for i, (n, shape) in enumerate(zip(self.output_names, out_shapes)):
                 y = result[n] = _empty(shape, _F32)
-                out_ptrs[i] = _address(y)
+                out_ptrs[i] = _slot(y)
         else:
             if any(n not in self.output_names for n in outputs):
                 return None
@@ -582,10 +591,10 @@ class Program:
                           and y.flags.c_contiguous and y.flags.writeable):
                     return None
                 result[n] = y
-                out_ptrs[i] = _address(y)
+                out_ptrs[i] = _slot(y)
         for i, a in enumerate(arrays):
-            in_ptrs[i] = _address(a)
-        status = _run_plain(self._handle, dims, in_ptrs, out_ptrs)
+            in_ptrs[i] = _slot(a)
+        status = _run(self._handle, dims, in_ptrs, out_ptrs)
         if status:
             _capi.raise_for(status)
         return result

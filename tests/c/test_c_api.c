@@ -1080,6 +1080,13 @@ static void test_program(void) {
     void *plain_outs[1] = {plain_out};
     OK(mkc_program_run_plain(prog, xdims, plain_in, plain_outs));
     CHECK(memcmp(plain_out, out, sizeof out) == 0);
+    memset(plain_out, 0, sizeof plain_out);
+    const void *in_ref = x;
+    void *out_ref = plain_out;
+    const void *const *in_refs[1] = {&in_ref};
+    void *const *out_refs[1] = {&out_ref};
+    OK(mkc_program_run_plain_ref(prog, xdims, in_refs, out_refs));
+    CHECK(memcmp(plain_out, out, sizeof out) == 0);
     const int64_t bad_dims[4] = {N, C + 1, H, W};
     CHECK(mkc_program_run_plain(prog, bad_dims, plain_in, plain_outs) ==
           MKC_STATUS_INVALID_ARGUMENT);

@@ -121,18 +121,22 @@ def _measure_in_new_interpreter(kind: str) -> dict:
     return result
 
 
-@pytest.mark.parametrize("kind", [
-    "shuffled",
-    pytest.param("growing", marks=pytest.mark.xfail(
-        strict=True, reason="a program's arena pool keeps every arena it allocated: each "
-        "length longer than all before it adds one (60 MiB over these lengths)")),
-])
+# "growing": every length longer than all before it needs a larger arena,
+# so the working set itself grows (about 1.8 MiB from the 20th length to the
+# last here); the pool drops the smaller arenas then. It kept every arena it
+# ever made, 62 MiB over these lengths, until it did: the bound for this
+# order is that growth plus the same 2 MiB.
+GROWING_LIMIT = 4 * 2**20
+
+
+@pytest.mark.parametrize("kind", ["shuffled", "growing"])
 @needs_proc
 @not_under_asan
 def test_rss_flat_over_200_sequence_lengths_at_capacity_4(kind):
     result = _measure_in_new_interpreter(kind)
     assert result["plans"] == CAPACITY
-    assert result["growth"] <= LIMIT, f"the resident size grew {result['growth'] / 2**20:.1f} MiB"
+    limit = GROWING_LIMIT if kind == "growing" else LIMIT
+    assert result["growth"] <= limit, f"the resident size grew {result['growth'] / 2**20:.1f} MiB"
 
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])

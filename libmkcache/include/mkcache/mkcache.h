@@ -1068,6 +1068,14 @@ MKC_API mkc_status mkc_program_output_shape(mkc_program *program, const int64_t 
 MKC_API mkc_status mkc_program_run_plain(mkc_program *program, const int64_t *input_dims,
                                          const void *const *inputs, void *const *outputs);
 
+/* mkc_program_run_plain with each buffer read from where the caller keeps
+ * its address: input i is *input_refs[i], output j is *output_refs[j] (as
+ * mkc_activation_plain_ref: for bindings whose arrays hold their data
+ * pointer in a field). */
+MKC_API mkc_status mkc_program_run_plain_ref(mkc_program *program, const int64_t *input_dims,
+                                             const void *const *const *input_refs,
+                                             void *const *const *output_refs);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -205,6 +205,24 @@ void run_program(mkc_program *program, int ninputs, const mkc_tensor *const *inp
 }
 } // namespace
 
+namespace {
+
+// mkc_program_run_plain's checks and run.
+void run_plain_checked(graph::Program &p, const int64_t *input_dims, const void *const *inputs,
+                       void *const *outputs) {
+    require(input_dims != nullptr, "run: input_dims is NULL");
+    require(inputs != nullptr || p.input_values().empty(), "run: inputs is NULL");
+    require(outputs != nullptr, "run: outputs is NULL");
+    for (size_t k = 0; k < p.input_values().size(); ++k)
+        require(inputs[k] != nullptr, "run: input '", p.graph().values[p.input_values()[k]].name,
+                "' is NULL");
+    for (size_t k = 0; k < p.graph().outputs.size(); ++k)
+        require(outputs[k] != nullptr, "run: output '", p.graph().outputs[k].name, "' is NULL");
+    p.run_plain(input_dims, inputs, outputs);
+}
+
+} // namespace
+
 extern "C" {
 
 #define MKC_PARAMS_INIT(T, ...)                                                                    \
@@ -444,20 +462,38 @@ MKC_API mkc_status mkc_program_output_shape(mkc_program *program, const int64_t 
     });
 }
 
-MKC_API mkc_status mkc_program_run_plain(mkc_program *program, const int64_t *input_dims,
-                                         const void *const *inputs, void *const *outputs) {
+MKC_API mkc_status mkc_program_run_plain_ref(mkc_program *program, const int64_t *input_dims,
+                                             const void *const *const *input_refs,
+                                             void *const *const *output_refs) {
     return guard([&] {
         graph::Program &p = program_arg(program);
-        require(input_dims != nullptr, "run: input_dims is NULL");
-        require(inputs != nullptr || p.input_values().empty(), "run: inputs is NULL");
-        require(outputs != nullptr, "run: outputs is NULL");
-        for (size_t k = 0; k < p.input_values().size(); ++k)
-            require(inputs[k] != nullptr, "run: input '",
-                    p.graph().values[p.input_values()[k]].name, "' is NULL");
-        for (size_t k = 0; k < p.graph().outputs.size(); ++k)
-            require(outputs[k] != nullptr, "run: output '", p.graph().outputs[k].name, "' is NULL");
-        p.run_plain(input_dims, inputs, outputs);
+        require(input_refs != nullptr || p.input_values().empty(), "run: input_refs is NULL");
+        require(output_refs != nullptr, "run: output_refs is NULL");
+        constexpr size_t kInline = 16; // most models' inputs and outputs
+        const size_t n_in = p.input_values().size(), n_out = p.graph().outputs.size();
+        const void *in_inline[kInline];
+        void *out_inline[kInline];
+        std::vector<const void *> in_heap;
+        std::vector<void *> out_heap;
+        const void **in = in_inline;
+        void **out = out_inline;
+        if (n_in > kInline) in = (in_heap.resize(n_in), in_heap.data());
+        if (n_out > kInline) out = (out_heap.resize(n_out), out_heap.data());
+        for (size_t k = 0; k < n_in; ++k) {
+            require(input_refs[k] != nullptr, "run: input_refs[", k, "] is NULL");
+            in[k] = *input_refs[k];
+        }
+        for (size_t k = 0; k < n_out; ++k) {
+            require(output_refs[k] != nullptr, "run: output_refs[", k, "] is NULL");
+            out[k] = *output_refs[k];
+        }
+        run_plain_checked(p, input_dims, in, out);
     });
+}
+
+MKC_API mkc_status mkc_program_run_plain(mkc_program *program, const int64_t *input_dims,
+                                         const void *const *inputs, void *const *outputs) {
+    return guard([&] { run_plain_checked(program_arg(program), input_dims, inputs, outputs); });
 }
 
 } // extern "C"

@@ -210,6 +210,10 @@ Program::Arena Program::take_arena(const Plan &plan) {
             arenas_.erase(arenas_.begin() + static_cast<std::ptrdiff_t>(pick));
             return a;
         }
+        // None is large enough: the new one serves every smaller plan too,
+        // so the smaller ones go (kept, inputs that keep growing would keep
+        // one arena per size ever seen).
+        arenas_.clear();
     }
     const size_t bytes = plan.arena_bytes;
     return {allocate(bytes > 0 ? bytes : 1, false), bytes, nullptr};
