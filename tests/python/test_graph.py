@@ -215,6 +215,33 @@ def test_threads_run_one_program_with_their_own_inputs():
     assert not errors, errors[0]
 
 
+@pytest.mark.parametrize("capacity", [0, 2])
+def test_threads_compile_and_run_their_own_shapes(capacity):
+    """Threads meeting new shapes at once: plans are compiled one at a time
+    while runs of known ones go on (and, at capacity 2, plans are dropped
+    under the others' feet); every result right."""
+    cnn = SmallCnn()
+    inputs = [rand(b, 3, 9, 11) for b in (1, 2, 3, 4)]
+    wants = [cnn.eager(x) for x in inputs]
+    errors = []
+    with cnn.build(None).compile(capacity=capacity) as prog:
+        def worker(i):
+            try:
+                for k in range(30):
+                    j = (i + k) % 4
+                    got = prog.run(x=inputs[j])["probs"]
+                    np.testing.assert_allclose(got, wants[j], rtol=1e-5, atol=1e-6)
+            except Exception as exc:  # reported below
+                errors.append(exc)
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert prog.memory["plans"] == (4 if capacity == 0 else 2)
+    assert not errors, errors[0]
+
+
 def test_run_refuses_bad_inputs_naming_them():
     with SmallCnn().build(2).compile() as prog:
         with pytest.raises(mkcache.InvalidArgumentError, match=r"missing \['x'\]"):

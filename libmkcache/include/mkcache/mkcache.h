@@ -834,9 +834,9 @@ MKC_API mkc_status mkc_concat_backward(int axis, int n, const mkc_tensor *const 
  *
  * Thread safety: a graph is used from one thread at a time. A program may
  * be run and queried from any number of threads at once (plans are
- * compiled under the program's lock; each run takes an arena of its own
- * from the program's pool); destroying it while another thread uses it is
- * an error of the caller's.
+ * compiled one at a time, and a run of a known plan never waits for one;
+ * each run takes an arena of its own from the program's pool); destroying
+ * it while another thread uses it is an error of the caller's.
  * ------------------------------------------------------------------------ */
 
 typedef struct mkc_graph mkc_graph;

@@ -151,12 +151,18 @@ std::shared_ptr<const Plan> Program::plan_for_dims(const int64_t *dims) {
 std::shared_ptr<const Plan>
 Program::find_or_compile(const std::vector<std::vector<int64_t>> &dims) {
     const std::string group = shape_group_of(dims);
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto found = plans_.find(group);
-    if (found != plans_.end()) {
+    auto known = [&]() -> std::shared_ptr<const Plan> {
+        std::lock_guard<std::mutex> lock(mutex_);
+        auto found = plans_.find(group);
+        if (found == plans_.end()) return nullptr;
         last_ = found->second;
         return found->second;
-    }
+    };
+    if (auto plan = known()) return plan;
+    // One compile at a time (they share the converted constants), outside
+    // the lock runs take: a run of a known plan never waits for it.
+    std::lock_guard<std::mutex> compiling(compile_mutex_);
+    if (auto plan = known()) return plan; // compiled while this thread waited
     CacheScope scope;
     scope.session = 0;
     scope.executor = executor_;
@@ -166,6 +172,7 @@ Program::find_or_compile(const std::vector<std::vector<int64_t>> &dims) {
     CompileOptions options = options_.compile;
     options.constants = &constants_;
     std::shared_ptr<const Plan> plan = compile_plan(graph_, dims, scope, group, options);
+    std::lock_guard<std::mutex> lock(mutex_);
     plans_.emplace(group, plan);
     order_.push_back(group);
     last_ = plan;

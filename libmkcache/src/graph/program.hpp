@@ -3,8 +3,9 @@
 // times from any number of threads.
 //
 // Thread safety: run() and the queries may be called from many threads at
-// once. Plans are compiled under the program's lock; a run then works on
-// its own arena (from the program's pool) and binds the calling thread's
+// once. Plans are compiled one at a time, outside the lock that guards the
+// plans and the arena pool (a run of a known plan never waits for a
+// compile); a run then works on its own arena and binds the calling thread's
 // stream and scratchpad. Destroying the program while a run is under way is
 // the caller's error.
 #pragma once
@@ -97,7 +98,8 @@ private:
     ProgramOptions options_;
     uint64_t executor_;
     std::vector<int> input_values_; // value id of each graph input
-    mutable std::mutex mutex_;      // plans_, order_, last_, arenas_
+    mutable std::mutex mutex_;      // plans_, order_, last_, arenas_ (held briefly)
+    std::mutex compile_mutex_;      // one compile at a time; constants_
     std::map<std::string, std::shared_ptr<const Plan>> plans_;
     std::vector<std::string> order_; // shape groups, oldest first (capacity)
     std::shared_ptr<const Plan> last_;
