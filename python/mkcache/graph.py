@@ -71,19 +71,11 @@ def _params(cls, init, **fields):
     return p
 
 
-class Graph:
-    """A model's graph, built node by node from one thread."""
+class _Closed:
+    """close() on collection and at the end of a `with` block."""
 
-    def __init__(self):
-        self._handle = ctypes.c_void_p()
-        self._input_layouts = {}  # name -> layout value, for the programs' runs
-        self._input_ranks = {}
-        _lib.mkc_graph_create(ctypes.byref(self._handle))
-
-    def close(self) -> None:
-        if self._handle:
-            _lib.mkc_graph_destroy(self._handle)
-            self._handle = ctypes.c_void_p()
+    def close(self) -> None:  # pragma: no cover - every subclass has its own
+        raise NotImplementedError
 
     def __del__(self):
         try:
@@ -96,6 +88,21 @@ class Graph:
 
     def __exit__(self, *exc):
         self.close()
+
+
+class Graph(_Closed):
+    """A model's graph, built node by node from one thread."""
+
+    def __init__(self):
+        self._handle = ctypes.c_void_p()
+        self._input_layouts = {}  # name -> layout value, for the programs' runs
+        self._input_ranks = {}
+        _lib.mkc_graph_create(ctypes.byref(self._handle))
+
+    def close(self) -> None:
+        if self._handle:
+            _lib.mkc_graph_destroy(self._handle)
+            self._handle = ctypes.c_void_p()
 
     @property
     def handle(self):
@@ -427,7 +434,7 @@ class Graph:
         return Program(handle, dict(self._input_layouts), dict(self._input_ranks))
 
 
-class Program:
+class Program(_Closed):
     """A compiled graph. run() may be called from many threads at once."""
 
     def __init__(self, handle, input_layouts: dict, input_ranks: dict):
@@ -466,18 +473,6 @@ class Program:
             _lib.mkc_program_destroy(self._handle)
             self._handle = None
 
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:  # interpreter shutdown
-            pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
     def run(self, outputs: dict | None = None, **inputs) -> dict:
         """Runs the program on the inputs (numpy arrays or Tensors, by name)
         and returns {output name: numpy array}. outputs: {name: array} to
@@ -493,16 +488,7 @@ class Program:
                 f"run: the program takes inputs {self.input_names}"
                 + (f"; missing {missing}" if missing else "")
                 + (f"; unknown {extra}" if extra else ""))
-        handles = []
-        owners = []  # held for the call
-        for n in self.input_names:
-            v = inputs[n]
-            if isinstance(v, Tensor):
-                handles.append(v.handle)
-            else:
-                owners.append(input_owner(v, n, self._input_layouts[n]))
-                handles.append(owners[-1].handle)
-        in_handles = (_capi.tensor_p * max(len(handles), 1))(*handles)
+        in_handles, owners = self._input_handles(inputs)  # owners: held for the call
         given = dict(outputs or {})
         unknown = [n for n in given if n not in self.output_names]
         if unknown:
@@ -521,8 +507,8 @@ class Program:
                 # filled through a Tensor of that layout instead.
                 out_owners[n] = _Owner(wrap_handle(arr, _capi.LAYOUT_CHANNELS_FIRST))
                 out_handles[i] = out_owners[n].handle
-        _lib.mkc_program_run(self.handle, len(handles), in_handles, len(self.output_names),
-                             out_handles)
+        _lib.mkc_program_run(self.handle, len(self.input_names), in_handles,
+                             len(self.output_names), out_handles)
         result = {}
         for i, n in enumerate(self.output_names):
             if n in given:
@@ -532,6 +518,19 @@ class Program:
         return result
 
     __call__ = run
+
+    def _input_handles(self, inputs: dict):
+        """The C array of the inputs' handles in the program's order, and the
+        owners of the handles made for numpy arrays."""
+        handles, owners = [], []
+        for n in self.input_names:
+            v = inputs[n]
+            if isinstance(v, Tensor):
+                handles.append(v.handle)
+            else:
+                owners.append(input_owner(v, n, self._input_layouts[n]))
+                handles.append(owners[-1].handle)
+        return (_capi.tensor_p * max(len(handles), 1))(*handles), owners
 
     def _shapes_for(self, shapes: tuple):
         entry = self._shapes.get(shapes)
@@ -607,18 +606,10 @@ class Program:
         missing = [n for n in self.input_names if n not in inputs]
         if missing or len(inputs) != len(self.input_names):
             raise InvalidArgumentError(f"profile: the program takes inputs {self.input_names}")
-        handles, owners = [], []
-        for n in self.input_names:
-            v = inputs[n]
-            if isinstance(v, Tensor):
-                handles.append(v.handle)
-            else:
-                owners.append(input_owner(v, n, self._input_layouts[n]))
-                handles.append(owners[-1].handle)
-        in_handles = (_capi.tensor_p * max(len(handles), 1))(*handles)
+        in_handles, owners = self._input_handles(inputs)  # owners: held for the call
         out_handles = (_capi.tensor_p * max(len(self.output_names), 1))()
-        _lib.mkc_program_profile(self.handle, len(handles), in_handles, len(self.output_names),
-                                 out_handles)
+        _lib.mkc_program_profile(self.handle, len(self.input_names), in_handles,
+                                 len(self.output_names), out_handles)
         for i in range(len(self.output_names)):
             _lib.mkc_tensor_destroy(out_handles[i])
         text = _capi.call_with_buffer(_lib.mkc_program_profile_text, self.handle)
