@@ -270,7 +270,8 @@ TEST(residual_block_fused_and_in_place_matches_unfused) {
             program.run(inputs, out);
             results[mode] = take_values(out[0]);
             in_place[mode] = program.last_plan()->in_place;
-            if (mode > 0) CHECK(program.fuse_report().sums == 1 && program.graph().nodes.size() == 3);
+            if (mode > 0)
+                CHECK(program.fuse_report().sums == 1 && program.graph().nodes.size() == 3);
         }
         CHECK(max_rel_diff(results[1], results[0]) <= 1e-4);
         CHECK(max_rel_diff(results[2], results[1]) == 0);

@@ -60,13 +60,26 @@ std::vector<float> values(const dnnl::memory::desc &desc, const void *data, mkc_
 // The error an eager call raises (status and message), or OK.
 ops::Verdict error_of(const std::function<void()> &call);
 
+using RunPhase = void (*)(const CacheScope &, PrimitiveEntry &, const ops::Buffers &);
+
 // Runs prepared phases on fresh buffers: the inputs (converted from the
 // tensors to what `prepared.takes` says), the outputs' values returned
-// plain. A null input stays absent.
+// plain. A null input stays absent (or unread).
 std::vector<std::vector<float>> run_prepared(const CacheScope &scope, const ops::Prepared &prepared,
                                              const std::vector<const Tensor *> &inputs,
-                                             void (*run)(const CacheScope &, PrimitiveEntry &,
-                                                         const ops::Buffers &));
+                                             RunPhase run);
+// The same with buffers only for the outputs `wanted` says (the others get
+// none); an output's values are empty where it got no buffer.
+std::vector<std::vector<float>> run_some(const CacheScope &scope, const ops::Prepared &prepared,
+                                         const std::vector<const Tensor *> &inputs,
+                                         const std::vector<bool> &wanted, RunPhase run);
+
+// A tensor's description, or none for an absent optional one (`holder`
+// keeps it).
+const ops::ValueDesc *described(const Tensor *t, ops::ValueDesc &holder);
+
+// `t`'s values re-arranged as nChw16c (a conv output's arrangement).
+std::unique_ptr<Tensor> blocked(const Tensor &t);
 
 // An eager result handed back as a new tensor: its values, and the handle
 // released.

@@ -24,54 +24,6 @@ mkc_batch_norm_params params(mkc_layout data_format, bool training = false,
     return p;
 }
 
-// A description, or none for an absent optional value.
-const ops::ValueDesc *described(const Tensor *t, ops::ValueDesc &holder) {
-    if (!t) return nullptr;
-    holder = ops::describe(*t);
-    return &holder;
-}
-
-// Runs prepared phases with the inputs given (null: absent, or not read)
-// and buffers for the outputs `wanted` says (the others get none); each
-// output's values, empty where it got no buffer.
-std::vector<std::vector<float>> run_some(const CacheScope &scope, const ops::Prepared &p,
-                                         const std::vector<const Tensor *> &inputs,
-                                         const std::vector<bool> &wanted,
-                                         void (*run)(const CacheScope &, PrimitiveEntry &,
-                                                     const ops::Buffers &)) {
-    std::vector<std::shared_ptr<void>> held;
-    std::vector<const void *> in;
-    for (size_t i = 0; i < inputs.size(); ++i) {
-        if (!inputs[i]) {
-            in.push_back(nullptr);
-            continue;
-        }
-        held.push_back(allocate(p.takes.at(i).get_size(), false));
-        reorder(scope, inputs[i]->desc, inputs[i]->data, p.takes[i], held.back().get());
-        in.push_back(held.back().get());
-    }
-    std::vector<void *> out;
-    for (size_t j = 0; j < p.outputs.size(); ++j) {
-        held.push_back(wanted.at(j) ? allocate(p.outputs[j].desc.get_size(), true) : nullptr);
-        out.push_back(held.back().get());
-    }
-    run(scope, *p.entry, ops::Buffers{in.data(), out.data()});
-    std::vector<std::vector<float>> results;
-    for (size_t j = 0; j < out.size(); ++j)
-        results.push_back(out[j] ? values(p.outputs[j].desc, out[j], p.outputs[j].layout)
-                                 : std::vector<float>{});
-    return results;
-}
-
-// `t`'s values re-arranged as nChw16c.
-std::unique_ptr<Tensor> blocked(const Tensor &t) {
-    const dnnl::memory::desc want(t.dims, dnnl::memory::data_type::f32,
-                                  dnnl::memory::format_tag::nChw16c);
-    auto out = make_owned_tensor(want, t.layout, t.dtype);
-    reorder(thread_state().scope, t.desc, t.data, want, out->data);
-    return out;
-}
-
 // Positive values (variances).
 std::unique_ptr<Tensor> positive(const Dims &dims, unsigned seed) {
     auto t = tensor(dims, MKC_LAYOUT_CHANNELS_FIRST, seed);

@@ -24,15 +24,6 @@ std::unique_ptr<Tensor> bad_dtype(const Dims &dims) {
     return t;
 }
 
-// `t`'s values re-arranged as nChw16c (a conv output's arrangement).
-std::unique_ptr<Tensor> blocked(const Tensor &t) {
-    const dnnl::memory::desc want(t.dims, dnnl::memory::data_type::f32,
-                                  dnnl::memory::format_tag::nChw16c);
-    auto out = make_owned_tensor(want, t.layout, t.dtype);
-    reorder(thread_state().scope, t.desc, t.data, want, out->data);
-    return out;
-}
-
 // Values away from 0 (divisors).
 std::unique_ptr<Tensor> away_from_zero(const Dims &dims, mkc_layout lay, unsigned seed) {
     auto t = tensor(dims, lay, seed);
@@ -167,31 +158,6 @@ TEST(binary_blocked_operands_match_eager) {
           layout::plain_desc(last->dims, dnnl::memory::data_type::f32, last->layout));
 }
 
-// Runs a prepared gradient with only the outputs `wanted` says (the others
-// get no buffer); the outputs' values, empty where not wanted.
-std::vector<std::vector<float>> run_gradient(const CacheScope &scope, const ops::Prepared &p,
-                                             const std::vector<const Tensor *> &inputs,
-                                             std::vector<bool> wanted) {
-    std::vector<std::shared_ptr<void>> held;
-    std::vector<const void *> in;
-    for (size_t i = 0; i < inputs.size(); ++i) {
-        held.push_back(allocate(p.takes.at(i).get_size(), false));
-        reorder(scope, inputs[i]->desc, inputs[i]->data, p.takes[i], held.back().get());
-        in.push_back(held.back().get());
-    }
-    std::vector<void *> out;
-    for (size_t j = 0; j < p.outputs.size(); ++j) {
-        held.push_back(wanted[j] ? allocate(p.outputs[j].desc.get_size(), true) : nullptr);
-        out.push_back(held.back().get());
-    }
-    BinaryBackwardOp::run(scope, *p.entry, ops::Buffers{in.data(), out.data()});
-    std::vector<std::vector<float>> results;
-    for (size_t j = 0; j < out.size(); ++j)
-        results.push_back(wanted[j] ? values(p.outputs[j].desc, out[j], p.outputs[j].layout)
-                                    : std::vector<float>{});
-    return results;
-}
-
 TEST(binary_backward_phases_match_eager) {
     const CacheScope scope = program_scope(0xb1a3);
     for (const Pair &p : pairs()) {
@@ -210,13 +176,15 @@ TEST(binary_backward_phases_match_eager) {
                   out[1].desc == db->desc);
             const ops::Prepared prep = BinaryBackwardOp::prepare(scope, {kind}, "g", a, b, dy);
             const std::vector<const Tensor *> in{p.a.get(), p.b.get(), diff_dst.get()};
-            const auto both = run_gradient(scope, prep, in, {true, true});
+            const auto both = run_some(scope, prep, in, {true, true}, BinaryBackwardOp::run);
             const auto want_a = take_values(da), want_b = take_values(db);
             CHECK(max_rel_diff(both.at(0), want_a) == 0);
             CHECK(max_rel_diff(both.at(1), want_b) == 0);
             // One gradient alone, as an eager call asking for one.
-            CHECK(max_rel_diff(run_gradient(scope, prep, in, {false, true}).at(1), want_b) == 0);
-            CHECK(max_rel_diff(run_gradient(scope, prep, in, {true, false}).at(0), want_a) == 0);
+            const auto b_only = run_some(scope, prep, in, {false, true}, BinaryBackwardOp::run);
+            const auto a_only = run_some(scope, prep, in, {true, false}, BinaryBackwardOp::run);
+            CHECK(max_rel_diff(b_only.at(1), want_b) == 0);
+            CHECK(max_rel_diff(a_only.at(0), want_a) == 0);
         }
     }
 }
@@ -232,7 +200,8 @@ TEST(binary_backward_blocked_operands_match_eager) {
         const ops::Prepared prep = BinaryBackwardOp::prepare(
             scope, {kind}, nullptr, ops::describe(*a), ops::describe(*b), ops::describe(*dy));
         CHECK(prep.takes.at(0) == a->desc && prep.takes.at(2) == dy->desc);
-        const auto got = run_gradient(scope, prep, {a.get(), b.get(), dy.get()}, {true, true});
+        const auto got = run_some(scope, prep, {a.get(), b.get(), dy.get()}, {true, true},
+                                  BinaryBackwardOp::run);
         CHECK(max_rel_diff(got.at(0), take_values(da)) == 0);
         CHECK(max_rel_diff(got.at(1), take_values(db)) == 0);
     }

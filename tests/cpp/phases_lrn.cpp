@@ -31,15 +31,6 @@ struct TargetGuard {
     ~TargetGuard() { layout::set_target(thread_state(), MKC_LAYOUT_CHANNELS_FIRST); }
 };
 
-// `t`'s values re-arranged as nChw16c.
-std::unique_ptr<Tensor> blocked(const Tensor &t) {
-    const dnnl::memory::desc want(t.dims, dnnl::memory::data_type::f32,
-                                  dnnl::memory::format_tag::nChw16c);
-    auto out = make_owned_tensor(want, t.layout, t.dtype);
-    reorder(thread_state().scope, t.desc, t.data, want, out->data);
-    return out;
-}
-
 struct Shape {
     Dims dims; // oneDNN order
     mkc_layout layout;

@@ -18,15 +18,6 @@ std::unique_ptr<Tensor> bad_dtype(const Dims &dims) {
     return t;
 }
 
-// `t`'s values re-arranged as nChw16c (a conv output's arrangement).
-std::unique_ptr<Tensor> blocked(const Tensor &t) {
-    const dnnl::memory::desc want(t.dims, dnnl::memory::data_type::f32,
-                                  dnnl::memory::format_tag::nChw16c);
-    auto out = make_owned_tensor(want, t.layout, t.dtype);
-    reorder(thread_state().scope, t.desc, t.data, want, out->data);
-    return out;
-}
-
 mkc_tensor *eager_softmax(const SoftmaxAttrs &a, const Tensor &src, const char *name = nullptr) {
     mkc_tensor *dst = nullptr;
     ops::softmax(thread_state().scope, a.axis, a.log, name, src, &dst);

@@ -70,10 +70,9 @@ std::vector<float> values(const Tensor &t) { return values(t.desc, t.data, t.lay
 
 ops::Verdict error_of(const std::function<void()> &call) { return ops::verdict_of(call); }
 
-std::vector<std::vector<float>> run_prepared(const CacheScope &scope, const ops::Prepared &prepared,
-                                             const std::vector<const Tensor *> &inputs,
-                                             void (*run)(const CacheScope &, PrimitiveEntry &,
-                                                         const ops::Buffers &)) {
+std::vector<std::vector<float>> run_some(const CacheScope &scope, const ops::Prepared &prepared,
+                                         const std::vector<const Tensor *> &inputs,
+                                         const std::vector<bool> &wanted, RunPhase run) {
     std::vector<std::shared_ptr<void>> held;
     std::vector<const void *> in;
     for (size_t i = 0; i < inputs.size(); ++i) {
@@ -87,15 +86,39 @@ std::vector<std::vector<float>> run_prepared(const CacheScope &scope, const ops:
         in.push_back(held.back().get());
     }
     std::vector<void *> out;
-    for (const ops::ValueDesc &v : prepared.outputs) {
-        held.push_back(allocate(v.desc.get_size(), true));
+    for (size_t j = 0; j < prepared.outputs.size(); ++j) {
+        held.push_back(wanted.at(j) ? allocate(prepared.outputs[j].desc.get_size(), true)
+                                    : nullptr);
         out.push_back(held.back().get());
     }
     run(scope, *prepared.entry, ops::Buffers{in.data(), out.data()});
     std::vector<std::vector<float>> results;
     for (size_t j = 0; j < out.size(); ++j)
-        results.push_back(values(prepared.outputs[j].desc, out[j], prepared.outputs[j].layout));
+        results.push_back(out[j] ? values(prepared.outputs[j].desc, out[j],
+                                          prepared.outputs[j].layout)
+                                 : std::vector<float>{});
     return results;
+}
+
+std::vector<std::vector<float>> run_prepared(const CacheScope &scope, const ops::Prepared &prepared,
+                                             const std::vector<const Tensor *> &inputs,
+                                             RunPhase run) {
+    return run_some(scope, prepared, inputs, std::vector<bool>(prepared.outputs.size(), true),
+                    run);
+}
+
+const ops::ValueDesc *described(const Tensor *t, ops::ValueDesc &holder) {
+    if (!t) return nullptr;
+    holder = ops::describe(*t);
+    return &holder;
+}
+
+std::unique_ptr<Tensor> blocked(const Tensor &t) {
+    const dnnl::memory::desc want(t.dims, dnnl::memory::data_type::f32,
+                                  dnnl::memory::format_tag::nChw16c);
+    auto out = make_owned_tensor(want, t.layout, t.dtype);
+    reorder(thread_state().scope, t.desc, t.data, want, out->data);
+    return out;
 }
 
 std::vector<float> take_values(mkc_tensor *t) {
