@@ -7,8 +7,8 @@ conv(1->16, 3x3) - relu - max pool 2 - conv(16->32, 3x3) - relu - max pool 2
 - flatten - linear(128->10) - log_softmax, trained with plain SGD with
 momentum in numpy. Every forward and backward step is an mkcache operator:
 the forwards run with ``training=True`` and a layer name, so each grad op
-finds its forward's primitive descriptor (and max pooling its indices) in
-the cache (seed 000 section 3).
+finds its forward's primitive descriptor in the cache (docs/design.md,
+"Forward -> backward").
 """
 from __future__ import annotations
 
