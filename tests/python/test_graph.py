@@ -326,6 +326,34 @@ def test_builder_refuses_bad_nodes():
         lib.mkc_graph_output(None, 0, b"y")
 
 
+def test_params_and_options_struct_sizes_are_checked():
+    g = mkcache.Graph()
+    x = g.input("x", (2, 3))
+    out = ctypes.c_int()
+    p = _capi.ActivationParams()
+    lib.mkc_activation_params_init(ctypes.byref(p))
+    p.struct_size = ctypes.sizeof(p) + 8
+    with pytest.raises(mkcache.InvalidArgumentError,
+                       match=r"activation: mkc_activation_params.struct_size is \d+ \(expected"):
+        lib.mkc_graph_node(g.handle, _capi.OPS["activation"], ctypes.byref(p), 1,
+                           (ctypes.c_int * 1)(x.index), ctypes.byref(out))
+    with pytest.raises(mkcache.InvalidArgumentError, match="params is NULL"):
+        lib.mkc_graph_node(g.handle, _capi.OPS["activation"], None, 1,
+                           (ctypes.c_int * 1)(x.index), ctypes.byref(out))
+    g.output(g.relu(x), "y")
+    o = _capi.ProgramOptions()
+    lib.mkc_program_options_init(ctypes.byref(o))
+    assert (o.fuse, o.inplace, o.reuse, o.capacity) == (1, 1, 1, 0)
+    o.struct_size = 0
+    prog = ctypes.c_void_p()
+    with pytest.raises(mkcache.InvalidArgumentError,
+                       match="mkc_program_options.struct_size is 0"):
+        lib.mkc_program_compile(g.handle, ctypes.byref(o), ctypes.byref(prog))
+    assert not prog.value
+    with pytest.raises(mkcache.InvalidArgumentError, match="capacity must be >= 0"):
+        g.compile(capacity=-1)
+
+
 def test_an_input_returned_as_an_output_and_a_constant_output():
     g = mkcache.Graph()
     x = g.input("x", (2, 3))
