@@ -101,6 +101,7 @@ class MatmulParams(_Sized):
         ("activation_alpha", c_float),
         ("activation_beta", c_float),
         ("name", c_char_p),
+        ("scale", c_float),
     ]
 
 

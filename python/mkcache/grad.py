@@ -391,12 +391,12 @@ for _kind in ("add", "sub", "mul", "div", "maximum", "minimum"):
     globals()[_kind] = _make_binary_grad(_kind)
 
 
-def matmul(dy, a, b, bias=None, *, transpose_a=False, transpose_b=False, name=None,
-           wrt=("a", "b", "bias")) -> MatmulGrads:
+def matmul(dy, a, b, bias=None, *, transpose_a=False, transpose_b=False, scale=1.0,
+           name=None, wrt=("a", "b", "bias")) -> MatmulGrads:
     """Gradients of ``mkcache.matmul``: MatmulGrads(a, b, bias), summed over
     broadcast batch dims."""
     wanted = _wants_with_bias(wrt, ("a", "b", "bias"), bias)
-    p = ops._prepared(ops._build_matmul_params, transpose_a, transpose_b, None, name)
+    p = ops._prepared(ops._build_matmul_params, transpose_a, transpose_b, None, name, scale)
     args = ops._Args()
     try:
         layout = ops._default_layout()

@@ -354,9 +354,9 @@ class Graph(_Closed):
                                                     self._value(weight, "weight"),
                                                     self._value(bias, "bias")))
 
-    def matmul(self, a, b, bias=None, *, transpose_a=False, transpose_b=False, activation=None,
-               name=None) -> Value:
-        p = ops._build_matmul_params(transpose_a, transpose_b, activation, name)
+    def matmul(self, a, b, bias=None, *, transpose_a=False, transpose_b=False, scale=1.0,
+               activation=None, name=None) -> Value:
+        p = ops._build_matmul_params(transpose_a, transpose_b, activation, name, scale)
         return self._node("matmul", p, self._inputs(self._value(a, "a"), self._value(b, "b"),
                                                     self._value(bias, "bias")))
 

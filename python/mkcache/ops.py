@@ -697,21 +697,24 @@ def linear(x, weight, bias=None, *, activation=None, training=False, name=None,
         args.close()
 
 
-def _build_matmul_params(transpose_a, transpose_b, activation, name):
+def _build_matmul_params(transpose_a, transpose_b, activation, name, scale=1.0):
     p = _capi.MatmulParams()
     _lib.mkc_matmul_params_init(ctypes.byref(p))
     p.transpose_a = 1 if transpose_a else 0
     p.transpose_b = 1 if transpose_b else 0
     p.activation, p.activation_alpha, p.activation_beta = _fused_activation(activation)
     p.name = _name(name)
+    p.scale = _checks.real(scale, "scale")
     return p
 
 
-def matmul(a, b, bias=None, *, transpose_a=False, transpose_b=False, activation=None,
-           name=None, out=None) -> Tensor:
-    """a[..., M, K] @ b[..., K, N] (+ bias[N]) with broadcast batch dims;
-    transpose_a / transpose_b read a / b as their last-two-dims transposes."""
-    p = _prepared(_build_matmul_params, transpose_a, transpose_b, activation, name)
+def matmul(a, b, bias=None, *, transpose_a=False, transpose_b=False, scale=1.0,
+           activation=None, name=None, out=None) -> Tensor:
+    """a[..., M, K] @ b[..., K, N] (+ bias[N]) with broadcast batch dims,
+    times scale, then the activation; transpose_a / transpose_b read a / b
+    as their last-two-dims transposes. An attention's scores are
+    ``matmul(q, k, transpose_b=True, scale=1 / sqrt(head_dim))``."""
+    p = _prepared(_build_matmul_params, transpose_a, transpose_b, activation, name, scale)
     args = _Args()
     try:
         ha = args.handle(a, "a", _default_layout())

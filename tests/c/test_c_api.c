@@ -934,6 +934,34 @@ static void test_struct_sizes(void) {
     mp.struct_size = offsetof(mkc_matmul_params, name);
     REFUSED(mkc_matmul(&mp, tx2, tb2, NULL, &y), "which is not the end of a field");
     CHECK(y == NULL);
+    /* matmul's scale multiplies the result; a struct ending at `name` (the
+     * layout before scale was appended) is read with scale 1. */
+    {
+        float unscaled[6], scaled[6];
+        OK(mkc_matmul_params_init(&mp));
+        CHECK(mp.scale == 1.f);
+        OK(mkc_matmul(&mp, tx2, tb2, NULL, &y));
+        OK(mkc_tensor_export(y, MKC_LAYOUT_NCHW, unscaled, sizeof unscaled));
+        OK(mkc_tensor_destroy(y));
+        y = NULL;
+        mp.scale = -0.25f;
+        OK(mkc_matmul(&mp, tx2, tb2, NULL, &y));
+        OK(mkc_tensor_export(y, MKC_LAYOUT_NCHW, scaled, sizeof scaled));
+        OK(mkc_tensor_destroy(y));
+        y = NULL;
+        for (int i = 0; i < 6; ++i) CHECK(scaled[i] == -0.25f * unscaled[i]);
+        mp.struct_size = FIELD_END(mkc_matmul_params, name);
+        OK(mkc_matmul(&mp, tx2, tb2, NULL, &y));
+        OK(mkc_tensor_export(y, MKC_LAYOUT_NCHW, scaled, sizeof scaled));
+        OK(mkc_tensor_destroy(y));
+        y = NULL;
+        CHECK(memcmp(scaled, unscaled, sizeof scaled) == 0);
+        mp.struct_size = sizeof mp;
+        mp.scale = NAN;
+        REFUSED(mkc_matmul(&mp, tx2, tb2, NULL, &y), "matmul: scale must be finite");
+        CHECK(y == NULL);
+        mp.scale = 1.f;
+    }
 
     /* Cache stats: written as far as struct_size reaches, nothing written
      * when it is refused. */

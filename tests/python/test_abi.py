@@ -173,7 +173,8 @@ def test_an_older_layout_is_read_over_the_defaults(key, op, fn, mirror):
     tensors = _tensors()[key]
     full = _initialised(key, mirror)
     want = _run(fn, ctypes.byref(full), *tensors).numpy()
-    last = getattr(mirror, mirror._fields_[-2][0])  # the field before name
+    names = [f[0] for f in mirror._fields_]
+    last = getattr(mirror, names[names.index("name") - 1])  # the field before name
     cut = last.offset + last.size
     older = _initialised(key, mirror)
     older.struct_size = cut

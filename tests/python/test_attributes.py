@@ -144,7 +144,7 @@ B_SQUARE = _tensor(rng.standard_normal((2, 4, 4)))
 MATMUL_BASE = dict(transpose_a=0, transpose_b=0, activation=2, activation_alpha=1.0,
                    activation_beta=0.0)
 MATMUL_CHANGES = {"transpose_a": 1, "transpose_b": 1, "activation": 0, "activation_alpha": 0.5,
-                  "activation_beta": 0.25}
+                  "activation_beta": 0.25, "scale": 0.5}
 
 X3 = _tensor(rng.standard_normal((3, 4, 5)))
 LAYER_NORM_BASE = dict(begin_norm_axis=-1, epsilon=1e-5, training=0)

@@ -404,6 +404,23 @@ def test_matmul_backward(case, rng):
     assert_close(g.bias.numpy(), dbias, mbias, reduction=int(np.prod(y.shape)), what="dbias")
 
 
+@pytest.mark.parametrize("case", MATMUL[1:3], ids=[str(c) for c in MATMUL[1:3]])
+def test_matmul_backward_with_scale(case, rng):
+    """y = s (op(a) op(b) + bias): every gradient is s times the unscaled one."""
+    sa, sb, ta, tb = case
+    a, b, bias = randn(rng, *sa), randn(rng, *sb), randn(rng, 5)
+    s = 0.125
+    y = mkcache.matmul(a, b, bias, transpose_a=ta, transpose_b=tb, scale=s)
+    dy = randn(rng, *y.shape)
+    g = grad.matmul(dy, a, b, bias, transpose_a=ta, transpose_b=tb, scale=s)
+    da, db, dbias = gref.matmul_backward(a, b, dy, ta, tb)
+    ma, mb, mbias = gref.matmul_backward(np.abs(a), np.abs(b), np.abs(dy), ta, tb)
+    n = int(np.prod(y.shape))
+    assert_close(g.a.numpy(), s * da, s * ma, reduction=n // 3, what="da")
+    assert_close(g.b.numpy(), s * db, s * mb, reduction=n // 3, what="db")
+    assert_close(g.bias.numpy(), s * dbias, s * mbias, reduction=n, what="dbias")
+
+
 BINARY = [((3, 4), (3, 4)), ((2, 3, 4), (4,)), ((3, 1), (1, 4)), ((2, 1, 5), (3, 1)),
           ((2, 5, 3, 4), (1, 5, 1, 1))]
 

@@ -72,6 +72,34 @@ def test_matmul_bias_activation(rng):
     assert_close(np.asarray(y), exact, mag + np.abs(bias), reduction=10)
 
 
+@pytest.mark.parametrize("scale", [0.125, -3.0, 0.0])
+@pytest.mark.parametrize("activation", [None, "relu"])
+def test_matmul_scale(scale, activation, rng):
+    """The result (bias included) times scale, then the activation - an
+    attention's scaled scores, with k read transposed."""
+    q = rng.standard_normal((2, 3, 7, 16), dtype=np.float32)
+    k = rng.standard_normal((2, 3, 9, 16), dtype=np.float32)
+    bias = rng.standard_normal(9, dtype=np.float32)
+    exact, mag = _ref_matmul(q, np.swapaxes(k, -1, -2))
+    exact = scale * (exact + bias)
+    if activation:
+        exact = ref_activation(activation, exact)
+    y = mkcache.matmul(q, k, bias, transpose_b=True, scale=scale, activation=activation)
+    assert_close(np.asarray(y), exact, abs(scale) * (mag + np.abs(bias)), reduction=16)
+    unscaled = mkcache.matmul(q, k, bias, transpose_b=True, activation=activation)
+    if scale != 1.0:  # another entry: not the unscaled one's result
+        assert not np.array_equal(np.asarray(unscaled), np.asarray(y))
+
+
+def test_matmul_scale_errors():
+    x = np.ones((3, 4), np.float32)
+    for bad in (float("nan"), float("inf")):
+        with pytest.raises(mkcache.InvalidArgumentError, match="scale must be finite"):
+            mkcache.matmul(x, x, transpose_b=True, scale=bad)
+    with pytest.raises(mkcache.InvalidArgumentError, match="scale"):
+        mkcache.matmul(x, x, transpose_b=True, scale="2")
+
+
 def test_linear_matmul_errors(rng):
     x = np.ones((3, 4), np.float32)
     with pytest.raises(mkcache.InvalidArgumentError, match="input features"):

@@ -589,9 +589,11 @@ typedef struct mkc_matmul_params {
     float activation_alpha;
     float activation_beta;
     const char *name;               /* cache name; may be NULL               */
+    float scale;                    /* multiplies a @ b (+ bias), before the */
+                                    /* activation (attention's 1/sqrt(d))    */
 } mkc_matmul_params;
 
-/* Defaults: no transposes, no activation, no name. */
+/* Defaults: no transposes, scale 1, no activation, no name. */
 MKC_API mkc_status mkc_matmul_params_init(mkc_matmul_params *params);
 
 /* Batched matrix product a[..., M, K] @ b[..., K, N] (+ bias [N]) with

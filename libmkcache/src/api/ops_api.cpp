@@ -231,6 +231,7 @@ MKC_API mkc_status mkc_matmul_params_init(mkc_matmul_params *params) {
         require_out(params, "params");
         *params = mkc_matmul_params{};
         params->struct_size = sizeof(mkc_matmul_params);
+        params->scale = 1.f;
     });
 }
 

@@ -92,7 +92,8 @@ struct Sized<mkc_matmul_params> {
     static constexpr size_t sizes[] = {
         MKC_FIELD_END(T, transpose_a),      MKC_FIELD_END(T, transpose_b),
         MKC_FIELD_END(T, activation),       MKC_FIELD_END(T, activation_alpha),
-        MKC_FIELD_END(T, activation_beta),  MKC_FIELD_END(T, name)};
+        MKC_FIELD_END(T, activation_beta),  MKC_FIELD_END(T, name),
+        MKC_FIELD_END(T, scale),            sizeof(T)}; // scale ends before its padding
     static constexpr SizeRule rule{"mkc_matmul_params",
                                    "initialise params with mkc_matmul_params_init", sizes,
                                    std::size(sizes)};

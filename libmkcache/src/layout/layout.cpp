@@ -73,6 +73,24 @@ dnnl::memory::desc plain_desc(const Dims &onednn_dims, dnnl::memory::data_type d
     return dnnl::memory::desc(onednn_dims, dtype, strides);
 }
 
+bool caller_strides(const dnnl::memory::desc &desc, mkc_layout layout, Dims &strides) {
+    if (desc.is_zero() || desc.get_format_kind() != dnnl::memory::format_kind::blocked ||
+        desc.get_inner_nblks() != 0)
+        return false;
+    strides = to_caller_order(desc.get_strides(), layout);
+    return true;
+}
+
+bool dense_row_major(const Dims &dims, const Dims &strides) {
+    int64_t expected = 1;
+    for (size_t i = dims.size(); i-- > 0;) {
+        if (dims[i] == 1) continue;
+        if (strides[i] != expected) return false;
+        expected *= dims[i];
+    }
+    return true;
+}
+
 const char *name(mkc_layout layout) {
     switch (layout) {
     case MKC_LAYOUT_TARGET: return "TARGET";

@@ -40,5 +40,14 @@ dnnl::memory::desc plain_desc(const Dims &onednn_dims,
 
 const char *name(mkc_layout layout); // "NCHW"-style name for messages
 
+// The strides of `desc`'s bytes in the caller's dims order for `layout`
+// (in elements), or false when the arrangement is not a plain strided one
+// (blocked, as nChw16c). `strides` is left alone then.
+bool caller_strides(const dnnl::memory::desc &desc, mkc_layout layout, Dims &strides);
+
+// Whether `strides` lay `dims` out row-major with no gap (dims of size 1
+// are ignored: their stride never matters).
+bool dense_row_major(const Dims &dims, const Dims &strides);
+
 } // namespace layout
 } // namespace mkc

@@ -35,6 +35,11 @@ struct Values {
     int size;
 };
 
+// A multiplier whose default is 1 (a default name leaves it out then).
+struct Factor {
+    float value;
+};
+
 // Text of an activation kind, for names ("" for none).
 const char *activation_name(mkc_activation_kind kind);
 // The one-letter tag of a binary kind in its keys' suffix.
@@ -58,6 +63,7 @@ int64_t word(T v) {
 struct Sign {
     Handler &h;
     void field(const char *, float v) { h.sign_float(v); }
+    void field(const char *, Factor v) { h.sign_float(v.value); }
     void field(const char *, Values v) { h.sign(v.data, static_cast<size_t>(v.size)); }
     template <typename T>
     void field(const char *, T v) { h.sign(word(v)); }
@@ -82,6 +88,7 @@ template <typename Words>
 struct Add {
     Words &w;
     void field(const char *, Values v) { w.add_three_unchecked(v.data); }
+    void field(const char *, Factor v) { w.add_unchecked(word(v.value)); }
     template <typename T>
     void field(const char *, T v) { w.add_unchecked(word(v)); }
     template <typename T>
@@ -102,6 +109,12 @@ struct Name {
         out += ':';
         out += tag;
         append_float(out, v);
+    }
+    void field(const char *tag, Factor v) {
+        if (v.value == 1.f) return;
+        out += ':';
+        out += tag;
+        append_float(out, v.value);
     }
     void field(const char *tag, Values v) {
         out += ':';

@@ -3,6 +3,7 @@
 // optional bias and a fused activation.
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <string>
 
 #include "common/engine.hpp"
@@ -10,6 +11,7 @@
 #include "common/handles.hpp"
 #include "handler/handler.hpp"
 #include "keys/keys.hpp"
+#include "layout/layout.hpp"
 #include "ops/attrs.hpp"
 #include "ops/matmul.hpp"
 #include "ops/ops.hpp"
@@ -30,13 +32,14 @@ struct MatmulEntry : PrimitiveEntry {
     dnnl::matmul::primitive_desc pd;
 };
 
-dnnl::primitive_attr activation_attr(mkc_activation_kind kind, float alpha, float beta) {
+// The post-ops: the result times `scale` (when not 1), then the activation.
+dnnl::primitive_attr activation_attr(mkc_activation_kind kind, float alpha, float beta,
+                                     float scale = 1.f) {
     dnnl::primitive_attr attr = user_scratchpad_attr();
-    if (kind != MKC_ACTIVATION_NONE) {
-        dnnl::post_ops ops;
-        ops.append_eltwise(activation_info(kind).alg, alpha, beta);
-        attr.set_post_ops(ops);
-    }
+    dnnl::post_ops ops;
+    if (scale != 1.f) ops.append_eltwise(dnnl::algorithm::eltwise_linear, scale, 0.f);
+    if (kind != MKC_ACTIVATION_NONE) ops.append_eltwise(activation_info(kind).alg, alpha, beta);
+    if (ops.len() > 0) attr.set_post_ops(ops);
     return attr;
 }
 
@@ -431,12 +434,29 @@ void linear_backward(const CacheScope &scope, const mkc_linear_params &p, const 
 namespace {
 
 // Dims of a matmul call, all padded to the same rank n: a and b as read
-// (transposes applied through the strides of their row-major bytes) and
-// the result.
+// (transposes applied through the strides of their bytes) and the result.
 struct MatmulGeometry {
     Dims ac, bc, a_strides, b_strides, yc;
     int64_t n;
 };
+
+// The strides of an operand's bytes in its caller order. A tensor's are
+// row-major (the eager call makes them so first). A described value's are
+// its arrangement's when that is a strided one - in a program, a transpose
+// or reshape of another value's bytes, read where they are - else
+// row-major (the program converts it first).
+Dims operand_strides(const Tensor &t) { return row_major_strides(caller_dims(t)); }
+Dims operand_strides(const ValueDesc &v) {
+    Dims strides;
+    if (layout::caller_strides(v.desc, v.layout, strides)) return strides;
+    return row_major_strides(caller_dims(v));
+}
+
+// `strides` for `dims` padded with leading 1s to rank n.
+void pad_strides(Dims &strides, const Dims &dims, size_t n) {
+    const int64_t outer = dims.empty() ? 1 : dims[0] * strides[0];
+    strides.insert(strides.begin(), n - strides.size(), outer);
+}
 
 template <typename V>
 MatmulGeometry matmul_geometry(const mkc_matmul_params &p, const V &a, const V &b, const V *bias) {
@@ -446,14 +466,17 @@ MatmulGeometry matmul_geometry(const mkc_matmul_params &p, const V &a, const V &
     bc = caller_dims(b);
     require(ac.size() >= 2 && bc.size() >= 2, "matmul: a and b must have rank >= 2, got ", ac.size(),
             " and ", bc.size());
+    require(std::isfinite(p.scale), "matmul: scale must be finite, got ", p.scale);
     const size_t n = std::max(ac.size(), bc.size());
     g.n = static_cast<int64_t>(n);
-    ac.insert(ac.begin(), n - ac.size(), 1);
-    bc.insert(bc.begin(), n - bc.size(), 1);
     // Memory order is [..., rows, cols]; the views swap the last two when
     // transposed.
-    g.a_strides = row_major_strides(ac);
-    g.b_strides = row_major_strides(bc);
+    g.a_strides = operand_strides(a);
+    g.b_strides = operand_strides(b);
+    pad_strides(g.a_strides, ac, n);
+    pad_strides(g.b_strides, bc, n);
+    ac.insert(ac.begin(), n - ac.size(), 1);
+    bc.insert(bc.begin(), n - bc.size(), 1);
     if (p.transpose_a) {
         std::swap(ac[n - 1], ac[n - 2]);
         std::swap(g.a_strides[n - 1], g.a_strides[n - 2]);
@@ -497,13 +520,14 @@ void check_matmul_types(const V &a, const V &b, const V *bias) {
             "matmul: every input must be float32");
 }
 
-// How the primitive sees its arguments' bytes: a and b row-major in their
-// caller order (transposes as strides), the result row-major, the bias as
-// a row broadcast over the result's rank.
+// How the primitive sees its arguments' bytes: a and b with their strides
+// (transposes swap the last two), the result row-major unless other
+// strides are asked for, the bias as a row broadcast over the result's
+// rank.
 struct MatmulViews {
-    MatmulViews(const MatmulGeometry &g)
+    MatmulViews(const MatmulGeometry &g, const Dims *y_strides = nullptr)
         : a(g.ac, f32, g.a_strides), b(g.bc, f32, g.b_strides),
-          y(g.yc, f32, row_major_strides(g.yc)), bias(bias_view(g)) {}
+          y(g.yc, f32, y_strides ? *y_strides : row_major_strides(g.yc)), bias(bias_view(g)) {}
     dnnl::memory::desc a, b, y, bias;
 
 private:
@@ -517,7 +541,7 @@ private:
 
 std::shared_ptr<MatmulEntry> prepare_matmul(const CacheScope &scope, const mkc_matmul_params &p,
                                             const char *name, const MatmulGeometry &g,
-                                            const MatmulViews &v, bool bias) {
+                                            const MatmulViews &v, bool bias, bool y_strided) {
     const MatmulAttrs attrs{p};
     thread_local std::string default_name;
     default_name = bias ? "matmul:bias" : "matmul";
@@ -530,9 +554,12 @@ std::shared_ptr<MatmulEntry> prepare_matmul(const CacheScope &scope, const mkc_m
     sign_attrs(handler, attrs);
     handler.sign_layout(v.a);
     handler.sign_layout(v.b);
+    handler.sign(y_strided ? 1 : 0);
+    if (y_strided) handler.sign_layout(v.y);
     return handler.acquire_primitive<MatmulEntry>([&] {
         auto e = std::make_shared<MatmulEntry>();
-        const auto attr = activation_attr(p.activation, p.activation_alpha, p.activation_beta);
+        const auto attr =
+            activation_attr(p.activation, p.activation_alpha, p.activation_beta, p.scale);
         if (bias)
             e->pd = dnnl::matmul::primitive_desc(cpu_engine(), v.a, v.b, v.bias, v.y, attr);
         else
@@ -554,16 +581,29 @@ ValueDesc MatmulOp::infer(const Attrs &attrs, const ValueDesc &a, const ValueDes
                        matmul_geometry(attrs.p, a, b, bias).yc);
 }
 
+namespace {
+// What a matmul reads an operand as: its own arrangement when that is a
+// strided one (operand_strides), else its bytes row-major.
+dnnl::memory::desc operand_takes(const ValueDesc &v) {
+    Dims strides;
+    if (layout::caller_strides(v.desc, v.layout, strides)) return v.desc;
+    return layout::plain_desc(v.dims, f32, v.layout);
+}
+} // namespace
+
 Prepared MatmulOp::prepare(const CacheScope &scope, const Attrs &attrs, const char *name,
-                           const ValueDesc &a, const ValueDesc &b, const ValueDesc *bias) {
+                           const ValueDesc &a, const ValueDesc &b, const ValueDesc *bias,
+                           const Dims *y_strides) {
     check_matmul_types(a, b, bias);
     const MatmulGeometry g = matmul_geometry(attrs.p, a, b, bias);
-    const MatmulViews v(g);
-    auto entry = prepare_matmul(scope, attrs.p, name, g, v, bias != nullptr);
-    // Each input's bytes row-major in its caller order (a bias: [N]).
+    require(!y_strides || y_strides->size() == g.yc.size(), "matmul: the result's strides have ",
+            y_strides ? y_strides->size() : 0, " entries for rank ", g.yc.size());
+    const MatmulViews v(g, y_strides);
+    auto entry = prepare_matmul(scope, attrs.p, name, g, v, bias != nullptr, y_strides != nullptr);
+    // Each input's bytes as they are when strided, else row-major in its
+    // caller order (a bias: [N]).
     Prepared out{entry,
-                 {layout::plain_desc(a.dims, f32, a.layout),
-                  layout::plain_desc(b.dims, f32, b.layout),
+                 {operand_takes(a), operand_takes(b),
                   bias ? layout::plain_desc(bias->dims, f32, bias->layout) : empty_desc()},
                  {},
                  {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_BIAS},
@@ -585,7 +625,7 @@ void matmul(const CacheScope &scope, const mkc_matmul_params &p, const Tensor &a
     const Tensor &b = row_major(scope, b_in, hb);
     const MatmulGeometry g = matmul_geometry(p, a, b, bias);
     const MatmulViews v(g);
-    auto entry = prepare_matmul(scope, p, p.name, g, v, bias != nullptr);
+    auto entry = prepare_matmul(scope, p, p.name, g, v, bias != nullptr, false);
     Handler::Output out = Handler::prepare_output(dst, *entry, DNNL_ARG_DST,
                                                   MKC_LAYOUT_CHANNELS_FIRST, MKC_DTYPE_F32, "matmul");
     {
@@ -611,8 +651,8 @@ void matmul_backward(const CacheScope &scope, const mkc_matmul_params &p, const 
     if (!(caller_dims(diff_dst) == yc))
         fail(MKC_STATUS_INVALID_ARGUMENT, op, ": diff_dst must have the forward output's shape ",
              shape_text(yc), ", got ", shape_text(caller_dims(diff_dst)));
-    // With op(X) = X or X^T and C = op(A) op(B):
-    //   d op(A) = dC op(B)^T,  d op(B) = op(A)^T dC,
+    // With op(X) = X or X^T and C = s (op(A) op(B) + bias):
+    //   d op(A) = s dC op(B)^T,  d op(B) = s op(A)^T dC,  d bias = s sum(dC),
     // transposed back where A or B was read transposed; then summed over
     // the batch dims A or B was broadcast along.
     auto product = [&](const Tensor &x, bool tx, const Tensor &y, bool ty) {
@@ -620,6 +660,7 @@ void matmul_backward(const CacheScope &scope, const mkc_matmul_params &p, const 
         q.transpose_a = tx;
         q.transpose_b = ty;
         q.activation = MKC_ACTIVATION_NONE;
+        q.scale = p.scale;
         mkc_tensor *result = nullptr;
         matmul(scope, q, x, y, nullptr, &result);
         registry<Tensor>().remove(result); // internal: never handed out
@@ -634,7 +675,7 @@ void matmul_backward(const CacheScope &scope, const mkc_matmul_params &p, const 
         auto full = tb ? product(diff_dst, true, a, ta) : product(a, !ta, diff_dst, false);
         reduce_sum_to(scope, *full, b, 1.f, diff_b, op);
     }
-    if (diff_bias) reduce_sum_to(scope, diff_dst, *bias, 1.f, diff_bias, op);
+    if (diff_bias) reduce_sum_to(scope, diff_dst, *bias, p.scale, diff_bias, op);
 }
 
 } // namespace mkc::ops

@@ -2,6 +2,7 @@
 // row-major inputs and write a row-major result labelled channels-first.
 #pragma once
 
+#include "ops/attrs.hpp"
 #include "ops/phases.hpp"
 
 namespace mkc::ops {
@@ -32,6 +33,7 @@ struct MatmulAttrs {
         v.field("", p.activation);
         v.field("a", p.activation_alpha);
         v.field("b", p.activation_beta);
+        v.field("s", Factor{p.scale});
     }
 };
 
@@ -72,13 +74,20 @@ struct LinearBackwardWeightsOp {
 };
 
 // a [..., M, K] @ b [..., K, N] (+ bias [N]) with numpy batch broadcasting;
-// transpose_a/b read a or b with their last two dims swapped.
+// transpose_a/b read a or b with their last two dims swapped; the result
+// times scale, then the activation.
+//
+// prepare reads a and b where they are when their arrangements are strided
+// ones (a program's view of a transposed value), and writes the result
+// with `y_strides` (the result's caller order) when given, so that a
+// transpose after it can read the bytes as row-major.
 struct MatmulOp {
     using Attrs = MatmulAttrs;
     static ValueDesc infer(const Attrs &attrs, const ValueDesc &a, const ValueDesc &b,
                            const ValueDesc *bias);
     static Prepared prepare(const CacheScope &scope, const Attrs &attrs, const char *name,
-                            const ValueDesc &a, const ValueDesc &b, const ValueDesc *bias);
+                            const ValueDesc &a, const ValueDesc &b, const ValueDesc *bias,
+                            const Dims *y_strides = nullptr);
     static void run(const CacheScope &scope, PrimitiveEntry &entry, const Buffers &buffers);
 };
 
