@@ -169,7 +169,7 @@ class ProgramOptions(_Sized):
 class ProgramMemory(_Sized):
     _fields_ = [("arena_bytes", c_size_t), ("lower_bound_bytes", c_size_t),
                 ("naive_bytes", c_size_t), ("constant_bytes", c_size_t), ("steps", c_int),
-                ("converters", c_int), ("plans", c_int)]
+                ("converters", c_int), ("plans", c_int), ("in_place", c_int), ("views", c_int)]
 
 
 # mkc_op (mkcache.h, "Programs").

@@ -421,9 +421,12 @@ class Graph(_Closed):
         """A Program of this graph (the graph may be built further or closed
         afterwards). fuse: merge what oneDNN runs as one primitive (an
         activation into the conv/linear/matmul before it, an add into the
-        conv before it, an inference batch_norm into the conv's weights);
+        conv before it, an inference batch_norm into the conv's weights, a
+        multiplication by a constant scalar into the matmul before it);
         results then move by rounding only. inplace: a conv's sum writes into
-        its residual at the residual's last use. reuse: values whose lives
+        its residual at the residual's last use, and reshape / transpose read
+        their input's bytes where they are (no copy; a matmul reads such a
+        transposed view directly). reuse: values whose lives
         do not overlap share arena bytes. capacity > 0: at most that many
         input-shape plans kept."""
         o = _params(_capi.ProgramOptions, _lib.mkc_program_options_init,
@@ -626,7 +629,7 @@ class Program(_Closed):
     @property
     def memory(self) -> dict:
         """arena_bytes, lower_bound_bytes, naive_bytes, constant_bytes, steps,
-        converters, plans of the last compiled plan."""
+        converters, plans, in_place, views of the last compiled plan."""
         m = _capi.ProgramMemory()
         _lib.mkc_program_memory_info(self.handle, ctypes.byref(m))
         return {name: getattr(m, name) for name, _ in _capi.ProgramMemory._fields_}

@@ -323,6 +323,64 @@ TEST(fuse_activation_into_linear_and_matmul) {
     }
 }
 
+TEST(fuse_a_constant_scalar_into_a_matmul_as_its_scale) {
+    // scores = q @ k^T, then (times | divided by) a one-element constant, then
+    // (in one case) relu: the scale is the matmul's, the relu after it.
+    struct Case {
+        mkc_binary_kind kind;
+        bool constant_first;
+        Dims c_dims;
+        bool relu;
+        float scale; // expected; 0: not fused
+    };
+    const float c = 0.25f;
+    const Case cases[] = {
+        {MKC_BINARY_MUL, false, {1}, false, c},   {MKC_BINARY_MUL, true, {1, 1}, true, c},
+        {MKC_BINARY_DIV, false, {1}, false, 1 / c}, {MKC_BINARY_DIV, true, {1}, false, 0},
+        {MKC_BINARY_SUB, false, {1}, false, 0},   {MKC_BINARY_MUL, false, {7}, false, 0},
+        {MKC_BINARY_MUL, false, {1, 1, 1, 1}, false, 0},
+    };
+    for (const Case &k : cases) {
+        Graph g;
+        const int q = g.add_input("q", MKC_DTYPE_F32, {2, 3, 5, 8}, kFirst);
+        const int kk = g.add_input("k", MKC_DTYPE_F32, {2, 3, 7, 8}, kFirst);
+        auto ct = constant(k.c_dims, 8, c, c);
+        const int cv = g.add_constant(ct, "c");
+        mkc_matmul_params p;
+        mkc_matmul_params_init(&p);
+        p.transpose_b = 1;
+        const int s = g.add_node(NodeOp::matmul, p, "scores", {q, kk})[0];
+        int y = k.constant_first ? add_binary(g, k.kind, cv, s) : add_binary(g, k.kind, s, cv);
+        if (k.relu)
+            y = g.add_node(NodeOp::activation, act(MKC_ACTIVATION_RELU), "", {y})[0];
+        g.add_output(y, "y");
+        FuseReport r;
+        const Graph f = graph::fuse(g, &r);
+        const bool fused = k.scale != 0;
+        CHECK(r.scales == (fused ? 1 : 0));
+        CHECK(f.nodes.size() == (fused ? 1u : 2u)); // relu only where the scale fuses
+        if (fused) {
+            const auto &q2 = std::get<mkc_matmul_params>(f.nodes[0].params);
+            CHECK(q2.scale == k.scale);
+            CHECK(q2.activation == (k.relu ? MKC_ACTIVATION_RELU : MKC_ACTIVATION_NONE));
+            CHECK(r.lines.at(0).find("as its scale") != std::string::npos);
+        }
+        auto qt = tensor({2, 3, 5, 8}, kFirst, 5), kt = tensor({2, 3, 7, 8}, kFirst, 6);
+        CHECK(same_runs(g, f, {qt.get(), kt.get()}));
+    }
+    // After an activation the scale would come first: not fused.
+    Graph g;
+    const int a = g.add_input("a", MKC_DTYPE_F32, {4, 6}, kFirst);
+    const int b = g.add_input("b", MKC_DTYPE_F32, {6, 3}, kFirst);
+    mkc_matmul_params p;
+    mkc_matmul_params_init(&p);
+    p.activation = MKC_ACTIVATION_RELU;
+    const int y = g.add_node(NodeOp::matmul, p, "mm", {a, b})[0];
+    g.add_output(add_binary(g, MKC_BINARY_MUL, y, g.add_constant(constant({1}, 3), "c")), "y");
+    FuseReport r;
+    CHECK(graph::fuse(g, &r).nodes.size() == 2 && r.scales == 0);
+}
+
 TEST(fold_batch_norm_into_convolutions) {
     const Affine affines[] = {Affine::both, Affine::none, Affine::scale, Affine::shift};
     int i = 0;
@@ -390,7 +448,7 @@ TEST(fuse_chains_of_batch_norm_and_activation) {
             const auto &p2 = std::get<mkc_conv_params>(f.nodes[1].params);
             CHECK(p2.activation == MKC_ACTIVATION_CLIP && p2.activation_beta == 0.5f);
             const std::string text = r.text();
-            CHECK(text.find("fused 4 nodes: 2 activation, 0 sum, 2 batch_norm\n") == 0);
+            CHECK(text.find("fused 4 nodes: 2 activation, 0 sum, 2 batch_norm, 0 scale\n") == 0);
 
             auto xt = tensor(c.x, df, 34);
             CHECK(same_runs(g, f, {xt.get()}));
@@ -671,7 +729,7 @@ TEST(fused_graph_keeps_its_inputs_and_outputs) {
     CHECK(inputs == 2 && constants == 1);
     CHECK(f.outputs.size() == 2 && f.outputs[0].name == "out" && f.outputs[1].name == "passed");
     CHECK(f.outputs[1].value == 0);
-    CHECK_EQ_TEXT(r.text(), "fused 1 node: 1 activation, 0 sum, 0 batch_norm\n"
+    CHECK_EQ_TEXT(r.text(), "fused 1 node: 1 activation, 0 sum, 0 batch_norm, 0 scale\n"
                             "node 1 (activation) fused into node 0 (conv2d 'c')\n");
     auto bt = tensor({2, 3}, kFirst, 3), at = tensor({4, 3, 5, 6}, kFirst, 4);
     CHECK(same_runs(g, f, {bt.get(), at.get()}));

@@ -291,7 +291,7 @@ TEST(plan_text_has_a_line_per_step_and_the_totals) {
         ++lines;
     for (size_t at = 0; (at = text.find(": convert ", at)) != std::string::npos; ++at)
         ++converters;
-    CHECK(lines == static_cast<int>(plan->steps.size()) + 2);
+    CHECK(lines == static_cast<int>(plan->steps.size() + plan->views.size()) + 2);
     CHECK(converters == plan->converters);
     CHECK(text.find("node 0 (conv2d 'c1')") != std::string::npos);
     CHECK(text.find("output 'probs'") != std::string::npos);

@@ -164,7 +164,7 @@ def test_plan_text_lists_every_step_and_the_totals():
         text = prog.plan()  # compiled at once: every dim is static
         lines = text.strip().splitlines()
         m = prog.memory
-        assert len(lines) == m["steps"] + 2
+        assert len(lines) == m["steps"] + m["views"] + 2
         assert sum(": convert " in line for line in lines) == m["converters"]
         assert "node 0 (conv2d 'c1')" in text and "output 'probs'" in text
         assert f"arena {m['arena_bytes']} bytes" in lines[-1]

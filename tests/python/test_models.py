@@ -93,11 +93,12 @@ def test_resnet18_layouts_agree(resnet):
     close(got, resnet.eager(x))
 
 
+@pytest.mark.parametrize("inplace", [True, False], ids=["inplace", "no inplace"])
 @pytest.mark.parametrize("reuse", [True, False], ids=["reuse", "no reuse"])
 @pytest.mark.parametrize("fuse", [True, False], ids=["fused", "unfused"])
-def test_bert_layer_program_equals_the_eager_calls(bert, reuse, fuse):
+def test_bert_layer_program_equals_the_eager_calls(bert, reuse, fuse, inplace):
     graph = bert.graph(1)  # seq bound at run time: one plan per length
-    with graph.compile(fuse=fuse, reuse=reuse) as prog:
+    with graph.compile(fuse=fuse, reuse=reuse, inplace=inplace) as prog:
         graph.close()
         for seq in (16, 5):
             x = RNG.standard_normal((1, seq, 768), dtype=np.float32)
@@ -106,6 +107,12 @@ def test_bert_layer_program_equals_the_eager_calls(bert, reuse, fuse):
             close(got, bert.eager(x))
         m = prog.memory
         assert m["plans"] == 2 and m["steps"] - m["converters"] <= BERT_NODES
+        # The heads' 4 reshapes and 4 transposes are views (the matmuls read
+        # them where they are; the context is written for the transpose
+        # after it); fused, the scores' scale is the matmul's own.
+        assert m["views"] == (8 if inplace else 0)
+        assert m["converters"] == 0
+        assert m["steps"] == BERT_NODES - m["views"] - (1 if fuse else 0)
         if reuse:
             assert m["lower_bound_bytes"] <= m["arena_bytes"] < m["naive_bytes"]
         else:

@@ -939,9 +939,15 @@ typedef struct mkc_program_options {
                            linear or matmul before it; an add into the conv
                            before it (its sum); an inference batch norm with
                            constant statistics into the weights of the conv
-                           before it. Results move by rounding only. */
+                           before it; a multiplication by a constant scalar
+                           into the matmul before it (its scale). Results
+                           move by rounding only. */
     int inplace;        /* != 0 (default): a conv's sum writes into the
-                           residual's buffer where that is its last use */
+                           residual's buffer where that is its last use;
+                           reshape and transpose run as no step, their
+                           results read from their input's bytes (a matmul
+                           reads such a view where it is, and writes its
+                           result so that a transpose after it is plain) */
     int reuse;          /* != 0 (default): values whose lives do not overlap
                            share arena bytes; 0: each its own */
     int64_t capacity;   /* > 0: at most this many plans (input-shape sets)
@@ -1008,6 +1014,9 @@ typedef struct mkc_program_memory {
     int steps;                /* steps of the plan                          */
     int converters;           /* of which conversions                       */
     int plans;                /* plans kept                                 */
+    int in_place;             /* steps writing into an input's buffer       */
+    int views;                /* reshape/transpose nodes run as views (no   */
+                              /* step: their input's bytes read in place)   */
 } mkc_program_memory;
 
 /* The figures of the last compiled plan (no plan yet: INVALID_ARGUMENT).

@@ -444,6 +444,8 @@ MKC_API mkc_status mkc_program_memory_info(const mkc_program *program, mkc_progr
         m.steps = static_cast<int>(plan.steps.size());
         m.converters = plan.converters;
         m.plans = static_cast<int>(p.plan_count());
+        m.in_place = plan.in_place;
+        m.views = static_cast<int>(plan.views.size());
         api::write_sized("program_memory_info", memory, m);
     });
 }

@@ -1,6 +1,7 @@
 // The compile passes, in order: bind the inputs' dims, then per node infer
 // (its operator's checks, errors naming the node) and prepare (its entry in
-// the program's scope, on its inputs' actual arrangements), then place a
+// the program's scope, on its inputs' actual arrangements) - or, for a
+// reshape or transpose, a view of its input's bytes - then place a
 // converter wherever an input's arrangement is not the one the node reads
 // (constants converted here, once), then the graph outputs, then liveness
 // and the arena offsets.
@@ -12,6 +13,7 @@
 #include "common/error.hpp"
 #include "graph/memory_plan.hpp"
 #include "graph/plan.hpp"
+#include "graph/views.hpp"
 #include "layout/layout.hpp"
 
 namespace mkc::graph {
@@ -47,17 +49,50 @@ void run_converter(const CacheScope &scope, PrimitiveEntry &entry, const ops::Bu
     run_reorder(scope, entry, b.in[0], b.out[0]);
 }
 
+bool shape_op(NodeOp op) { return op == NodeOp::reshape || op == NodeOp::transpose; }
+
 class Compiler {
 public:
     Compiler(const Graph &g, const CompileOptions &options, Plan &plan)
         : g_(g), options_(options), plan_(plan), desc_(g.values.size()), where_(g.values.size()),
-          last_reader_(g.values.size(), -1), is_output_(g.values.size(), false) {
+          view_(g.values.size(), false), last_reader_(g.values.size(), -1),
+          is_output_(g.values.size(), false) {
+        std::vector<int> readers(g.values.size(), 0);
         for (size_t n = 0; n < g.nodes.size(); ++n)
             for (int v : g.nodes[n].inputs)
-                if (v != kNoValue)
+                if (v != kNoValue) {
                     last_reader_[v] = static_cast<int>(n);
+                    ++readers[v];
+                }
         for (const Output &o : g.outputs)
             is_output_[o.value] = true;
+        if (!options.inplace)
+            return;
+        // A matmul whose result only a transpose reads writes it so that
+        // the transpose is plain bytes (an attention's context, transposed
+        // back to [batch, seq, heads, head dim]).
+        for (size_t n = 0; n < g.nodes.size(); ++n) {
+            const Node &node = g.nodes[n];
+            if (node.op != NodeOp::transpose)
+                continue;
+            const int v = node.inputs[0];
+            const Value &value = g.values[v];
+            if (value.kind == Value::Kind::result && readers[v] == 1 && !is_output_[v] &&
+                g.nodes[value.producer].op == NodeOp::matmul)
+                y_perm_[value.producer] = std::get<TransposeParams>(node.params).perm;
+        }
+        // A reshape or transpose may be a view of its input's bytes: its
+        // readers then read the input's buffer, so they count as the
+        // input's readers (and an output among them as the input's).
+        for (size_t n = g.nodes.size(); n-- > 0;) {
+            const Node &node = g.nodes[n];
+            if (!shape_op(node.op))
+                continue;
+            const int v = node.inputs[0], w = node.outputs[0];
+            last_reader_[v] = std::max(last_reader_[v], last_reader_[w]);
+            if (is_output_[w])
+                is_output_[v] = true;
+        }
     }
 
     void bind_inputs(const std::vector<std::vector<int64_t>> &dims) {
@@ -90,7 +125,7 @@ public:
             // A node's result already plain is written where the caller wants
             // it, unless another output took that place first.
             if (where_[v].kind == BufferRef::Kind::arena && have.desc == plain.desc &&
-                !redirected_[v]) {
+                !redirected_[where_[v].index]) {
                 redirect(v, out);
                 continue;
             }
@@ -111,6 +146,9 @@ public:
                 for (BufferRef &r : *refs)
                     if (r.kind == BufferRef::Kind::arena)
                         r.offset = m.offsets[r.index];
+        for (View &view : plan_.views)
+            if (view.at.kind == BufferRef::Kind::arena)
+                view.at.offset = m.offsets[view.at.index];
     }
 
 private:
@@ -120,12 +158,36 @@ private:
 
     void node(int n) {
         const Node &node = g_.nodes[n];
+        if (options_.inplace && shape_op(node.op) &&
+            g_.values[node.inputs[0]].kind != Value::Kind::constant) {
+            view(n);
+            return;
+        }
+        // A view is shown plain to every reader but a matmul (which reads
+        // strided bytes where they are): read() then converts it.
         NodeInputs inputs;
-        for (int v : node.inputs)
-            inputs.push_back(v == kNoValue ? nullptr : &desc_[v]);
-        for_node(g_, n, [&] { return infer_node(node, inputs); });
-        ops::Prepared prepared =
-            for_node(g_, n, [&] { return prepare_node(plan_.scope, node, inputs); });
+        std::vector<ValueDesc> shown(node.inputs.size());
+        for (size_t i = 0; i < node.inputs.size(); ++i) {
+            const int v = node.inputs[i];
+            if (v == kNoValue) {
+                inputs.push_back(nullptr);
+            } else if (view_[v] && node.op != NodeOp::matmul) {
+                const ValueDesc &have = desc_[v];
+                shown[i] = ops::plain_value(have.dtype, have.layout, have.dims);
+                inputs.push_back(&shown[i]);
+            } else {
+                inputs.push_back(&desc_[v]);
+            }
+        }
+        const std::vector<ValueDesc> inferred =
+            for_node(g_, n, [&] { return infer_node(node, inputs); });
+        Dims y_strides;
+        auto perm = y_perm_.find(n);
+        if (perm != y_perm_.end())
+            y_strides = strides_for_transpose(ops::caller_dims(inferred.at(0)), perm->second);
+        ops::Prepared prepared = for_node(g_, n, [&] {
+            return prepare_node(plan_.scope, node, inputs, y_strides.empty() ? nullptr : &y_strides);
+        });
 
         Step step;
         step.node = n;
@@ -157,8 +219,10 @@ private:
         // it runs.
         const bool sum = is_conv(node.op) && std::get<mkc_conv_params>(node.params).sum != 0;
         BufferRef residual_buffer;
-        if (sum)
+        if (sum) {
             residual_buffer = residual(n, prepared.outputs.at(0));
+            step.in_place = same_buffer(residual_buffer, where_[node.inputs.at(3)]);
+        }
         const int step_index = static_cast<int>(plan_.steps.size());
         for (const BufferRef &r : step.in)
             touch(r, step_index);
@@ -171,6 +235,7 @@ private:
                 const int v = node.outputs[0];
                 desc_[v] = prepared.outputs[0];
                 where_[v] = residual_buffer;
+                share(residual_buffer, v);
                 touch(residual_buffer, step_index);
                 step.out.push_back(residual_buffer);
                 step.out_formats.push_back(format_name(prepared.outputs[0].desc));
@@ -178,7 +243,9 @@ private:
             }
             const int v = node.outputs[o];
             desc_[v] = prepared.outputs[o];
+            view_[v] = !y_strides.empty() && strided_view(desc_[v]);
             where_[v] = new_buffer(prepared.outputs[o].desc.get_size(), step_index);
+            share(where_[v], v);
             step.out.push_back(where_[v]);
             step.out_formats.push_back(format_name(prepared.outputs[o].desc));
         }
@@ -187,6 +254,48 @@ private:
 
     static bool is_conv(NodeOp op) {
         return op == NodeOp::conv2d || op == NodeOp::conv3d || op == NodeOp::conv2d_transpose;
+    }
+
+    // A reshape or transpose node as a view: its result is its input's
+    // bytes read with other dims and strides, no step. Bytes it cannot view
+    // (blocked ones, or a reshape of a transposed view) are made plain
+    // first by a converter, shared with any other reader wanting them so.
+    void view(int n) {
+        const Node &node = g_.nodes[n];
+        const int v = node.inputs[0], w = node.outputs.at(0);
+        const NodeInputs inputs{&desc_[v]};
+        const ValueDesc out = for_node(g_, n, [&] { return infer_node(node, inputs); }).at(0);
+        BufferRef at = where_[v];
+        ValueDesc result;
+        if (!view_of(node, desc_[v], out, result)) {
+            const ValueDesc &have = desc_[v];
+            const ValueDesc plain = ops::plain_value(have.dtype, have.layout, have.dims);
+            at = read(v, plain.desc);
+            for_node(g_, n, [&] {
+                require(view_of(node, plain, out, result), "no view of plain bytes");
+            });
+        }
+        desc_[w] = result;
+        where_[w] = at;
+        view_[w] = strided_view(result);
+        share(at, w);
+        plan_.views.push_back({n, static_cast<int>(plan_.steps.size()), at, result.desc});
+    }
+
+    static bool view_of(const Node &node, const ValueDesc &src, const ValueDesc &out,
+                        ValueDesc &result) {
+        if (node.op == NodeOp::transpose)
+            return transposed_view(src, std::get<TransposeParams>(node.params).perm, result);
+        if (!row_major_bytes(src))
+            return false;
+        result = ops::plain_value(src.dtype, MKC_LAYOUT_CHANNELS_FIRST, out.dims);
+        return true;
+    }
+
+    // Value `v` is held in arena buffer `r` (with the others there).
+    void share(const BufferRef &r, int v) {
+        if (r.kind == BufferRef::Kind::arena)
+            holders_[r.index].push_back(v);
     }
 
     // The buffer a convolution with a sum writes: the residual's own when
@@ -200,15 +309,36 @@ private:
             require(desc_[r].layout == y.layout && desc_[r].dims == y.dims, "the residual's shape ",
                     shape_text(desc_[r].dims), " is not the output's ", shape_text(y.dims));
         });
+        // Never into bytes the convolution also reads (conv(r) + r).
+        bool read_too = false;
+        for (size_t i = 0; i < 3 && i < node.inputs.size(); ++i)
+            read_too = read_too || (node.inputs[i] != kNoValue &&
+                                    same_buffer(where_[node.inputs[i]], where_[r]));
         if (options_.inplace && g_.values[r].kind == Value::Kind::result &&
             where_[r].kind == BufferRef::Kind::arena && desc_[r].desc == y.desc &&
-            last_reader_[r] == n && !is_output_[r]) {
+            dead_after(where_[r], n) && !read_too) {
             ++plan_.in_place;
             return where_[r];
         }
         const BufferRef copy = new_buffer(y.desc.get_size(), static_cast<int>(plan_.steps.size()));
         add_converter(r, y.desc, copy, "the residual the convolution adds to");
         return copy;
+    }
+
+    static bool same_buffer(const BufferRef &a, const BufferRef &b) {
+        return a.kind == b.kind && a.index == b.index && a.kind != BufferRef::Kind::none;
+    }
+
+    // Whether no value held in arena buffer `r` (a value and its views) is
+    // read after node `n` or is a graph output.
+    bool dead_after(const BufferRef &r, int n) const {
+        auto found = holders_.find(r.index);
+        if (found == holders_.end())
+            return false;
+        for (int v : found->second)
+            if (last_reader_[v] > n || is_output_[v])
+                return false;
+        return true;
     }
 
     // Where a step reads value `v` arranged as `want`: the value itself, a
@@ -287,22 +417,29 @@ private:
         ++plan_.converters;
     }
 
-    // A node result that is a graph output, written straight to it.
+    // A node result that is a graph output, written straight to it (and
+    // every value held in its buffer read from there).
     void redirect(int v, const BufferRef &out) {
         const BufferRef old = where_[v];
+        auto moved = [&](BufferRef &r) {
+            if (r.kind == BufferRef::Kind::arena && r.index == old.index)
+                r = out;
+        };
         for (Step &s : plan_.steps)
             for (auto *refs : {&s.in, &s.out})
                 for (BufferRef &r : *refs)
-                    if (r.kind == BufferRef::Kind::arena && r.index == old.index)
-                        r = out;
+                    moved(r);
+        for (View &view : plan_.views)
+            moved(view.at);
+        for (int held : holders_[old.index])
+            moved(where_[held]);
         buffers_[old.index].life.bytes = 0; // no arena bytes
-        where_[v] = out;
-        redirected_[v] = true;
+        redirected_[old.index] = true;
     }
 
     BufferRef new_buffer(size_t bytes, int step) {
         buffers_.push_back({{bytes, step, step}});
-        return {BufferRef::Kind::arena, static_cast<int>(buffers_.size()) - 1, 0};
+        return {BufferRef::Kind::arena, static_cast<int>(buffers_.size()) - 1, 0, bytes};
     }
 
     // The buffer is read by step `step`.
@@ -320,8 +457,13 @@ private:
     Plan &plan_;
     std::vector<ValueDesc> desc_;
     std::vector<BufferRef> where_;
-    std::map<int, bool> redirected_;
-    std::vector<int> last_reader_; // per value, the last node reading it (-1: none)
+    std::vector<bool> view_;            // a strided view only a matmul reads as it is
+    std::map<int, bool> redirected_;    // per arena buffer: moved to a graph output
+    std::map<int, std::vector<int>> holders_; // per arena buffer, the values held there
+    std::map<int, std::vector<int>> y_perm_;  // matmul node -> the transpose after it
+    // Per value, the last node reading it or a view of it (-1: none), and
+    // whether it or a view of it is a graph output.
+    std::vector<int> last_reader_;
     std::vector<bool> is_output_;
     std::vector<Buffer> buffers_;
     std::map<std::pair<int, std::string>, BufferRef> converted_, constants_;

@@ -1,6 +1,7 @@
 #include "graph/fuse.hpp"
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstring>
 #include <utility>
@@ -18,7 +19,8 @@ std::string FuseReport::text() const {
         return {};
     std::string s = "fused " + std::to_string(total()) + " node" + (total() == 1 ? "" : "s") +
                     ": " + std::to_string(activations) + " activation, " + std::to_string(sums) +
-                    " sum, " + std::to_string(batch_norms) + " batch_norm\n";
+                    " sum, " + std::to_string(batch_norms) + " batch_norm, " +
+                    std::to_string(scales) + " scale\n";
     for (const std::string &line : lines)
         s += line + "\n";
     return s;
@@ -391,7 +393,7 @@ private:
                 continue;
             const int c = reader[y];
             if (batch_norm(static_cast<int>(p), c) || sum(static_cast<int>(p), c) ||
-                activation(static_cast<int>(p), c))
+                scale(static_cast<int>(p), c) || activation(static_cast<int>(p), c))
                 return true;
         }
         return false;
@@ -457,6 +459,36 @@ private:
         std::string line = describe(c) + " fused into " + describe(p);
         merge(p, c, std::move(fused), std::move(line));
         ++report_.activations;
+        return true;
+    }
+
+    bool scale(int p, int c) {
+        const Node &consumer = slots_[c].node;
+        Node fused = slots_[p].node;
+        if (!options_.scale || fused.op != NodeOp::matmul || consumer.op != NodeOp::binary)
+            return false;
+        auto &params = std::get<mkc_matmul_params>(fused.params);
+        const mkc_binary_kind kind = std::get<BinaryParams>(consumer.params).kind;
+        const int y = fused.outputs[0];
+        const int other = consumer.inputs[0] == y ? consumer.inputs[1] : consumer.inputs[0];
+        // y * c, c * y or y / c with c one float32 constant of rank <= 2
+        // (a matmul's result has rank >= 2: its shape stays), after no
+        // activation (the scale comes before it).
+        if (params.activation != MKC_ACTIVATION_NONE || !is_constant(other) ||
+            !(kind == MKC_BINARY_MUL || (kind == MKC_BINARY_DIV && consumer.inputs[0] == y)))
+            return false;
+        const Tensor &t = *values_[other].constant;
+        if (t.dtype != MKC_DTYPE_F32 || element_count(t) != 1 || t.dims.size() > 2)
+            return false;
+        const double c_value = plain_values(t)[0];
+        const double factor = kind == MKC_BINARY_MUL ? c_value : 1.0 / c_value;
+        const double scaled = params.scale * factor;
+        if (!std::isfinite(factor) || !std::isfinite(scaled) || std::fabs(scaled) > FLT_MAX)
+            return false; // the binary's own infinities are not ours to move
+        params.scale = static_cast<float>(scaled);
+        std::string line = describe(c) + " fused into " + describe(p) + " as its scale";
+        merge(p, c, std::move(fused), std::move(line));
+        ++report_.scales;
         return true;
     }
 

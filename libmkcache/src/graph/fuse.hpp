@@ -14,6 +14,10 @@
 //                (its only reader; no activation, no sum) whose weights,
 //                bias, mean, variance, scale and shift are all constants:
 //                folded into new weights and bias constants.
+//   scale        a matmul without activation whose output only a binary
+//                MUL by (or DIV by) a one-element constant reads: the
+//                constant becomes a factor of the matmul's scale (an
+//                attention's 1/sqrt(head dim)).
 //
 // Rewrites repeat until none applies, so conv -> batch_norm -> add -> relu
 // ends as one convolution with folded weights, a sum and a relu (the sum
@@ -48,6 +52,7 @@ struct FuseOptions {
     bool activation = true;
     bool sum = true;
     bool batch_norm = true;
+    bool scale = true;
 };
 
 // What fuse() did: a count per rewrite and one line per rewrite, in the
@@ -57,9 +62,10 @@ struct FuseReport {
     int activations = 0;
     int sums = 0;
     int batch_norms = 0;
+    int scales = 0;
     std::vector<std::string> lines;
 
-    int total() const { return activations + sums + batch_norms; }
+    int total() const { return activations + sums + batch_norms + scales; }
     // A summary line, then the lines; empty when nothing was fused.
     std::string text() const;
 };

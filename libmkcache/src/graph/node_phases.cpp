@@ -1,5 +1,7 @@
 #include "graph/node_phases.hpp"
 
+#include <type_traits>
+
 #include "common/error.hpp"
 #include "ops/activation.hpp"
 #include "ops/batch_norm.hpp"
@@ -212,9 +214,16 @@ std::vector<ValueDesc> infer_node(const Node &node, const NodeInputs &inputs) {
     });
 }
 
-ops::Prepared prepare_node(const CacheScope &scope, const Node &node, const NodeInputs &inputs) {
+ops::Prepared prepare_node(const CacheScope &scope, const Node &node, const NodeInputs &inputs,
+                           const Dims *y_strides) {
+    require(!y_strides || node.op == NodeOp::matmul,
+            "only a matmul writes its result with given strides");
     return with_phases(node, inputs, [&](auto op, const auto &attrs) {
-        return Call<decltype(op)>::prepare(scope, attrs, cache_name(node), inputs);
+        if constexpr (std::is_same_v<decltype(op), ops::MatmulOp>)
+            return ops::MatmulOp::prepare(scope, attrs, cache_name(node), *inputs[0], *inputs[1],
+                                          port(inputs, 2), y_strides);
+        else
+            return Call<decltype(op)>::prepare(scope, attrs, cache_name(node), inputs);
     });
 }
 

@@ -13,7 +13,10 @@ namespace mkc::graph {
 using NodeInputs = std::vector<const ops::ValueDesc *>;
 
 std::vector<ops::ValueDesc> infer_node(const Node &node, const NodeInputs &inputs);
-ops::Prepared prepare_node(const CacheScope &scope, const Node &node, const NodeInputs &inputs);
+// `y_strides`: a matmul node writes its result with these strides (caller
+// order; see ops::MatmulOp); null for every other node.
+ops::Prepared prepare_node(const CacheScope &scope, const Node &node, const NodeInputs &inputs,
+                           const Dims *y_strides = nullptr);
 
 using NodeRun = void (*)(const CacheScope &, PrimitiveEntry &, const ops::Buffers &);
 NodeRun node_run(NodeOp op);

@@ -27,6 +27,7 @@ struct BufferRef {
     } kind = Kind::none;
     int index = 0;
     size_t offset = 0;
+    size_t bytes = 0; // arena: the buffer's size
 };
 
 struct Step {
@@ -44,7 +45,17 @@ struct Step {
     std::string what; // "node 3 (conv2d 'stem')", "convert"
     std::string impl; // the implementation: "onednn:jit:avx2", ...
     std::vector<std::string> in_formats, out_formats;
-    std::string why; // a converter's reason
+    std::string why;       // a converter's reason
+    bool in_place = false; // writes into a buffer one of its inputs had (a sum's residual)
+};
+
+// A reshape or transpose node that runs as no step: its result is a view
+// of another value's bytes (graph/views.hpp).
+struct View {
+    int node;
+    int before_step; // where it sits among the steps
+    BufferRef at;    // the bytes it reads
+    dnnl::memory::desc desc;
 };
 
 struct Plan {
@@ -53,6 +64,7 @@ struct Plan {
     std::string shape_group;      // the same as text ("program:1x3x224x224:...")
     CacheScope scope;             // its entries' scope (state: the compiling thread's)
     std::vector<Step> steps;
+    std::vector<View> views;
     std::vector<std::shared_ptr<void>> constants; // storage of converted constants
     std::vector<const void *> constant_data;      // per BufferRef constant index
     std::vector<ops::ValueDesc> inputs;           // per graph input, plain
@@ -70,7 +82,9 @@ using ConvertedConstants = std::map<std::pair<int, std::string>, std::shared_ptr
 
 struct CompileOptions {
     bool reuse = true;   // intermediate buffers share the arena when their lives allow
-    bool inplace = true; // a convolution's sum writes into its residual at its last use
+    // A convolution's sum writes into its residual at its last use; reshape
+    // and transpose are views of their input's bytes (graph/views.hpp).
+    bool inplace = true;
     ConvertedConstants *constants = nullptr; // shared between plans (null: the plan's own)
 };
 

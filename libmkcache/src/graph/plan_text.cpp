@@ -20,7 +20,7 @@ std::string where(const BufferRef &r, const Graph &g) {
     case BufferRef::Kind::constant:
         return "const#" + std::to_string(r.index);
     case BufferRef::Kind::arena:
-        return "arena@" + std::to_string(r.offset);
+        return "arena@" + std::to_string(r.offset) + "+" + std::to_string(r.bytes);
     case BufferRef::Kind::output:
         return "output '" + g.outputs[r.index].name + "'";
     }
@@ -42,22 +42,46 @@ std::string list(const std::vector<BufferRef> &refs, const std::vector<std::stri
     return s;
 }
 
+// "[1,12,128,64] strides [98304,64,768,1]" (the strides only when they are
+// not row-major).
+std::string view_text(const dnnl::memory::desc &d) {
+    const Dims dims = d.get_dims(), strides = d.get_strides();
+    std::string s = shape_text(dims);
+    if (strides != row_major_strides(dims))
+        s += " strides " + shape_text(strides);
+    return s;
+}
+
 } // namespace
 
 std::string plan_text(const Graph &graph, const Plan &plan) {
     std::ostringstream out;
-    out << "plan " << plan.shape_group << ": " << plan.steps.size() << " steps\n";
+    out << "plan " << plan.shape_group << ": " << plan.steps.size() << " steps, "
+        << plan.views.size() << " views\n";
+    size_t next_view = 0;
+    auto views_before = [&](size_t step) {
+        for (; next_view < plan.views.size() && plan.views[next_view].before_step <= int(step);
+             ++next_view) {
+            const View &v = plan.views[next_view];
+            out << "-: " << graph.describe_node(v.node) << " view  [" << where(v.at, graph)
+                << "] as " << view_text(v.desc) << "\n";
+        }
+    };
     for (size_t i = 0; i < plan.steps.size(); ++i) {
+        views_before(i);
         const Step &s = plan.steps[i];
         out << i << ": " << s.what << " " << s.impl << "  [" << list(s.in, s.in_formats, graph)
             << "] -> [" << list(s.out, s.out_formats, graph) << "]";
+        if (s.in_place)
+            out << "  in place";
         if (!s.why.empty())
             out << "  (" << s.why << ")";
         out << "\n";
     }
-    out << "converters " << plan.converters << ", in place " << plan.in_place << ", arena "
-        << plan.arena_bytes << " bytes, lower bound " << plan.lower_bound_bytes << " bytes, naive "
-        << plan.naive_bytes << " bytes\n";
+    views_before(plan.steps.size());
+    out << "converters " << plan.converters << ", in place " << plan.in_place << ", views "
+        << plan.views.size() << ", arena " << plan.arena_bytes << " bytes, lower bound "
+        << plan.lower_bound_bytes << " bytes, naive " << plan.naive_bytes << " bytes\n";
     return out.str();
 }
 
