@@ -3,6 +3,7 @@
 // its bounds, plans per input-shape group, entries per program, and bad
 // input refused with the node or input named.
 #include <cstdio>
+#include <map>
 
 #include "cache/blob_cache.hpp"
 #include "graph/program.hpp"
@@ -276,6 +277,56 @@ TEST(residual_block_fused_and_in_place_matches_unfused) {
         CHECK(max_rel_diff(results[1], results[0]) <= 1e-4);
         CHECK(max_rel_diff(results[2], results[1]) == 0);
         CHECK(in_place[1] == 0 && in_place[2] == 1);
+    }
+}
+
+TEST(a_value_is_converted_once_per_arrangement_even_for_a_sum) {
+    // stem conv -> max pool (in whatever arrangement the stem chose) -> a
+    // residual block whose first conv and whose sum both want the pool's
+    // output in the blocks' arrangement: one converter makes it, and the
+    // sum (the pool output's last reader) writes into that copy in place.
+    for (const mkc_layout layout : {MKC_LAYOUT_CHANNELS_FIRST, MKC_LAYOUT_CHANNELS_LAST}) {
+        Graph g;
+        const bool last = layout == MKC_LAYOUT_CHANNELS_LAST;
+        const int x = g.add_input("x", MKC_DTYPE_F32,
+                                  last ? std::vector<int64_t>{2, 20, 20, 3}
+                                       : std::vector<int64_t>{2, 3, 20, 20},
+                                  layout);
+        const int w0 = g.add_constant(constant({32, 3, 7, 7}, 1), "w0");
+        const int w1 = g.add_constant(constant({32, 32, 3, 3}, 2), "w1");
+        const int w2 = g.add_constant(constant({32, 32, 3, 3}, 3), "w2");
+        mkc_conv_params stem = conv_params(3, MKC_ACTIVATION_RELU, layout);
+        stem.stride[0] = stem.stride[1] = 2;
+        int y = g.add_node(NodeOp::conv2d, stem, "stem", {x, w0})[0];
+        const int p = g.add_node(NodeOp::pool, max_pool(layout), "pool", {y})[0];
+        y = g.add_node(NodeOp::conv2d, conv_params(1, MKC_ACTIVATION_RELU, layout), "c1",
+                       {p, w1})[0];
+        y = g.add_node(NodeOp::conv2d, conv_params(1, MKC_ACTIVATION_NONE, layout), "c2",
+                       {y, w2})[0];
+        y = g.add_node(NodeOp::binary, graph::BinaryParams{MKC_BINARY_ADD}, "", {y, p})[0];
+        g.add_output(y, "y");
+        auto xt = tensor({2, 3, 20, 20}, layout, 5);
+        const Tensor *inputs[] = {xt.get()};
+        std::vector<std::vector<float>> results;
+        for (const bool inplace : {true, false}) {
+            ProgramOptions options;
+            options.compile.inplace = inplace;
+            Program program(g, options);
+            mkc_tensor *out[] = {nullptr};
+            program.run(inputs, out);
+            results.push_back(take_values(out[0]));
+            const auto plan = program.last_plan();
+            if (!inplace)
+                continue;
+            std::map<std::pair<int, std::string>, int> made; // (buffer, format) -> converters
+            for (const graph::Step &s : plan->steps)
+                if (s.node < 0 && s.in.at(0).kind == graph::BufferRef::Kind::arena)
+                    ++made[{s.in[0].index, s.out_formats.at(0)}];
+            for (const auto &m : made)
+                CHECK(m.second == 1);
+            CHECK(plan->in_place == 1);
+        }
+        CHECK(max_rel_diff(results[0], results[1]) <= 1e-5);
     }
 }
 

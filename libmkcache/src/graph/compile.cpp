@@ -219,10 +219,8 @@ private:
         // it runs.
         const bool sum = is_conv(node.op) && std::get<mkc_conv_params>(node.params).sum != 0;
         BufferRef residual_buffer;
-        if (sum) {
-            residual_buffer = residual(n, prepared.outputs.at(0));
-            step.in_place = same_buffer(residual_buffer, where_[node.inputs.at(3)]);
-        }
+        if (sum)
+            residual_buffer = residual(n, prepared.outputs.at(0), step.in, step.in_place);
         const int step_index = static_cast<int>(plan_.steps.size());
         for (const BufferRef &r : step.in)
             touch(r, step_index);
@@ -298,27 +296,45 @@ private:
             holders_[r.index].push_back(v);
     }
 
-    // The buffer a convolution with a sum writes: the residual's own when
-    // the convolution is its last reader and it is arranged as the
-    // convolution writes (in place: the residual is dead afterwards),
-    // else a copy of the residual made by a step before it.
-    BufferRef residual(int n, const ValueDesc &y) {
+    // The buffer a convolution with a sum writes, which holds the residual
+    // before it runs: in place, the residual's own bytes when they are
+    // arranged as the convolution writes, or the copy of them a converter
+    // already made in that arrangement for an earlier reader - either only
+    // when nothing reads the residual after the convolution and the
+    // convolution does not read those bytes itself (conv(r) + r). Else a
+    // copy of the residual made by a step before it.
+    BufferRef residual(int n, const ValueDesc &y, const std::vector<BufferRef> &reads,
+                       bool &in_place) {
         const Node &node = g_.nodes[n];
         const int r = node.inputs.at(3);
         for_node(g_, n, [&] {
             require(desc_[r].layout == y.layout && desc_[r].dims == y.dims, "the residual's shape ",
                     shape_text(desc_[r].dims), " is not the output's ", shape_text(y.dims));
         });
-        // Never into bytes the convolution also reads (conv(r) + r).
-        bool read_too = false;
-        for (size_t i = 0; i < 3 && i < node.inputs.size(); ++i)
-            read_too = read_too || (node.inputs[i] != kNoValue &&
-                                    same_buffer(where_[node.inputs[i]], where_[r]));
-        if (options_.inplace && g_.values[r].kind == Value::Kind::result &&
-            where_[r].kind == BufferRef::Kind::arena && desc_[r].desc == y.desc &&
-            dead_after(where_[r], n) && !read_too) {
-            ++plan_.in_place;
-            return where_[r];
+        const auto read_here = [&](const BufferRef &b) {
+            for (size_t i = 0; i < 3 && i < reads.size(); ++i)
+                if (same_buffer(reads[i], b))
+                    return true;
+            return false;
+        };
+        const bool dead = where_[r].kind == BufferRef::Kind::arena
+                              ? dead_after(where_[r], n)
+                              : last_reader_[r] <= n && !is_output_[r];
+        in_place = false;
+        if (options_.inplace && dead && g_.values[r].kind == Value::Kind::result) {
+            BufferRef target;
+            if (desc_[r].desc == y.desc) {
+                target = where_[r];
+            } else {
+                auto copy = converted_.find(std::make_pair(r, desc_key(y.desc)));
+                if (copy != converted_.end())
+                    target = copy->second;
+            }
+            if (target.kind == BufferRef::Kind::arena && !read_here(target)) {
+                in_place = true;
+                ++plan_.in_place;
+                return target;
+            }
         }
         const BufferRef copy = new_buffer(y.desc.get_size(), static_cast<int>(plan_.steps.size()));
         add_converter(r, y.desc, copy, "the residual the convolution adds to");
@@ -350,7 +366,7 @@ private:
         if (value.kind == Value::Kind::constant)
             return constant(v, want);
         if (have.desc != want) {
-            auto key = std::make_pair(v, format_name(want) + dims_text(want));
+            auto key = std::make_pair(v, desc_key(want));
             auto found = converted_.find(key);
             if (found == converted_.end()) {
                 const BufferRef out =
@@ -365,7 +381,7 @@ private:
 
     BufferRef constant(int v, const dnnl::memory::desc &want) {
         const Tensor &t = *g_.values[v].constant;
-        auto key = std::make_pair(v, format_name(want) + dims_text(want));
+        auto key = std::make_pair(v, desc_key(want));
         auto found = constants_.find(key);
         if (found != constants_.end())
             return found->second;
@@ -450,7 +466,14 @@ private:
         life.last = std::max(life.last, step);
     }
 
-    static std::string dims_text(const dnnl::memory::desc &d) { return shape_text(d.get_dims()); }
+    // An arrangement as a key: its format name and dims, and its strides
+    // when it is a strided one (two views of one shape differ only there).
+    static std::string desc_key(const dnnl::memory::desc &d) {
+        std::string key = format_name(d) + shape_text(d.get_dims());
+        if (d.get_format_kind() == dnnl::memory::format_kind::blocked && d.get_inner_nblks() == 0)
+            key += shape_text(d.get_strides());
+        return key;
+    }
 
     const Graph &g_;
     const CompileOptions &options_;

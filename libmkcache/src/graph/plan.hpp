@@ -77,7 +77,8 @@ struct Plan {
 
 // A program's constants as its plans converted them, keyed by value and
 // arrangement: every plan that needs a constant in one arrangement shares
-// the one copy (the key's text is the arrangement's format name and dims).
+// the one copy (the key's text is the arrangement's format name, dims and,
+// for a strided one, strides).
 using ConvertedConstants = std::map<std::pair<int, std::string>, std::shared_ptr<void>>;
 
 struct CompileOptions {
