@@ -88,6 +88,20 @@ class Net:
                for i in range(0, len(x), batch)]
         return np.concatenate(out)
 
+    def graph(self, batch=None) -> mkcache.Graph:
+        """The inference forward as a graph (the batch bound at run time by
+        default), the current parameters its constants: x [N, 1, 8, 8] ->
+        "logp" [N, 10]."""
+        p, g = self.params, mkcache.Graph()
+        x = g.input("x", (batch, 1, 8, 8))
+        y = g.relu(g.conv2d(x, p["w1"], p["b1"], padding=1, name="conv1"))
+        y = g.max_pool2d(y, 2, name="pool1")
+        y = g.relu(g.conv2d(y, p["w2"], p["b2"], padding=1, name="conv2"))
+        y = g.max_pool2d(y, 2, name="pool2")
+        y = g.linear(g.flatten(y), p["w3"], p["b3"], name="fc")
+        g.output(g.log_softmax(y, axis=1), "logp")
+        return g
+
 
 def progress(epoch, epochs, done, total, loss, width=24):
     filled = int(width * done / total)
@@ -135,6 +149,18 @@ def main(argv=None) -> int:
     elapsed = time.perf_counter() - start
     print(f"final test accuracy {accuracy:.4f} ({int(accuracy * len(y_test))}/{len(y_test)}) "
           f"after {args.epochs} epochs in {elapsed:.1f} s")
+    # Deployment: the trained net compiled once (relus fused into the convs),
+    # then the whole test set in one run.
+    with net.graph().compile() as program:
+        eager = net.forward(x_test, training=False)[0].numpy()
+        logp = program.run(x=x_test)["logp"]
+        agree = int((logp.argmax(1) == eager.argmax(1)).sum())
+        print(f"as a program: test accuracy {float((logp.argmax(1) == y_test).mean()):.4f}, "
+              f"{agree}/{len(y_test)} predictions as the eager calls', largest log-probability "
+              f"difference {np.abs(logp - eager).max():.1e}")
+        if not np.allclose(logp, eager, rtol=1e-4, atol=1e-5):
+            print("the program's log-probabilities differ from the eager calls'")
+            return 1
     if args.require_accuracy is not None and accuracy < args.require_accuracy:
         print(f"below the required {args.require_accuracy:.4f}")
         return 1

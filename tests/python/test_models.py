@@ -1,6 +1,7 @@
-"""Whole models (examples/models.py): ResNet-18 and a BERT-base encoder layer
-as programs against the same models run op by op through the eager calls,
-fused and not, with arena reuse on and off, and against float64 numpy (and
+"""Whole models (examples/models.py): ResNet-18, a BERT-base encoder layer
+and the digits example's CNN (examples/train_digits.py) as programs against
+the same models run op by op through the eager calls, fused and not, with
+arena reuse and in-place each on and off, and against float64 numpy (and
 torch, onnxruntime when installed).
 
 Tolerances: rtol 1e-4 plus an atol of 1e-5 (program vs eager) or 2e-5 (vs
@@ -25,6 +26,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
 from models import BertLayer, ResNet18, max_relative_error  # noqa: E402
+from train_digits import Net as DigitsNet  # noqa: E402
 
 RNG = np.random.default_rng(11)
 IMAGE = 64
@@ -129,6 +131,30 @@ def test_bert_layer_against_float64_numpy(bert):
     q = x[0] @ bert.params["attention.self.query.weight"].T
     k = x[0] @ bert.params["attention.self.key.weight"].T
     assert np.std(q[:, :64] @ k[:, :64].T * bert.scale) > 0.5
+
+
+@pytest.mark.parametrize("inplace", [True, False], ids=["inplace", "no inplace"])
+@pytest.mark.parametrize("reuse", [True, False], ids=["reuse", "no reuse"])
+@pytest.mark.parametrize("fuse", [True, False], ids=["fused", "unfused"])
+def test_digits_cnn_program_equals_the_eager_calls(fuse, reuse, inplace):
+    """The digits example's CNN (examples/train_digits.py), batch bound at
+    run time: an odd batch and a full one."""
+    net = DigitsNet(np.random.default_rng(5))
+    for k in net.params:  # non-zero biases, so a dropped bias shows
+        net.params[k] += np.float32(0.05) * RNG.standard_normal(net.params[k].shape,
+                                                                dtype=np.float32)
+    graph = net.graph()
+    with graph.compile(fuse=fuse, reuse=reuse, inplace=inplace) as prog:
+        graph.close()
+        for batch in (7, 32):
+            x = RNG.random((batch, 1, 8, 8), dtype=np.float32)
+            got = prog.run(x=x)["logp"]
+            assert got.shape == (batch, 10)
+            close(got, net.forward(x, training=False)[0].numpy())
+        m = prog.memory
+        assert m["plans"] == 2
+        assert m["steps"] - m["converters"] == (7 if fuse else 9) - (m["views"])
+        assert m["views"] == (1 if inplace else 0)  # the flatten
 
 
 def test_models_are_seeded(resnet, bert):
