@@ -33,6 +33,9 @@ class Helper:
         lib.mkcb_create.restype = ctypes.c_void_p
         lib.mkcb_run.argtypes = [ctypes.c_void_p, ctypes.c_int64]
         lib.mkcb_run.restype = None
+        lib.mkcb_program_run.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int64),
+                                         ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
+        lib.mkcb_program_run.restype = ctypes.c_int
         lib.mkcb_destroy.argtypes = [ctypes.c_void_p]
         lib.mkcb_destroy.restype = None
         lib.mkcb_reorders_since_create.argtypes = [ctypes.c_void_p]

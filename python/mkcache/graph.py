@@ -460,6 +460,7 @@ class Program(_Closed):
             _lib.mkc_program_output_name(handle, i, ctypes.byref(name))
             self.output_names.append(name.value.decode())
         self._ranks = tuple(input_ranks[n] for n in self.input_names)
+        self._output_set = frozenset(self.output_names)
         # The pointer arrays the plain-buffer call reads, one pair per
         # thread: run() may be called from many threads at once.
         self._per_thread = threading.local()
@@ -535,41 +536,50 @@ class Program(_Closed):
                 handles.append(owners[-1].handle)
         return (_capi.tensor_p * max(len(handles), 1))(*handles), owners
 
-    def _shapes_for(self, shapes: tuple):
-        entry = self._shapes.get(shapes)
-        if entry is None:
-            flat = [d for shape in shapes for d in shape]
-            dims = (ctypes.c_int64 * max(len(flat), 1))(*flat)
-            out = []
-            nd = ctypes.c_int()
-            buf = (ctypes.c_int64 * _capi.MAX_NDIMS)()
-            for i in range(len(self.output_names)):
-                _lib.mkc_program_output_shape(self.handle, dims, i, ctypes.byref(nd), buf)
-                out.append(tuple(buf[:nd.value]))
-            if len(self._shapes) >= 1024:
-                self._shapes.clear()
-            entry = self._shapes[shapes] = (dims, out)
+    def _shapes_for(self, key):
+        """(the input dims as the C call takes them, the output shapes) for
+        input shapes `key` (one input: its shape; else a tuple of shapes),
+        remembered; None when a shape has another rank than its input or an
+        empty dim (the general path then says what is wrong)."""
+        shapes = (key,) if len(self._ranks) == 1 else key
+        if any(len(shape) != rank or 0 in shape for shape, rank in zip(shapes, self._ranks)):
+            return None
+        flat = [d for shape in shapes for d in shape]
+        dims = (ctypes.c_int64 * max(len(flat), 1))(*flat)
+        out = []
+        nd = ctypes.c_int()
+        buf = (ctypes.c_int64 * _capi.MAX_NDIMS)()
+        for i in range(len(self.output_names)):
+            _lib.mkc_program_output_shape(self.handle, dims, i, ctypes.byref(nd), buf)
+            out.append(tuple(buf[:nd.value]))
+        if len(self._shapes) >= 1024:
+            self._shapes.clear()
+        entry = self._shapes[key] = (dims, tuple(zip(self.output_names, out)))
         return entry
 
     def _run_arrays(self, inputs: dict, outputs):
         """run() for numpy inputs (float32, C-contiguous, of the graph's
         ranks) with one C call on their buffers; None: take the general
-        path (which also reports what is wrong)."""
+        path (which also reports what is wrong). What is checked once per
+        input shape (ranks, no empty dim) is checked in _shapes_for."""
         names = self.input_names
         if len(inputs) != len(names) or not self._handle:
             return None
-        try:
-            arrays = [inputs[n] for n in names]
-        except KeyError:
-            return None
-        for a, rank in zip(arrays, self._ranks):
-            if not (type(a) is _ndarray and a.dtype is _F32 and a.ndim == rank
-                    and a.flags.c_contiguous and a.size):
+        if len(names) == 1:  # the usual case, without the loops
+            a = inputs.get(names[0])
+            if type(a) is not _ndarray or a.dtype is not _F32 or not a.flags.c_contiguous:
                 return None
-        shapes = tuple([a.shape for a in arrays])
-        entry = self._shapes.get(shapes)
+            arrays = (a,)
+            key = a.shape
+        else:
+            arrays = [inputs.get(n) for n in names]
+            for a in arrays:
+                if type(a) is not _ndarray or a.dtype is not _F32 or not a.flags.c_contiguous:
+                    return None
+            key = tuple([a.shape for a in arrays])
+        entry = self._shapes.get(key) or self._shapes_for(key)
         if entry is None:
-            entry = self._shapes_for(shapes)
+            return None
         dims, out_shapes = entry
         local = self._per_thread
         try:
@@ -579,13 +589,13 @@ class Program(_Closed):
             out_ptrs = local.out_ptrs = (ctypes.c_void_p * max(len(self.output_names), 1))()
         result = {}
         if outputs is None:
-            for i, (n, shape) in enumerate(zip(self.output_names, out_shapes)):
+            for i, (n, shape) in enumerate(out_shapes):
                 y = result[n] = _empty(shape, _F32)
                 out_ptrs[i] = _slot(y)
         else:
-            if any(n not in self.output_names for n in outputs):
+            if not outputs.keys() <= self._output_set:
                 return None
-            for i, (n, shape) in enumerate(zip(self.output_names, out_shapes)):
+            for i, (n, shape) in enumerate(out_shapes):
                 y = outputs.get(n)
                 if y is None:
                     y = _empty(shape, _F32)

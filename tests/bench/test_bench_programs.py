@@ -11,7 +11,9 @@ and ratios to the program.
 
 And the per-node cost of a program: 200 relu nodes on 1x16 against 200
 executions of the bare oneDNN primitive (libmkcache_bench), mkcache's C call
-on a cache hit and the eager Python call, in microseconds per node.
+on a cache hit and the eager Python call, in microseconds per node; and a
+1-node program's run from Python (prog.run) against the same run from a C
+loop (mkc_program_run_plain, the entry prog.run calls).
 
     python -m pytest tests/bench/test_bench_programs.py --benchmark-enable --benchmark-only
 """
@@ -294,11 +296,22 @@ def test_program_per_node_cost(benchmark, helper, threads):
                 y = mkcache.relu(y)
             return y
 
+        dims = (ctypes.c_int64 * 2)(1, 16)
+        x_at, y_at = x.ctypes.data, outs[1].ctypes.data
+
+        def c_runs():  # NODES runs of the 1-node program in a C loop
+            assert helper.lib.mkcb_program_run(progs[1].handle, dims, x_at, y_at, NODES) == 0
+
+        def python_runs(run=progs[1].run, y=outs[1]):  # the same from Python
+            for _ in range(NODES):
+                run(x=x, outputs={"y": y})
+
         fns = {
             "bare": lambda: helper.lib.mkcb_run(bare, NODES),
             "cached": lambda: helper.lib.mkcb_run(cached, NODES),
             "program": lambda: progs[NODES].run(x=x, outputs={"y": outs[NODES]}),
-            "program_1": lambda: progs[1].run(x=x, outputs={"y": outs[1]}),
+            "program_1": python_runs,
+            "c_program_1": c_runs,
             "eager": eager,
         }
         np.testing.assert_array_equal(np.asarray(eager()), np.maximum(x, 0))
@@ -312,9 +325,10 @@ def test_program_per_node_cost(benchmark, helper, threads):
             benchmark.pedantic(measure, rounds=1, iterations=1)
         if getattr(benchmark, "stats", None) is not None:
             r = NODE_RESULTS[label] = {m: v / NODES for m, v in result.items()
-                                       if m != "program_1"}
-            r["marginal"] = (result["program"] - result["program_1"]) / (NODES - 1)
-            r["run"] = result["program_1"]
+                                       if m not in ("program_1", "c_program_1")}
+            r["marginal"] = (result["program"] - result["program_1"] / NODES) / (NODES - 1)
+            r["run"] = result["program_1"] / NODES
+            r["c_run"] = result["c_program_1"] / NODES
             benchmark.extra_info.update({f"{m}_seconds_per_node": v for m, v in r.items()})
     finally:
         helper.lib.mkcb_destroy(bare)
@@ -345,13 +359,15 @@ def render_table() -> str:
 
 def render_node_table() -> str:
     lines = [f"| {NODES} relu nodes 1x16 | bare oneDNN (us/node) | mkcache C hit | program | "
-             "program, marginal (less a 1-node run) | eager Python | a 1-node program run (us) |",
-             "|---|---|---|---|---|---|---|"]
+             "program, marginal (less a 1-node run) | eager Python | a 1-node program run: "
+             "Python prog.run (us) | the same run from C (us) | Python - C (us) |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for label, r in NODE_RESULTS.items():
         bare = r["bare"]
         cell = lambda m: f"{r[m] * 1e6:.3f} ({r[m] / bare:.2f}x)"  # noqa: E731
         lines.append(f"| {label} | {bare * 1e6:.3f} | {cell('cached')} | {cell('program')} | "
-                     f"{cell('marginal')} | {cell('eager')} | {r['run'] * 1e6:.2f} |")
+                     f"{cell('marginal')} | {cell('eager')} | {r['run'] * 1e6:.2f} | "
+                     f"{r['c_run'] * 1e6:.2f} | {(r['run'] - r['c_run']) * 1e6:+.2f} |")
     return "\n".join(lines)
 
 

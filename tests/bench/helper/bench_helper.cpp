@@ -287,6 +287,19 @@ MKCB_API void *mkcb_create(const char *op, int mode, const int64_t *params, int 
     return nullptr;
 }
 
+// `iters` runs of a program with one input and one output through the C
+// entry a binding uses (mkc_program_run_plain): what a run costs without
+// the binding. Returns the first failure's status (0: all ran).
+MKCB_API int mkcb_program_run(void *program, const int64_t *input_dims, const void *x, void *y,
+                              int64_t iters) {
+    const void *inputs[] = {x};
+    void *outputs[] = {y};
+    auto *p = static_cast<mkc_program *>(program);
+    for (int64_t i = 0; i < iters; ++i)
+        if (const mkc_status s = mkc_program_run_plain(p, input_dims, inputs, outputs)) return s;
+    return 0;
+}
+
 MKCB_API void mkcb_run(void *bench, int64_t iters) {
     auto *b = static_cast<Bench *>(bench);
     for (int64_t i = 0; i < iters; ++i) b->call();
