@@ -29,6 +29,7 @@ from .ops import (abs, activation, add, clip, conv2d, div, elu, exp, gelu,  # no
                   square, swish, tanh)
 from .tensor import Tensor  # noqa: E402
 from .graph import Graph, Program  # noqa: E402
+from ._trace import trace  # noqa: E402
 
 
 def library_version() -> str:
@@ -59,7 +60,7 @@ __all__ = [
     "max_pool3d", "avg_pool3d", "global_max_pool", "global_avg_pool", "linear", "matmul",
     "layer_norm", "batch_norm", "lrn", "concat", "transpose", "to_layout", "conv3d",
     "conv2d_transpose",
-    "Tensor", "Graph", "Program", "target_layout",
+    "Tensor", "Graph", "Program", "trace", "target_layout",
     "get_target_layout", "Error", "InvalidArgumentError", "InvalidHandleError", "DTypeError",
     "UnsupportedError", "OutOfMemoryError", "BufferTooSmallError", "OneDNNError",
     "InternalError",

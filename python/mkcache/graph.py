@@ -55,6 +55,7 @@ else:  # pragma: no cover - CPython and NumPy keep the data field's place
 class Value:
     """A value of a Graph: an input, a constant or a node's result."""
     __slots__ = ("graph", "index")
+    _mkcache_graph_value = True  # what an eager operator's argument check tells apart
 
     def __init__(self, graph: "Graph", index: int):
         self.graph, self.index = graph, index

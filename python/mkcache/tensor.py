@@ -29,6 +29,11 @@ def check_array(array, argument: str) -> np.ndarray:
         return array  # the common case, checked cheaply
     if array is None:
         raise InvalidArgumentError(f"{argument} is None; expected a numpy array or mkcache.Tensor")
+    if getattr(type(array), "_mkcache_graph_value", False):
+        raise InvalidArgumentError(
+            f"{argument} is a graph value, which only graph operators take: a Graph's methods, "
+            "or inside mkcache.trace the operators called as mkcache.<name> (a name bound "
+            "before the trace is the eager function)")
     if not isinstance(array, np.ndarray):
         raise DTypeError(
             f"{argument} must be a numpy.ndarray or mkcache.Tensor, got {type(array).__name__}")
