@@ -32,6 +32,9 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-fuse", action="store_true",
                     help="compile without fusion (every node a step of its own)")
+    ap.add_argument("--no-inplace", action="store_true",
+                    help="compile without in-place sums and views (reshapes and transposes "
+                         "copy)")
     args = ap.parse_args(argv)
     if args.seq < 2:
         ap.error("--seq must be >= 2")
@@ -49,7 +52,7 @@ def main(argv=None) -> int:
     graph = layer.graph(args.batch)  # seq: None, bound at run time
     t1 = time.perf_counter()
     worst = 0.0
-    with graph.compile(fuse=not args.no_fuse) as prog:
+    with graph.compile(fuse=not args.no_fuse, inplace=not args.no_inplace) as prog:
         graph.close()
         print(f"graph built in {t1 - t0:.2f} s")
         for s, xs in inputs.items():

@@ -39,6 +39,9 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-fuse", action="store_true",
                     help="compile without fusion (every node a step of its own)")
+    ap.add_argument("--no-inplace", action="store_true",
+                    help="compile without in-place sums and views (reshapes and transposes "
+                         "copy)")
     args = ap.parse_args(argv)
 
     threads = mkcache.build_info()["max_threads"]
@@ -53,7 +56,7 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     graph = net.graph(args.batch, args.image, args.layout)
     t1 = time.perf_counter()
-    with graph.compile(fuse=not args.no_fuse) as prog:
+    with graph.compile(fuse=not args.no_fuse, inplace=not args.no_inplace) as prog:
         t2 = time.perf_counter()
         graph.close()
         got = prog.run(x=x)["logits"]
