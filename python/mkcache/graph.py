@@ -637,6 +637,27 @@ class Program(_Closed):
         """The last compiled plan: one line per step, then the totals."""
         return _capi.call_with_buffer(_lib.mkc_program_plan, self.handle)
 
+    def steps(self) -> list:
+        """The last compiled plan's steps and views, in order, as dicts:
+        step (None for a view: it runs as no step), node (the fused graph's
+        node number; None for a conversion), kind ("node", "convert",
+        "view"), impl, inputs and outputs ([(place, format)]: a place is
+        "input:i", "const:i", "arena:offset:bytes" or "output:i"), note ("in
+        place", a conversion's reason, or None)."""
+        def buffers(field):
+            if field == "-":
+                return []
+            return [tuple(entry.split(" ", 1)) for entry in field.split(", ")]
+        text = _capi.call_with_buffer(_lib.mkc_program_steps, self.handle)
+        steps = []
+        for line in text.splitlines():
+            step, node, kind, impl, ins, outs, note = line.split("\t")
+            steps.append({"step": None if step == "-" else int(step),
+                          "node": None if node == "-1" else int(node), "kind": kind,
+                          "impl": None if impl == "-" else impl, "inputs": buffers(ins),
+                          "outputs": buffers(outs), "note": None if note == "-" else note})
+        return steps
+
     @property
     def memory(self) -> dict:
         """arena_bytes, lower_bound_bytes, naive_bytes, constant_bytes, steps,

@@ -170,6 +170,27 @@ def test_plan_text_lists_every_step_and_the_totals():
         assert f"arena {m['arena_bytes']} bytes" in lines[-1]
 
 
+def test_steps_describe_the_plan_for_a_program_to_read():
+    with SmallCnn("NHWC").build(2).compile() as prog:
+        steps, m = prog.steps(), prog.memory
+        assert len(steps) == m["steps"] + m["views"]
+        assert [s["step"] for s in steps if s["kind"] != "view"] == list(range(m["steps"]))
+        assert sum(s["kind"] == "convert" for s in steps) == m["converters"]
+        assert sum(s["kind"] == "view" for s in steps) == m["views"] == 1  # the flatten
+        assert sum(s["note"] == "in place" for s in steps) == m["in_place"]
+        first = next(s for s in steps if s["kind"] == "node")
+        assert first["node"] == 0 and first["impl"].startswith("onednn")
+        assert any(s["inputs"][0][0] == "input:0" for s in steps if s["step"] in (0, 1))
+        assert steps[-1]["outputs"] == [("output:0", steps[-1]["outputs"][0][1])]
+        for s in steps:
+            for place, _ in s["inputs"] + s["outputs"]:
+                if place.startswith("arena:"):
+                    _, offset, size = place.split(":")
+                    assert int(offset) + int(size) <= m["arena_bytes"]
+            if s["kind"] == "convert":
+                assert s["node"] is None and s["note"]
+
+
 def _keys_of(executor):
     """The cache keys (programs keep theirs in session 0) of an executor."""
     return [key for _, key in mkcache.cache.keys(0) if f"|e{executor:x}" in key]

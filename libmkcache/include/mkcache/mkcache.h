@@ -1005,6 +1005,24 @@ MKC_API mkc_status mkc_program_executor(const mkc_program *program, uint64_t *ex
 MKC_API mkc_status mkc_program_plan(const mkc_program *program, char *buf, size_t size,
                                     size_t *needed);
 
+/* The same plan for a program to read: one line per step or view, in order,
+ * of 7 tab-separated fields:
+ *   step      its index among the steps ("-" for a view: no step)
+ *   node      the node's number in the fused graph (-1: a conversion)
+ *   kind      "node", "convert" or "view"
+ *   impl      the implementation ("onednn:brgconv:avx512_core"; "-": view)
+ *   inputs    "<place> <format>" per buffer read, joined by ", "; a place is
+ *             input:<i>, const:<i>, arena:<offset>:<bytes> or output:<i>;
+ *             a view's single entry is the bytes it reads and, for the
+ *             format, its dims ("1x12x128x64", then "/" and the strides
+ *             when they are not row-major)
+ *   outputs   the same for the buffers written ("-": a view)
+ *   note      "in place" (a sum written into its residual's buffer), a
+ *             conversion's reason, or "-"
+ * Copied as mkc_program_plan. Any thread. */
+MKC_API mkc_status mkc_program_steps(const mkc_program *program, char *buf, size_t size,
+                                     size_t *needed);
+
 typedef struct mkc_program_memory {
     size_t struct_size;       /* sizeof(mkc_program_memory)                 */
     size_t arena_bytes;       /* the last plan's arena                      */

@@ -429,6 +429,15 @@ MKC_API mkc_status mkc_program_plan(const mkc_program *program, char *buf, size_
     });
 }
 
+MKC_API mkc_status mkc_program_steps(const mkc_program *program, char *buf, size_t size,
+                                     size_t *needed) {
+    return guard([&] {
+        const graph::Program &p = program_arg(program);
+        std::shared_ptr<const graph::Plan> hold;
+        api::copy_out(graph::plan_steps(last_plan(p, hold)), buf, size, needed);
+    });
+}
+
 MKC_API mkc_status mkc_program_memory_info(const mkc_program *program, mkc_program_memory *memory) {
     return guard([&] {
         const graph::Program &p = program_arg(program);

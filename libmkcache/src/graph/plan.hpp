@@ -100,4 +100,8 @@ std::unique_ptr<Plan> compile_plan(const Graph &graph,
 // One line per step, then the totals.
 std::string plan_text(const Graph &graph, const Plan &plan);
 
+// The same steps (and views) for a program to read: one line each, in
+// order, of tab-separated fields (mkcache.h, mkc_program_steps).
+std::string plan_steps(const Plan &plan);
+
 } // namespace mkc::graph
