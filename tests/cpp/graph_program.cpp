@@ -280,6 +280,51 @@ TEST(residual_block_fused_and_in_place_matches_unfused) {
     }
 }
 
+TEST(grouped_and_transposed_weights_are_converted_once_at_compile) {
+    // conv (groups 2) -> conv2d_transpose (groups 3): both read their
+    // weights through a view; the program converts them when it compiles,
+    // and its runs execute no conversion of them (the library's reorder
+    // count does not move) while giving the eager calls' values.
+    for (const mkc_layout layout : {MKC_LAYOUT_CHANNELS_FIRST, MKC_LAYOUT_CHANNELS_LAST}) {
+        Graph g;
+        const bool last = layout == MKC_LAYOUT_CHANNELS_LAST;
+        const int x = g.add_input(
+            "x", MKC_DTYPE_F32,
+            last ? std::vector<int64_t>{2, 7, 9, 6} : std::vector<int64_t>{2, 6, 7, 9}, layout);
+        auto w1 = constant({12, 3, 3, 3}, 1), w2 = constant({12, 5, 3, 3}, 2);
+        auto b2 = constant({15}, 3);
+        mkc_conv_params p1 = conv_params(1, MKC_ACTIVATION_NONE, layout);
+        p1.groups = 2;
+        mkc_conv_params p2 = conv_params(1, MKC_ACTIVATION_NONE, layout);
+        p2.groups = 3;
+        p2.stride[0] = p2.stride[1] = 2;
+        int y = g.add_node(NodeOp::conv2d, p1, "grouped", {x, g.add_constant(w1, "w1")})[0];
+        y = g.add_node(NodeOp::conv2d_transpose, p2, "up",
+                       {y, g.add_constant(w2, "w2"), g.add_constant(b2, "b2")})[0];
+        g.add_output(y, "y");
+        auto xt = tensor({2, 6, 7, 9}, layout, 4);
+        const Tensor *inputs[] = {xt.get()};
+        Program program(g, ProgramOptions{});
+        mkc_tensor *first[] = {nullptr};
+        program.run(inputs, first);
+        const uint64_t before = reorder_count();
+        mkc_tensor *again[] = {nullptr};
+        program.run(inputs, again);
+        CHECK(reorder_count() == before);
+        const std::vector<float> got = take_values(again[0]);
+        CHECK(max_rel_diff(take_values(first[0]), got) == 0);
+
+        const CacheScope &s = thread_state().scope;
+        mkc_tensor *a = nullptr, *b = nullptr;
+        ops::convolution(s, "conv2d", 2, false, p1, *xt, *w1, nullptr, &a);
+        ops::convolution(s, "conv2d_transpose", 2, true, p2, *a, *w2, b2.get(), &b);
+        mkc_tensor_destroy(a);
+        CHECK(max_rel_diff(got, take_values(b)) <= 1e-5);
+        for (const graph::Step &step : program.last_plan()->steps)
+            CHECK(!step.in_args.empty()); // every step a plain execution
+    }
+}
+
 TEST(a_value_is_converted_once_per_arrangement_even_for_a_sum) {
     // stem conv -> max pool (in whatever arrangement the stem chose) -> a
     // residual block whose first conv and whose sum both want the pool's

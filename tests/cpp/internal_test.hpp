@@ -62,6 +62,13 @@ ops::Verdict error_of(const std::function<void()> &call);
 
 using RunPhase = void (*)(const CacheScope &, PrimitiveEntry &, const ops::Buffers &);
 
+// The tensors' values in fresh buffers arranged as `prepared.takes` says
+// (an input with a view converted from its bytes read through it), as a
+// run reads them; `held` keeps the buffers. A null input stays null.
+std::vector<const void *> arranged_inputs(const CacheScope &scope, const ops::Prepared &prepared,
+                                          const std::vector<const Tensor *> &inputs,
+                                          std::vector<std::shared_ptr<void>> &held);
+
 // Runs prepared phases on fresh buffers: the inputs (converted from the
 // tensors to what `prepared.takes` says), the outputs' values returned
 // plain. A null input stays absent (or unread).

@@ -112,9 +112,16 @@ TEST(conv_prepared_run_matches_eager) {
         const ops::Prepared prep = ConvOp::prepare(scope, attrs, "conv", ops::describe(*x),
                                                    ops::describe(*w), b ? &bd : nullptr);
         CHECK(prep.takes.size() == 3 && prep.outputs.size() == 1);
-        // Grouped and transposed weights are taken as the caller has them.
-        if (c.groups > 1 || c.transposed)
-            CHECK(prep.takes[1] == w->desc);
+        // Grouped and transposed weights: the caller's plain bytes read
+        // through a view, converted to the primitive's arrangement (once, by
+        // a program); others taken as the primitive wants them.
+        const bool view = c.groups > 1 || c.transposed;
+        CHECK(prep.views.size() == (view ? 3u : 0u));
+        if (view)
+            CHECK(prep.views[1].base == w->desc && !prep.views[1].view.is_zero() &&
+                  prep.views[0].view.is_zero());
+        CHECK(prep.takes[1] == prep.entry->arg_desc(DNNL_ARG_WEIGHTS));
+        CHECK(prep.in_args.at(1) == DNNL_ARG_WEIGHTS); // a plain execution, even with a view
         CHECK(c.bias ? prep.takes[2] == b->desc : prep.takes[2] == dnnl::memory::desc());
         const auto got = run_prepared(scope, prep, {x.get(), w.get(), b.get()}, ConvOp::run);
         mkc_tensor *dst = eager_forward(c, p, *x, *w, b.get());
@@ -131,16 +138,7 @@ std::vector<float> run_into(const CacheScope &scope, const ops::Prepared &prepar
                             void (*run)(const CacheScope &, PrimitiveEntry &,
                                         const ops::Buffers &)) {
     std::vector<std::shared_ptr<void>> held;
-    std::vector<const void *> in;
-    for (size_t i = 0; i < inputs.size(); ++i) {
-        if (!inputs[i]) {
-            in.push_back(nullptr);
-            continue;
-        }
-        held.push_back(allocate(prepared.takes.at(i).get_size(), false));
-        reorder(scope, inputs[i]->desc, inputs[i]->data, prepared.takes[i], held.back().get());
-        in.push_back(held.back().get());
-    }
+    const std::vector<const void *> in = arranged_inputs(scope, prepared, inputs, held);
     const ops::ValueDesc &y = prepared.outputs.at(0);
     auto out = allocate(y.desc.get_size(), false);
     reorder(scope, initial.desc, initial.data, y.desc, out.get());

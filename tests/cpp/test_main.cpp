@@ -70,10 +70,9 @@ std::vector<float> values(const Tensor &t) { return values(t.desc, t.data, t.lay
 
 ops::Verdict error_of(const std::function<void()> &call) { return ops::verdict_of(call); }
 
-std::vector<std::vector<float>> run_some(const CacheScope &scope, const ops::Prepared &prepared,
-                                         const std::vector<const Tensor *> &inputs,
-                                         const std::vector<bool> &wanted, RunPhase run) {
-    std::vector<std::shared_ptr<void>> held;
+std::vector<const void *> arranged_inputs(const CacheScope &scope, const ops::Prepared &prepared,
+                                          const std::vector<const Tensor *> &inputs,
+                                          std::vector<std::shared_ptr<void>> &held) {
     std::vector<const void *> in;
     for (size_t i = 0; i < inputs.size(); ++i) {
         if (!inputs[i]) {
@@ -81,10 +80,28 @@ std::vector<std::vector<float>> run_some(const CacheScope &scope, const ops::Pre
             continue;
         }
         const dnnl::memory::desc &want = prepared.takes.at(i);
+        const void *from = inputs[i]->data;
+        dnnl::memory::desc from_desc = inputs[i]->desc;
+        if (i < prepared.views.size() && !prepared.views[i].view.is_zero()) {
+            // Its bytes as the view's base, then read through the view.
+            const ops::InputView &v = prepared.views[i];
+            held.push_back(allocate(v.base.get_size(), false));
+            reorder(scope, from_desc, from, v.base, held.back().get());
+            from = held.back().get();
+            from_desc = v.view;
+        }
         held.push_back(allocate(want.get_size(), false));
-        reorder(scope, inputs[i]->desc, inputs[i]->data, want, held.back().get());
+        reorder(scope, from_desc, from, want, held.back().get());
         in.push_back(held.back().get());
     }
+    return in;
+}
+
+std::vector<std::vector<float>> run_some(const CacheScope &scope, const ops::Prepared &prepared,
+                                         const std::vector<const Tensor *> &inputs,
+                                         const std::vector<bool> &wanted, RunPhase run) {
+    std::vector<std::shared_ptr<void>> held;
+    const std::vector<const void *> in = arranged_inputs(scope, prepared, inputs, held);
     std::vector<void *> out;
     for (size_t j = 0; j < prepared.outputs.size(); ++j) {
         held.push_back(wanted.at(j) ? allocate(prepared.outputs[j].desc.get_size(), true)

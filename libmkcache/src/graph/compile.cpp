@@ -212,7 +212,10 @@ private:
                 step.in_formats.push_back("-");
                 continue;
             }
-            step.in.push_back(read(v, want));
+            const bool through_view =
+                i < prepared.views.size() && !prepared.views[i].view.is_zero();
+            step.in.push_back(through_view ? read_through(v, prepared.views[i], want)
+                                           : read(v, want));
             step.in_formats.push_back(format_name(want));
         }
         // A convolution's sum: its output buffer holds the residual before
@@ -385,27 +388,39 @@ private:
         auto found = constants_.find(key);
         if (found != constants_.end())
             return found->second;
-        const int index = static_cast<int>(plan_.constant_data.size());
-        if (t.desc == want) {
-            plan_.constant_data.push_back(t.data); // the tensor is held by the graph
-        } else {
-            std::shared_ptr<void> storage;
-            if (options_.constants) {
-                auto shared = options_.constants->find(key);
-                if (shared != options_.constants->end())
-                    storage = shared->second;
-            }
-            if (!storage) {
-                storage = allocate(want.get_size(), false);
-                reorder(plan_.scope, t.desc, t.data, want, storage.get());
-                if (options_.constants)
-                    options_.constants->emplace(key, storage);
-            }
-            plan_.constant_data.push_back(storage.get());
-            plan_.constant_bytes += want.get_size();
-            plan_.constants.push_back(std::move(storage));
+        if (t.desc == want) { // the tensor itself, held by the graph
+            const BufferRef ref{BufferRef::Kind::constant,
+                                static_cast<int>(plan_.constant_data.size()), 0};
+            plan_.constant_data.push_back(t.data);
+            constants_.emplace(key, ref);
+            return ref;
         }
-        const BufferRef ref{BufferRef::Kind::constant, index, 0};
+        return converted_constant(key, want, t.desc, t.data);
+    }
+
+    // The constant `key` names: `from` (bytes arranged as `have`) converted
+    // to `want`, once per program (options_.constants shares it between
+    // plans), held by the plan.
+    BufferRef converted_constant(const std::pair<int, std::string> &key,
+                                 const dnnl::memory::desc &want, const dnnl::memory::desc &have,
+                                 const void *from) {
+        std::shared_ptr<void> storage;
+        if (options_.constants) {
+            auto shared = options_.constants->find(key);
+            if (shared != options_.constants->end())
+                storage = shared->second;
+        }
+        if (!storage) {
+            storage = allocate(want.get_size(), false);
+            reorder(plan_.scope, have, from, want, storage.get());
+            if (options_.constants)
+                options_.constants->emplace(key, storage);
+        }
+        const BufferRef ref{BufferRef::Kind::constant, static_cast<int>(plan_.constant_data.size()),
+                            0};
+        plan_.constant_data.push_back(storage.get());
+        plan_.constant_bytes += want.get_size();
+        plan_.constants.push_back(std::move(storage));
         constants_.emplace(key, ref);
         return ref;
     }
@@ -413,24 +428,52 @@ private:
     void add_converter(int v, const dnnl::memory::desc &want, const BufferRef &out,
                        const char *why) {
         const ValueDesc &have = desc_[v];
-        Step step;
-        step.run = run_converter;
-        step.entry = reorder_entry(plan_.scope, have.desc, want);
-        step.what = "convert";
-        step.impl = implementation(*step.entry);
         const Value &value = g_.values[v];
         const BufferRef from =
             value.kind == Value::Kind::constant ? constant(v, have.desc) : where_[v];
+        add_converter_from(from, have.desc, want, out, why);
+    }
+
+    // A step converting the bytes at `from`, read as `have`, into `want`.
+    void add_converter_from(const BufferRef &from, const dnnl::memory::desc &have,
+                            const dnnl::memory::desc &want, const BufferRef &out,
+                            const char *why) {
+        Step step;
+        step.run = run_converter;
+        step.entry = reorder_entry(plan_.scope, have, want);
+        step.what = "convert";
+        step.impl = implementation(*step.entry);
         touch(from, static_cast<int>(plan_.steps.size()));
         step.in = {from};
         step.out = {out};
         step.in_args = {DNNL_ARG_FROM};
         step.out_args = {DNNL_ARG_TO};
-        step.in_formats = {format_name(have.desc)};
+        step.in_formats = {format_name(have)};
         step.out_formats = {format_name(want)};
         step.why = why;
         plan_.steps.push_back(std::move(step));
         ++plan_.converters;
+    }
+
+    // Value `v` read through a view (grouped conv weights): its bytes as the
+    // view's base, read as the view, converted to `want` - at compile time,
+    // once, for a constant; else by a converter step (shared as read()'s).
+    BufferRef read_through(int v, const ops::InputView &view, const dnnl::memory::desc &want) {
+        const BufferRef base = read(v, view.base);
+        auto key = std::make_pair(v, "view " + desc_key(view.view) + " " + desc_key(want));
+        if (g_.values[v].kind == Value::Kind::constant) {
+            auto found = constants_.find(key);
+            if (found != constants_.end())
+                return found->second;
+            return converted_constant(key, want, view.view, plan_.constant_data.at(base.index));
+        }
+        auto found = converted_.find(key);
+        if (found == converted_.end()) {
+            const BufferRef out = new_buffer(want.get_size(), static_cast<int>(plan_.steps.size()));
+            add_converter_from(base, view.view, want, out, "the reader takes a view of it");
+            found = converted_.emplace(key, out).first;
+        }
+        return found->second;
     }
 
     // A node result that is a graph output, written straight to it (and

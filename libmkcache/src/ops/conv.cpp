@@ -423,27 +423,24 @@ Prepared ConvOp::prepare(const CacheScope &scope, const Attrs &attrs, const char
     auto entry =
         prepare_forward(scope, conv_op_name(attrs), attrs, name, src, weights, bias, ticket, hit);
     const dnnl::memory::desc &y = entry->arg_desc(DNNL_ARG_DST);
+    // The weights in the primitive's own arrangement; grouped or transposed
+    // ones come from their plain bytes read through a view.
     Prepared out{entry,
-                 {entry->arg_desc(DNNL_ARG_SRC),
-                  weights_taken(*entry, entry->weights_view, entry->plain_weights),
+                 {entry->arg_desc(DNNL_ARG_SRC), entry->arg_desc(DNNL_ARG_WEIGHTS),
                   bias ? entry->arg_desc(DNNL_ARG_BIAS) : empty_desc()},
-                 {ValueDesc{MKC_DTYPE_F32, data_format, y.get_dims(), y}}};
-    // Weights read through a view may need converting on each run: only
-    // run() does that.
-    if (!entry->weights_view) {
-        out.in_args = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_BIAS};
-        out.out_args = {DNNL_ARG_DST};
-    }
+                 {ValueDesc{MKC_DTYPE_F32, data_format, y.get_dims(), y}},
+                 {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_BIAS},
+                 {DNNL_ARG_DST}};
+    if (entry->weights_view)
+        out.views = {{}, {entry->plain_weights, *entry->weights_view}, {}};
     return out;
 }
 
 void ConvOp::run(const CacheScope &scope, PrimitiveEntry &entry, const Buffers &buffers) {
     auto &e = static_cast<ConvEntry &>(entry);
-    std::shared_ptr<void> converted; // before the execution: it runs a reorder
-    void *weights = weights_for_run(scope, e, e.weights_view, buffers.in[1], converted);
     Handler::Execution exec(e, scope);
     exec.raw(DNNL_ARG_SRC, const_cast<void *>(buffers.in[0])); // read only
-    exec.raw(DNNL_ARG_WEIGHTS, weights);
+    exec.raw(DNNL_ARG_WEIGHTS, const_cast<void *>(buffers.in[1]));
     if (buffers.in[2]) exec.raw(DNNL_ARG_BIAS, const_cast<void *>(buffers.in[2]));
     exec.output(DNNL_ARG_DST, buffers.out[0]); // holds the residual for a sum
     exec.run();

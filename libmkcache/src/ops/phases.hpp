@@ -100,12 +100,22 @@ Verdict check(const typename Op::Attrs &attrs, const Inputs &...inputs) {
 // how. `serial_elements`: run() executes on the calling thread alone
 // (SerialRegion) for a primitive built for this many elements; INT64_MAX:
 // no such rule.
+//
+// `views`: per port (or none at all), an input the primitive reads through
+// a view of its bytes with other dims - grouped or transposed conv weights,
+// [O, I, k...] read as [G, O/G, I, k...]: the value's bytes arranged as
+// `base` are read as `view`, which `takes` is converted from (a program
+// does that once for a constant). Empty descs: the input is read as it is.
+struct InputView {
+    dnnl::memory::desc base, view;
+};
 struct Prepared {
     std::shared_ptr<PrimitiveEntry> entry;
     std::vector<dnnl::memory::desc> takes;
     std::vector<ValueDesc> outputs;
     std::vector<int> in_args, out_args;
     int64_t serial_elements = INT64_MAX;
+    std::vector<InputView> views;
 };
 
 // One run's data: the inputs' and outputs' buffers in port order (an absent
