@@ -425,7 +425,8 @@ class Graph(_Closed):
         conv before it, an inference batch_norm into the conv's weights, a
         multiplication by a constant scalar into the matmul before it);
         results then move by rounding only. inplace: a conv's sum writes into
-        its residual at the residual's last use, and reshape / transpose read
+        its residual at the residual's last use (element-wise and normalising
+        nodes write over their input there too), and reshape / transpose read
         their input's bytes where they are (no copy; a matmul reads such a
         transposed view directly). reuse: values whose lives
         do not overlap share arena bytes. capacity > 0: at most that many

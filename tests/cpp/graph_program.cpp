@@ -325,6 +325,47 @@ TEST(grouped_and_transposed_weights_are_converted_once_at_compile) {
     }
 }
 
+TEST(element_wise_steps_write_over_their_input_at_its_last_use) {
+    // x -> linear a -> relu r (over a) -> add(r, a2) s: over r, whose last
+    // reader it is -> softmax (over s) -> output; a2 = linear of x is read
+    // again by a later mul, so nothing writes over it; add(q, q) reads its
+    // bytes twice and does not write over them either.
+    Graph g;
+    const int x = g.add_input("x", MKC_DTYPE_F32, {3, 8}, MKC_LAYOUT_CHANNELS_FIRST);
+    mkc_linear_params lp;
+    mkc_linear_params_init(&lp);
+    const int a = g.add_node(NodeOp::linear, lp, "a", {x, g.add_constant(constant({8, 8}, 1), "")})[0];
+    const int a2 =
+        g.add_node(NodeOp::linear, lp, "a2", {x, g.add_constant(constant({8, 8}, 2), "")})[0];
+    const int r = g.add_node(NodeOp::activation, graph::ActivationParams{}, "relu", {a})[0];
+    const int s = g.add_node(NodeOp::binary, graph::BinaryParams{MKC_BINARY_ADD}, "add", {r, a2})[0];
+    const int p = g.add_node(NodeOp::softmax, graph::SoftmaxParams{-1, false}, "probs", {s})[0];
+    const int m = g.add_node(NodeOp::binary, graph::BinaryParams{MKC_BINARY_MUL}, "mul", {p, a2})[0];
+    const int q = g.add_node(NodeOp::activation, graph::ActivationParams{MKC_ACTIVATION_TANH}, "tanh",
+                             {m})[0];
+    g.add_output(g.add_node(NodeOp::binary, graph::BinaryParams{MKC_BINARY_ADD}, "twice",
+                            {q, q})[0],
+                 "y");
+    auto xt = tensor({3, 8}, MKC_LAYOUT_CHANNELS_FIRST, 6);
+    const Tensor *inputs[] = {xt.get()};
+    std::vector<std::vector<float>> results;
+    for (const bool inplace : {true, false}) {
+        ProgramOptions options;
+        options.fuse = false; // the relu a step of its own
+        options.compile.inplace = inplace;
+        Program program(g, options);
+        mkc_tensor *out[] = {nullptr};
+        program.run(inputs, out);
+        results.push_back(take_values(out[0]));
+        std::string over;
+        for (const graph::Step &st : program.last_plan()->steps)
+            if (st.in_place)
+                over += st.what.substr(st.what.find('\'')) + " ";
+        CHECK_EQ_TEXT(over, inplace ? "'relu') 'add') 'probs') 'mul') 'tanh') " : "");
+    }
+    CHECK(max_rel_diff(results[0], results[1]) == 0);
+}
+
 TEST(a_value_is_converted_once_per_arrangement_even_for_a_sum) {
     // stem conv -> max pool (in whatever arrangement the stem chose) -> a
     // residual block whose first conv and whose sum both want the pool's

@@ -943,7 +943,9 @@ typedef struct mkc_program_options {
                            into the matmul before it (its scale). Results
                            move by rounding only. */
     int inplace;        /* != 0 (default): a conv's sum writes into the
-                           residual's buffer where that is its last use;
+                           residual's buffer where that is its last use, as
+                           an activation, softmax, binary, layer or batch norm
+                           writes over its (first) input there;
                            reshape and transpose run as no step, their
                            results read from their input's bytes (a matmul
                            reads such a view where it is, and writes its

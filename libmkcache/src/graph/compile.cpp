@@ -224,6 +224,13 @@ private:
         BufferRef residual_buffer;
         if (sum)
             residual_buffer = residual(n, prepared.outputs.at(0), step.in, step.in_place);
+        // Or an element-wise or normalising node writing over its input.
+        const BufferRef over = sum ? BufferRef{} : overwritten_input(n, prepared, step.in);
+        if (over.kind != BufferRef::Kind::none) {
+            residual_buffer = over;
+            step.in_place = true;
+            ++plan_.in_place;
+        }
         const int step_index = static_cast<int>(plan_.steps.size());
         for (const BufferRef &r : step.in)
             touch(r, step_index);
@@ -232,7 +239,7 @@ private:
                 step.out.push_back({});
                 continue;
             }
-            if (o == 0 && sum) {
+            if (o == 0 && (sum || step.in_place)) {
                 const int v = node.outputs[0];
                 desc_[v] = prepared.outputs[0];
                 where_[v] = residual_buffer;
@@ -320,19 +327,9 @@ private:
                     return true;
             return false;
         };
-        const bool dead = where_[r].kind == BufferRef::Kind::arena
-                              ? dead_after(where_[r], n)
-                              : last_reader_[r] <= n && !is_output_[r];
         in_place = false;
-        if (options_.inplace && dead && g_.values[r].kind == Value::Kind::result) {
-            BufferRef target;
-            if (desc_[r].desc == y.desc) {
-                target = where_[r];
-            } else {
-                auto copy = converted_.find(std::make_pair(r, desc_key(y.desc)));
-                if (copy != converted_.end())
-                    target = copy->second;
-            }
+        if (options_.inplace) {
+            const BufferRef target = own_bytes(r, n, y.desc);
             if (target.kind == BufferRef::Kind::arena && !read_here(target)) {
                 in_place = true;
                 ++plan_.in_place;
@@ -342,6 +339,46 @@ private:
         const BufferRef copy = new_buffer(y.desc.get_size(), static_cast<int>(plan_.steps.size()));
         add_converter(r, y.desc, copy, "the residual the convolution adds to");
         return copy;
+    }
+
+    // Bytes node `n` may overwrite with a result arranged as `y`: value `v`
+    // arranged as `y`, its own arena buffer or the copy a converter already
+    // made in that arrangement, when `v` is a node's result that nothing
+    // reads after node `n` (nor a view of it) and no graph output; none else.
+    BufferRef own_bytes(int v, int n, const dnnl::memory::desc &y) const {
+        const bool dead = where_[v].kind == BufferRef::Kind::arena
+                              ? dead_after(where_[v], n)
+                              : last_reader_[v] <= n && !is_output_[v];
+        if (!dead || g_.values[v].kind != Value::Kind::result)
+            return {};
+        if (desc_[v].desc == y)
+            return where_[v].kind == BufferRef::Kind::arena ? where_[v] : BufferRef{};
+        auto copy = converted_.find(std::make_pair(v, desc_key(y)));
+        return copy != converted_.end() ? copy->second : BufferRef{};
+    }
+
+    // The buffer an element-wise or normalising node (activation, softmax,
+    // binary, layer or batch norm: oneDNN computes them with dst over src,
+    // or src0) writes its result over: its first input's bytes as own_bytes
+    // gives them, when it reads exactly those there and nowhere else.
+    BufferRef overwritten_input(int n, const ops::Prepared &prepared,
+                                const std::vector<BufferRef> &reads) const {
+        const Node &node = g_.nodes[n];
+        const NodeOp op = node.op;
+        if (!options_.inplace || node.inputs.empty() || node.inputs[0] == kNoValue ||
+            prepared.outputs.empty() || reads.empty() ||
+            !(op == NodeOp::activation || op == NodeOp::softmax || op == NodeOp::binary ||
+              op == NodeOp::layer_norm || op == NodeOp::batch_norm))
+            return {};
+        const dnnl::memory::desc &y = prepared.outputs[0].desc;
+        const BufferRef target = own_bytes(node.inputs[0], n, y);
+        if (target.kind != BufferRef::Kind::arena || !same_buffer(reads[0], target) ||
+            prepared.takes.at(0) != y)
+            return {};
+        for (size_t i = 1; i < reads.size(); ++i)
+            if (same_buffer(reads[i], target))
+                return {};
+        return target;
     }
 
     static bool same_buffer(const BufferRef &a, const BufferRef &b) {
