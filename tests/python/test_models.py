@@ -77,6 +77,16 @@ def test_resnet18_program_equals_the_eager_calls(resnet, layout, reuse, fuse):
             assert m["arena_bytes"] == m["naive_bytes"]
 
 
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_resnet18_program_at_224_equals_the_eager_calls(resnet, layout):
+    """The full-size image, batch 1, in both layouts (the other tests use 64x64)."""
+    x = nchw_input(1, 224)
+    if layout == "NHWC":
+        x = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+    with resnet.graph(1, 224, layout).compile() as prog:
+        close(prog.run(x=x)["logits"], resnet.eager(x, layout))
+
+
 def test_resnet18_against_float64_numpy(resnet):
     x = nchw_input(1)
     want = resnet.reference(x)
@@ -119,6 +129,17 @@ def test_bert_layer_program_equals_the_eager_calls(bert, reuse, fuse, inplace):
             assert m["lower_bound_bytes"] <= m["arena_bytes"] < m["naive_bytes"]
         else:
             assert m["arena_bytes"] == m["naive_bytes"]
+
+
+@pytest.mark.parametrize("off", [None, "fuse", "inplace", "reuse"])
+def test_bert_layer_program_at_seq_128_equals_the_eager_calls(bert, off):
+    """The full sequence length, with every option on and each one off."""
+    x = RNG.standard_normal((1, 128, 768), dtype=np.float32)
+    options = {"fuse": True, "inplace": True, "reuse": True}
+    if off:
+        options[off] = False
+    with bert.graph(1).compile(**options) as prog:
+        close(prog.run(x=x)["y"], bert.eager(x))
 
 
 def test_bert_layer_against_float64_numpy(bert):
