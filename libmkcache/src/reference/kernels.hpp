@@ -1,0 +1,107 @@
+// The reference kernels: every forward operator in plain, portable C++ -
+// clear loops, one thread, sums accumulated in double. A program runs them
+// where its `reference` implementation is chosen for a node (the fallback
+// where oneDNN refuses a case, and an independent check of oneDNN's
+// results); they know nothing of oneDNN, the cache or tensors.
+//
+// Conventions shared by every kernel:
+//   - float32 data, plain and dense: row-major over the dims as given, which
+//     are the caller's order (as the value's layout label lays them out:
+//     [N, C, H, W] for NCHW, [N, H, W, C] for NHWC);
+//   - `channels_last` says where a channel axis is for the operators that
+//     have one (conv, pool, batch_norm, lrn): last, else axis 1;
+//   - shapes are valid (the operator's infer checked them) and the
+//     destination's dims are given as infer gave them;
+//   - a destination never overlaps a source unless the kernel says it may.
+// The semantics are mkcache's eager operators' (mkcache.h), which the tests
+// check each kernel against.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "common/dims.hpp"
+#include "mkcache/mkcache.h"
+
+namespace mkc::reference {
+
+// ------------------------------------------------------------ element-wise
+
+// f(x) of an activation kind with its alpha and beta (mkcache.h,
+// mkc_activation_kind); NONE is the identity.
+float activate(mkc_activation_kind kind, float alpha, float beta, float x);
+
+// dst[i] = activate(src[i]) for n elements; dst may be src.
+void activation(mkc_activation_kind kind, float alpha, float beta, const float *src, float *dst,
+                int64_t n);
+
+// dst = a (op) b with numpy broadcasting: a's and b's dims right-aligned
+// against dst's, size-1 dims stretched. dst may be a when a has dst's dims.
+void binary(mkc_binary_kind kind, const Dims &a_dims, const float *a, const Dims &b_dims,
+            const float *b, const Dims &dst_dims, float *dst);
+
+// Softmax (or log-softmax) along `axis` (0 <= axis < rank); max-subtracted.
+// dst may be src.
+void softmax(const Dims &dims, int axis, bool log, const float *src, float *dst);
+
+// ---------------------------------------------------------- normalisation
+
+// Over the trailing dims from `begin_axis` (0 <= begin_axis < rank): (x -
+// mean) / sqrt(biased variance + epsilon), times scale plus shift (each
+// null or holding one value per normalised element). dst may be src.
+void layer_norm(const Dims &dims, int begin_axis, float epsilon, const float *src,
+                const float *scale, const float *shift, float *dst);
+
+// Inference: per channel c, (x - mean[c]) / sqrt(variance[c] + epsilon) *
+// scale[c] + shift[c] (scale, shift may be null: 1, 0). dst may be src.
+void batch_norm(const Dims &dims, bool channels_last, float epsilon, const float *src,
+                const float *mean, const float *variance, const float *scale, const float *shift,
+                float *dst);
+
+// Across channels: dst = src / (k + alpha / size * sum of src^2 over the
+// window of `size` channels around c, clipped at the edges)^beta, the
+// window placed as the eager mkcache.lrn places it.
+void lrn(const Dims &dims, bool channels_last, int64_t size, float alpha, float beta, float k,
+         const float *src, float *dst);
+
+// ---------------------------------------------------------------- spatial
+
+// Max or average pooling (p.kind) over 1..3 spatial dims (from src's rank),
+// with p's kernel, stride and padding (p.global: the whole extent); the
+// output's dims as infer gave them (ceil_mode included). Padding cells never
+// win a max; an average excludes or includes them as p.kind says.
+void pool(const mkc_pool_params &p, bool channels_last, const Dims &src_dims, const float *src,
+          const Dims &dst_dims, float *dst);
+
+// Convolution (or its transpose, `transposed`) over 1..3 spatial dims with
+// p's stride, padding, dilation (1 = dense), groups and output padding;
+// weights [O, I/groups, k...] ([I, O/groups, k...] transposed), always
+// channels-first; bias [O] or null. p.sum: dst holds the residual on entry
+// and the result is added to it; then p's activation.
+void conv(const mkc_conv_params &p, bool transposed, bool channels_last, const Dims &src_dims,
+          const float *src, const Dims &weights_dims, const float *weights, const float *bias,
+          const Dims &dst_dims, float *dst);
+
+// ------------------------------------------------------------------ dense
+
+// y [rows, out] = x [rows, in] @ weights [out, in]^T + bias [out] (null:
+// none), then the activation.
+void linear(int64_t rows, int64_t in, int64_t out, const float *x, const float *weights,
+            const float *bias, mkc_activation_kind activation, float alpha, float beta, float *y);
+
+// dst = activation(p.scale * (op(a) @ op(b) + bias)) with op the transposes
+// p asks for on the last two dims and numpy broadcasting of the batch dims
+// (a lower rank gets leading 1s); bias [N] or null.
+void matmul(const mkc_matmul_params &p, const Dims &a_dims, const float *a, const Dims &b_dims,
+            const float *b, const float *bias, const Dims &dst_dims, float *dst);
+
+// ----------------------------------------------------------------- shapes
+
+// The sources joined along `axis` (0 <= axis < rank), in order.
+void concat(int axis, const std::vector<Dims> &dims, const std::vector<const float *> &srcs,
+            float *dst);
+
+// dst's axis i is src's axis perm[i].
+void transpose(const Dims &dims, const std::vector<int> &perm, const float *src, float *dst);
+
+} // namespace mkc::reference
