@@ -1,0 +1,175 @@
+// The element-wise reference kernels: activations, binary operators with
+// broadcasting, and softmax. Each element is computed in double and rounded
+// once to float, so the kernels stay an independent, accurate check of the
+// eager operators.
+#include <cmath>
+#include <cstddef>
+
+#include "reference/kernels.hpp"
+
+namespace mkc::reference {
+
+namespace {
+
+double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
+// Row-major strides of `dims` padded with leading 1s to `rank`, with 0 for
+// every size-1 dim: stepping along a stretched dim rereads the same value.
+Dims broadcast_strides(const Dims &dims, size_t rank) {
+    Dims strides(rank, 0);
+    int64_t step = 1;
+    for (size_t i = 0; i < dims.size(); ++i) {
+        const size_t from_end = dims.size() - 1 - i;
+        const size_t axis = rank - 1 - i;
+        const int64_t extent = dims[from_end];
+        strides[axis] = extent == 1 ? 0 : step;
+        step *= extent;
+    }
+    return strides;
+}
+
+float apply(mkc_binary_kind kind, float a, float b) {
+    switch (kind) {
+    case MKC_BINARY_ADD:
+        return a + b;
+    case MKC_BINARY_SUB:
+        return a - b;
+    case MKC_BINARY_MUL:
+        return a * b;
+    case MKC_BINARY_DIV:
+        return a / b;
+    case MKC_BINARY_MAX:
+        return a > b ? a : b;
+    case MKC_BINARY_MIN:
+        return a < b ? a : b;
+    default:
+        break;
+    }
+    return NAN; // infer refused any other kind
+}
+
+} // namespace
+
+float activate(mkc_activation_kind kind, float alpha, float beta, float x) {
+    const double v = x, a = alpha, b = beta;
+    double y = v;
+    switch (kind) {
+    case MKC_ACTIVATION_NONE:
+        break;
+    case MKC_ACTIVATION_RELU:
+        y = v > 0 ? v : a * v;
+        break;
+    case MKC_ACTIVATION_ELU:
+        y = v > 0 ? v : a * std::expm1(v);
+        break;
+    case MKC_ACTIVATION_GELU_ERF:
+        y = 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
+        break;
+    case MKC_ACTIVATION_GELU_TANH: {
+        // The tanh approximation: sqrt(2 / pi) (x + 0.044715 x^3).
+        const double sqrt_2_over_pi = 0.79788456080286535588;
+        y = 0.5 * v * (1.0 + std::tanh(sqrt_2_over_pi * (v + 0.044715 * v * v * v)));
+        break;
+    }
+    case MKC_ACTIVATION_TANH:
+        y = std::tanh(v);
+        break;
+    case MKC_ACTIVATION_SIGMOID:
+        y = sigmoid(v);
+        break;
+    case MKC_ACTIVATION_SWISH:
+        y = v * sigmoid(a * v);
+        break;
+    case MKC_ACTIVATION_HARDSWISH:
+        y = v * std::fmin(1.0, std::fmax(0.0, a * v + b));
+        break;
+    case MKC_ACTIVATION_MISH:
+        y = v * std::tanh(std::log1p(std::exp(v)));
+        break;
+    case MKC_ACTIVATION_CLIP:
+        y = std::fmin(std::fmax(v, a), b);
+        break;
+    case MKC_ACTIVATION_SQRT:
+        y = std::sqrt(v);
+        break;
+    case MKC_ACTIVATION_ABS:
+        y = std::fabs(v);
+        break;
+    case MKC_ACTIVATION_EXP:
+        y = std::exp(v);
+        break;
+    case MKC_ACTIVATION_LOG:
+        y = std::log(v);
+        break;
+    case MKC_ACTIVATION_SQUARE:
+        y = v * v;
+        break;
+    default: // infer refused any other kind
+        y = NAN;
+        break;
+    }
+    return static_cast<float>(y);
+}
+
+void activation(mkc_activation_kind kind, float alpha, float beta, const float *src, float *dst,
+                int64_t n) {
+    // Each element is read before it is written, so dst may be src.
+    for (int64_t i = 0; i < n; ++i)
+        dst[i] = activate(kind, alpha, beta, src[i]);
+}
+
+void binary(mkc_binary_kind kind, const Dims &a_dims, const float *a, const Dims &b_dims,
+            const float *b, const Dims &dst_dims, float *dst) {
+    const size_t rank = dst_dims.size();
+    const Dims a_strides = broadcast_strides(a_dims, rank);
+    const Dims b_strides = broadcast_strides(b_dims, rank);
+    int64_t total = 1;
+    for (int64_t d : dst_dims)
+        total *= d;
+
+    // Each dst element's position, taken apart axis by axis from the last,
+    // gives a's and b's offsets. dst[i] is written after a's element at the
+    // same place is read, so dst may be a when a has dst's dims.
+    for (int64_t i = 0; i < total; ++i) {
+        int64_t rest = i, a_at = 0, b_at = 0;
+        for (size_t axis = rank; axis-- > 0;) {
+            const int64_t at = rest % dst_dims[axis];
+            rest /= dst_dims[axis];
+            a_at += at * a_strides[axis];
+            b_at += at * b_strides[axis];
+        }
+        dst[i] = apply(kind, a[a_at], b[b_at]);
+    }
+}
+
+void softmax(const Dims &dims, int axis, bool log, const float *src, float *dst) {
+    int64_t outer = 1, inner = 1;
+    for (int i = 0; i < axis; ++i)
+        outer *= dims[i];
+    for (size_t i = axis + 1; i < dims.size(); ++i)
+        inner *= dims[i];
+    const int64_t extent = dims[axis];
+
+    for (int64_t o = 0; o < outer; ++o) {
+        for (int64_t in = 0; in < inner; ++in) {
+            // One line along the axis: its elements are `inner` apart.
+            const int64_t base = o * extent * inner + in;
+            double max = -INFINITY;
+            for (int64_t j = 0; j < extent; ++j)
+                max = std::fmax(max, src[base + j * inner]);
+            double sum = 0;
+            for (int64_t j = 0; j < extent; ++j)
+                sum += std::exp(src[base + j * inner] - max);
+            // The line's maximum and sum are known before any element is
+            // written, so dst may be src.
+            const double log_sum = std::log(sum);
+            for (int64_t j = 0; j < extent; ++j) {
+                const double shifted = src[base + j * inner] - max;
+                dst[base + j * inner] =
+                    static_cast<float>(log ? shifted - log_sum : std::exp(shifted) / sum);
+            }
+        }
+    }
+}
+
+} // namespace mkc::reference
