@@ -163,7 +163,8 @@ class ReshapeParams(_Sized):
 
 
 class ProgramOptions(_Sized):
-    _fields_ = [("fuse", c_int), ("inplace", c_int), ("reuse", c_int), ("capacity", c_int64)]
+    _fields_ = [("fuse", c_int), ("inplace", c_int), ("reuse", c_int), ("capacity", c_int64),
+                ("impl", c_char_p)]
 
 
 class ProgramMemory(_Sized):

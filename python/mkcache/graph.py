@@ -418,7 +418,7 @@ class Graph(_Closed):
 
     # ------------------------------------------------------------ compile
     def compile(self, *, fuse: bool = True, inplace: bool = True, reuse: bool = True,
-                capacity: int = 0) -> "Program":
+                capacity: int = 0, impl: dict | None = None) -> "Program":
         """A Program of this graph (the graph may be built further or closed
         afterwards). fuse: merge what oneDNN runs as one primitive (an
         activation into the conv/linear/matmul before it, an add into the
@@ -430,10 +430,21 @@ class Graph(_Closed):
         their input's bytes where they are (no copy; a matmul reads such a
         transposed view directly). reuse: values whose lives
         do not overlap share arena bytes. capacity > 0: at most that many
-        input-shape plans kept."""
+        input-shape plans kept. impl: {operator: implementation} for every
+        node of that operator ("conv2d", "activation", "matmul", ... as the
+        plan names them; "onednn" or "reference"), before MKCACHE_IMPL; an
+        implementation that cannot run such a node is an error."""
+        if impl is None:
+            impl_text = None
+        elif isinstance(impl, dict):
+            impl_text = ",".join(f"{op}={name}" for op, name in impl.items()).encode()
+        else:
+            raise InvalidArgumentError(
+                f"impl must be a dict {{operator: implementation}}, got {type(impl).__name__}")
         o = _params(_capi.ProgramOptions, _lib.mkc_program_options_init,
                     fuse=1 if fuse else 0, inplace=1 if inplace else 0,
-                    reuse=1 if reuse else 0, capacity=_checks.integer(capacity, "capacity"))
+                    reuse=1 if reuse else 0, capacity=_checks.integer(capacity, "capacity"),
+                    impl=impl_text)
         handle = ctypes.c_void_p()
         _lib.mkc_program_compile(self.handle, ctypes.byref(o), ctypes.byref(handle))
         return Program(handle, dict(self._input_layouts), dict(self._input_ranks))
@@ -642,7 +653,9 @@ class Program(_Closed):
         """The last compiled plan's steps and views, in order, as dicts:
         step (None for a view: it runs as no step), node (the fused graph's
         node number; None for a conversion), kind ("node", "convert",
-        "view"), impl, inputs and outputs ([(place, format)]: a place is
+        "view"), impl, choice (why that implementation: "priority",
+        "override (option)", ... then the better ones' refusals; None for a
+        view or conversion), inputs and outputs ([(place, format)]: a place is
         "input:i", "const:i", "arena:offset:bytes" or "output:i"), note ("in
         place", a conversion's reason, or None)."""
         def buffers(field):
@@ -652,10 +665,11 @@ class Program(_Closed):
         text = _capi.call_with_buffer(_lib.mkc_program_steps, self.handle)
         steps = []
         for line in text.splitlines():
-            step, node, kind, impl, ins, outs, note = line.split("\t")
+            step, node, kind, impl, choice, ins, outs, note = line.split("\t")
             steps.append({"step": None if step == "-" else int(step),
                           "node": None if node == "-1" else int(node), "kind": kind,
-                          "impl": None if impl == "-" else impl, "inputs": buffers(ins),
+                          "impl": None if impl == "-" else impl,
+                          "choice": None if choice == "-" else choice, "inputs": buffers(ins),
                           "outputs": buffers(outs), "note": None if note == "-" else note})
         return steps
 

@@ -1084,7 +1084,7 @@ static void test_program(void) {
     char text[4096];
     OK(mkc_program_plan(prog, text, sizeof text, &needed));
     CHECK(strstr(text, "c_program_conv") != NULL && needed == strlen(text) + 1);
-    /* The steps for a program to read: a line per step and view, 7 fields. */
+    /* The steps for a program to read: a line per step and view, 8 fields. */
     OK(mkc_program_steps(prog, text, sizeof text, &needed));
     CHECK(strncmp(text, "0\t0\tnode\tonednn", 15) == 0 && needed == strlen(text) + 1);
     int step_lines = 0, tabs = 0;
@@ -1092,7 +1092,7 @@ static void test_program(void) {
         step_lines += *c == '\n';
         tabs += *c == '\t';
     }
-    CHECK(step_lines == m.steps + m.views && tabs == 6 * step_lines);
+    CHECK(step_lines == m.steps + m.views && tabs == 7 * step_lines);
     CHECK(mkc_program_steps(NULL, text, sizeof text, &needed) == MKC_STATUS_INVALID_HANDLE);
     uint64_t executor = 0;
     OK(mkc_program_executor(prog, &executor));

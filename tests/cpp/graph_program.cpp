@@ -18,12 +18,6 @@ using graph::NodeOp;
 using graph::Program;
 using graph::ProgramOptions;
 
-std::shared_ptr<Tensor> constant(const Dims &dims, unsigned seed) {
-    std::shared_ptr<Tensor> t = tensor(dims, MKC_LAYOUT_CHANNELS_FIRST, seed);
-    t->constant = true;
-    return t;
-}
-
 mkc_conv_params conv_params(int pad, mkc_activation_kind act, mkc_layout df) {
     mkc_conv_params p;
     mkc_conv_params_init(&p);

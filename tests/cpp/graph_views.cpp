@@ -18,12 +18,6 @@ using graph::ProgramOptions;
 constexpr mkc_layout kFirst = MKC_LAYOUT_CHANNELS_FIRST;
 constexpr mkc_layout kLast = MKC_LAYOUT_CHANNELS_LAST;
 
-std::shared_ptr<Tensor> constant(const Dims &dims, unsigned seed) {
-    std::shared_ptr<Tensor> t = tensor(dims, kFirst, seed);
-    t->constant = true;
-    return t;
-}
-
 struct Outcome {
     std::vector<std::vector<float>> outputs;
     std::shared_ptr<const graph::Plan> plan;
@@ -108,7 +102,9 @@ TEST(attention_reads_its_heads_as_views) {
     const int64_t B = 2, S = 5, H = 3, D = 8, E = H * D;
     Graph g;
     const int x = g.add_input("x", MKC_DTYPE_F32, {B, S, E}, kFirst);
-    auto heads = [&](int v) { return add_transpose(g, add_reshape(g, v, {0, 0, H, D}), {0, 2, 1, 3}); };
+    auto heads = [&](int v) {
+        return add_transpose(g, add_reshape(g, v, {0, 0, H, D}), {0, 2, 1, 3});
+    };
     const int q = heads(add_linear(g, x, E, E, 1)), k = heads(add_linear(g, x, E, E, 3)),
               v = heads(add_linear(g, x, E, E, 5));
     mkc_matmul_params p;

@@ -81,6 +81,9 @@ std::vector<std::vector<float>> run_some(const CacheScope &scope, const ops::Pre
                                          const std::vector<const Tensor *> &inputs,
                                          const std::vector<bool> &wanted, RunPhase run);
 
+// tensor() marked constant (a graph's weights), channels-first.
+std::shared_ptr<Tensor> constant(const Dims &dims, unsigned seed);
+
 // A tensor's description, or none for an absent optional one (`holder`
 // keeps it).
 const ops::ValueDesc *described(const Tensor *t, ops::ValueDesc &holder);

@@ -124,6 +124,12 @@ std::vector<std::vector<float>> run_prepared(const CacheScope &scope, const ops:
                     run);
 }
 
+std::shared_ptr<Tensor> constant(const Dims &dims, unsigned seed) {
+    std::shared_ptr<Tensor> t = tensor(dims, MKC_LAYOUT_CHANNELS_FIRST, seed);
+    t->constant = true;
+    return t;
+}
+
 const ops::ValueDesc *described(const Tensor *t, ops::ValueDesc &holder) {
     if (!t) return nullptr;
     holder = ops::describe(*t);

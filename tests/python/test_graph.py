@@ -191,6 +191,46 @@ def test_steps_describe_the_plan_for_a_program_to_read():
                 assert s["node"] is None and s["note"]
 
 
+def test_implementation_chosen_per_operator_by_option_or_environment(monkeypatch):
+    monkeypatch.delenv("MKCACHE_IMPL", raising=False)
+    cnn = SmallCnn()
+    x = rand(2, 3, 9, 11)
+    with cnn.build(2).compile() as a:
+        want = a.run(x=x)["probs"]
+        assert all(s["choice"] == "priority" for s in a.steps() if s["kind"] == "node")
+    with cnn.build(2).compile(impl={"conv2d": "reference"}) as b:
+        np.testing.assert_allclose(b.run(x=x)["probs"], want, rtol=1e-5, atol=1e-7)
+        convs = [s for s in b.steps() if s["kind"] == "node" and s["impl"] == "reference"]
+        assert len(convs) == 2 and all(s["choice"] == "override (option)" for s in convs)
+        assert "reference (override (option))" in b.plan()
+    monkeypatch.setenv("MKCACHE_IMPL", "softmax=reference, conv2d=reference")
+    with cnn.build(2).compile(impl={"conv2d": "onednn"}) as c:  # the option wins for conv2d
+        np.testing.assert_allclose(c.run(x=x)["probs"], want, rtol=1e-5, atol=1e-7)
+        by_choice = {s["choice"] for s in c.steps() if s["kind"] == "node"}
+        assert by_choice == {"priority", "override (option)", "override (MKCACHE_IMPL)"}
+
+
+@pytest.mark.parametrize("impl, env, words", [
+    ({"conv": "reference"}, None, "compile: impl: unknown operator 'conv'"),
+    ({"conv2d": "fast"}, None, "unknown implementation 'fast' in 'conv2d=fast' (known: onednn, "
+                               "reference)"),
+    ("conv2d=reference", None, "impl must be a dict"),
+    (None, "conv2d", "MKCACHE_IMPL: 'conv2d' is not operator=implementation"),
+    (None, "pool=reference,pool=onednn", "MKCACHE_IMPL: pool is given twice"),
+])
+def test_implementation_overrides_are_checked(monkeypatch, impl, env, words):
+    monkeypatch.delenv("MKCACHE_IMPL", raising=False)
+    if env:
+        monkeypatch.setenv("MKCACHE_IMPL", env)
+    g = SmallCnn().build(2)
+    try:
+        with pytest.raises(mkcache.InvalidArgumentError) as info:
+            g.compile(impl=impl)
+        assert words in str(info.value)
+    finally:
+        g.close()
+
+
 def _keys_of(executor):
     """The cache keys (programs keep theirs in session 0) of an executor."""
     return [key for _, key in mkcache.cache.keys(0) if f"|e{executor:x}" in key]

@@ -178,6 +178,33 @@ def test_digits_cnn_program_equals_the_eager_calls(fuse, reuse, inplace):
         assert m["views"] == (1 if inplace else 0)  # the flatten
 
 
+ALL_REFERENCE = {op: "reference" for op in (
+    "conv2d", "activation", "softmax", "binary", "pool", "linear", "matmul", "layer_norm",
+    "batch_norm", "concat", "transpose", "reshape")}
+
+
+@pytest.mark.parametrize("fuse", [True, False], ids=["fused", "unfused"])
+def test_resnet18_forced_to_reference_agrees_with_onednn(resnet, fuse):
+    x = nchw_input(1, 32)
+    graph = resnet.graph(1, 32)
+    with graph.compile(fuse=fuse) as a, graph.compile(fuse=fuse, impl=ALL_REFERENCE) as b:
+        graph.close()
+        close(b.run(x=x)["logits"], a.run(x=x)["logits"], 2e-5)
+        impls = {s["impl"] for s in b.steps() if s["kind"] == "node"}
+        assert impls == {"reference"}
+        assert all(s["choice"] == "override (option)" for s in b.steps() if s["kind"] == "node")
+
+
+def test_bert_layer_forced_to_reference_agrees_with_onednn(bert):
+    x = RNG.standard_normal((1, 9, 768), dtype=np.float32)
+    graph = bert.graph(1)
+    with graph.compile() as a, graph.compile(impl=ALL_REFERENCE) as b:
+        graph.close()
+        close(b.run(x=x)["y"], a.run(x=x)["y"], 2e-5)
+        # The reference matmuls read plain bytes: the heads' views get converters.
+        assert b.memory["converters"] > a.memory["converters"] == 0
+
+
 def test_models_are_seeded(resnet, bert):
     a, b = ResNet18(seed=3), BertLayer(seed=4)
     assert all(np.array_equal(a.params[k], resnet.params[k]) for k in resnet.params)

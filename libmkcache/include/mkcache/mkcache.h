@@ -955,6 +955,18 @@ typedef struct mkc_program_options {
     int64_t capacity;   /* > 0: at most this many plans (input-shape sets)
                            kept, the oldest dropped with its cache entries;
                            0 (default): no limit */
+    const char *impl;   /* the implementation per operator, as
+                           "conv2d=reference,softmax=onednn" (NULL or ""
+                           (default): each node's best by priority, onednn
+                           before reference, unless MKCACHE_IMPL names one;
+                           this text wins over MKCACHE_IMPL for an operator
+                           both name). An implementation asked for that
+                           cannot run a node is an error naming the node and
+                           the reason, never a silent fallback. Operators are
+                           mkc_op's names: conv2d, conv3d, conv2d_transpose,
+                           activation, softmax, binary, pool, linear, matmul,
+                           layer_norm, batch_norm, lrn, concat, transpose,
+                           reshape */
 } mkc_program_options;
 
 MKC_API mkc_status mkc_program_options_init(mkc_program_options *options);
@@ -999,20 +1011,25 @@ MKC_API mkc_status mkc_program_profile_text(const mkc_program *program, char *bu
 MKC_API mkc_status mkc_program_executor(const mkc_program *program, uint64_t *executor);
 
 /* The plan of the last compiled input-shape set: what was fused (if
- * anything), one line per step (node or conversion, where it reads and
- * writes: input, constant, arena offset or output, with each arrangement's
- * oneDNN format), then the totals. Node numbers are the fused graph's.
+ * anything), one line per step (node or conversion; a node's implementation
+ * and why it was chosen; where it reads and writes: input, constant, arena
+ * offset and size or output, with each arrangement's oneDNN format; "in
+ * place"; a conversion's reason) and per view, then the totals. Node numbers are the fused graph's.
  * Copied as mkc_key_make does (needed = length + 1). No plan yet:
  * MKC_STATUS_INVALID_ARGUMENT. */
 MKC_API mkc_status mkc_program_plan(const mkc_program *program, char *buf, size_t size,
                                     size_t *needed);
 
 /* The same plan for a program to read: one line per step or view, in order,
- * of 7 tab-separated fields:
+ * of 8 tab-separated fields:
  *   step      its index among the steps ("-" for a view: no step)
  *   node      the node's number in the fused graph (-1: a conversion)
  *   kind      "node", "convert" or "view"
- *   impl      the implementation ("onednn:brgconv:avx512_core"; "-": view)
+ *   impl      the implementation ("onednn:brgconv:avx512_core",
+ *             "reference"; "-": view)
+ *   choice    why that implementation (a node's): "priority", "override
+ *             (option)" or "override (MKCACHE_IMPL)", then "; <name>:
+ *             <reason>" for each better one that could not run it; "-"
  *   inputs    "<place> <format>" per buffer read, joined by ", "; a place is
  *             input:<i>, const:<i>, arena:<offset>:<bytes> or output:<i>;
  *             a view's single entry is the bytes it reads and, for the

@@ -328,6 +328,7 @@ MKC_API mkc_status mkc_program_compile(const mkc_graph *graph, const mkc_program
         po.compile.inplace = o.inplace != 0;
         po.compile.reuse = o.reuse != 0;
         po.capacity = o.capacity;
+        po.impl = text_or_empty(o.impl);
         auto p = std::make_unique<mkc_program>(g, po);
         p->p.compile_static();
         registry<mkc_program>().add(p.get());

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "common/error.hpp"
+#include "graph/implementations.hpp"
 #include "graph/memory_plan.hpp"
 #include "graph/plan.hpp"
 #include "graph/views.hpp"
@@ -163,38 +164,66 @@ private:
             view(n);
             return;
         }
-        // A view is shown plain to every reader but a matmul (which reads
-        // strided bytes where they are): read() then converts it.
         NodeInputs inputs;
-        std::vector<ValueDesc> shown(node.inputs.size());
-        for (size_t i = 0; i < node.inputs.size(); ++i) {
-            const int v = node.inputs[i];
-            if (v == kNoValue) {
-                inputs.push_back(nullptr);
-            } else if (view_[v] && node.op != NodeOp::matmul) {
-                const ValueDesc &have = desc_[v];
-                shown[i] = ops::plain_value(have.dtype, have.layout, have.dims);
-                inputs.push_back(&shown[i]);
-            } else {
-                inputs.push_back(&desc_[v]);
-            }
-        }
+        for (int v : node.inputs)
+            inputs.push_back(v == kNoValue ? nullptr : &desc_[v]);
         const std::vector<ValueDesc> inferred =
             for_node(g_, n, [&] { return infer_node(node, inputs); });
+        const std::string what = g_.describe_node(n);
+        Choice choice = choose(node, inputs, options_.overrides, what);
+        ops::Prepared prepared;
         Dims y_strides;
-        auto perm = y_perm_.find(n);
-        if (perm != y_perm_.end())
-            y_strides = strides_for_transpose(ops::caller_dims(inferred.at(0)), perm->second);
-        ops::Prepared prepared = for_node(g_, n, [&] {
-            return prepare_node(plan_.scope, node, inputs, y_strides.empty() ? nullptr : &y_strides);
-        });
+        for (;;) {
+            const Implementation &impl = *choice.impl;
+            // A view is shown plain to an implementation that does not read
+            // strided bytes where they are: read() then converts it.
+            std::vector<ValueDesc> shown(node.inputs.size());
+            for (size_t i = 0; i < node.inputs.size(); ++i) {
+                const int v = node.inputs[i];
+                if (v != kNoValue && view_[v] && !impl.reads_views(node.op)) {
+                    const ValueDesc &have = desc_[v];
+                    shown[i] = ops::plain_value(have.dtype, have.layout, have.dims);
+                    inputs[i] = &shown[i];
+                }
+            }
+            y_strides.clear();
+            auto perm = y_perm_.find(n);
+            if (perm != y_perm_.end() && impl.reads_views(node.op))
+                y_strides = strides_for_transpose(ops::caller_dims(inferred.at(0)), perm->second);
+            try {
+                prepared = for_node(g_, n, [&] {
+                    return impl.prepare(plan_.scope, node, inputs,
+                                        y_strides.empty() ? nullptr : &y_strides);
+                });
+                break;
+            } catch (const Error &e) {
+                // Refused when it came to building (oneDNN's "could not
+                // create a primitive descriptor"): the next implementation
+                // that supports the node, unless this one was asked for.
+                const Implementation *next = choice.why == "priority" ? next_after(impl) : nullptr;
+                while (next && !next->supports(node, inputs).ok())
+                    next = next_after(*next);
+                if (!next || (e.status() != MKC_STATUS_ONEDNN_ERROR &&
+                              e.status() != MKC_STATUS_UNSUPPORTED))
+                    throw;
+                choice.refused.push_back(std::string(impl.name) + ": " + e.what());
+                choice.impl = next;
+            }
+        }
+        for (size_t i = 0; i < node.inputs.size(); ++i)
+            inputs[i] = node.inputs[i] == kNoValue ? nullptr : &desc_[node.inputs[i]];
 
         Step step;
         step.node = n;
-        step.run = node_run(node.op);
+        step.implementation = choice.impl;
+        step.run = choice.impl->run(node.op);
         step.entry = prepared.entry;
-        step.what = g_.describe_node(n);
-        step.impl = implementation(*step.entry);
+        step.what = what;
+        step.impl = choice.impl == implementation_named("onednn") ? implementation(*step.entry)
+                                                                  : choice.impl->name;
+        step.choice = choice.why;
+        for (const std::string &r : choice.refused)
+            step.choice += "; " + r;
         step.serial_elements = prepared.serial_elements;
         if (!prepared.in_args.empty() || !prepared.out_args.empty()) {
             step.in_args = prepared.in_args;
@@ -225,7 +254,8 @@ private:
         if (sum)
             residual_buffer = residual(n, prepared.outputs.at(0), step.in, step.in_place);
         // Or an element-wise or normalising node writing over its input.
-        const BufferRef over = sum ? BufferRef{} : overwritten_input(n, prepared, step.in);
+        const BufferRef over =
+            sum ? BufferRef{} : overwritten_input(n, *choice.impl, prepared, step.in);
         if (over.kind != BufferRef::Kind::none) {
             residual_buffer = over;
             step.in_place = true;
@@ -262,6 +292,13 @@ private:
 
     static bool is_conv(NodeOp op) {
         return op == NodeOp::conv2d || op == NodeOp::conv3d || op == NodeOp::conv2d_transpose;
+    }
+
+    // The implementation after `impl` by priority, or null.
+    static const Implementation *next_after(const Implementation &impl) {
+        const auto &all = implementations();
+        auto at = std::find(all.begin(), all.end(), &impl);
+        return at == all.end() || at + 1 == all.end() ? nullptr : *(at + 1);
     }
 
     // A reshape or transpose node as a view: its result is its input's
@@ -361,14 +398,11 @@ private:
     // binary, layer or batch norm: oneDNN computes them with dst over src,
     // or src0) writes its result over: its first input's bytes as own_bytes
     // gives them, when it reads exactly those there and nowhere else.
-    BufferRef overwritten_input(int n, const ops::Prepared &prepared,
+    BufferRef overwritten_input(int n, const Implementation &impl, const ops::Prepared &prepared,
                                 const std::vector<BufferRef> &reads) const {
         const Node &node = g_.nodes[n];
-        const NodeOp op = node.op;
         if (!options_.inplace || node.inputs.empty() || node.inputs[0] == kNoValue ||
-            prepared.outputs.empty() || reads.empty() ||
-            !(op == NodeOp::activation || op == NodeOp::softmax || op == NodeOp::binary ||
-              op == NodeOp::layer_norm || op == NodeOp::batch_norm))
+            prepared.outputs.empty() || reads.empty() || !impl.overwrites_input(node.op))
             return {};
         const dnnl::memory::desc &y = prepared.outputs[0].desc;
         const BufferRef target = own_bytes(node.inputs[0], n, y);

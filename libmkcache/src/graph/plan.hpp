@@ -11,6 +11,7 @@
 
 #include "common/cache_scope.hpp"
 #include "graph/graph.hpp"
+#include "graph/implementations.hpp"
 #include "graph/node_phases.hpp"
 #include "ops/phases.hpp"
 
@@ -32,6 +33,7 @@ struct BufferRef {
 
 struct Step {
     int node = -1; // -1: a converter between two arrangements
+    const Implementation *implementation = nullptr; // a node's: the one chosen for it
     NodeRun run = nullptr;
     std::shared_ptr<PrimitiveEntry> entry;
     std::vector<BufferRef> in, out;
@@ -43,7 +45,8 @@ struct Step {
     int64_t serial_elements = INT64_MAX; // see ops::Prepared
     // For the plan text.
     std::string what; // "node 3 (conv2d 'stem')", "convert"
-    std::string impl; // the implementation: "onednn:jit:avx2", ...
+    std::string impl;   // the implementation: "onednn:jit:avx2", "reference", ...
+    std::string choice; // why it: "priority", "override (option)", then refusals
     std::vector<std::string> in_formats, out_formats;
     std::string why;       // a converter's reason
     bool in_place = false; // writes into a buffer one of its inputs had (a sum's residual)
@@ -86,6 +89,7 @@ struct CompileOptions {
     // A convolution's sum writes into its residual at its last use; reshape
     // and transpose are views of their input's bytes (graph/views.hpp).
     bool inplace = true;
+    Overrides overrides; // implementations asked for per operator
     ConvertedConstants *constants = nullptr; // shared between plans (null: the plan's own)
 };
 

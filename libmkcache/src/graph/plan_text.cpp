@@ -106,7 +106,7 @@ std::string plan_steps(const Plan &plan) {
         for (; next_view < plan.views.size() && plan.views[next_view].before_step <= int(step);
              ++next_view) {
             const View &v = plan.views[next_view];
-            out << "-\t" << v.node << "\tview\t-\t" << place(v.at) << " " << compact(v.desc)
+            out << "-\t" << v.node << "\tview\t-\t-\t" << place(v.at) << " " << compact(v.desc)
                 << "\t-\t-\n";
         }
     };
@@ -114,7 +114,7 @@ std::string plan_steps(const Plan &plan) {
         views_before(i);
         const Step &s = plan.steps[i];
         out << i << "\t" << s.node << "\t" << (s.node < 0 ? "convert" : "node") << "\t" << s.impl
-            << "\t" << places(s.in, s.in_formats) << "\t" << places(s.out, s.out_formats) << "\t"
+            << "\t" << (s.choice.empty() ? "-" : s.choice) << "\t" << places(s.in, s.in_formats) << "\t" << places(s.out, s.out_formats) << "\t"
             << (s.in_place ? "in place" : s.why.empty() ? "-" : s.why) << "\n";
     }
     views_before(plan.steps.size());
@@ -137,8 +137,11 @@ std::string plan_text(const Graph &graph, const Plan &plan) {
     for (size_t i = 0; i < plan.steps.size(); ++i) {
         views_before(i);
         const Step &s = plan.steps[i];
-        out << i << ": " << s.what << " " << s.impl << "  [" << list(s.in, s.in_formats, graph)
-            << "] -> [" << list(s.out, s.out_formats, graph) << "]";
+        out << i << ": " << s.what << " " << s.impl;
+        if (!s.choice.empty())
+            out << " (" << s.choice << ")";
+        out << "  [" << list(s.in, s.in_formats, graph) << "] -> [" << list(s.out, s.out_formats, graph)
+            << "]";
         if (s.in_place)
             out << "  in place";
         if (!s.why.empty())

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <utility>
 
 #include "cache/blob_cache.hpp"
@@ -21,6 +22,9 @@ Program::Program(Graph graph, const ProgramOptions &options)
     : graph_(std::move(graph)), options_(options), executor_(new_program_executor()) {
     require(!graph_.outputs.empty(), "compile: the graph has no outputs");
     require(options_.capacity >= 0, "compile: capacity must be >= 0");
+    options_.compile.overrides.by_option = parse_overrides(options_.impl, "compile: impl");
+    const char *env = std::getenv("MKCACHE_IMPL");
+    options_.compile.overrides.by_environment = parse_overrides(env ? env : "", "MKCACHE_IMPL");
     if (options_.fuse)
         graph_ = fuse(graph_, &fuse_report_, options_.fuse_options);
     for (size_t v = 0; v < graph_.values.size(); ++v)

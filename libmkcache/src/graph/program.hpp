@@ -29,6 +29,9 @@ struct ProgramOptions {
     FuseOptions fuse_options;
     CompileOptions compile;
     int64_t capacity = 0; // > 0: at most this many plans (input-shape groups) kept
+    // Implementations asked for per operator, "conv2d=reference,..." (see
+    // graph/implementations.hpp); MKCACHE_IMPL is read beside it.
+    std::string impl;
 };
 
 class Program {

@@ -24,8 +24,7 @@ bool row_major_bytes(const ops::ValueDesc &src);
 // `src` transposed by `perm` (caller axes) as a view of its bytes, labelled
 // channels-first; false when src's arrangement is not a strided one
 // (blocked, as nChw16c), `out` untouched then.
-bool transposed_view(const ops::ValueDesc &src, const std::vector<int> &perm,
-                     ops::ValueDesc &out);
+bool transposed_view(const ops::ValueDesc &src, const std::vector<int> &perm, ops::ValueDesc &out);
 
 // The strides (caller order) to write a value of caller dims `dims` with,
 // so that its transpose by `perm` is row-major bytes.

@@ -7,7 +7,6 @@
 // padding), so one loop nest serves every rank.
 #include <cstdint>
 
-#include "reference/fused_activation.hpp"
 #include "reference/kernels.hpp"
 
 namespace mkc::reference {
@@ -132,7 +131,7 @@ void conv(const mkc_conv_params &p, bool transposed, bool channels_last, const D
                         // eager sum post-op does.
                         if (p.sum)
                             sum += y;
-                        y = stand_in::apply_activation(p.activation, p.activation_alpha,
+                        y = activate(p.activation, p.activation_alpha,
                                                        p.activation_beta, static_cast<float>(sum));
                     }
         }

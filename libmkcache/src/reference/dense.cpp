@@ -2,7 +2,6 @@
 // accumulated in double.
 #include <cstdint>
 
-#include "reference/fused_activation.hpp"
 #include "reference/kernels.hpp"
 
 namespace mkc::reference {
@@ -16,7 +15,7 @@ void linear(int64_t rows, int64_t in, int64_t out, const float *x, const float *
             for (int64_t i = 0; i < in; ++i)
                 sum += double(x[r * in + i]) * weights[o * in + i];
             y[r * out + o] =
-                stand_in::apply_activation(activation, alpha, beta, static_cast<float>(sum));
+                activate(activation, alpha, beta, static_cast<float>(sum));
         }
 }
 
@@ -61,7 +60,7 @@ void matmul(const mkc_matmul_params &p, const Dims &a_dims, const float *a, cons
                     sum += bias[n];
                 // The scale takes the bias too, then the activation.
                 y[m * N + n] =
-                    stand_in::apply_activation(p.activation, p.activation_alpha, p.activation_beta,
+                    activate(p.activation, p.activation_alpha, p.activation_beta,
                                                static_cast<float>(p.scale * sum));
             }
     }

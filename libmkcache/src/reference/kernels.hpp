@@ -58,9 +58,10 @@ void batch_norm(const Dims &dims, bool channels_last, float epsilon, const float
                 const float *mean, const float *variance, const float *scale, const float *shift,
                 float *dst);
 
-// Across channels: dst = src / (k + alpha / size * sum of src^2 over the
-// window of `size` channels around c, clipped at the edges)^beta, the
-// window placed as the eager mkcache.lrn places it.
+// Across channels: dst = src / (k + alpha / size * sum of src^2 over
+// channels c - (size-1)/2 .. c + (size-1)/2, clipped at the edges)^beta -
+// the eager mkcache.lrn's window: `size` channels centred on c for an odd
+// size, one fewer for an even one (the divisor stays `size`).
 void lrn(const Dims &dims, bool channels_last, int64_t size, float alpha, float beta, float k,
          const float *src, float *dst);
 

@@ -1,0 +1,138 @@
+#include "graph/implementations.hpp"
+
+#include <algorithm>
+#include <cctype>
+
+#include "common/error.hpp"
+
+namespace mkc::graph {
+
+namespace {
+
+// ------------------------------------------------------------------ onednn
+
+ops::Verdict onednn_supports(const Node &node, const NodeInputs &inputs) {
+    return ops::verdict_of([&] { infer_node(node, inputs); });
+}
+
+ops::Prepared onednn_prepare(const CacheScope &scope, const Node &node, const NodeInputs &inputs,
+                             const Dims *y_strides) {
+    return prepare_node(scope, node, inputs, y_strides);
+}
+
+// oneDNN computes these with dst over src (src0 for a binary).
+bool onednn_overwrites_input(NodeOp op) {
+    return op == NodeOp::activation || op == NodeOp::softmax || op == NodeOp::binary ||
+           op == NodeOp::layer_norm || op == NodeOp::batch_norm;
+}
+
+// oneDNN's matmul takes any strides for its operands and its result.
+bool onednn_reads_views(NodeOp op) { return op == NodeOp::matmul; }
+
+const Implementation kOnednn{"onednn",          100,      onednn_supports,
+                             onednn_prepare,    node_run, onednn_overwrites_input,
+                             onednn_reads_views};
+
+std::string trimmed(const std::string &s) {
+    size_t b = 0, e = s.size();
+    while (b < e && std::isspace(static_cast<unsigned char>(s[b])))
+        ++b;
+    while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1])))
+        --e;
+    return s.substr(b, e - b);
+}
+
+bool known_operator(const std::string &name) {
+    for (int op = 0; op <= static_cast<int>(NodeOp::reshape); ++op)
+        if (name == node_op_name(static_cast<NodeOp>(op)))
+            return true;
+    return false;
+}
+
+std::string known_names() {
+    std::string s;
+    for (const Implementation *impl : implementations())
+        s += (s.empty() ? "" : ", ") + std::string(impl->name);
+    return s;
+}
+
+} // namespace
+
+extern const Implementation kReference; // impl_reference.cpp
+
+const std::vector<const Implementation *> &implementations() {
+    static const std::vector<const Implementation *> all = [] {
+        std::vector<const Implementation *> v{&kOnednn, &kReference};
+        std::stable_sort(v.begin(), v.end(), [](const Implementation *a, const Implementation *b) {
+            return a->priority > b->priority;
+        });
+        return v;
+    }();
+    return all;
+}
+
+const Implementation *implementation_named(const std::string &name) {
+    for (const Implementation *impl : implementations())
+        if (name == impl->name)
+            return impl;
+    return nullptr;
+}
+
+std::map<std::string, std::string> parse_overrides(const std::string &text, const char *source) {
+    std::map<std::string, std::string> out;
+    size_t at = 0;
+    while (at <= text.size()) {
+        const size_t comma = std::min(text.find(',', at), text.size());
+        const std::string part = trimmed(text.substr(at, comma - at));
+        at = comma + 1;
+        if (part.empty())
+            continue;
+        const size_t eq = part.find('=');
+        if (eq == std::string::npos)
+            fail(MKC_STATUS_INVALID_ARGUMENT, source, ": '", part,
+                 "' is not operator=implementation (as in conv2d=reference)");
+        const std::string op = trimmed(part.substr(0, eq)), impl = trimmed(part.substr(eq + 1));
+        if (!known_operator(op))
+            fail(MKC_STATUS_INVALID_ARGUMENT, source, ": unknown operator '", op, "' in '", part,
+                 "'");
+        if (!implementation_named(impl))
+            fail(MKC_STATUS_INVALID_ARGUMENT, source, ": unknown implementation '", impl, "' in '",
+                 part, "' (known: ", known_names(), ")");
+        if (!out.emplace(op, impl).second)
+            fail(MKC_STATUS_INVALID_ARGUMENT, source, ": ", op, " is given twice");
+    }
+    return out;
+}
+
+Choice choose(const Node &node, const NodeInputs &inputs, const Overrides &overrides,
+              const std::string &what) {
+    const std::string op = node_op_name(node.op);
+    Choice c;
+    for (const auto *source : {&overrides.by_option, &overrides.by_environment}) {
+        auto found = source->find(op);
+        if (found == source->end())
+            continue;
+        c.impl = implementation_named(found->second);
+        c.why = source == &overrides.by_option ? "override (option)" : "override (MKCACHE_IMPL)";
+        const ops::Verdict v = c.impl->supports(node, inputs);
+        if (!v.ok())
+            fail(MKC_STATUS_INVALID_ARGUMENT, what, ": implementation '", c.impl->name,
+                 "' was asked for (", c.why.substr(10, c.why.size() - 11),
+                 ") but cannot run it: ", v.reason);
+        return c;
+    }
+    for (const Implementation *impl : implementations()) {
+        const ops::Verdict v = impl->supports(node, inputs);
+        if (v.ok()) {
+            c.impl = impl;
+            c.why = "priority";
+            return c;
+        }
+        c.refused.push_back(std::string(impl->name) + ": " + v.reason);
+    }
+    // No implementation runs it: the best one's reason is the node's error.
+    fail(MKC_STATUS_INVALID_ARGUMENT, what, ": ",
+         c.refused.empty() ? std::string("no implementation") : c.refused.front());
+}
+
+} // namespace mkc::graph

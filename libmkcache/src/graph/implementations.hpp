@@ -1,0 +1,76 @@
+// The implementations a program chooses among, per node. An implementation
+// says which nodes it can run (`supports`), prepares a node's step (its
+// entry, the arrangement it reads each input in and writes each output
+// in) and runs it; its in-place options and whether it reads strided views
+// follow from it, so the memory plan, made after the choice, follows the
+// choice too.
+//
+// Built in, by priority:
+//   onednn     the library's cached oneDNN primitives (ops/);
+//   reference  plain C++ loops on plain bytes (reference/): the fallback
+//              where oneDNN refuses a case, and an independent check of
+//              oneDNN's results.
+//
+// The choice per node: the highest-priority implementation whose
+// `supports` accepts the node - unless an override names one for the
+// node's operator (the compile option first, then MKCACHE_IMPL, both
+// "conv2d=reference,softmax=onednn"), which must then accept it: an
+// override is never silently dropped.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "graph/graph.hpp"
+#include "graph/node_phases.hpp"
+#include "ops/phases.hpp"
+
+namespace mkc::graph {
+
+struct Implementation {
+    const char *name;
+    int priority; // higher is preferred
+    // Ok, or why this implementation cannot run the node on these inputs.
+    ops::Verdict (*supports)(const Node &node, const NodeInputs &inputs);
+    // The node's step as prepare_node makes it (`y_strides` only when
+    // reads_views says so for a matmul).
+    ops::Prepared (*prepare)(const CacheScope &scope, const Node &node, const NodeInputs &inputs,
+                             const Dims *y_strides);
+    // The step's run when it is not one primitive execution.
+    NodeRun (*run)(NodeOp op);
+    // Whether the step may write its result over its first input's bytes
+    // (when they are arranged as the result).
+    bool (*overwrites_input)(NodeOp op);
+    // Whether the step reads strided views where they are and can write its
+    // result with given strides (else views reach it converted to plain).
+    bool (*reads_views)(NodeOp op);
+};
+
+// Every implementation, highest priority first.
+const std::vector<const Implementation *> &implementations();
+// The one named `name`, or null.
+const Implementation *implementation_named(const std::string &name);
+
+// Operator name ("conv2d", node_op_name) -> implementation name.
+struct Overrides {
+    std::map<std::string, std::string> by_option, by_environment;
+};
+// Parses "conv2d=reference,softmax=onednn" (spaces around the parts
+// allowed, an empty text: none); `source` names it in errors, which are
+// INVALID_ARGUMENT naming the part that is wrong: an unknown operator or
+// implementation, a part without '=', an operator given twice.
+std::map<std::string, std::string> parse_overrides(const std::string &text, const char *source);
+
+// What the choice for one node was and why (for the plan text).
+struct Choice {
+    const Implementation *impl = nullptr;
+    std::string why;                  // "priority", "override (option)", "override (MKCACHE_IMPL)"
+    std::vector<std::string> refused; // "onednn: <reason>" of better candidates
+};
+// Chooses for `node` (described as in messages by `what`); an override that
+// cannot run the node throws INVALID_ARGUMENT naming it and the reason.
+Choice choose(const Node &node, const NodeInputs &inputs, const Overrides &overrides,
+              const std::string &what);
+
+} // namespace mkc::graph
