@@ -164,7 +164,7 @@ class ReshapeParams(_Sized):
 
 class ProgramOptions(_Sized):
     _fields_ = [("fuse", c_int), ("inplace", c_int), ("reuse", c_int), ("capacity", c_int64),
-                ("impl", c_char_p)]
+                ("impl", c_char_p), ("measure", c_int), ("choices", c_char_p)]
 
 
 class ProgramMemory(_Sized):
@@ -318,6 +318,7 @@ _SIGNATURES = {
     "mkc_program_profile_text": [c_void_p, POINTER(c_char), c_size_t, POINTER(c_size_t)],
     "mkc_program_plan": [c_void_p, POINTER(c_char), c_size_t, POINTER(c_size_t)],
     "mkc_program_steps": [c_void_p, POINTER(c_char), c_size_t, POINTER(c_size_t)],
+    "mkc_program_choices": [c_void_p, POINTER(c_char), c_size_t, POINTER(c_size_t)],
     "mkc_program_memory_info": [c_void_p, POINTER(ProgramMemory)],
     "mkc_program_output_shape": [c_void_p, POINTER(c_int64), c_int, POINTER(c_int),
                                  POINTER(c_int64)],

@@ -418,7 +418,8 @@ class Graph(_Closed):
 
     # ------------------------------------------------------------ compile
     def compile(self, *, fuse: bool = True, inplace: bool = True, reuse: bool = True,
-                capacity: int = 0, impl: dict | None = None) -> "Program":
+                capacity: int = 0, impl: dict | None = None, choose: str = "priority",
+                choices=None) -> "Program":
         """A Program of this graph (the graph may be built further or closed
         afterwards). fuse: merge what oneDNN runs as one primitive (an
         activation into the conv/linear/matmul before it, an add into the
@@ -433,7 +434,12 @@ class Graph(_Closed):
         input-shape plans kept. impl: {operator: implementation} for every
         node of that operator ("conv2d", "activation", "matmul", ... as the
         plan names them; "onednn" or "reference"), before MKCACHE_IMPL; an
-        implementation that cannot run such a node is an error."""
+        implementation that cannot run such a node is an error. choose:
+        "priority" (the best that supports each node) or "measure" (each
+        node's candidates timed on the first run of an input shape, the
+        fastest kept; the plan shows the times). choices: a file written by
+        Program.save_choices (or its text as bytes), taken as it is for the
+        nodes it names, so a deployment need not measure."""
         if impl is None:
             impl_text = None
         elif isinstance(impl, dict):
@@ -441,10 +447,18 @@ class Graph(_Closed):
         else:
             raise InvalidArgumentError(
                 f"impl must be a dict {{operator: implementation}}, got {type(impl).__name__}")
+        if choose not in ("priority", "measure"):
+            raise InvalidArgumentError(f"choose must be 'priority' or 'measure', got {choose!r}")
+        if choices is None or isinstance(choices, bytes):
+            choices_text = choices
+        else:
+            with open(choices, "rb") as f:
+                choices_text = f.read()
         o = _params(_capi.ProgramOptions, _lib.mkc_program_options_init,
                     fuse=1 if fuse else 0, inplace=1 if inplace else 0,
                     reuse=1 if reuse else 0, capacity=_checks.integer(capacity, "capacity"),
-                    impl=impl_text)
+                    impl=impl_text, measure=1 if choose == "measure" else 0,
+                    choices=choices_text)
         handle = ctypes.c_void_p()
         _lib.mkc_program_compile(self.handle, ctypes.byref(o), ctypes.byref(handle))
         return Program(handle, dict(self._input_layouts), dict(self._input_ranks))
@@ -648,6 +662,16 @@ class Program(_Closed):
     def plan(self) -> str:
         """The last compiled plan: one line per step, then the totals."""
         return _capi.call_with_buffer(_lib.mkc_program_plan, self.handle)
+
+    def choices(self) -> str:
+        """The implementation choices measured so far (or read back), one
+        line each: key, implementation, each candidate's microseconds."""
+        return _capi.call_with_buffer(_lib.mkc_program_choices, self.handle)
+
+    def save_choices(self, path) -> None:
+        """Writes choices() to `path`, for compile(choices=path)."""
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(self.choices())
 
     def steps(self) -> list:
         """The last compiled plan's steps and views, in order, as dicts:

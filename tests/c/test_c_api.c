@@ -1056,6 +1056,37 @@ static void test_program(void) {
           MKC_STATUS_INVALID_ARGUMENT);
     CHECK(strstr(mkc_last_error(), "not a value of this graph") != NULL);
 
+    /* Implementations: an unknown one refused at compile; every node forced
+     * to reference, or chosen by timing them on the first run; either gives
+     * the reference values. */
+    const int64_t run_dims[4] = {N, C, H, W};
+    const void *run_in[1] = {x};
+    void *run_out[1] = {out};
+    mkc_program_options po;
+    OK(mkc_program_options_init(&po));
+    CHECK(po.impl == NULL && po.measure == 0 && po.choices == NULL);
+    mkc_program *other = NULL;
+    po.impl = "conv2d=fast";
+    CHECK(mkc_program_compile(g, &po, &other) == MKC_STATUS_INVALID_ARGUMENT);
+    CHECK(strstr(mkc_last_error(), "unknown implementation 'fast'") != NULL && other == NULL);
+    po.impl = "conv2d=reference,activation=reference";
+    OK(mkc_program_compile(g, &po, &other));
+    OK(mkc_program_run_plain(other, run_dims, run_in, run_out));
+    for (int i = 0; i < N * O * H * W; ++i) CHECK(fabs(out[i] - ref[i]) <= 1e-5 * (1 + fabs(ref[i])));
+    char steps_text[4096];
+    size_t steps_needed = 0;
+    OK(mkc_program_steps(other, steps_text, sizeof steps_text, &steps_needed));
+    CHECK(strstr(steps_text, "\treference\toverride (option)\t") != NULL);
+    OK(mkc_program_destroy(other));
+    po.impl = NULL;
+    po.measure = 1;
+    OK(mkc_program_compile(g, &po, &other));
+    OK(mkc_program_run_plain(other, run_dims, run_in, run_out));
+    for (int i = 0; i < N * O * H * W; ++i) CHECK(fabs(out[i] - ref[i]) <= 1e-5 * (1 + fabs(ref[i])));
+    OK(mkc_program_choices(other, steps_text, sizeof steps_text, &steps_needed));
+    CHECK(strstr(steps_text, "\tonednn=") != NULL || strstr(steps_text, ",onednn=") != NULL);
+    OK(mkc_program_destroy(other));
+
     mkc_program *prog = NULL;
     OK(mkc_program_compile(g, NULL, &prog));
     OK(mkc_graph_destroy(g)); /* the program keeps what it needs */
@@ -1097,6 +1128,10 @@ static void test_program(void) {
     uint64_t executor = 0;
     OK(mkc_program_executor(prog, &executor));
     CHECK(executor >> 63 == 1);
+    /* Nothing measured: no choices; a NULL program refused. */
+    OK(mkc_program_choices(prog, text, sizeof text, &needed));
+    CHECK(text[0] == '\0' && needed == 1);
+    CHECK(mkc_program_choices(NULL, text, sizeof text, &needed) == MKC_STATUS_INVALID_HANDLE);
 
     /* A profiled run: a line per step, each with its implementation. */
     CHECK(mkc_program_profile_text(prog, text, sizeof text, &needed) ==

@@ -264,5 +264,103 @@ TEST(the_memory_plan_follows_the_implementation) {
     CHECK(tanh_in_place == 2);
 }
 
+// relu x3 on 1x16, then a 3x3 conv 32->32 on 2x32x20x20: every node with
+// two capable implementations is timed and gets the faster of them.
+Graph measured_model() {
+    Graph g;
+    const int x = g.add_input("x", MKC_DTYPE_F32, {2, 32, 20, 20}, kFirst);
+    int y = x;
+    for (int i = 0; i < 3; ++i)
+        y = g.add_node(NodeOp::activation, graph::ActivationParams{}, "r" + std::to_string(i),
+                       {y})[0];
+    y = g.add_node(NodeOp::conv2d, conv_params(kFirst), "c",
+                   {y, g.add_constant(constant({32, 32, 3, 3}, 1), "w")})[0];
+    g.add_output(y, "y");
+    return g;
+}
+
+std::shared_ptr<const graph::Plan> compiled(const Graph &g, bool measure,
+                                            const std::string &choices, std::string *text) {
+    ProgramOptions options;
+    options.fuse = false;
+    options.measure = measure;
+    options.choices = choices;
+    Program program(g, options);
+    auto x = tensor({2, 32, 20, 20}, kFirst, 4);
+    const Tensor *inputs[] = {x.get()};
+    mkc_tensor *out[] = {nullptr};
+    program.run(inputs, out);
+    mkc_tensor_destroy(out[0]);
+    if (text)
+        *text = program.choices_text();
+    return program.last_plan();
+}
+
+TEST(measured_choice_takes_the_fastest_and_reads_back_without_measuring) {
+    Environment none(nullptr);
+    const Graph g = measured_model();
+    std::string text;
+    const auto plan = compiled(g, true, "", &text);
+    // Each line: key, the chosen implementation, every candidate's time;
+    // the chosen one is the fastest.
+    int lines = 0;
+    for (size_t at = 0; at < text.size();) {
+        const size_t end = text.find('\n', at);
+        const std::string line = text.substr(at, end - at);
+        at = end + 1;
+        ++lines;
+        const size_t t1 = line.find('\t'), t2 = line.find('\t', t1 + 1);
+        const std::string chosen = line.substr(t1 + 1, t2 - t1 - 1);
+        std::string best;
+        double best_us = 1e300;
+        int candidates = 0;
+        for (size_t p = t2 + 1; p < line.size();) {
+            const size_t comma = std::min(line.find(',', p), line.size());
+            const std::string part = line.substr(p, comma - p);
+            p = comma + 1;
+            const double us = std::stod(part.substr(part.find('=') + 1));
+            ++candidates;
+            if (us < best_us) {
+                best_us = us;
+                best = part.substr(0, part.find('='));
+            }
+        }
+        CHECK(candidates == 2);
+        CHECK_EQ_TEXT(chosen, best);
+    }
+    CHECK(lines == 4);
+    for (const graph::Step &s : plan->steps)
+        if (s.node >= 0)
+            CHECK(s.choice.rfind("measured: ", 0) == 0);
+    // Read back, without measuring: the same implementations, the same
+    // times (nothing timed again).
+    std::string again;
+    const auto loaded = compiled(g, false, text, &again);
+    CHECK(again == text);
+    CHECK(loaded->steps.size() == plan->steps.size());
+    for (size_t i = 0; i < plan->steps.size(); ++i) {
+        CHECK(loaded->steps[i].impl == plan->steps[i].impl);
+        if (plan->steps[i].node >= 0)
+            CHECK(loaded->steps[i].choice.rfind("measured (loaded): ", 0) == 0);
+    }
+    // Bad text: errors naming the line.
+    for (const char *bad : {"no tabs here\n", "k\tfast\tonednn=1\n", "k\tonednn\tonednn=x\n"}) {
+        const ops::Verdict v = error_of([&] { compiled(g, false, bad, nullptr); });
+        CHECK(v.status == MKC_STATUS_INVALID_ARGUMENT && v.reason.find("choices line 1") == 0);
+    }
+}
+
+TEST(plans_are_deterministic) {
+    Environment none(nullptr);
+    for (const mkc_layout df : {MKC_LAYOUT_CHANNELS_FIRST, MKC_LAYOUT_CHANNELS_LAST}) {
+        const Graph g = model(df);
+        auto x = tensor({2, 3, 8, 9}, df, 7);
+        std::shared_ptr<const graph::Plan> a, b;
+        run(g, "softmax=reference", {x.get()}, &a);
+        run(g, "softmax=reference", {x.get()}, &b);
+        CHECK_EQ_TEXT(graph::plan_text(g, *a), graph::plan_text(g, *b));
+    }
+}
+
 } // namespace
 } // namespace mkc::test

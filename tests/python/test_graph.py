@@ -210,6 +210,38 @@ def test_implementation_chosen_per_operator_by_option_or_environment(monkeypatch
         assert by_choice == {"priority", "override (option)", "override (MKCACHE_IMPL)"}
 
 
+def test_measured_choices_are_saved_and_read_back(monkeypatch, tmp_path):
+    monkeypatch.delenv("MKCACHE_IMPL", raising=False)
+    x, cnn = rand(2, 3, 9, 11), SmallCnn()
+    with cnn.build(2).compile(choose="measure") as a:
+        want = a.run(x=x)["probs"]
+        nodes = [s for s in a.steps() if s["kind"] == "node"]
+        assert nodes and all(s["choice"].startswith("measured: onednn ") for s in nodes)
+        lines = a.choices().splitlines()
+        assert len(lines) == len(nodes)
+        for line in lines:  # key, chosen, times: the chosen one is the fastest
+            key, chosen, times = line.split("\t")
+            us = {name: float(t) for name, t in (p.split("=") for p in times.split(","))}
+            assert set(us) == {"onednn", "reference"} and chosen == min(us, key=us.get)
+        a.save_choices(tmp_path / "choices.txt")
+        impls = [s["impl"] for s in a.steps()]
+    with cnn.build(2).compile(choices=tmp_path / "choices.txt") as b:
+        np.testing.assert_allclose(b.run(x=x)["probs"], want, rtol=1e-5, atol=1e-7)
+        assert b.choices() == (tmp_path / "choices.txt").read_text()  # nothing timed again
+        assert [s["impl"] for s in b.steps()] == impls
+        assert all(s["choice"].startswith("measured (loaded): ")
+                   for s in b.steps() if s["kind"] == "node")
+    g = SmallCnn().build(2)
+    try:
+        with pytest.raises(mkcache.InvalidArgumentError, match="choose must be"):
+            g.compile(choose="fastest")
+        with pytest.raises(mkcache.InvalidArgumentError, match="choices line 1: unknown "
+                                                               "implementation 'fast'"):
+            g.compile(choices=b"key\tfast\tonednn=1\n")
+    finally:
+        g.close()
+
+
 @pytest.mark.parametrize("impl, env, words", [
     ({"conv": "reference"}, None, "compile: impl: unknown operator 'conv'"),
     ({"conv2d": "fast"}, None, "unknown implementation 'fast' in 'conv2d=fast' (known: onednn, "

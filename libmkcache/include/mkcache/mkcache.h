@@ -967,6 +967,15 @@ typedef struct mkc_program_options {
                            activation, softmax, binary, pool, linear, matmul,
                            layer_norm, batch_norm, lrn, concat, transpose,
                            reshape */
+    int measure;        /* != 0: a node no override decides gets the fastest
+                           implementation that supports it, each timed on the
+                           first plan of an input shape (the key holds the
+                           CPU's ISA, the OpenMP threads, the node and its
+                           inputs' shapes); 0 (default): by priority */
+    const char *choices;/* choices to start from: what mkc_program_choices
+                           gave an earlier program (NULL or "": none); taken
+                           as they are for the nodes they name, measuring or
+                           not, so a deployment need not measure */
 } mkc_program_options;
 
 MKC_API mkc_status mkc_program_options_init(mkc_program_options *options);
@@ -1041,6 +1050,13 @@ MKC_API mkc_status mkc_program_plan(const mkc_program *program, char *buf, size_
  * Copied as mkc_program_plan. Any thread. */
 MKC_API mkc_status mkc_program_steps(const mkc_program *program, char *buf, size_t size,
                                      size_t *needed);
+
+/* The implementation choices measured so far (or read back), one line each:
+ * "<key>\t<implementation>\t<name>=<microseconds>,...\n" - the text
+ * mkc_program_options.choices takes. Copied as mkc_program_plan; empty when
+ * nothing was measured. Any thread. */
+MKC_API mkc_status mkc_program_choices(const mkc_program *program, char *buf, size_t size,
+                                       size_t *needed);
 
 typedef struct mkc_program_memory {
     size_t struct_size;       /* sizeof(mkc_program_memory)                 */

@@ -329,6 +329,8 @@ MKC_API mkc_status mkc_program_compile(const mkc_graph *graph, const mkc_program
         po.compile.reuse = o.reuse != 0;
         po.capacity = o.capacity;
         po.impl = text_or_empty(o.impl);
+        po.measure = o.measure != 0;
+        po.choices = text_or_empty(o.choices);
         auto p = std::make_unique<mkc_program>(g, po);
         p->p.compile_static();
         registry<mkc_program>().add(p.get());
@@ -436,6 +438,13 @@ MKC_API mkc_status mkc_program_steps(const mkc_program *program, char *buf, size
         const graph::Program &p = program_arg(program);
         std::shared_ptr<const graph::Plan> hold;
         api::copy_out(graph::plan_steps(last_plan(p, hold)), buf, size, needed);
+    });
+}
+
+MKC_API mkc_status mkc_program_choices(const mkc_program *program, char *buf, size_t size,
+                                       size_t *needed) {
+    return guard([&] {
+        api::copy_out(program_arg(program).choices_text(), buf, size, needed);
     });
 }
 

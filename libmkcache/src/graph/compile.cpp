@@ -171,21 +171,14 @@ private:
             for_node(g_, n, [&] { return infer_node(node, inputs); });
         const std::string what = g_.describe_node(n);
         Choice choice = choose(node, inputs, options_.overrides, what);
+        if (options_.choices && choice.why == "priority")
+            measure_choice(n, inputs, choice);
         ops::Prepared prepared;
         Dims y_strides;
         for (;;) {
             const Implementation &impl = *choice.impl;
-            // A view is shown plain to an implementation that does not read
-            // strided bytes where they are: read() then converts it.
-            std::vector<ValueDesc> shown(node.inputs.size());
-            for (size_t i = 0; i < node.inputs.size(); ++i) {
-                const int v = node.inputs[i];
-                if (v != kNoValue && view_[v] && !impl.reads_views(node.op)) {
-                    const ValueDesc &have = desc_[v];
-                    shown[i] = ops::plain_value(have.dtype, have.layout, have.dims);
-                    inputs[i] = &shown[i];
-                }
-            }
+            std::vector<ValueDesc> shown;
+            shown_to(impl, node, inputs, shown);
             y_strides.clear();
             auto perm = y_perm_.find(n);
             if (perm != y_perm_.end() && impl.reads_views(node.op))
@@ -200,11 +193,12 @@ private:
                 // Refused when it came to building (oneDNN's "could not
                 // create a primitive descriptor"): the next implementation
                 // that supports the node, unless this one was asked for.
-                const Implementation *next = choice.why == "priority" ? next_after(impl) : nullptr;
+                const Implementation *next =
+                    choice.why.rfind("override", 0) == 0 ? nullptr : next_after(impl);
                 while (next && !next->supports(node, inputs).ok())
                     next = next_after(*next);
-                if (!next || (e.status() != MKC_STATUS_ONEDNN_ERROR &&
-                              e.status() != MKC_STATUS_UNSUPPORTED))
+                if (!next ||
+                    (e.status() != MKC_STATUS_ONEDNN_ERROR && e.status() != MKC_STATUS_UNSUPPORTED))
                     throw;
                 choice.refused.push_back(std::string(impl.name) + ": " + e.what());
                 choice.impl = next;
@@ -294,6 +288,71 @@ private:
         return op == NodeOp::conv2d || op == NodeOp::conv3d || op == NodeOp::conv2d_transpose;
     }
 
+    // A view is shown plain to an implementation that does not read
+    // strided bytes where they are (read() then converts it): `inputs`
+    // pointed at those descriptions, kept in `shown`.
+    void shown_to(const Implementation &impl, const Node &node, NodeInputs &inputs,
+                  std::vector<ValueDesc> &shown) const {
+        shown.assign(node.inputs.size(), {});
+        for (size_t i = 0; i < node.inputs.size(); ++i) {
+            const int v = node.inputs[i];
+            inputs[i] = v == kNoValue ? nullptr : &desc_[v];
+            if (v != kNoValue && view_[v] && !impl.reads_views(node.op)) {
+                const ValueDesc &have = desc_[v];
+                shown[i] = ops::plain_value(have.dtype, have.layout, have.dims);
+                inputs[i] = &shown[i];
+            }
+        }
+    }
+
+    // The choice options_.choices holds for node `n` (read back, or
+    // measured by an earlier plan), else, when measuring, the fastest of the
+    // implementations that support it, timed now and remembered there.
+    void measure_choice(int n, NodeInputs inputs, Choice &choice) {
+        const Node &node = g_.nodes[n];
+        std::vector<const Implementation *> capable;
+        for (const Implementation *impl : implementations())
+            if (impl->supports(node, inputs).ok())
+                capable.push_back(impl);
+        if (capable.size() < 2)
+            return;
+        const std::string key = choice_key(g_, n, inputs);
+        Measured m;
+        const bool known = options_.choices->find(key, m);
+        if (!known && !options_.measure)
+            return;
+        if (!known) {
+            double best = -1;
+            for (const Implementation *impl : capable) {
+                std::vector<ValueDesc> shown;
+                shown_to(*impl, node, inputs, shown);
+                std::string why;
+                const double us = time_candidate(plan_.scope, *impl, node, inputs, why);
+                if (us < 0) {
+                    choice.refused.push_back(std::string(impl->name) + ": " + why);
+                    continue;
+                }
+                m.times.emplace_back(impl->name, us);
+                if (best < 0 || us < best) {
+                    best = us;
+                    m.impl = impl->name;
+                }
+            }
+            if (m.times.empty())
+                return;
+            options_.choices->add(key, m);
+        }
+        const Implementation *chosen = implementation_named(m.impl);
+        std::vector<ValueDesc> shown;
+        shown_to(*chosen, node, inputs, shown);
+        const ops::Verdict v = chosen->supports(node, inputs);
+        if (!v.ok())
+            fail(MKC_STATUS_INVALID_ARGUMENT, g_.describe_node(n), ": the choice read back, '",
+                 m.impl, "', cannot run it: ", v.reason);
+        choice.impl = chosen;
+        choice.why = measured_text(m);
+    }
+
     // The implementation after `impl` by priority, or null.
     static const Implementation *next_after(const Implementation &impl) {
         const auto &all = implementations();
@@ -316,9 +375,8 @@ private:
             const ValueDesc &have = desc_[v];
             const ValueDesc plain = ops::plain_value(have.dtype, have.layout, have.dims);
             at = read(v, plain.desc);
-            for_node(g_, n, [&] {
-                require(view_of(node, plain, out, result), "no view of plain bytes");
-            });
+            for_node(g_, n,
+                     [&] { require(view_of(node, plain, out, result), "no view of plain bytes"); });
         }
         desc_[w] = result;
         where_[w] = at;
@@ -507,8 +565,7 @@ private:
 
     // A step converting the bytes at `from`, read as `have`, into `want`.
     void add_converter_from(const BufferRef &from, const dnnl::memory::desc &have,
-                            const dnnl::memory::desc &want, const BufferRef &out,
-                            const char *why) {
+                            const dnnl::memory::desc &want, const BufferRef &out, const char *why) {
         Step step;
         step.run = run_converter;
         step.entry = reorder_entry(plan_.scope, have, want);
@@ -594,8 +651,8 @@ private:
     Plan &plan_;
     std::vector<ValueDesc> desc_;
     std::vector<BufferRef> where_;
-    std::vector<bool> view_;            // a strided view only a matmul reads as it is
-    std::map<int, bool> redirected_;    // per arena buffer: moved to a graph output
+    std::vector<bool> view_;                  // a strided view only a matmul reads as it is
+    std::map<int, bool> redirected_;          // per arena buffer: moved to a graph output
     std::map<int, std::vector<int>> holders_; // per arena buffer, the values held there
     std::map<int, std::vector<int>> y_perm_;  // matmul node -> the transpose after it
     // Per value, the last node reading it or a view of it (-1: none), and

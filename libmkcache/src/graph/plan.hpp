@@ -12,6 +12,7 @@
 #include "common/cache_scope.hpp"
 #include "graph/graph.hpp"
 #include "graph/implementations.hpp"
+#include "graph/measure.hpp"
 #include "graph/node_phases.hpp"
 #include "ops/phases.hpp"
 
@@ -90,6 +91,12 @@ struct CompileOptions {
     // and transpose are views of their input's bytes (graph/views.hpp).
     bool inplace = true;
     Overrides overrides; // implementations asked for per operator
+    // Choose among the implementations that support a node by timing them
+    // (graph/measure.hpp), remembering the choices in `choices`. A choice
+    // `choices` holds already (read back, or measured by an earlier plan)
+    // is taken as it is, measuring or not.
+    bool measure = false;
+    Choices *choices = nullptr;
     ConvertedConstants *constants = nullptr; // shared between plans (null: the plan's own)
 };
 

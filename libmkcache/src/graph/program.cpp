@@ -25,6 +25,8 @@ Program::Program(Graph graph, const ProgramOptions &options)
     options_.compile.overrides.by_option = parse_overrides(options_.impl, "compile: impl");
     const char *env = std::getenv("MKCACHE_IMPL");
     options_.compile.overrides.by_environment = parse_overrides(env ? env : "", "MKCACHE_IMPL");
+    choices_.load(options_.choices);
+    options_.compile.measure = options_.measure;
     if (options_.fuse)
         graph_ = fuse(graph_, &fuse_report_, options_.fuse_options);
     for (size_t v = 0; v < graph_.values.size(); ++v)
@@ -175,6 +177,7 @@ Program::find_or_compile(const std::vector<std::vector<int64_t>> &dims) {
     scope.state = &thread_state();
     CompileOptions options = options_.compile;
     options.constants = &constants_;
+    options.choices = &choices_;
     std::shared_ptr<const Plan> plan = compile_plan(graph_, dims, scope, group, options);
     std::lock_guard<std::mutex> lock(mutex_);
     plans_.emplace(group, plan);

@@ -32,6 +32,10 @@ struct ProgramOptions {
     // Implementations asked for per operator, "conv2d=reference,..." (see
     // graph/implementations.hpp); MKCACHE_IMPL is read beside it.
     std::string impl;
+    // Choose the others by timing them (graph/measure.hpp), starting from
+    // these choices (Choices::text() of an earlier program; "": none).
+    bool measure = false;
+    std::string choices;
 };
 
 class Program {
@@ -73,6 +77,8 @@ public:
     // The plan compiled last (null before any).
     std::shared_ptr<const Plan> last_plan() const;
     size_t plan_count() const;
+    // The measured (or read back) choices so far, as Choices::text().
+    std::string choices_text() const { return choices_.text(); }
 
 private:
     // An arena and the bindings of the plan it ran last (a plan's run on an
@@ -110,6 +116,7 @@ private:
     // Converted constants, shared by the plans (a copy lives while a plan
     // holds it; the map's reference goes with the program).
     ConvertedConstants constants_;
+    Choices choices_;
 };
 
 // A new executor id for a program: from a process-wide counter with the

@@ -1,0 +1,173 @@
+#include "graph/measure.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+
+#include <oneapi/dnnl/dnnl.h>
+
+#include "common/error.hpp"
+#include "common/serial.hpp"
+#include "layout/layout.hpp"
+#include "tensor/tensor.hpp"
+
+namespace mkc::graph {
+
+namespace {
+
+// A name without the characters the text form separates fields with.
+std::string field(const std::string &s) {
+    std::string out = s;
+    for (char &c : out)
+        if (c == '\t' || c == '\n' || c == '\r' || c == ',' || c == '=')
+            c = '_';
+    return out;
+}
+
+// A buffer of `desc`'s size filled with small values (no NaN, no
+// denormal: they would time differently from real data).
+std::shared_ptr<void> filled(const dnnl::memory::desc &desc) {
+    const size_t bytes = desc.get_size();
+    std::shared_ptr<void> b = allocate(bytes, false);
+    auto *f = static_cast<float *>(b.get());
+    uint32_t state = 12345;
+    for (size_t i = 0; i < bytes / sizeof(float); ++i) {
+        state = state * 1664525u + 1013904223u;
+        f[i] = static_cast<float>(state >> 8) / 16777216.0f - 0.5f;
+    }
+    return b;
+}
+
+} // namespace
+
+bool Choices::find(const std::string &key, Measured &out) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto found = by_key_.find(key);
+    if (found == by_key_.end())
+        return false;
+    out = found->second;
+    return true;
+}
+
+void Choices::add(const std::string &key, Measured m) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    by_key_.emplace(key, std::move(m));
+}
+
+std::string Choices::text() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::string s;
+    for (const auto &[key, m] : by_key_) {
+        s += key + "\t" + m.impl + "\t";
+        for (size_t i = 0; i < m.times.size(); ++i) {
+            char us[32];
+            std::snprintf(us, sizeof us, "%.3f", m.times[i].second);
+            s += (i ? "," : "") + m.times[i].first + "=" + us;
+        }
+        s += "\n";
+    }
+    return s;
+}
+
+void Choices::load(const std::string &text) {
+    size_t at = 0;
+    int line_number = 0;
+    while (at < text.size()) {
+        const size_t end = std::min(text.find('\n', at), text.size());
+        const std::string line = text.substr(at, end - at);
+        at = end + 1;
+        ++line_number;
+        if (line.empty())
+            continue;
+        const size_t t1 = line.find('\t'), t2 = line.find('\t', t1 + 1);
+        if (t1 == std::string::npos || t2 == std::string::npos)
+            fail(MKC_STATUS_INVALID_ARGUMENT, "choices line ", line_number,
+                 ": expected <key>\\t<implementation>\\t<times>, got '", line, "'");
+        Measured m;
+        m.impl = line.substr(t1 + 1, t2 - t1 - 1);
+        m.loaded = true;
+        if (!implementation_named(m.impl))
+            fail(MKC_STATUS_INVALID_ARGUMENT, "choices line ", line_number,
+                 ": unknown implementation '", m.impl, "'");
+        const std::string times = line.substr(t2 + 1);
+        for (size_t p = 0; p < times.size();) {
+            const size_t comma = std::min(times.find(',', p), times.size());
+            const std::string part = times.substr(p, comma - p);
+            p = comma + 1;
+            const size_t eq = part.find('=');
+            char *stop = nullptr;
+            const double us =
+                eq == std::string::npos ? 0 : std::strtod(part.c_str() + eq + 1, &stop);
+            if (eq == std::string::npos || stop == part.c_str() + eq + 1 || *stop != '\0')
+                fail(MKC_STATUS_INVALID_ARGUMENT, "choices line ", line_number, ": '", part,
+                     "' is not <implementation>=<microseconds>");
+            m.times.emplace_back(part.substr(0, eq), us);
+        }
+        add(line.substr(0, t1), std::move(m));
+    }
+}
+
+std::string choice_key(const Graph &graph, int n, const NodeInputs &inputs) {
+    const Node &node = graph.nodes[n];
+    std::string key = "isa" + std::to_string(static_cast<int>(dnnl_get_effective_cpu_isa())) +
+                      "|t" + std::to_string(openmp_max_threads()) + "|node" + std::to_string(n) +
+                      "|" + node_op_name(node.op) + "|" + field(node.name);
+    for (const ops::ValueDesc *v : inputs) {
+        key += "|";
+        if (v)
+            key += shape_text(v->dims) + layout::name(v->layout);
+    }
+    return key;
+}
+
+double time_candidate(const CacheScope &scope, const Implementation &impl, const Node &node,
+                      const NodeInputs &inputs, std::string &why) {
+    ops::Prepared p;
+    try {
+        p = impl.prepare(scope, node, inputs, nullptr);
+    } catch (const std::exception &e) {
+        why = e.what();
+        return -1;
+    }
+    std::vector<std::shared_ptr<void>> held;
+    std::vector<const void *> in;
+    for (size_t i = 0; i < p.takes.size(); ++i) {
+        const bool present = i < inputs.size() && inputs[i] && !p.takes[i].is_zero();
+        held.push_back(present ? filled(p.takes[i]) : nullptr);
+        in.push_back(held.back().get());
+    }
+    std::vector<void *> out;
+    for (size_t o = 0; o < p.outputs.size(); ++o) {
+        held.push_back(o < node.outputs.size() ? filled(p.outputs[o].desc) : nullptr);
+        out.push_back(held.back().get());
+    }
+    const NodeRun run = impl.run(node.op);
+    const ops::Buffers buffers{in.data(), out.data()};
+    using clock = std::chrono::steady_clock;
+    run(scope, *p.entry, buffers); // warm-up: first-touch pages, kernels' setup
+    std::vector<double> us;
+    const auto start = clock::now();
+    for (int i = 0; i < 15; ++i) {
+        const auto t0 = clock::now();
+        run(scope, *p.entry, buffers);
+        us.push_back(std::chrono::duration<double, std::micro>(clock::now() - t0).count());
+        if (i >= 4 && clock::now() - start > std::chrono::milliseconds(20))
+            break;
+    }
+    std::nth_element(us.begin(), us.begin() + us.size() / 2, us.end());
+    return us[us.size() / 2];
+}
+
+std::string measured_text(const Measured &m) {
+    std::string s = m.loaded ? "measured (loaded):" : "measured:";
+    for (size_t i = 0; i < m.times.size(); ++i) {
+        char us[32];
+        std::snprintf(us, sizeof us, "%.2f", m.times[i].second);
+        s += (i ? ", " : " ") + m.times[i].first + " " + us + " us";
+    }
+    return s;
+}
+
+} // namespace mkc::graph

@@ -1,0 +1,54 @@
+// Choosing an implementation by measuring: on the first plan of an input
+// shape, every implementation that supports a node is prepared and timed
+// on its own (buffers in the arrangements it reads and writes, filled with
+// small values), and the fastest is kept. The choices are remembered per
+// program under a key of the CPU's ISA, the OpenMP thread count, the node
+// and its inputs' shapes, and can be written out and read back as text, so
+// a deployment reuses them without measuring.
+#pragma once
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "graph/implementations.hpp"
+
+namespace mkc::graph {
+
+struct Measured {
+    std::string impl;                                  // the fastest (or the one read back)
+    std::vector<std::pair<std::string, double>> times; // microseconds per candidate
+    bool loaded = false;                               // read back, not measured here
+};
+
+// A program's measured choices by key. Thread-safe.
+class Choices {
+public:
+    // The choice under `key`, if there is one.
+    bool find(const std::string &key, Measured &out) const;
+    void add(const std::string &key, Measured m);
+    // One line per choice: "<key>\t<impl>\t<name>=<us>,<name>=<us>...\n".
+    std::string text() const;
+    // Reads text() back (every choice marked loaded); errors are
+    // INVALID_ARGUMENT naming the line. Replaces nothing already there.
+    void load(const std::string &text);
+
+private:
+    mutable std::mutex mutex_;
+    std::map<std::string, Measured> by_key_;
+};
+
+// The key of node `n` of `graph` on these inputs.
+std::string choice_key(const Graph &graph, int n, const NodeInputs &inputs);
+
+// Times `impl`'s step for the node: microseconds per run (median), or a
+// negative number when it refuses to prepare (`why` says why).
+double time_candidate(const CacheScope &scope, const Implementation &impl, const Node &node,
+                      const NodeInputs &inputs, std::string &why);
+
+// "measured: onednn 12.3 us, reference 45.6 us" (or "measured (loaded): ...").
+std::string measured_text(const Measured &m);
+
+} // namespace mkc::graph
