@@ -264,6 +264,40 @@ TEST(the_memory_plan_follows_the_implementation) {
     CHECK(tanh_in_place == 2);
 }
 
+TEST(in_place_marks_follow_the_implementation) {
+    // c0 -> relu -> c1, and c0 also read by c2 after the relu: onednn's relu
+    // reads c0's own bytes, which live on, so it writes a new buffer; the
+    // reference relu reads a plain copy a converter made for it, which it
+    // may write over. Same values either way.
+    Environment none(nullptr);
+    Graph g;
+    const int x = g.add_input("x", MKC_DTYPE_F32, {2, 16, 7, 6}, kFirst);
+    auto conv = [&](int in, unsigned seed) {
+        return g.add_node(NodeOp::conv2d, conv_params(kFirst), "c" + std::to_string(seed),
+                          {in, g.add_constant(constant({16, 16, 3, 3}, seed), "")})[0];
+    };
+    const int c0 = conv(x, 0);
+    const int r = g.add_node(NodeOp::activation, graph::ActivationParams{}, "relu", {c0})[0];
+    const int c1 = conv(r, 1), c2 = conv(c0, 2);
+    g.add_output(g.add_node(NodeOp::binary, graph::BinaryParams{MKC_BINARY_ADD}, "", {c1, c2})[0],
+                 "y");
+    auto xt = tensor({2, 16, 7, 6}, kFirst, 5);
+    std::shared_ptr<const graph::Plan> p1, p2;
+    const auto a = run(g, "", {xt.get()}, &p1, false);
+    const auto b = run(g, "activation=reference", {xt.get()}, &p2, false);
+    CHECK(max_rel_diff(a[0], b[0]) <= 1e-5);
+    auto step = [](const graph::Plan &p, const char *name) -> const graph::Step & {
+        for (const graph::Step &s : p.steps)
+            if (s.what.find(name) != std::string::npos)
+                return s;
+        return p.steps.at(0);
+    };
+    const graph::Step &ra = step(*p1, "'relu'"), &rb = step(*p2, "'relu'");
+    CHECK(rb.impl == "reference" && !ra.in_place);
+    if (step(*p1, "'c0'").out_formats.at(0) != "abcd") // not plain: the reference relu's copy
+        CHECK(rb.in_place && p2->in_place == p1->in_place + 1);
+}
+
 // relu x3 on 1x16, then a 3x3 conv 32->32 on 2x32x20x20: every node with
 // two capable implementations is timed and gets the faster of them.
 Graph measured_model() {

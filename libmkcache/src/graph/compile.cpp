@@ -456,20 +456,34 @@ private:
     // binary, layer or batch norm: oneDNN computes them with dst over src,
     // or src0) writes its result over: its first input's bytes as own_bytes
     // gives them, when it reads exactly those there and nowhere else.
+    //
+    // Or, when the value lives on, the copy a converter made for this node
+    // to read: those bytes are only a copy, so the node may write over them
+    // if later readers of that arrangement get a copy of their own (the
+    // shared copy is forgotten).
     BufferRef overwritten_input(int n, const Implementation &impl, const ops::Prepared &prepared,
-                                const std::vector<BufferRef> &reads) const {
+                                const std::vector<BufferRef> &reads) {
         const Node &node = g_.nodes[n];
         if (!options_.inplace || node.inputs.empty() || node.inputs[0] == kNoValue ||
             prepared.outputs.empty() || reads.empty() || !impl.overwrites_input(node.op))
             return {};
+        const int v = node.inputs[0];
         const dnnl::memory::desc &y = prepared.outputs[0].desc;
-        const BufferRef target = own_bytes(node.inputs[0], n, y);
+        BufferRef target = own_bytes(v, n, y);
+        auto copy = converted_.end();
+        if (target.kind == BufferRef::Kind::none) {
+            copy = converted_.find(std::make_pair(v, desc_key(prepared.takes.at(0))));
+            if (copy != converted_.end())
+                target = copy->second;
+        }
         if (target.kind != BufferRef::Kind::arena || !same_buffer(reads[0], target) ||
             prepared.takes.at(0) != y)
             return {};
         for (size_t i = 1; i < reads.size(); ++i)
             if (same_buffer(reads[i], target))
                 return {};
+        if (copy != converted_.end())
+            converted_.erase(copy);
         return target;
     }
 
