@@ -107,8 +107,7 @@ def _outputs(result) -> dict:
     return dict(items)
 
 
-def trace(fn, *examples, dynamic=None, layouts=None, fuse: bool = True, inplace: bool = True,
-          reuse: bool = True, capacity: int = 0) -> Program:
+def trace(fn, *examples, dynamic=None, layouts=None, **compile_options) -> Program:
     """Runs ``fn(*examples)`` on symbolic values and compiles what it
     computed: a Program whose inputs are named after fn's parameters (x0,
     x1, ... when it has none to match) and whose outputs are "output", or
@@ -116,8 +115,8 @@ def trace(fn, *examples, dynamic=None, layouts=None, fuse: bool = True, inplace:
     that fn returns. The examples give the inputs' shapes: numpy arrays or
     Tensors (their values are not used). dynamic: {input name: axis or
     axes} bound at run time (e.g. {"x": 0} for any batch). layouts: {input
-    name: "NHWC"} for channels-last inputs. The compile options are
-    Graph.compile's."""
+    name: "NHWC"} for channels-last inputs. compile_options: Graph.compile's
+    (fuse=, inplace=, reuse=, capacity=, impl=, choose=, choices=)."""
     module = _module()
     names = _input_names(fn, len(examples))
     dynamic = dict(dynamic or {})
@@ -157,7 +156,7 @@ def trace(fn, *examples, dynamic=None, layouts=None, fuse: bool = True, inplace:
             if value.graph is not graph:
                 raise InvalidArgumentError(f"trace: output {name!r} is not a value of this trace")
             graph.output(value, name)
-        return graph.compile(fuse=fuse, inplace=inplace, reuse=reuse, capacity=capacity)
+        return graph.compile(**compile_options)
     finally:
         graph.close()
 
