@@ -655,9 +655,12 @@ typedef struct mkc_lrn_params {
     const char *name;        /* cache name; may be NULL                      */
 } mkc_lrn_params;
 
-/* Defaults: size 5, alpha 1e-4, beta 0.75, k 1 (AlexNet), NCHW. The formula
- * is Caffe's and PyTorch's; PaddlePaddle's alpha multiplies the plain sum,
- * so pass alpha_paddle * size. */
+/* Defaults: size 5, alpha 1e-4, beta 0.75, k 1 (AlexNet), NCHW. The sum
+ * runs over channels c - (size-1)/2 .. c + (size-1)/2 (clipped at the
+ * edges): for an odd size Caffe's and PyTorch's formula; an even size sums
+ * one channel fewer than PyTorch's window (size channels from c - size/2),
+ * still divided by size. PaddlePaddle's alpha multiplies the plain sum, so
+ * pass alpha_paddle * size. */
 MKC_API mkc_status mkc_lrn_params_init(mkc_lrn_params *params);
 
 /* Local response normalization across channels, on src's layout. */
