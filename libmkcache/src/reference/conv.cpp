@@ -131,8 +131,8 @@ void conv(const mkc_conv_params &p, bool transposed, bool channels_last, const D
                         // eager sum post-op does.
                         if (p.sum)
                             sum += y;
-                        y = activate(p.activation, p.activation_alpha,
-                                                       p.activation_beta, static_cast<float>(sum));
+                        y = activate(p.activation, p.activation_alpha, p.activation_beta,
+                                     static_cast<float>(sum));
                     }
         }
 }

@@ -14,8 +14,7 @@ void linear(int64_t rows, int64_t in, int64_t out, const float *x, const float *
             double sum = bias ? bias[o] : 0.0;
             for (int64_t i = 0; i < in; ++i)
                 sum += double(x[r * in + i]) * weights[o * in + i];
-            y[r * out + o] =
-                activate(activation, alpha, beta, static_cast<float>(sum));
+            y[r * out + o] = activate(activation, alpha, beta, static_cast<float>(sum));
         }
 }
 
@@ -59,9 +58,8 @@ void matmul(const mkc_matmul_params &p, const Dims &a_dims, const float *a, cons
                 if (bias)
                     sum += bias[n];
                 // The scale takes the bias too, then the activation.
-                y[m * N + n] =
-                    activate(p.activation, p.activation_alpha, p.activation_beta,
-                                               static_cast<float>(p.scale * sum));
+                y[m * N + n] = activate(p.activation, p.activation_alpha, p.activation_beta,
+                                        static_cast<float>(p.scale * sum));
             }
     }
 }
