@@ -322,12 +322,17 @@ private:
         if (!known && !options_.measure)
             return;
         if (!known) {
+            std::vector<const dnnl::memory::desc *> arriving;
+            for (int v : node.inputs)
+                arriving.push_back(v == kNoValue || g_.values[v].kind == Value::Kind::constant
+                                       ? nullptr
+                                       : &desc_[v].desc);
             double best = -1;
             for (const Implementation *impl : capable) {
                 std::vector<ValueDesc> shown;
                 shown_to(*impl, node, inputs, shown);
                 std::string why;
-                const double us = time_candidate(plan_.scope, *impl, node, inputs, why);
+                const double us = time_candidate(plan_.scope, *impl, node, inputs, arriving, why);
                 if (us < 0) {
                     choice.refused.push_back(std::string(impl->name) + ": " + why);
                     continue;

@@ -1,7 +1,8 @@
 // Choosing an implementation by measuring: on the first plan of an input
 // shape, every implementation that supports a node is prepared and timed
 // on its own (buffers in the arrangements it reads and writes, filled with
-// small values), and the fastest is kept. The choices are remembered per
+// small values) with the conversions its inputs would need, and the
+// fastest is kept. The choices are remembered per
 // program under a key of the CPU's ISA, the OpenMP thread count, the node
 // and its inputs' shapes, and can be written out and read back as text, so
 // a deployment reuses them without measuring.
@@ -43,10 +44,14 @@ private:
 // The key of node `n` of `graph` on these inputs.
 std::string choice_key(const Graph &graph, int n, const NodeInputs &inputs);
 
-// Times `impl`'s step for the node: microseconds per run (median), or a
-// negative number when it refuses to prepare (`why` says why).
+// Times `impl`'s step for the node: microseconds per run (median), plus
+// those of the conversions its inputs need from the arrangements they
+// arrive in (`arriving`, per port; null: nothing to convert per run - a
+// constant, converted once - or absent); a negative number when it refuses
+// to prepare (`why` says why).
 double time_candidate(const CacheScope &scope, const Implementation &impl, const Node &node,
-                      const NodeInputs &inputs, std::string &why);
+                      const NodeInputs &inputs,
+                      const std::vector<const dnnl::memory::desc *> &arriving, std::string &why);
 
 // "measured: onednn 12.3 us, reference 45.6 us" (or "measured (loaded): ...").
 std::string measured_text(const Measured &m);
