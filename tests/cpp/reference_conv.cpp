@@ -15,6 +15,7 @@
 #include "internal_test.hpp"
 #include "ops/ops.hpp"
 #include "reference/kernels.hpp"
+#include "reference_check.hpp"
 
 namespace mkc::test {
 namespace {
@@ -65,42 +66,6 @@ int64_t terms_of(const Case &c, bool sum) {
     for (size_t i = 2; i < c.w.size(); ++i)
         n *= c.w[i];
     return n + (c.bias ? 1 : 0) + (sum ? 1 : 0);
-}
-
-// The steepest slope of the activations used here (gelu's is about 1.13,
-// swish's about 1.1): how far an error before it can grow through it.
-double slope_of(mkc_activation_kind kind) {
-    return kind == MKC_ACTIVATION_GELU_ERF || kind == MKC_ACTIVATION_SWISH ? 1.2 : 1.0;
-}
-
-// How far oneDNN's evaluation of an activation may be from the exact value,
-// relative to it: one rounding for the kinds that are exact arithmetic;
-// else the accuracy oneDNN's own tests hold its float32 approximations to
-// (4e-6, and 4e-5 for the kinds they name as harder).
-double evaluation_error(mkc_activation_kind kind) {
-    switch (kind) {
-    case MKC_ACTIVATION_NONE:
-    case MKC_ACTIVATION_RELU:
-    case MKC_ACTIVATION_CLIP:
-    case MKC_ACTIVATION_ABS:
-    case MKC_ACTIVATION_SQUARE:
-        return 4 * 0x1p-24;
-    case MKC_ACTIVATION_GELU_TANH:
-    case MKC_ACTIVATION_ELU:
-    case MKC_ACTIVATION_SWISH:
-    case MKC_ACTIVATION_TANH:
-    case MKC_ACTIVATION_MISH:
-    case MKC_ACTIVATION_LOG:
-        return 4e-5;
-    default:
-        return 4e-6;
-    }
-}
-
-std::vector<float> magnitudes(std::vector<float> v) {
-    for (float &x : v)
-        x = std::fabs(x);
-    return v;
 }
 
 // Odd channel counts, batches above 1, NCHW and NHWC (NCDHW and NDHWC),
@@ -158,28 +123,6 @@ std::vector<Case> cases() {
     // clang-format on
 }
 
-// Whether every eager value is within its bound of the reference's; the
-// first that is not is printed.
-bool within(const std::vector<float> &got, const std::vector<float> &want,
-            const std::vector<double> &bound, const char *what, size_t index) {
-    if (got.size() != want.size()) {
-        std::fprintf(stderr, "%s case %zu: %zu values, the reference has %zu\n", what, index,
-                     got.size(), want.size());
-        return false;
-    }
-    for (size_t i = 0; i < got.size(); ++i) {
-        const double d = std::fabs(double(got[i]) - want[i]);
-        if (!(d <= bound[i])) {
-            std::fprintf(stderr,
-                         "%s case %zu: element %zu: eager %.9g, reference %.9g, off by %g "
-                         "(bound %g)\n",
-                         what, index, i, got[i], want[i], d, bound[i]);
-            return false;
-        }
-    }
-    return true;
-}
-
 // Runs the reference on plain caller-order values; `dst` holds the residual
 // on entry for a sum.
 void run_reference(const Case &c, const mkc_conv_params &p, const Dims &x_dims,
@@ -230,12 +173,8 @@ TEST(reference_conv_matches_eager) {
             std::vector<float> mag = magnitudes(r);
             run_reference(c, q, x_dims, magnitudes(xv), magnitudes(wv), b ? &bm : nullptr, y_dims,
                           mag);
-            const double n = double(terms_of(c, sum)), slope = slope_of(c.activation),
-                         evaluation = evaluation_error(c.activation);
-            std::vector<double> bound(want.size());
-            for (size_t i = 0; i < want.size(); ++i)
-                bound[i] = slope * n * 1e-7 * mag[i] + evaluation * std::fabs(want[i]);
-            CHECK(within(got, want, bound, sum ? "conv with sum" : "conv", index));
+            CHECK(within(got, want, mag, double(terms_of(c, sum)), c.activation,
+                         sum ? "conv with sum" : "conv", index));
         }
     }
 }

@@ -15,74 +15,10 @@
 #include "internal_test.hpp"
 #include "ops/ops.hpp"
 #include "reference/kernels.hpp"
+#include "reference_check.hpp"
 
 namespace mkc::test {
 namespace {
-
-std::vector<float> magnitudes(std::vector<float> v) {
-    for (float &x : v)
-        x = std::fabs(x);
-    return v;
-}
-
-// The steepest slope of the activations used here (gelu's is about 1.13,
-// swish's about 1.1; relu, tanh, sigmoid and clip at most 1).
-double slope_of(mkc_activation_kind kind) {
-    return kind == MKC_ACTIVATION_GELU_ERF || kind == MKC_ACTIVATION_GELU_TANH ||
-                   kind == MKC_ACTIVATION_SWISH
-               ? 1.2
-               : 1.0;
-}
-
-// How far oneDNN's evaluation of an activation may be from the exact value,
-// relative to it: one rounding for the kinds that are exact arithmetic;
-// else the accuracy oneDNN's own tests hold its float32 approximations to
-// (4e-6, and 4e-5 for the kinds they name as harder).
-double evaluation_error(mkc_activation_kind kind) {
-    switch (kind) {
-    case MKC_ACTIVATION_NONE:
-    case MKC_ACTIVATION_RELU:
-    case MKC_ACTIVATION_CLIP:
-    case MKC_ACTIVATION_ABS:
-    case MKC_ACTIVATION_SQUARE:
-        return 4 * 0x1p-24;
-    case MKC_ACTIVATION_GELU_TANH:
-    case MKC_ACTIVATION_ELU:
-    case MKC_ACTIVATION_SWISH:
-    case MKC_ACTIVATION_TANH:
-    case MKC_ACTIVATION_MISH:
-    case MKC_ACTIVATION_LOG:
-        return 4e-5;
-    default:
-        return 4e-6;
-    }
-}
-
-// Whether every eager value is within its bound of the reference's: the sum's
-// error (n * 1e-7 * mag) through the activation `kind`, plus the error of
-// evaluating it. The first that is not is printed.
-bool within(const std::vector<float> &got, const std::vector<float> &want,
-            const std::vector<float> &mag, double n, mkc_activation_kind kind, const char *what,
-            size_t index) {
-    if (got.size() != want.size()) {
-        std::fprintf(stderr, "%s case %zu: %zu values, the reference has %zu\n", what, index,
-                     got.size(), want.size());
-        return false;
-    }
-    for (size_t i = 0; i < got.size(); ++i) {
-        const double bound =
-            slope_of(kind) * n * 1e-7 * mag[i] + evaluation_error(kind) * std::fabs(want[i]);
-        const double d = std::fabs(double(got[i]) - want[i]);
-        if (!(d <= bound)) {
-            std::fprintf(stderr,
-                         "%s case %zu: element %zu: eager %.9g, reference %.9g, off by %g "
-                         "(bound %g)\n",
-                         what, index, i, got[i], want[i], d, bound);
-            return false;
-        }
-    }
-    return true;
-}
 
 struct LinearCase {
     Dims x; // [..., in]
