@@ -152,13 +152,7 @@ int add_binary(Graph &g, mkc_binary_kind kind, int a, int b, const std::string &
 std::vector<std::vector<float>> run(const Graph &g, const std::vector<const Tensor *> &inputs) {
     ProgramOptions options;
     options.fuse = false;
-    Program program(g, options);
-    std::vector<mkc_tensor *> out(g.outputs.size(), nullptr);
-    program.run(inputs.data(), out.data());
-    std::vector<std::vector<float>> v;
-    for (mkc_tensor *t : out)
-        v.push_back(take_values(t));
-    return v;
+    return run_program(g, options, inputs).outputs;
 }
 
 bool same_outputs(const std::vector<std::vector<float>> &a,
@@ -335,9 +329,9 @@ TEST(fuse_a_constant_scalar_into_a_matmul_as_its_scale) {
     };
     const float c = 0.25f;
     const Case cases[] = {
-        {MKC_BINARY_MUL, false, {1}, false, c},   {MKC_BINARY_MUL, true, {1, 1}, true, c},
-        {MKC_BINARY_DIV, false, {1}, false, 1 / c}, {MKC_BINARY_DIV, true, {1}, false, 0},
-        {MKC_BINARY_SUB, false, {1}, false, 0},   {MKC_BINARY_MUL, false, {7}, false, 0},
+        {MKC_BINARY_MUL, false, {1}, false, c},          {MKC_BINARY_MUL, true, {1, 1}, true, c},
+        {MKC_BINARY_DIV, false, {1}, false, 1 / c},      {MKC_BINARY_DIV, true, {1}, false, 0},
+        {MKC_BINARY_SUB, false, {1}, false, 0},          {MKC_BINARY_MUL, false, {7}, false, 0},
         {MKC_BINARY_MUL, false, {1, 1, 1, 1}, false, 0},
     };
     for (const Case &k : cases) {

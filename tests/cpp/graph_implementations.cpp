@@ -132,15 +132,10 @@ std::vector<std::vector<float>> run(const Graph &g, const std::string &impl,
     ProgramOptions options;
     options.impl = impl;
     options.fuse = fuse;
-    Program program(g, options);
-    std::vector<mkc_tensor *> out(g.outputs.size(), nullptr);
-    program.run(inputs.data(), out.data());
-    std::vector<std::vector<float>> v;
-    for (mkc_tensor *t : out)
-        v.push_back(take_values(t));
+    ProgramRun r = run_program(g, options, inputs);
     if (plan)
-        *plan = program.last_plan();
-    return v;
+        *plan = r.plan;
+    return r.outputs;
 }
 
 TEST(programs_forced_to_reference_agree_with_onednn) {

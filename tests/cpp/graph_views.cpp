@@ -18,22 +18,12 @@ using graph::ProgramOptions;
 constexpr mkc_layout kFirst = MKC_LAYOUT_CHANNELS_FIRST;
 constexpr mkc_layout kLast = MKC_LAYOUT_CHANNELS_LAST;
 
-struct Outcome {
-    std::vector<std::vector<float>> outputs;
-    std::shared_ptr<const graph::Plan> plan;
-};
+using Outcome = ProgramRun;
 
 Outcome run(const Graph &g, bool inplace, const std::vector<const Tensor *> &inputs) {
     ProgramOptions options;
     options.compile.inplace = inplace;
-    Program program(g, options);
-    std::vector<mkc_tensor *> out(g.outputs.size(), nullptr);
-    program.run(inputs.data(), out.data());
-    Outcome o;
-    for (mkc_tensor *t : out)
-        o.outputs.push_back(take_values(t));
-    o.plan = program.last_plan();
-    return o;
+    return run_program(g, options, inputs);
 }
 
 // Views on against every reshape and transpose a copy step: the same

@@ -13,6 +13,7 @@
 #include "common/cache_scope.hpp"
 #include "common/error.hpp"
 #include "common/thread_state.hpp"
+#include "graph/program.hpp"
 #include "ops/phases.hpp"
 #include "tensor/tensor.hpp"
 
@@ -80,6 +81,15 @@ std::vector<std::vector<float>> run_prepared(const CacheScope &scope, const ops:
 std::vector<std::vector<float>> run_some(const CacheScope &scope, const ops::Prepared &prepared,
                                          const std::vector<const Tensor *> &inputs,
                                          const std::vector<bool> &wanted, RunPhase run);
+
+// A program of `graph` compiled with `options` and run once on `inputs`
+// (one per graph input): every output's values, and the plan it ran.
+struct ProgramRun {
+    std::vector<std::vector<float>> outputs;
+    std::shared_ptr<const graph::Plan> plan;
+};
+ProgramRun run_program(const graph::Graph &graph, const graph::ProgramOptions &options,
+                       const std::vector<const Tensor *> &inputs);
 
 // tensor() marked constant (a graph's weights), channels-first.
 std::shared_ptr<Tensor> constant(const Dims &dims, unsigned seed);

@@ -124,6 +124,18 @@ std::vector<std::vector<float>> run_prepared(const CacheScope &scope, const ops:
                     run);
 }
 
+ProgramRun run_program(const graph::Graph &graph, const graph::ProgramOptions &options,
+                       const std::vector<const Tensor *> &inputs) {
+    graph::Program program(graph, options);
+    std::vector<mkc_tensor *> out(graph.outputs.size(), nullptr);
+    program.run(inputs.data(), out.data());
+    ProgramRun r;
+    for (mkc_tensor *t : out)
+        r.outputs.push_back(take_values(t));
+    r.plan = program.last_plan();
+    return r;
+}
+
 std::shared_ptr<Tensor> constant(const Dims &dims, unsigned seed) {
     std::shared_ptr<Tensor> t = tensor(dims, MKC_LAYOUT_CHANNELS_FIRST, seed);
     t->constant = true;
