@@ -171,7 +171,7 @@ private:
             for_node(g_, n, [&] { return infer_node(node, inputs); });
         const std::string what = g_.describe_node(n);
         Choice choice = choose(node, inputs, options_.overrides, what);
-        if (options_.choices && choice.why == "priority")
+        if (options_.choices && !choice.overridden)
             measure_choice(n, inputs, choice);
         ops::Prepared prepared;
         Dims y_strides;
@@ -193,8 +193,7 @@ private:
                 // Refused when it came to building (oneDNN's "could not
                 // create a primitive descriptor"): the next implementation
                 // that supports the node, unless this one was asked for.
-                const Implementation *next =
-                    choice.why.rfind("override", 0) == 0 ? nullptr : next_after(impl);
+                const Implementation *next = choice.overridden ? nullptr : next_after(impl);
                 while (next && !next->supports(node, inputs).ok())
                     next = next_after(*next);
                 if (!next ||
@@ -243,7 +242,7 @@ private:
         }
         // A convolution's sum: its output buffer holds the residual before
         // it runs.
-        const bool sum = is_conv(node.op) && std::get<mkc_conv_params>(node.params).sum != 0;
+        const bool sum = is_convolution(node.op) && std::get<mkc_conv_params>(node.params).sum != 0;
         BufferRef residual_buffer;
         if (sum)
             residual_buffer = residual(n, prepared.outputs.at(0), step.in, step.in_place);
@@ -282,10 +281,6 @@ private:
             step.out_formats.push_back(format_name(prepared.outputs[o].desc));
         }
         plan_.steps.push_back(std::move(step));
-    }
-
-    static bool is_conv(NodeOp op) {
-        return op == NodeOp::conv2d || op == NodeOp::conv3d || op == NodeOp::conv2d_transpose;
     }
 
     // A view is shown plain to an implementation that does not read

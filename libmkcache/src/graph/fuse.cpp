@@ -30,10 +30,6 @@ namespace {
 
 using ops::ValueDesc;
 
-bool is_conv(NodeOp op) {
-    return op == NodeOp::conv2d || op == NodeOp::conv3d || op == NodeOp::conv2d_transpose;
-}
-
 bool concrete(mkc_layout layout) {
     return layout == MKC_LAYOUT_CHANNELS_FIRST || layout == MKC_LAYOUT_CHANNELS_LAST;
 }
@@ -386,7 +382,7 @@ private:
             const Slot &producer = slots_[p];
             const NodeOp op = producer.node.op;
             if (!producer.alive || producer.node.outputs.size() != 1 ||
-                !(is_conv(op) || op == NodeOp::linear || op == NodeOp::matmul))
+                !(is_convolution(op) || op == NodeOp::linear || op == NodeOp::matmul))
                 continue;
             const int y = producer.node.outputs[0];
             if (readers[y] != 1 || is_output(y))
@@ -448,7 +444,7 @@ private:
             return true;
         };
         bool ok = false;
-        if (is_conv(fused.op))
+        if (is_convolution(fused.op))
             ok = set(std::get<mkc_conv_params>(fused.params));
         else if (fused.op == NodeOp::linear)
             ok = set(std::get<mkc_linear_params>(fused.params));
@@ -495,7 +491,7 @@ private:
     bool sum(int p, int c) {
         const Node &consumer = slots_[c].node;
         Node fused = slots_[p].node;
-        if (!options_.sum || !is_conv(fused.op) || consumer.op != NodeOp::binary ||
+        if (!options_.sum || !is_convolution(fused.op) || consumer.op != NodeOp::binary ||
             std::get<BinaryParams>(consumer.params).kind != MKC_BINARY_ADD)
             return false;
         auto &params = std::get<mkc_conv_params>(fused.params);
@@ -522,8 +518,8 @@ private:
     bool batch_norm(int p, int c) {
         const Node &consumer = slots_[c].node;
         Node fused = slots_[p].node;
-        if (!options_.batch_norm || !is_conv(fused.op) || consumer.op != NodeOp::batch_norm ||
-            consumer.inputs[0] != fused.outputs[0])
+        if (!options_.batch_norm || !is_convolution(fused.op) ||
+            consumer.op != NodeOp::batch_norm || consumer.inputs[0] != fused.outputs[0])
             return false;
         auto &params = std::get<mkc_conv_params>(fused.params);
         const auto &bn = std::get<mkc_batch_norm_params>(consumer.params);

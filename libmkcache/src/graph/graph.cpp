@@ -7,6 +7,10 @@
 
 namespace mkc::graph {
 
+bool is_convolution(NodeOp op) {
+    return op == NodeOp::conv2d || op == NodeOp::conv3d || op == NodeOp::conv2d_transpose;
+}
+
 const char *node_op_name(NodeOp op) {
     switch (op) {
     case NodeOp::conv2d:

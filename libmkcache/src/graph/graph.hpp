@@ -34,6 +34,8 @@ enum class NodeOp {
     reshape,
 };
 const char *node_op_name(NodeOp op);
+// conv2d, conv3d or conv2d_transpose (a node whose params are mkc_conv_params).
+bool is_convolution(NodeOp op);
 
 // The attributes of the operators whose eager calls take plain arguments
 // rather than a params struct.

@@ -47,9 +47,7 @@ ops::Prepared reference_prepare(const CacheScope &, const Node &node, const Node
     e->channels_last = has_channel_axis(node.op) && y.layout == MKC_LAYOUT_CHANNELS_LAST;
     ops::Prepared p;
     // A convolution's residual (port 3) is not read: its output buffer holds it.
-    const bool conv = has_channel_axis(node.op) && node.op != NodeOp::pool &&
-                      node.op != NodeOp::batch_norm && node.op != NodeOp::lrn;
-    const size_t ports = conv && node.inputs.size() > 3 ? 3 : node.inputs.size();
+    const size_t ports = is_convolution(node.op) && node.inputs.size() > 3 ? 3 : node.inputs.size();
     for (size_t i = 0; i < ports; ++i) {
         const ValueDesc *v = inputs[i];
         if (!v) {

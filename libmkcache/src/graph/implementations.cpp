@@ -112,13 +112,14 @@ Choice choose(const Node &node, const NodeInputs &inputs, const Overrides &overr
         auto found = source->find(op);
         if (found == source->end())
             continue;
+        const char *by = source == &overrides.by_option ? "option" : "MKCACHE_IMPL";
         c.impl = implementation_named(found->second);
-        c.why = source == &overrides.by_option ? "override (option)" : "override (MKCACHE_IMPL)";
+        c.overridden = true;
+        c.why = std::string("override (") + by + ")";
         const ops::Verdict v = c.impl->supports(node, inputs);
         if (!v.ok())
             fail(MKC_STATUS_INVALID_ARGUMENT, what, ": implementation '", c.impl->name,
-                 "' was asked for (", c.why.substr(10, c.why.size() - 11),
-                 ") but cannot run it: ", v.reason);
+                 "' was asked for (", by, ") but cannot run it: ", v.reason);
         return c;
     }
     for (const Implementation *impl : implementations()) {

@@ -65,6 +65,7 @@ std::map<std::string, std::string> parse_overrides(const std::string &text, cons
 // What the choice for one node was and why (for the plan text).
 struct Choice {
     const Implementation *impl = nullptr;
+    bool overridden = false;          // asked for: never replaced by another
     std::string why;                  // "priority", "override (option)", "override (MKCACHE_IMPL)"
     std::vector<std::string> refused; // "onednn: <reason>" of better candidates
 };
