@@ -188,6 +188,9 @@ std::shared_ptr<BinaryEntry> build_binary(const CacheScope &scope, const BinaryI
     handler.sign(swapped ? 1 : 0);
     sign_input_layout(handler, src0, DNNL_ARG_SRC_0);
     handler.sign_layout(view);
+    // A viewed src1 is read as its plain bytes (src1_plain): [1, 4] and
+    // [1, 1, 4] broadcast to one view, but are not read alike.
+    if (viewed) handler.sign_layout(src1.desc);
     auto entry = handler.acquire_primitive<BinaryEntry>([&] {
         auto e = std::make_shared<BinaryEntry>();
         dnnl::primitive_attr attr = user_scratchpad_attr();
