@@ -482,8 +482,12 @@ private:
         for (size_t i = 1; i < reads.size(); ++i)
             if (same_buffer(reads[i], target))
                 return {};
-        if (copy != converted_.end())
+        if (copy != converted_.end()) {
+            // Forgotten as v's copy: the bytes now hold this node's result.
+            std::vector<int> &held = holders_[target.index];
+            held.erase(std::remove(held.begin(), held.end(), v), held.end());
             converted_.erase(copy);
+        }
         return target;
     }
 
@@ -519,6 +523,9 @@ private:
                     new_buffer(want.get_size(), static_cast<int>(plan_.steps.size()));
                 add_converter(v, want, out, "the reader takes another arrangement");
                 found = converted_.emplace(key, out).first;
+                // The copy holds v for every later reader of v wanting it
+                // so: nothing may write over it while v is read after.
+                share(out, v);
             }
             return found->second;
         }
@@ -614,6 +621,7 @@ private:
             const BufferRef out = new_buffer(want.get_size(), static_cast<int>(plan_.steps.size()));
             add_converter_from(base, view.view, want, out, "the reader takes a view of it");
             found = converted_.emplace(key, out).first;
+            share(out, v);
         }
         return found->second;
     }
