@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <utility>
 
 #include "cache/blob_cache.hpp"
@@ -179,19 +180,35 @@ Program::find_or_compile(const std::vector<std::vector<int64_t>> &dims) {
     options.constants = &constants_;
     options.choices = &choices_;
     std::shared_ptr<const Plan> plan = compile_plan(graph_, dims, scope, group, options);
-    std::lock_guard<std::mutex> lock(mutex_);
-    plans_.emplace(group, plan);
-    order_.push_back(group);
-    last_ = plan;
-    if (options_.capacity > 0 && static_cast<int64_t>(order_.size()) > options_.capacity) {
-        // The oldest plan goes, and its entries with it (a run still using
-        // it keeps what it holds).
-        const std::string oldest = order_.front();
-        order_.erase(order_.begin());
-        plans_.erase(oldest);
-        BlobCache::instance().reset_executor_group(executor_, oldest);
+    std::string oldest;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        plans_.emplace(group, plan);
+        order_.push_back(group);
+        last_ = plan;
+        if (options_.capacity > 0 && static_cast<int64_t>(order_.size()) > options_.capacity) {
+            oldest = order_.front();
+            order_.erase(order_.begin());
+            plans_.erase(oldest);
+        }
     }
+    // The oldest plan went, and its entries go with it (a run still using
+    // it keeps what it holds); outside the lock runs take.
+    if (!oldest.empty())
+        BlobCache::instance().reset_executor_group(executor_, oldest);
     return plan;
+}
+
+void Program::lock_for_fork() {
+    compile_mutex_.lock();
+    mutex_.lock();
+    choices_.lock_for_fork();
+}
+
+void Program::unlock_for_fork() {
+    choices_.unlock_for_fork();
+    mutex_.unlock();
+    compile_mutex_.unlock();
 }
 
 std::shared_ptr<const Plan> Program::last_plan() const {
@@ -295,8 +312,44 @@ void Program::run_tensors(const Tensor *const *inputs, mkc_tensor **outputs,
             Handler::publish(created[k], &outputs[k]);
 }
 
+namespace {
+
+bool overlap(const void *a, size_t a_bytes, const void *b, size_t b_bytes) {
+    const auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+    return x < y + b_bytes && y < x + a_bytes;
+}
+
+} // namespace
+
 void Program::run_plan(const Plan &plan, const CacheScope &scope, const void *const *inputs,
                        void *const *outputs, std::vector<double> *seconds) {
+    // The steps write outputs while later steps still read the inputs, and
+    // a value that is an output may be read back from it: an output sharing
+    // bytes with an input is computed apart and copied at the end (as an
+    // eager out= is). Two outputs in the same bytes have no single answer.
+    const size_t nin = plan.inputs.size(), nout = plan.outputs.size();
+    std::vector<std::shared_ptr<void>> apart(nout);
+    std::vector<void *> out(outputs, outputs + nout);
+    for (size_t k = 0; k < nout; ++k) {
+        const size_t bytes = plan.outputs[k].desc.get_size();
+        for (size_t j = 0; j < k; ++j)
+            if (overlap(outputs[k], bytes, outputs[j], plan.outputs[j].desc.get_size()))
+                fail(MKC_STATUS_INVALID_ARGUMENT, "run: outputs '", graph_.outputs[j].name,
+                     "' and '", graph_.outputs[k].name, "' share memory");
+        for (size_t i = 0; i < nin && !apart[k]; ++i)
+            if (overlap(outputs[k], bytes, inputs[i], plan.inputs[i].desc.get_size())) {
+                apart[k] = allocate(bytes, false);
+                out[k] = apart[k].get();
+            }
+    }
+    run_arena(plan, scope, inputs, out.data(), seconds);
+    for (size_t k = 0; k < nout; ++k)
+        if (apart[k])
+            std::memcpy(outputs[k], apart[k].get(), plan.outputs[k].desc.get_size());
+}
+
+void Program::run_arena(const Plan &plan, const CacheScope &scope, const void *const *inputs,
+                        void *const *outputs, std::vector<double> *seconds) {
     Arena arena = take_arena(plan);
     struct Return {
         Program &p;

@@ -80,6 +80,13 @@ public:
     // The measured (or read back) choices so far, as Choices::text().
     std::string choices_text() const { return choices_.text(); }
 
+    // For the fork handlers (common/fork.cpp) only: take every lock of the
+    // program (compiling, then plans, then choices), free them in the
+    // process that took them (a default mutex may also be freed so in a
+    // child, by the forking thread).
+    void lock_for_fork();
+    void unlock_for_fork();
+
 private:
     // An arena and the bindings of the plan it ran last (a plan's run on an
     // arena bound for it binds nothing).
@@ -95,8 +102,12 @@ private:
     std::shared_ptr<const Plan> plan_for_dims(const int64_t *dims);
     // Refuses caller dims of input `k` the graph's static dims rule out.
     void check_input_dims(size_t k, const Dims &caller) const;
+    // Refuses outputs sharing bytes; computes outputs sharing bytes with an
+    // input apart, then copies them.
     void run_plan(const Plan &plan, const CacheScope &scope, const void *const *inputs,
                   void *const *outputs, std::vector<double> *seconds = nullptr);
+    void run_arena(const Plan &plan, const CacheScope &scope, const void *const *inputs,
+                   void *const *outputs, std::vector<double> *seconds);
     void run_tensors(const Tensor *const *inputs, mkc_tensor **outputs,
                      std::vector<double> *seconds, std::shared_ptr<const Plan> *used);
     Arena take_arena(const Plan &plan);
