@@ -1,31 +1,29 @@
 // C ABI: graphs and programs.
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "api/guard.hpp"
+#include "api/program_handle.hpp"
 #include "api/struct_size.hpp"
 #include "graph/program.hpp"
 
 using namespace mkc;
 using mkc::api::guard;
+using mkc::api::ProgramUse;
 using mkc::api::require_out;
 using mkc::api::sized_params;
 
 struct mkc_graph {
     graph::Graph g;
-};
-
-struct mkc_program {
-    mkc_program(graph::Graph g, const graph::ProgramOptions &options) : p(std::move(g), options) {}
-    graph::Program p;
-    mutable std::mutex profile_mutex;
-    std::string profile; // the last profile any thread made
 };
 
 namespace {
@@ -35,14 +33,6 @@ graph::Graph &graph_arg(mkc_graph *g) {
         fail(MKC_STATUS_INVALID_HANDLE,
              g ? "graph is not a live graph (destroyed or foreign handle)" : "graph is NULL");
     return g->g;
-}
-
-graph::Program &program_arg(const mkc_program *p) {
-    if (p == nullptr || !registry<mkc_program>().contains(p))
-        fail(MKC_STATUS_INVALID_HANDLE, p ? "program is not a live program (destroyed or "
-                                            "foreign handle)"
-                                          : "program is NULL");
-    return const_cast<mkc_program *>(p)->p;
 }
 
 std::string text_or_empty(const char *s) { return s ? s : ""; }
@@ -166,7 +156,8 @@ namespace {
 // mkc_program_run's checks and run; `profile` keeps its steps' times.
 void run_program(mkc_program *program, int ninputs, const mkc_tensor *const *inputs, int noutputs,
                  mkc_tensor **outputs, bool profile) {
-    graph::Program &p = program_arg(program);
+    const ProgramUse use(program);
+    graph::Program &p = *use;
     const graph::Graph &g = p.graph();
     const int want_in = static_cast<int>(p.input_values().size());
     const int want_out = static_cast<int>(g.outputs.size());
@@ -345,13 +336,17 @@ MKC_API mkc_status mkc_program_destroy(mkc_program *program) {
         if (!registry<mkc_program>().remove(program))
             fail(MKC_STATUS_INVALID_HANDLE,
                  "program is not a live program (destroyed twice or foreign handle)");
+        // No call can start on it now; the ones inside it finish first.
+        while (program->users.load(std::memory_order_acquire) != 0)
+            std::this_thread::sleep_for(std::chrono::microseconds(50));
         delete program;
     });
 }
 
 MKC_API mkc_status mkc_program_inputs(const mkc_program *program, int *count) {
     return guard([&] {
-        const graph::Program &p = program_arg(program);
+        const ProgramUse use(program);
+        const graph::Program &p = *use;
         require_out(count, "count");
         *count = static_cast<int>(p.input_values().size());
     });
@@ -360,7 +355,8 @@ MKC_API mkc_status mkc_program_inputs(const mkc_program *program, int *count) {
 MKC_API mkc_status mkc_program_input_name(const mkc_program *program, int index,
                                           const char **name) {
     return guard([&] {
-        const graph::Program &p = program_arg(program);
+        const ProgramUse use(program);
+        const graph::Program &p = *use;
         require_out(name, "name");
         const int n = static_cast<int>(p.input_values().size());
         require(index >= 0 && index < n, "program: input index ", index, " is not in 0..", n - 1);
@@ -370,7 +366,8 @@ MKC_API mkc_status mkc_program_input_name(const mkc_program *program, int index,
 
 MKC_API mkc_status mkc_program_outputs(const mkc_program *program, int *count) {
     return guard([&] {
-        const graph::Program &p = program_arg(program);
+        const ProgramUse use(program);
+        const graph::Program &p = *use;
         require_out(count, "count");
         *count = static_cast<int>(p.graph().outputs.size());
     });
@@ -379,7 +376,8 @@ MKC_API mkc_status mkc_program_outputs(const mkc_program *program, int *count) {
 MKC_API mkc_status mkc_program_output_name(const mkc_program *program, int index,
                                            const char **name) {
     return guard([&] {
-        const graph::Program &p = program_arg(program);
+        const ProgramUse use(program);
+        const graph::Program &p = *use;
         require_out(name, "name");
         const int n = static_cast<int>(p.graph().outputs.size());
         require(index >= 0 && index < n, "program: output index ", index, " is not in 0..", n - 1);
@@ -402,7 +400,7 @@ MKC_API mkc_status mkc_program_profile(mkc_program *program, int ninputs,
 MKC_API mkc_status mkc_program_profile_text(const mkc_program *program, char *buf, size_t size,
                                             size_t *needed) {
     return guard([&] {
-        program_arg(program);
+        const ProgramUse use(program);
         std::string text;
         {
             std::lock_guard<std::mutex> lock(program->profile_mutex);
@@ -415,7 +413,8 @@ MKC_API mkc_status mkc_program_profile_text(const mkc_program *program, char *bu
 
 MKC_API mkc_status mkc_program_executor(const mkc_program *program, uint64_t *executor) {
     return guard([&] {
-        const graph::Program &p = program_arg(program);
+        const ProgramUse use(program);
+        const graph::Program &p = *use;
         require_out(executor, "executor");
         *executor = p.executor();
     });
@@ -424,7 +423,8 @@ MKC_API mkc_status mkc_program_executor(const mkc_program *program, uint64_t *ex
 MKC_API mkc_status mkc_program_plan(const mkc_program *program, char *buf, size_t size,
                                     size_t *needed) {
     return guard([&] {
-        const graph::Program &p = program_arg(program);
+        const ProgramUse use(program);
+        const graph::Program &p = *use;
         std::shared_ptr<const graph::Plan> hold;
         const graph::Plan &plan = last_plan(p, hold);
         api::copy_out(p.fuse_report().text() + graph::plan_text(p.graph(), plan), buf, size,
@@ -435,7 +435,8 @@ MKC_API mkc_status mkc_program_plan(const mkc_program *program, char *buf, size_
 MKC_API mkc_status mkc_program_steps(const mkc_program *program, char *buf, size_t size,
                                      size_t *needed) {
     return guard([&] {
-        const graph::Program &p = program_arg(program);
+        const ProgramUse use(program);
+        const graph::Program &p = *use;
         std::shared_ptr<const graph::Plan> hold;
         api::copy_out(graph::plan_steps(last_plan(p, hold)), buf, size, needed);
     });
@@ -444,13 +445,15 @@ MKC_API mkc_status mkc_program_steps(const mkc_program *program, char *buf, size
 MKC_API mkc_status mkc_program_choices(const mkc_program *program, char *buf, size_t size,
                                        size_t *needed) {
     return guard([&] {
-        api::copy_out(program_arg(program).choices_text(), buf, size, needed);
+        const ProgramUse use(program);
+        api::copy_out((*use).choices_text(), buf, size, needed);
     });
 }
 
 MKC_API mkc_status mkc_program_memory_info(const mkc_program *program, mkc_program_memory *memory) {
     return guard([&] {
-        const graph::Program &p = program_arg(program);
+        const ProgramUse use(program);
+        const graph::Program &p = *use;
         require_out(memory, "memory");
         std::shared_ptr<const graph::Plan> hold;
         const graph::Plan &plan = last_plan(p, hold);
@@ -472,7 +475,8 @@ MKC_API mkc_status mkc_program_memory_info(const mkc_program *program, mkc_progr
 MKC_API mkc_status mkc_program_output_shape(mkc_program *program, const int64_t *input_dims,
                                             int index, int *ndims, int64_t *dims) {
     return guard([&] {
-        graph::Program &p = program_arg(program);
+        const ProgramUse use(program);
+        graph::Program &p = *use;
         require(input_dims != nullptr, "program_output_shape: input_dims is NULL");
         require_out(ndims, "ndims");
         require_out(dims, "dims");
@@ -487,7 +491,8 @@ MKC_API mkc_status mkc_program_run_plain_ref(mkc_program *program, const int64_t
                                              const void *const *const *input_refs,
                                              void *const *const *output_refs) {
     return guard([&] {
-        graph::Program &p = program_arg(program);
+        const ProgramUse use(program);
+        graph::Program &p = *use;
         require(input_refs != nullptr || p.input_values().empty(), "run: input_refs is NULL");
         require(output_refs != nullptr, "run: output_refs is NULL");
         constexpr size_t kInline = 16; // most models' inputs and outputs
@@ -514,7 +519,10 @@ MKC_API mkc_status mkc_program_run_plain_ref(mkc_program *program, const int64_t
 
 MKC_API mkc_status mkc_program_run_plain(mkc_program *program, const int64_t *input_dims,
                                          const void *const *inputs, void *const *outputs) {
-    return guard([&] { run_plain_checked(program_arg(program), input_dims, inputs, outputs); });
+    return guard([&] {
+        const ProgramUse use(program);
+        run_plain_checked(*use, input_dims, inputs, outputs);
+    });
 }
 
 } // extern "C"

@@ -7,6 +7,7 @@
 #include <new>
 #include <shared_mutex>
 
+#include "api/program_handle.hpp"
 #include "cache/blob_cache.hpp"
 #include "cache/build_once.hpp"
 #include "common/engine.hpp"
@@ -48,10 +49,23 @@ void start_openmp() {
 void lock_tensor(const Tensor *t) { t->mutex.lock(); }
 void unlock_tensor(const Tensor *t) { t->mutex.unlock(); }
 
+mkc_program &mutable_program(const mkc_program *p) { return const_cast<mkc_program &>(*p); }
+void lock_program(const mkc_program *p) {
+    mutable_program(p).p.lock_for_fork();
+    p->profile_mutex.lock();
+}
+void unlock_program(const mkc_program *p) {
+    p->profile_mutex.unlock();
+    mutable_program(p).p.unlock_for_fork();
+}
+
 // Before fork(), on the forking thread: every lock, in the order fork.hpp
 // gives. Each wait ends: a thread holding one of these locks is never
 // waiting for a lock taken earlier in this order.
 void prepare() {
+    registry<mkc_program>().lock_all();
+    registry<mkc_program>().for_each_live(lock_program);
+    registry<mkc_graph>().lock_all();
     primitive_creation_mutex().lock();
     BlobCache::instance().lock_for_fork();
     BuildOnce::instance().lock_for_fork();
@@ -68,6 +82,9 @@ void parent() {
     BuildOnce::instance().unlock_for_fork();
     BlobCache::instance().unlock_for_fork();
     primitive_creation_mutex().unlock();
+    registry<mkc_graph>().unlock_all();
+    registry<mkc_program>().for_each_live(unlock_program);
+    registry<mkc_program>().unlock_all();
 }
 
 // After fork(), in the child, whose only thread is the one that forked.
@@ -82,6 +99,14 @@ void child() {
     BlobCache::instance().reset_lock_in_child();
     BuildOnce::instance().reset_in_child();
     new (&primitive_creation_mutex()) std::shared_mutex();
+    registry<mkc_graph>().reset_locks_in_child();
+    // The calls other threads were making inside programs do not exist
+    // here: their uses end with them.
+    registry<mkc_program>().for_each_live([](const mkc_program *p) {
+        unlock_program(p);
+        p->users.store(0, std::memory_order_relaxed);
+    });
+    registry<mkc_program>().reset_locks_in_child();
 
     // The OpenMP runtime has just reset itself (its handler runs before
     // this one), but a thread that used it before the fork still carries

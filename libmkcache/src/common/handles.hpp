@@ -32,6 +32,18 @@ public:
         if (removed) removals_.fetch_add(1, std::memory_order_release);
         return removed;
     }
+    // Calls f(p) while `p` is live and cannot be removed (its shard held
+    // shared); false, without calling f, if `p` is not live. Lets a caller
+    // register its use of an object before a remover can free it.
+    template <typename F>
+    bool with_live(const T *p, F &&f) const {
+        if (p == nullptr) return false;
+        const Shard &s = shard(p);
+        std::shared_lock<std::shared_mutex> lock(s.mutex);
+        if (s.live.count(p) == 0) return false;
+        f();
+        return true;
+    }
     // Every argument of every call is checked, mostly the same few handles
     // again: a thread remembers the last ones it found live, trusted while
     // nothing has been removed since (removals_ unchanged; any removal, even

@@ -36,6 +36,10 @@ public:
     // INVALID_ARGUMENT naming the line. Replaces nothing already there.
     void load(const std::string &text);
 
+    // For the fork handlers (common/fork.cpp) only.
+    void lock_for_fork() { mutex_.lock(); }
+    void unlock_for_fork() { mutex_.unlock(); }
+
 private:
     mutable std::mutex mutex_;
     std::map<std::string, Measured> by_key_;
