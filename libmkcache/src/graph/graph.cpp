@@ -1,9 +1,11 @@
 #include "graph/graph.hpp"
 
+#include <cstdint>
 #include <utility>
 
 #include "common/error.hpp"
 #include "layout/layout.hpp"
+#include "tensor/tensor.hpp"
 
 namespace mkc::graph {
 
@@ -94,9 +96,18 @@ int Graph::add_input(const std::string &name, mkc_dtype dtype, const std::vector
     const int rank = static_cast<int>(dims.size());
     require(rank >= 1 && rank <= MKC_MAX_NDIMS, "graph input '", name, "': rank must be 1..",
             MKC_MAX_NDIMS, ", got ", rank);
-    for (int64_t d : dims)
+    // The static dims alone must describe a tensor that can exist: a run
+    // indexes the caller's buffers by their element count.
+    const uint64_t limit = uint64_t(1) << 56;
+    uint64_t bytes = dtype_size(dtype);
+    for (int64_t d : dims) {
         require(d >= 1 || d == -1, "graph input '", name,
                 "': dims must be >= 1 (or -1 for one bound at run time), got ", d);
+        const uint64_t n = d == -1 ? 1 : static_cast<uint64_t>(d);
+        require(n <= limit / bytes, "graph input '", name, "': shape ", shape_text(dims),
+                " is too large (more than 2^56 bytes)");
+        bytes *= n;
+    }
     require(layout == MKC_LAYOUT_CHANNELS_FIRST || layout == MKC_LAYOUT_CHANNELS_LAST,
             "graph input '", name, "': layout must be channels-first or channels-last");
     require(layout == MKC_LAYOUT_CHANNELS_FIRST || rank >= 3, "graph input '", name,
