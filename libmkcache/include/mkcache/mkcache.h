@@ -370,7 +370,7 @@ typedef struct mkc_cache_stats {
                                  or an entry built for other arguments)      */
     uint64_t insertions;      /* entries stored: after a miss, or by
                                  mkc_cache_set_blob (replacements included)  */
-    uint64_t evictions;       /* input-shape groups evicted in clearing mode */
+    uint64_t evictions;       /* groups evicted in clearing mode, plans dropped by a program's capacity */
     uint64_t evicted_entries; /* entries those evictions dropped             */
     uint64_t entries;         /* entries held now                            */
     uint64_t groups;          /* input-shape groups held now                 */

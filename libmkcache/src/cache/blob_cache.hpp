@@ -69,7 +69,8 @@ public:
 
     void reset();
     void reset_executor(uint64_t executor);
-    // The entries of `executor` in input-shape group `group` (every session).
+    // The entries of `executor` in input-shape group `group` (every session):
+    // a program's plan dropped by its capacity, counted as an eviction.
     void reset_executor_group(uint64_t executor, const std::string &group);
     void drop_thread(uint64_t thread_hash); // entries a finished thread created
     // The thread-bound entries of every thread but this one: in a child
@@ -112,9 +113,10 @@ private:
 
     BlobCache() = default;
     // Removes entries matching `pred(group's shape, entry)` everywhere;
-    // returns them for release outside the lock.
+    // returns them for release outside the lock. `eviction`: each session
+    // losing entries counts one eviction of that many entries.
     template <typename Pred>
-    std::vector<std::shared_ptr<void>> remove_if(Pred pred);
+    std::vector<std::shared_ptr<void>> remove_if(Pred pred, bool eviction = false);
     static void fill(mkc_cache_stats &out, const Counters &c);
 
     // Readers (lookups) lock only their thread's stripe; writers all.

@@ -18,6 +18,7 @@
 #include "common/error.hpp"
 #include "common/small_dims.hpp"
 #include "handler/handler.hpp"
+#include "handler/kept_primitives.hpp"
 #include "ops/attrs.hpp"
 #include "ops/call_words.hpp"
 #include "keys/keys.hpp"
@@ -375,10 +376,10 @@ std::shared_ptr<ConvEntry> prepare_forward(const CacheScope &scope, const char *
         auto e = forward_descriptor(p, g, transposed, bias, attrs.training);
         const dnnl::primitive_desc *pd;
         if (transposed) {
-            e->primitive = dnnl::deconvolution_forward(e->deconv_pd);
+            e->primitive = make_kept_primitive<dnnl::deconvolution_forward>(e->deconv_pd);
             pd = &e->deconv_pd;
         } else {
-            e->primitive = dnnl::convolution_forward(e->conv_pd);
+            e->primitive = make_kept_primitive<dnnl::convolution_forward>(e->conv_pd);
             pd = &e->conv_pd;
         }
         std::vector<int> args = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST};
@@ -520,7 +521,7 @@ void build_backward_data(PrimitiveEntry &e, const Geometry &g, dnnl::algorithm a
     typename Prim::primitive_desc pd(cpu_engine(), alg, dx, w, dy, g.stride.vec(),
                                      g.dilation.vec(), g.pad_l.vec(), g.pad_r.vec(), hint,
                                      user_scratchpad_attr());
-    e.primitive = Prim(pd);
+    e.primitive = make_kept_primitive<Prim>(pd);
     e.set_args(pd, {DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC});
 }
 
@@ -532,7 +533,7 @@ void build_backward_weights(PrimitiveEntry &e, const Geometry &g, dnnl::algorith
     typename Prim::primitive_desc pd(cpu_engine(), alg, x, dw, db, dy, g.stride.vec(),
                                      g.dilation.vec(), g.pad_l.vec(), g.pad_r.vec(), hint,
                                      user_scratchpad_attr());
-    e.primitive = Prim(pd);
+    e.primitive = make_kept_primitive<Prim>(pd);
     std::vector<int> args = {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS};
     if (bias) args.push_back(DNNL_ARG_DIFF_BIAS);
     e.set_args(pd, args);
