@@ -1275,6 +1275,7 @@ def _sequence(*calls):
 
 
 _REFUSED = "a result of more than 2**56 bytes: must be refused"
+_UNRUNNABLE = "past the sizes oneDNN's kernels index: must be refused, naming the dim"
 ISOLATED_SEQUENCES = {
     # Results too large for any buffer (SIGSEGV / SIGFPE inside oneDNN once).
     "conv2d-huge-padding": [Case(
@@ -1294,6 +1295,20 @@ ISOLATED_SEQUENCES = {
     "failed-primitive-then-valid": _sequence(
         "mkcache.conv2d(ones(1, 5, 1, 17), ones(4, 17, 1, 3), stride=(21847, 536903677), "
         "padding=(0, 65536, 65536, 1073741823), dilation=(5, 3), data_format='NHWC')"),
+    # A refused geometry, then one whose brgemm kernel oneDNN could not
+    # generate but built anyway: SIGSEGV (AVX2) or every later call failing.
+    "refused-then-unrunnable-conv": [
+        Case("mkcache.conv2d(ones(1, 17, 4, 5), ones(1, 17, 2, 1), stride=(536870913, 16777216), "
+             "padding=(3, 1073741823, 16777216, 16777216), dilation=(3, 2))", note=_UNRUNNABLE),
+        Case("mkcache.conv2d(ones(1, 5, 1, 17), ones(4, 17, 1, 3), stride=(21847, 536903677), "
+             "padding=(0, 65536, 65536, 1073741823), dilation=(5, 3), data_format='NHWC')",
+             note=_UNRUNNABLE),
+        Case("mkcache.conv2d(ramp(1, 5, 3, 17), ramp(4, 17, 1, 3), data_format='NHWC')")],
+    "unrunnable-conv-then-valid": [
+        Case("mkcache.conv2d(ones(1, 5, 1, 17), ones(4, 17, 1, 3), stride=(21847, 536903677), "
+             "padding=(0, 65536, 65536, 1073741823), dilation=(5, 3), data_format='NHWC')",
+             note=_UNRUNNABLE),
+        Case("mkcache.conv2d(ones(1, 5, 3, 17), ones(4, 17, 1, 3), data_format='NHWC')")],
     "three-huge-convs": _sequence(
         "mkcache.conv2d(ones(1, 17, 1, 1), ones(4, 17, 1, 1), stride=(357914283, 5), "
         "padding=(1024, 1073741823, 0, 1), dilation=(1048576, 7))",
@@ -1304,19 +1319,25 @@ ISOLATED_SEQUENCES = {
 }
 
 
+@pytest.mark.parametrize("isa", [None, "AVX2"], ids=["default-isa", "avx2"])
 @pytest.mark.parametrize("name", sorted(ISOLATED_SEQUENCES))
-def test_isolated_sequences(name):
-    """Sequences found by test_huge_geometry, replayed in a fresh process:
-    each call raises mkcache.Error or succeeds, and the process survives
-    with the library working."""
-    worker = fs.IsolatedWorker()
+def test_isolated_sequences(name, isa):
+    """Sequences found by test_huge_geometry, replayed in a fresh process
+    (under this machine's ISA and under AVX2's kernels, which users' CPUs
+    may have only): each call raises mkcache.Error or succeeds, and the
+    process survives with the library working."""
+    worker = fs.IsolatedWorker(env={"ONEDNN_MAX_CPU_ISA": isa} if isa else None)
     try:
         for case in ISOLATED_SEQUENCES[name]:
             outcome, health = worker.run(case)
             if outcome[0] == "raised":
                 assert fs.is_library_error(outcome[1]), f"{case!r}: {outcome[2]}"
+                if case.note == _UNRUNNABLE:
+                    assert "mkcache.errors.UnsupportedError" in outcome[1] and \
+                        "spatial dim" in outcome[2], (
+                        f"{case!r}: {outcome[2]}")
             else:
-                assert case.note != _REFUSED, f"{case!r} was accepted"
+                assert case.note not in (_REFUSED, _UNRUNNABLE), f"{case!r} was accepted"
             assert health is None, f"after {case!r}:\n  {health}"
     finally:
         worker.close()

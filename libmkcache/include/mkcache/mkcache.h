@@ -445,7 +445,20 @@ typedef enum mkc_activation_kind {
 } mkc_activation_kind;
 
 /* Convolution parameters, shared by conv2d, conv3d and conv2d_transpose.
- * Spatial fields: index 0..1 for 2-D (h, w), 0..2 for 3-D (d, h, w). */
+ * Spatial fields: index 0..1 for 2-D (h, w), 0..2 for 3-D (d, h, w).
+ *
+ * Window bounds (convolutions, their gradients and pooling, eager calls and
+ * program nodes alike): oneDNN's kernels index a window's geometry with
+ * 32-bit offsets, so along each spatial dim of the side the window slides
+ * over (src; dst for conv2d_transpose) the stride, dilation, each padding,
+ * the dilated kernel extent and the padded size must be at most 2^24, and
+ * the bytes one step spans - the largest of stride, dilation and dilated
+ * kernel extent, times the padded extents of the dims inside it, times the
+ * channels (the larger side's, rounded up to 16) times 4 - at most 2^30, as
+ * must every padded plane below the outermost spatial dim. Past them:
+ * MKC_STATUS_UNSUPPORTED naming the dim, before anything is built. Windows
+ * lying wholly in padding (padding larger than the dilated kernel) are
+ * computed: those outputs are the bias alone. */
 typedef struct mkc_conv_params {
     size_t struct_size;        /* sizeof; set by mkc_conv_params_init         */
     int64_t stride[3];         /* >= 1                                        */
@@ -537,7 +550,8 @@ typedef enum mkc_pool_kind {
 } mkc_pool_kind;
 
 /* Spatial fields: index 0..1 for 2-D (h, w), 0..2 for 3-D (d, h, w); the
- * spatial rank comes from src (4-D or 5-D). */
+ * spatial rank comes from src (4-D or 5-D). The window bounds of
+ * mkc_conv_params hold (kernel for the dilated kernel extent). */
 typedef struct mkc_pool_params {
     size_t struct_size;     /* sizeof; set by mkc_pool_params_init */
     mkc_pool_kind kind;

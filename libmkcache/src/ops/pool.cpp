@@ -18,6 +18,7 @@
 #include "keys/keys.hpp"
 #include "ops/ops.hpp"
 #include "ops/pool.hpp"
+#include "ops/window_bounds.hpp"
 
 namespace mkc::ops {
 
@@ -134,6 +135,9 @@ PoolGeometry pool_geometry(const mkc_pool_params &p, const V &src, mkc_layout ta
         y.push_back(out);
     }
     check_result_dims(op, y, MKC_DTYPE_F32);
+    WindowDim dims[3];
+    for (int i = 0; i < k; ++i) dims[i] = {x[2 + i], pb[i], pe[i], stride[i], 1, kernel[i]};
+    check_window_bounds(op, dims, k, x[1]);
     g.y = y;
     g.kernel = kernel;
     g.stride = stride;
