@@ -551,7 +551,14 @@ typedef enum mkc_pool_kind {
 
 /* Spatial fields: index 0..1 for 2-D (h, w), 0..2 for 3-D (d, h, w); the
  * spatial rank comes from src (4-D or 5-D). The window bounds of
- * mkc_conv_params hold (kernel for the dilated kernel extent). */
+ * mkc_conv_params hold (kernel for the dilated kernel extent).
+ *
+ * ceil_mode: the last window must start inside the input or its begin
+ * padding (as PyTorch); it may reach past the end padding. An average
+ * counting padding then divides by the cells it covers up to the end of
+ * the padding, not by the kernel's size (as PyTorch and ONNX:
+ * (min(start + kernel, size + pad_end) - start) per dim); the gradient
+ * divides alike. */
 typedef struct mkc_pool_params {
     size_t struct_size;     /* sizeof; set by mkc_pool_params_init */
     mkc_pool_kind kind;
