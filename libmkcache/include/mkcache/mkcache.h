@@ -669,7 +669,8 @@ MKC_API mkc_status mkc_batch_norm(const mkc_batch_norm_params *params,
 
 typedef struct mkc_lrn_params {
     size_t struct_size;      /* sizeof; set by mkc_lrn_params_init           */
-    int64_t size;            /* channels in the window (odd sizes centre it) */
+    int64_t size;            /* channels in the window (odd sizes centre it;
+                                even ones reach one further up than down) */
     float alpha, beta, k;    /* dst = src / (k + alpha / size * sum(src^2))^beta */
     mkc_layout data_format;
     int training;            /* != 0: leaves its workspace for the backward  */
@@ -677,11 +678,13 @@ typedef struct mkc_lrn_params {
 } mkc_lrn_params;
 
 /* Defaults: size 5, alpha 1e-4, beta 0.75, k 1 (AlexNet), NCHW. The sum
- * runs over channels c - (size-1)/2 .. c + (size-1)/2 (clipped at the
- * edges): for an odd size Caffe's and PyTorch's formula; an even size sums
- * one channel fewer than PyTorch's window (size channels from c - size/2),
- * still divided by size. PaddlePaddle's alpha multiplies the plain sum, so
- * pass alpha_paddle * size. */
+ * runs over the `size` channels c - floor((size-1)/2) .. c + ceil((size-1)/2)
+ * (clipped at the edges), ONNX's LRN: for an odd size also Caffe's and
+ * PyTorch's formula; for an even size PyTorch's LocalResponseNorm takes the
+ * mirror image, c - size/2 .. c + size/2 - 1. Even sizes run on a kernel of
+ * mkcache's own (oneDNN's LRN centres its window), on plain data in src's
+ * layout: the result is plain, forward and backward. PaddlePaddle's alpha
+ * multiplies the plain sum, so pass alpha_paddle * size. */
 MKC_API mkc_status mkc_lrn_params_init(mkc_lrn_params *params);
 
 /* Local response normalization across channels, on src's layout. */
