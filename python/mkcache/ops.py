@@ -849,9 +849,9 @@ def lrn(x, size=5, alpha=1e-4, beta=0.75, k=1.0, *, data_format="NCHW", training
         name=None, out=None) -> Tensor:
     """Local response normalization across channels:
     x / (k + alpha / size * sum of x^2 over channels c - (size-1)//2 ..
-    c + (size-1)//2)^beta - Caffe's and PyTorch's formula for an odd size
-    (an even size sums one channel fewer than PyTorch's window);
-    PaddlePaddle's alpha is alpha / size.
+    c + size//2)^beta - ONNX's LRN, and Caffe's and PyTorch's for an odd
+    size; for an even size PyTorch's window is the mirror image (c - size//2
+    .. c + (size-1)//2). PaddlePaddle's alpha is alpha / size.
     training: leave the training descriptor for ``mkcache.grad.lrn``."""
     p = _lrn_params(size, alpha, beta, k, data_format, name, training)
     fmt = p.data_format

@@ -159,7 +159,8 @@ mkc_lrn_params lrn_params(int64_t size, float alpha, float beta, float k, mkc_la
 // results: with channel j holding sqrt(2^j), alpha = size, beta = 1 and
 // k = 1, dst[c] = src[c] / (1 + sum), so src[c] / dst[c] - 1 is the sum of
 // 2^j over the window - a bit mask of its channels. That the masks come out
-// as whole numbers also shows the sum is divided by `size` itself.
+// as whole numbers also shows the sum is divided by `size` itself. The
+// window is ONNX's: c - floor((size-1)/2) .. c + ceil((size-1)/2), clipped.
 TEST(reference_lrn_window_is_the_eager_window) {
     const TargetGuard guard;
     for (mkc_layout layout : {MKC_LAYOUT_CHANNELS_FIRST, MKC_LAYOUT_CHANNELS_LAST}) {
@@ -173,14 +174,14 @@ TEST(reference_lrn_window_is_the_eager_window) {
                 ops::lrn(thread_state().scope, lrn_params(size, float(size), 1.f, 1.f, layout),
                          *src, &dst);
                 const std::vector<float> y = take_values(dst);
-                const int64_t half = (size - 1) / 2;
+                const int64_t down = (size - 1) / 2, up = size / 2;
                 bool as_documented = true;
                 for (int64_t c = 0; c < channels; ++c) {
                     const double sum = p[c] / double(y[c]) - 1;
                     const double mask = std::round(sum);
                     double want = 0;
-                    for (int64_t w = std::max<int64_t>(0, c - half);
-                         w <= std::min<int64_t>(channels - 1, c + half); ++w)
+                    for (int64_t w = std::max<int64_t>(0, c - down);
+                         w <= std::min<int64_t>(channels - 1, c + up); ++w)
                         want += std::ldexp(1.0, static_cast<int>(w));
                     as_documented = as_documented && mask == want &&
                                     std::fabs(sum - mask) <= 1e-5 * std::fmax(1.0, mask);

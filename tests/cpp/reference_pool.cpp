@@ -44,10 +44,10 @@ mkc_pool_params params_of(const Case &c) {
 
 // Every kind with padding (asymmetric too) and with ceil mode, global
 // pooling, 3-D, both layouts, channels off multiples of 16, batches above 1.
-// A window ceil mode adds always hangs past the end padding, which an
-// average counting padding refuses: its ceil-mode case is one where the
-// rounding adds no window (its height: the last would start past the input
-// and its begin padding; its width: the windows fit exactly).
+// The averages counting padding in ceil mode: one where the rounding adds
+// no window (its height: the last would start past the input and its begin
+// padding; its width: the windows fit exactly), and ones whose last window
+// hangs past the end padding along one dim or several.
 std::vector<Case> cases() {
     const auto NCHW = MKC_LAYOUT_CHANNELS_FIRST, NHWC = MKC_LAYOUT_CHANNELS_LAST;
     const auto max = MKC_POOL_MAX, avg = MKC_POOL_AVG_INCLUDE_PAD,
@@ -60,6 +60,8 @@ std::vector<Case> cases() {
         {avg, {3, 13, 10, 7}, NHWC, {3, 3}, {1, 1}, {1, 1}, {0, 0}, false, false},
         {avg, {2, 7, 9, 8}, NCHW, {3, 2}, {2, 2}, {2, 1}, {1, 1}, false, false},
         {avg, {2, 11, 4, 9}, NHWC, {4, 3}, {3, 2}, {1, 1}, {3, 1}, true, false},
+        {avg, {2, 17, 10, 10}, NCHW, {3, 3}, {2, 2}, {0, 0}, {0, 0}, true, false},
+        {avg, {3, 19, 9, 13}, NHWC, {3, 2}, {3, 2}, {1, 0}, {1, 1}, true, false},
         {avg_ex, {2, 17, 9, 8}, NCHW, {2, 2}, {2, 2}, {0, 0}, {1, 1}, true, false},
         {avg_ex, {2, 6, 10, 11}, NHWC, {3, 4}, {3, 2}, {1, 2}, {2, 0}, true, false},
         {avg_ex, {3, 9, 7, 7}, NCHW, {3, 3}, {1, 1}, {1, 1}, {1, 1}, false, false},
@@ -70,6 +72,7 @@ std::vector<Case> cases() {
         {max, {2, 3, 5, 6, 7}, NCHW, {2, 2, 2}, {2, 2, 2}, {1, 1, 1}, {0, 0, 0}, false, false},
         {max, {2, 5, 6, 5, 7}, NHWC, {3, 2, 3}, {2, 2, 2}, {1, 0, 1}, {0, 1, 1}, true, false},
         {avg, {2, 4, 5, 6, 5}, NHWC, {3, 3, 2}, {1, 2, 1}, {1, 1, 0}, {1, 0, 1}, false, false},
+        {avg, {2, 7, 5, 6, 7}, NCHW, {2, 3, 3}, {2, 2, 2}, {1, 1, 0}, {0, 1, 2}, true, false},
         {avg_ex, {1, 5, 4, 5, 6}, NHWC, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, false, false},
         {avg_ex, {2, 6, 7, 5, 6}, NCHW, {2, 3, 2}, {2, 2, 3}, {0, 1, 1}, {1, 0, 0}, true, false},
         {avg, {2, 9, 3, 4, 5}, NHWC, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, false, true},
@@ -122,8 +125,8 @@ TEST(reference_pool_matches_eager) {
 
 // Ceil mode's last window may hang past the end padding; an average that
 // counts padding then divides by the cells within the input and its
-// padding, not by the whole kernel (as PyTorch: the eager operator refuses
-// this case). Checked by hand on one row.
+// padding, not by the whole kernel (as PyTorch and ONNX). Checked by hand
+// on one row, the reference and the eager operator.
 TEST(reference_pool_include_pad_past_the_padding) {
     mkc_pool_params p;
     mkc_pool_params_init(&p);
@@ -142,6 +145,15 @@ TEST(reference_pool_include_pad_past_the_padding) {
     std::vector<float> y(4);
     reference::pool(p, false, {1, 1, 1, 6}, x.data(), {1, 1, 1, 4}, y.data());
     CHECK(y[0] == 1.f && y[1] == 3.f && y[2] == 5.f && y[3] == 3.f);
+
+    auto src = tensor({1, 1, 1, 6}, MKC_LAYOUT_CHANNELS_FIRST, 0);
+    std::copy(x.begin(), x.end(), static_cast<float *>(src->data));
+    mkc_tensor *dst = nullptr;
+    ops::pool(thread_state().scope, p, *src, &dst);
+    CHECK(caller_dims(*dst) == (Dims{1, 1, 1, 4}));
+    const std::vector<float> eager = take_values(dst);
+    for (size_t i = 0; i < y.size(); ++i)
+        CHECK(std::fabs(eager[i] - y[i]) <= 1e-6f * std::fabs(y[i]));
 }
 
 } // namespace

@@ -496,7 +496,9 @@ class IsolatedWorker:
     carries over between them, as in a real program), so that a crash or a
     hang is reported as a failure of the test instead of killing pytest."""
 
-    def __init__(self, timeout: float = 90.0 if _asan() else 30.0):
+    def __init__(self, timeout: float = 90.0 if _asan() else 30.0, env: dict | None = None):
+        """env: variables set for the child on top of this process's (e.g.
+        ONEDNN_MAX_CPU_ISA, which oneDNN reads once, at its first use)."""
         self.timeout = timeout
         self.stderr = tempfile.TemporaryFile()
         paths = [p for p in sys.path if p]
@@ -505,7 +507,8 @@ class IsolatedWorker:
             paths.insert(0, here)
         self.proc = subprocess.Popen(
             [sys.executable, "-c", _WORKER_SOURCE, pickle.dumps(paths).hex()],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr)
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
+            env=None if env is None else {**os.environ, **env})
         self.history = []
         ready = self._read()
         assert ready == ("ready",), ready

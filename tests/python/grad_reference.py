@@ -206,21 +206,21 @@ def batch_norm_backward(x, dy, scale=None, eps=1e-5):
 
 
 def lrn_backward(x, dy, size, alpha, beta, k):
-    """Gradient of reference.lrn_nchw (window: (size-1)//2 before)."""
+    """Gradient of reference.lrn_nchw (ONNX's window: floor((size-1)/2)
+    channels below c, ceil((size-1)/2) above)."""
     x, dy = _f64(x, dy)
     c = x.shape[1]
-    before = (size - 1) // 2
+    down, up = (size - 1) // 2, -(-(size - 1) // 2)
     sq = x * x
     s = np.empty_like(x)
     for i in range(c):
-        lo, hi = max(0, i - before), min(c, i - before + size)
-        s[:, i] = k + alpha / size * sq[:, lo:hi].sum(axis=1)
+        s[:, i] = k + alpha / size * sq[:, max(0, i - down):min(c - 1, i + up) + 1].sum(axis=1)
     dx = dy * s ** -beta
     t = dy * x * s ** (-beta - 1)  # per output channel j
     for i in range(c):
-        # Outputs j whose window holds channel i: j - before <= i < j - before + size.
-        lo, hi = max(0, i + before - size + 1), min(c, i + before + 1)
-        dx[:, i] -= 2 * alpha * beta / size * x[:, i] * t[:, lo:hi].sum(axis=1)
+        # Outputs j whose window holds channel i: j - down <= i <= j + up.
+        lo, hi = max(0, i - up), min(c - 1, i + down)
+        dx[:, i] -= 2 * alpha * beta / size * x[:, i] * t[:, lo:hi + 1].sum(axis=1)
     return dx
 
 

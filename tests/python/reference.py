@@ -205,15 +205,16 @@ def batch_norm_nchw(x, mean, var, scale=None, shift=None, eps=1e-5):
 
 
 def lrn_nchw(x, size, alpha, beta, k):
-    """Across channels, window centred (size // 2 before, the rest after)."""
+    """ONNX's LRN across channels: square_sum[c] = the sum of x^2 over
+    channels max(0, c - floor((size-1)/2)) .. min(C-1, c + ceil((size-1)/2)),
+    y = x / (k + alpha / size * square_sum)^beta."""
     x = np.asarray(x, dtype=np.float64)
     c = x.shape[1]
     sq = x * x
     out = np.empty_like(x)
-    before = (size - 1) // 2
+    down, up = (size - 1) // 2, -(-(size - 1) // 2)
     for i in range(c):
-        lo, hi = max(0, i - before), min(c, i - before + size)
-        s = sq[:, lo:hi].sum(axis=1)
+        s = sq[:, max(0, i - down):min(c - 1, i + up) + 1].sum(axis=1)
         out[:, i] = x[:, i] / (k + alpha / size * s) ** beta
     return out
 

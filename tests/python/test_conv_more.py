@@ -84,3 +84,47 @@ def test_conv_more_errors():
         mkcache.conv2d_transpose(x, np.ones((3, 2, 3, 3), np.float32))
     with pytest.raises(mkcache.InvalidArgumentError, match="shape"):
         mkcache.conv2d(x, np.ones((2, 4, 3, 3), np.float32), residual=np.ones((1, 2, 4, 4), np.float32))
+
+
+
+# Geometries inside the bounds check_window_bounds keeps, which must still
+# run: windows lying wholly in padding (legal in PyTorch: those outputs are
+# the bias alone), large strides, paddings and dilations with small outputs.
+WINDOW_EDGES = [  # N, C, H, W, O, kernel, stride, pb, pe, dilation
+    (2, 17, 3, 4, 5, (2, 3), (1, 2), (4, 5), (6, 3), (1, 1)),
+    (3, 3, 5, 5, 16, (3, 1), (2, 1), (9, 0), (9, 7), (2, 3)),
+    (2, 19, 4, 3, 4, (1, 2), (1 << 16, 3), (0, 1), (0, 1), (1, 2)),
+    (2, 19, 4, 3, 4, (2, 2), (2, 1 << 10), (1, 1 << 12), (1, 1 << 12), (1, 1 << 12)),
+    (1, 5, 6, 2, 3, (2, 2), (1 << 18, 1), (1 << 20, 0), (1 << 20, 0), (1 << 19, 1)),
+]
+
+
+@pytest.mark.parametrize("case", WINDOW_EDGES, ids=[str(c) for c in WINDOW_EDGES])
+@pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])
+def test_conv2d_window_edges_forward_and_grad(case, fmt, rng):
+    import fuzz_strategies as fs
+    import grad_reference as gref
+    n, c, h, w, o, k, s, pb, pe, dil = case
+    x = rng.standard_normal((n, c, h, w), dtype=np.float32)
+    wt = rng.standard_normal((o, c) + k, dtype=np.float32)
+    b = rng.standard_normal(o, dtype=np.float32)
+    exact, mag = fs.conv2d_gather(x, wt, b, s, pb, pe, dil, 1)
+    xin = x if fmt == "NCHW" else np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+    pad = (pb[0], pe[0], pb[1], pe[1])
+    y = mkcache.conv2d(xin, wt, b, stride=s, padding=pad, dilation=dil, data_format=fmt,
+                       training=True)
+    assert_close(y.numpy("NCHW"), exact, mag, reduction=c * k[0] * k[1])
+    dy = rng.standard_normal(exact.shape, dtype=np.float32)
+    dyin = dy if fmt == "NCHW" else np.ascontiguousarray(dy.transpose(0, 2, 3, 1))
+    g = mkcache.grad.conv2d(dyin, xin, wt, b, stride=s, padding=pad, dilation=dil,
+                            data_format=fmt)
+    outs = n * exact.shape[2] * exact.shape[3]
+    if max(pb + pe) < 64:  # the reference pads x
+        (dx, dw, db), (mx, mw, mb) = gref.conv_backward(x, wt, dy, s, pb, pe, dil, 1)
+        assert_close(g.x.numpy("NCHW"), dx, mx, reduction=o * k[0] * k[1], what="dx")
+        assert_close(g.weight.numpy(), dw, mw, reduction=outs, what="dw")
+    else:  # the reference pads x: past that, the shape and finiteness only
+        assert g.x.shape == xin.shape and np.isfinite(g.x.numpy()).all()
+    db = dy.astype(np.float64).sum(axis=(0, 2, 3))
+    assert_close(g.bias.numpy(), db, np.abs(dy).astype(np.float64).sum(axis=(0, 2, 3)),
+                 reduction=outs, what="db")

@@ -422,22 +422,13 @@ def _run_pool(case, seed, fmt, name, out_kind, data, nonfinite):
     padding = _pool_padding(c_["pb"], c_["pe"], data.draw)
     stride = c_["stride"] if c_["stride"] is None or data.draw(st.booleans()) else list(s)
     note(f"x {x_kind} {x.shape} (NCHW) {fmt}, out {out_kind}, padding {padding}, stride {stride}")
-    ceil_changes = c_["ceil"] and \
-        want.shape != ref_pool(x, "max", k, s, c_["pb"], c_["pe"], False).shape
-    try:
-        if c_["kind"] == "max":
-            y = mkcache.max_pool2d(xin, k, stride, padding, ceil_mode=c_["ceil"],
-                                   data_format=fmt, name=name, out=out)
-        else:
-            y = mkcache.avg_pool2d(xin, k, stride, padding, ceil_mode=c_["ceil"],
-                                   count_include_pad=c_["kind"] == "avg_include",
-                                   data_format=fmt, name=name, out=out)
-    except mkcache.Error:
-        # The refusal the library documents: ceil-mode cells counted in an
-        # average.
-        if c_["kind"] == "avg_include" and ceil_changes:
-            return
-        raise
+    if c_["kind"] == "max":
+        y = mkcache.max_pool2d(xin, k, stride, padding, ceil_mode=c_["ceil"],
+                               data_format=fmt, name=name, out=out)
+    else:
+        y = mkcache.avg_pool2d(xin, k, stride, padding, ceil_mode=c_["ceil"],
+                               count_include_pad=c_["kind"] == "avg_include",
+                               data_format=fmt, name=name, out=out)
     if out is not None:
         assert y is out
     else:
@@ -1275,6 +1266,7 @@ def _sequence(*calls):
 
 
 _REFUSED = "a result of more than 2**56 bytes: must be refused"
+_UNRUNNABLE = "past the sizes oneDNN's kernels index: must be refused, naming the dim"
 ISOLATED_SEQUENCES = {
     # Results too large for any buffer (SIGSEGV / SIGFPE inside oneDNN once).
     "conv2d-huge-padding": [Case(
@@ -1294,6 +1286,20 @@ ISOLATED_SEQUENCES = {
     "failed-primitive-then-valid": _sequence(
         "mkcache.conv2d(ones(1, 5, 1, 17), ones(4, 17, 1, 3), stride=(21847, 536903677), "
         "padding=(0, 65536, 65536, 1073741823), dilation=(5, 3), data_format='NHWC')"),
+    # A refused geometry, then one whose brgemm kernel oneDNN could not
+    # generate but built anyway: SIGSEGV (AVX2) or every later call failing.
+    "refused-then-unrunnable-conv": [
+        Case("mkcache.conv2d(ones(1, 17, 4, 5), ones(1, 17, 2, 1), stride=(536870913, 16777216), "
+             "padding=(3, 1073741823, 16777216, 16777216), dilation=(3, 2))", note=_UNRUNNABLE),
+        Case("mkcache.conv2d(ones(1, 5, 1, 17), ones(4, 17, 1, 3), stride=(21847, 536903677), "
+             "padding=(0, 65536, 65536, 1073741823), dilation=(5, 3), data_format='NHWC')",
+             note=_UNRUNNABLE),
+        Case("mkcache.conv2d(ramp(1, 5, 3, 17), ramp(4, 17, 1, 3), data_format='NHWC')")],
+    "unrunnable-conv-then-valid": [
+        Case("mkcache.conv2d(ones(1, 5, 1, 17), ones(4, 17, 1, 3), stride=(21847, 536903677), "
+             "padding=(0, 65536, 65536, 1073741823), dilation=(5, 3), data_format='NHWC')",
+             note=_UNRUNNABLE),
+        Case("mkcache.conv2d(ones(1, 5, 3, 17), ones(4, 17, 1, 3), data_format='NHWC')")],
     "three-huge-convs": _sequence(
         "mkcache.conv2d(ones(1, 17, 1, 1), ones(4, 17, 1, 1), stride=(357914283, 5), "
         "padding=(1024, 1073741823, 0, 1), dilation=(1048576, 7))",
@@ -1304,19 +1310,25 @@ ISOLATED_SEQUENCES = {
 }
 
 
+@pytest.mark.parametrize("isa", [None, "AVX2"], ids=["default-isa", "avx2"])
 @pytest.mark.parametrize("name", sorted(ISOLATED_SEQUENCES))
-def test_isolated_sequences(name):
-    """Sequences found by test_huge_geometry, replayed in a fresh process:
-    each call raises mkcache.Error or succeeds, and the process survives
-    with the library working."""
-    worker = fs.IsolatedWorker()
+def test_isolated_sequences(name, isa):
+    """Sequences found by test_huge_geometry, replayed in a fresh process
+    (under this machine's ISA and under AVX2's kernels, which users' CPUs
+    may have only): each call raises mkcache.Error or succeeds, and the
+    process survives with the library working."""
+    worker = fs.IsolatedWorker(env={"ONEDNN_MAX_CPU_ISA": isa} if isa else None)
     try:
         for case in ISOLATED_SEQUENCES[name]:
             outcome, health = worker.run(case)
             if outcome[0] == "raised":
                 assert fs.is_library_error(outcome[1]), f"{case!r}: {outcome[2]}"
+                if case.note == _UNRUNNABLE:
+                    assert "mkcache.errors.UnsupportedError" in outcome[1] and \
+                        "spatial dim" in outcome[2], (
+                        f"{case!r}: {outcome[2]}")
             else:
-                assert case.note != _REFUSED, f"{case!r} was accepted"
+                assert case.note not in (_REFUSED, _UNRUNNABLE), f"{case!r} was accepted"
             assert health is None, f"after {case!r}:\n  {health}"
     finally:
         worker.close()
@@ -1447,8 +1459,6 @@ NAMED_BAD = {
     "conv2d-kernel-too-large": Case("mkcache.conv2d(ramp(1, 4, 6, 6), ramp(8, 4, 9, 9))"),
     "conv2d-stride-'bogus'": Case(_conv(stride="'bogus'")),
     "pool-padding-not-smaller-than-kernel": Case("mkcache.max_pool2d(ramp(1, 2, 6, 6), 3, 1, 3)"),
-    "avg_pool2d-ceil-with-pad-counted": Case(
-        "mkcache.avg_pool2d(ramp(1, 1, 10, 10), 3, 2, ceil_mode=True)"),
     "matmul-inner-mismatch": Case("mkcache.matmul(ramp(2, 3), ramp(4, 2))"),
     "binary-not-broadcastable": Case("mkcache.add(ramp(3, 4), ramp(3, 5))"),
     "binary-complex-scalar": Case("mkcache.mul(ramp(3, 4), 1j)"),
@@ -1604,7 +1614,7 @@ def bad_pool_calls(draw):
     x = f"ramp(2, {c}, {', '.join(map(str, spatial))})"
     args, kwargs = [x, "3"], {}
     what = draw(st.sampled_from(["kernel", "stride", "padding", "data_format", "name", "x",
-                                 "out", "ceil"]))
+                                 "out"]))
     setup, unchanged = (), ()
     if what == "kernel":
         too_large = str(max(spatial) + 3)
@@ -1624,7 +1634,7 @@ def bad_pool_calls(draw):
     elif what == "x":
         wrong = ["ramp(2, 3, 6)", "ramp(2, 3, 2, 2)"]
         args[0] = draw(st.sampled_from(BAD_ARRAY + wrong)).format(a=x)
-    elif what == "out":
+    else:
         out_shape = (2, c) + tuple(s // 3 for s in spatial)
         choice = draw(st.sampled_from(["readonly", "numpy", "wrong"]))
         if choice == "readonly":
@@ -1634,9 +1644,6 @@ def bad_pool_calls(draw):
             kwargs["out"] = f"zeros{out_shape}"
         else:
             kwargs["out"] = f"T(zeros{out_shape[:-1] + (out_shape[-1] + 1,)})"
-    else:  # ceil-mode cells counted in an average
-        op, args = "avg_pool2d", ["ramp(1, 2, 10, 10)", "3", "2"]
-        kwargs["ceil_mode"] = "True"
     call = _call(f"mkcache.{op}", args, kwargs)
     return Case(call, setup=setup, unchanged=unchanged, note=f"bad {what}")
 

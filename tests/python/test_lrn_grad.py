@@ -28,7 +28,7 @@ def check_gradient(dx, x, dy, size):
 
 
 @pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])
-@pytest.mark.parametrize("size", [1, 3, 5, 7])
+@pytest.mark.parametrize("size", [1, 2, 3, 4, 5, 7, 8])
 @pytest.mark.parametrize("shape", [(3, 7, 5, 4), (2, 16, 3, 5), (2, 19, 1, 1), (2, 1, 4, 3)],
                          ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("transfer", [True, False], ids=["after-training-forward", "alone"])
@@ -48,25 +48,27 @@ def test_lrn_backward_every_window_in_both_formats(fmt, size, shape, transfer, r
 
 
 def test_lrn_backward_size_2_in_channels_last_as_channels_first(rng):
-    """Size 2 (oneDNN rounds even windows down: one channel) crashed alike;
-    it gives what the channels-first gradient gives."""
+    """Size 2 (oneDNN's kernel rounded even windows down to one channel and
+    crashed alike) runs on the even-window kernel: both layouts agree."""
     x, dy = randn(rng, 3, 7, 5, 4), randn(rng, 3, 7, 5, 4)
     want = grad.lrn(dy, x, 2, ALPHA, BETA, K).numpy("NCHW")
     got = grad.lrn(to_format(dy, "NHWC"), to_format(x, "NHWC"), 2, ALPHA, BETA, K,
                    data_format="NHWC")
     np.testing.assert_allclose(got.numpy("NCHW"), want, rtol=1e-6, atol=1e-7)
+    check_gradient(got, x, dy, 2)
 
 
 @pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])
-def test_lrn_backward_of_one_channel_and_one_pixel_refuses_sizes_1_and_2(fmt, rng):
+def test_lrn_backward_of_one_channel_and_one_pixel_refuses_size_1(fmt, rng):
     """No arrangement of an N x 1 x 1 x 1 src escapes the crashing kernel:
-    sizes 1 and 2 are refused, larger ones computed."""
+    size 1 is refused; larger ones, and size 2 (the even-window kernel),
+    computed."""
     x, dy = randn(rng, 4, 1, 1, 1), randn(rng, 4, 1, 1, 1)
-    for size in (1, 2):
-        with pytest.raises(mkcache.InvalidArgumentError, match="one channel and one pixel"):
-            grad.lrn(to_format(dy, fmt), to_format(x, fmt), size, data_format=fmt)
-    check_gradient(grad.lrn(to_format(dy, fmt), to_format(x, fmt), 3, ALPHA, BETA, K,
-                            data_format=fmt), x, dy, 3)
+    with pytest.raises(mkcache.InvalidArgumentError, match="one channel and one pixel"):
+        grad.lrn(to_format(dy, fmt), to_format(x, fmt), 1, data_format=fmt)
+    for size in (2, 3):
+        check_gradient(grad.lrn(to_format(dy, fmt), to_format(x, fmt), size, ALPHA, BETA, K,
+                                data_format=fmt), x, dy, size)
 
 
 @pytest.mark.parametrize("transfer", [True, False], ids=["after-training-forward", "alone"])
@@ -91,7 +93,7 @@ def arranged(a, arrangement):
 
 @pytest.mark.parametrize("forward", ARRANGEMENTS)
 @pytest.mark.parametrize("backward", ARRANGEMENTS)
-@pytest.mark.parametrize("size", [1, 5])
+@pytest.mark.parametrize("size", [1, 4, 5])
 def test_lrn_backward_after_a_forward_on_another_arrangement(forward, backward, size, rng):
     """The training forward's descriptor is found by name, attributes and
     dims: one for another arrangement of src hints no gradient (oneDNN

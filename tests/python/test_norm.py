@@ -61,12 +61,28 @@ def test_batch_norm_training(fmt, rng):
 
 
 @pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])
-@pytest.mark.parametrize("size", [1, 3, 5])
+@pytest.mark.parametrize("size", [1, 2, 3, 4, 5, 6, 20])
 def test_lrn(fmt, size, rng):
+    """ONNX's window for every size: an even one sums `size` channels, one
+    more above c than below."""
     x = rng.standard_normal((2, 19, 5, 7), dtype=np.float32) * 2
     xin = x if fmt == "NCHW" else np.ascontiguousarray(x.transpose(0, 2, 3, 1))
     y = mkcache.lrn(xin, size, 1e-2, 0.75, 2.0, data_format=fmt)
     assert_close_elementwise(y.numpy("NCHW"), lrn_nchw(x, size, 1e-2, 0.75, 2.0), ulps=64)
+
+
+@pytest.mark.parametrize("size", [2, 4])
+def test_lrn_even_window_by_hand(size):
+    """One pixel, channels 1..5, alpha = size so that the divisor is
+    k + the window's sum of squares, beta 1: the window of channel 2 is
+    channels 2, 3 (size 2) or 1 .. 4 (size 4), counted from 0."""
+    x = np.arange(1, 6, dtype=np.float32).reshape(1, 5, 1, 1)
+    y = np.asarray(mkcache.lrn(x, size, float(size), 1.0, 1.0)).ravel()
+    window = [2, 3] if size == 2 else [1, 2, 3, 4]
+    assert y[2] == pytest.approx(3 / (1 + sum((c + 1) ** 2 for c in window)), rel=1e-6)
+    # The top channel's window is clipped: size 2 holds channel 4 alone.
+    top = [4] if size == 2 else [3, 4]
+    assert y[4] == pytest.approx(5 / (1 + sum((c + 1) ** 2 for c in top)), rel=1e-6)
 
 
 def test_norm_errors():

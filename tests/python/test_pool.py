@@ -34,8 +34,6 @@ def _run2d(kind, x, c, fmt):
 @pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])
 def test_pool2d(case, kind, fmt, rng):
     n, ch, h, w, k, s, pb, pe, ceil = case
-    if kind == "avg_include" and ceil:
-        pytest.skip("ceil_mode with count_include_pad is rejected (tested below)")
     x = rng.standard_normal((n, ch, h, w), dtype=np.float32)
     want = ref_pool(x, kind, k, s, pb, pe, ceil)
     assert_close_elementwise(_run2d(kind, x, case, fmt), want, kind, ulps=4 * k[0] * k[1])
@@ -92,8 +90,6 @@ def test_pool_bad_input():
         mkcache.max_pool2d(x, 7)
     with pytest.raises(mkcache.InvalidArgumentError, match="rank"):
         mkcache.max_pool2d(np.ones((2, 5, 5), np.float32), 2)
-    with pytest.raises(mkcache.InvalidArgumentError, match="ceil_mode"):
-        mkcache.avg_pool2d(np.ones((1, 1, 10, 10), np.float32), 3, 2, ceil_mode=True)
     with pytest.raises(mkcache.InvalidArgumentError, match="kernel_size"):
         mkcache.max_pool2d(x, (2, 2, 2))
 
@@ -131,3 +127,110 @@ def test_pool_calls_remembered_follow_every_argument(rng):
     mkcache.max_pool2d(x, 3, 2, 1)
     s1 = mkcache.cache.stats()
     assert s1["hits"] == s0["hits"] + 2 and s1["misses"] == s0["misses"]
+
+
+def torch_avg_pool(x, kernel, stride, pad_begin, pad_end, ceil_mode, count_include_pad):
+    """float64 average pooling, channels first, written from PyTorch's CPU
+    kernel (at::native avg_pool2d/3d, with its symmetric padding split into
+    begin and end): per dim, start = o * stride - pad_begin,
+    end = min(start + kernel, size + pad_end), pool_size = the product of
+    (end - start), then start and end clipped to the input; the divisor is
+    pool_size with count_include_pad, else the clipped window's size. The
+    output size as PyTorch's pooling_output_shape."""
+    x = np.asarray(x, dtype=np.float64)
+    k = len(kernel)
+    sizes = x.shape[2:]
+    outs = []
+    for i in range(k):
+        span = sizes[i] + pad_begin[i] + pad_end[i] - kernel[i]
+        o = (span + (stride[i] - 1 if ceil_mode else 0)) // stride[i] + 1
+        if ceil_mode and (o - 1) * stride[i] >= sizes[i] + pad_begin[i]:
+            o -= 1
+        outs.append(o)
+    y = np.empty(x.shape[:2] + tuple(outs))
+    for idx in np.ndindex(*outs):
+        box, pool_size, inside = [], 1, 1
+        for i in range(k):
+            start = idx[i] * stride[i] - pad_begin[i]
+            end = min(start + kernel[i], sizes[i] + pad_end[i])
+            pool_size *= end - start
+            start, end = max(start, 0), min(end, sizes[i])
+            inside *= end - start
+            box.append(slice(start, end))
+        total = x[(slice(None), slice(None)) + tuple(box)].sum(axis=tuple(range(2, 2 + k)))
+        y[(slice(None), slice(None)) + idx] = total / (pool_size if count_include_pad else inside)
+    return y
+
+
+def torch_avg_pool_backward(x_shape, dy, kernel, stride, pad_begin, pad_end, count_include_pad):
+    """The gradient of torch_avg_pool: each output's dy / divisor to every
+    input cell of its (clipped) window."""
+    dy = np.asarray(dy, dtype=np.float64)
+    k = len(kernel)
+    sizes = x_shape[2:]
+    dx = np.zeros(x_shape)
+    for idx in np.ndindex(*dy.shape[2:]):
+        box, pool_size, inside = [], 1, 1
+        for i in range(k):
+            start = idx[i] * stride[i] - pad_begin[i]
+            end = min(start + kernel[i], sizes[i] + pad_end[i])
+            pool_size *= end - start
+            start, end = max(start, 0), min(end, sizes[i])
+            inside *= end - start
+            box.append(slice(start, end))
+        g = dy[(slice(None), slice(None)) + idx] / (pool_size if count_include_pad else inside)
+        dx[(slice(None), slice(None)) + tuple(box)] += g.reshape(g.shape + (1,) * k)
+    return dx
+
+
+# ceil_mode windows reaching past the end padding, along one dim or several
+# (a corner), with count_include_pad: the divisor counts input and padding
+# cells only (PyTorch, ONNX).
+CEIL_INCLUDE = [  # N, C, spatial, kernel, stride, pad_begin, pad_end
+    (2, 17, (10, 10), (3, 3), (2, 2), (0, 0), (0, 0)),
+    (3, 19, (9, 13), (3, 2), (3, 2), (1, 0), (1, 1)),
+    (2, 5, (8, 6), (4, 3), (3, 2), (2, 1), (1, 0)),
+    (1, 33, (5, 8), (5, 4), (4, 3), (0, 3), (2, 0)),
+    (2, 7, (5, 6, 7), (2, 3, 3), (2, 2, 2), (1, 1, 0), (0, 1, 2)),
+    (2, 17, (4, 9, 6), (3, 2, 4), (2, 3, 3), (0, 1, 2), (1, 0, 1)),
+]
+
+
+@pytest.mark.parametrize("case", CEIL_INCLUDE, ids=[str(c) for c in CEIL_INCLUDE])
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_avg_pool_ceil_mode_counting_padding_as_pytorch(case, channels_last, rng):
+    n, c, spatial, k, s, pb, pe = case
+    rank = len(spatial)
+    fmt = ("NHWC" if rank == 2 else "NDHWC") if channels_last else ("NCHW" if rank == 2
+                                                                     else "NCDHW")
+    x = rng.standard_normal((n, c) + spatial, dtype=np.float32)
+    want = torch_avg_pool(x, k, s, pb, pe, True, True)
+    floor = torch_avg_pool(x, k, s, pb, pe, False, True)
+    assert want.shape != floor.shape  # a ceil-mode window is there
+    to = (lambda a: np.ascontiguousarray(np.moveaxis(a, 1, -1))) if channels_last else \
+        (lambda a: a)
+    pad = tuple(v for pair in zip(pb, pe) for v in pair)
+    fwd = mkcache.avg_pool2d if rank == 2 else mkcache.avg_pool3d
+    bwd = mkcache.grad.avg_pool2d if rank == 2 else mkcache.grad.avg_pool3d
+    kw = dict(ceil_mode=True, count_include_pad=True, data_format=fmt)
+    plain = "NCHW" if rank == 2 else "NCDHW"
+    for training in (False, True):
+        y = fwd(to(x), k, s, pad, training=training, **kw)
+        assert_close_elementwise(y.numpy(plain), want, ulps=4 * int(np.prod(k)))
+    dy = rng.standard_normal(want.shape, dtype=np.float32)
+    dx = bwd(to(dy), to(x), k, s, pad, **kw)
+    exact = torch_avg_pool_backward(x.shape, dy, k, s, pb, pe, True)
+    assert_close_elementwise(dx.numpy(plain), exact, ulps=8 * int(np.prod(k)))
+    # The independent reference here and the suite's agree.
+    np.testing.assert_allclose(ref_pool(x, "avg_include", k, s, pb, pe, True), want, rtol=1e-12)
+
+
+def test_avg_pool_ceil_mode_counting_padding_on_a_blocked_input(rng):
+    """A conv's blocked output pooled where it is: the rescaled slices are
+    addressed through the blocked layout."""
+    x = rng.standard_normal((2, 16, 11, 9), dtype=np.float32)
+    w = rng.standard_normal((24, 16, 3, 3), dtype=np.float32) * 0.2
+    y = mkcache.conv2d(x, w, padding=1)
+    z = mkcache.avg_pool2d(y, (3, 2), (2, 2), (1, 0, 0, 1), ceil_mode=True)
+    want = torch_avg_pool(y.numpy("NCHW"), (3, 2), (2, 2), (1, 0), (0, 1), True, True)
+    assert_close_elementwise(z.numpy("NCHW"), want, ulps=32)

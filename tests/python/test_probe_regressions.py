@@ -2,6 +2,7 @@
 wrong answer, a crash or the wrong kind of error. Cases that crashed the
 process run in a child interpreter, so a regression fails one test instead
 of ending the run."""
+import os
 import subprocess
 import sys
 import textwrap
@@ -13,11 +14,14 @@ import mkcache
 import grad_reference as gref
 
 
-def run_child(code: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    """Runs `code` (after `import numpy as np, mkcache`) in a new interpreter."""
+def run_child(code: str, timeout: float = 120, env: dict | None = None
+              ) -> subprocess.CompletedProcess:
+    """Runs `code` (after `import numpy as np, mkcache`) in a new interpreter
+    (env: variables set for it on top of this process's)."""
     prelude = "import numpy as np, mkcache\no = lambda *s: np.ones(s, np.float32)\n"
     return subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(code)],
-                          capture_output=True, text=True, timeout=timeout)
+                          capture_output=True, text=True, timeout=timeout,
+                          env=None if env is None else {**os.environ, **env})
 
 
 def expect_error_in_child(call: str, message: str):
@@ -50,8 +54,65 @@ def test_result_sizes_refused_before_onednn_sees_them(call, message):
     expect_error_in_child(call, message)
 
 
+# ------------------------------------------------ windows past 32-bit offsets
+
+@pytest.mark.parametrize("isa", [None, "AVX2"], ids=["default-isa", "avx2"])
+@pytest.mark.parametrize("call,message", [
+    ("mkcache.conv2d(o(1,17,4,5), o(1,17,2,1), stride=(2**29 + 1, 2**24))",
+     "conv2d: the stride (536870913) along spatial dim 0 is past 2^24"),
+    ("mkcache.conv2d(o(1,5,1,17), o(4,17,1,3), stride=(21847, 536903677), "
+     "padding=(0, 65536, 65536, 1073741823), dilation=(5, 3), data_format='NHWC')",
+     "conv2d: the stride (536903677) along spatial dim 1"),
+    ("mkcache.conv2d(o(1,3,5,5), o(2,3,2,2), dilation=(1, 2**24 + 1), "
+     "padding=(0, 0, 2**24, 2**24))", "conv2d: the dilation (16777217) along spatial dim 1"),
+    ("mkcache.conv3d(o(1,2,3,3,3), o(2,2,1,1,1), padding=(0, 0, 0, 0, 2**24, 2**24))",
+     "conv3d: the padded size (33554435) along spatial dim 2"),
+    ("mkcache.conv2d(o(1,2**16,1,4), o(1,2**16,1,2), dilation=(1, 2**13), "
+     "padding=(0, 0, 0, 2**13))", "conv2d: a window step along spatial dim 1 spans"),
+    ("mkcache.conv2d_transpose(o(1,1,2,2), o(1,1,1,1), stride=(1, 2**25))",
+     "conv2d_transpose: the stride (33554432) along spatial dim 1"),
+    ("mkcache.grad.conv2d(o(1,2,1,1), o(1,3,4,4), o(2,3,1,1), stride=2**25)",
+     "conv2d_backward: the stride (33554432) along spatial dim 0"),
+    ("mkcache.grad.conv2d_transpose(o(1,1,2,2**25+1), o(1,1,2,2), o(1,1,1,1), stride=(1, 2**25))",
+     "conv2d_transpose_backward: the stride (33554432) along spatial dim 1"),
+    ("mkcache.max_pool2d(o(1,1,3,3), 2, stride=(1, 2**25))",
+     "max_pool: the stride (33554432) along spatial dim 1"),
+    ("mkcache.max_pool2d(o(1,1,1,1), (1, 2**24), stride=1, padding=(0, 0, 2**24 - 1, 2**24 - 1))",
+     "max_pool: the padded size (33554431) along spatial dim 1"),
+    ("mkcache.avg_pool3d(o(1,1,2,2,2), 2, stride=(2**25, 1, 1), count_include_pad=False)",
+     "avg_pool_exclude_pad: the stride (33554432) along spatial dim 0"),
+    ("mkcache.grad.max_pool2d(o(1,1,1,2), o(1,1,3,3), 2, stride=(2**25, 1))",
+     "max_pool: the stride (33554432) along spatial dim 0"),
+    # A program's nodes go through the same checks.
+    ("(lambda g: (g.output(g.conv2d(g.input('x', (1, 3, 4, 4)), g.constant(o(2, 3, 1, 1)), "
+     "stride=2**25), 'y'), g.compile()))(mkcache.Graph())",
+     "conv2d: the stride (33554432) along spatial dim 0"),
+    ("(lambda g: (g.output(g.max_pool2d(g.input('x', (1, 3, 4, 4)), 2, stride=(1, 2**25)), "
+     "'y'), g.compile()))(mkcache.Graph())",
+     "max_pool: the stride (33554432) along spatial dim 1"),
+])
+def test_windows_past_32_bit_offsets_refused_before_onednn_sees_them(call, message, isa):
+    """Strides, paddings, dilations and padded sizes past what oneDNN's
+    kernels index: an UnsupportedError naming the dim, under this machine's
+    ISA and AVX2's (whose brgemm convolution once built such a primitive
+    with a kernel that failed to generate and crashed running it)."""
+    proc = run_child(f"""
+        try:
+            {call}
+        except mkcache.Error as e:
+            print("ERROR", type(e).__name__, e)
+        else:
+            print("NO ERROR")
+        y = mkcache.conv2d(np.ones((2, 17, 5, 3), np.float32), np.ones((4, 17, 1, 3), np.float32))
+        assert (y.numpy() == 51).all()
+        """, env={"ONEDNN_MAX_CPU_ISA": isa} if isa else None)
+    assert proc.returncode == 0, f"child died ({proc.returncode}): {proc.stderr[-2000:]}"
+    assert proc.stdout.startswith("ERROR UnsupportedError"), proc.stdout
+    assert message in proc.stdout, proc.stdout
+
+
 @pytest.mark.parametrize("call", [
-    "mkcache.conv2d_transpose(o(1,1,2,2), o(1,1,1,1), stride=2**26)",
+    "mkcache.conv2d_transpose(o(2**16,1,2,2), o(1,2**10,1,1), stride=2**8)",
     "mkcache.add(o(2**20, 1), o(1, 2**20))",
     "mkcache.matmul(o(2**20, 1), o(1, 2**20))",
 ])

@@ -57,6 +57,12 @@ CASES = {
     "avg_pool2d": lambda L: (lambda x: mkcache.avg_pool2d(
         x, (2, 3), (2, 2), padding=(1, 1), count_include_pad=False, data_format=L),
         (2, 5, 7, 9)),
+    "avg_pool2d ceil include pad": lambda L: (lambda x: mkcache.avg_pool2d(
+        x, (3, 2), (2, 3), padding=(1, 0, 0, 1), ceil_mode=True, count_include_pad=True,
+        data_format=L), (2, 17, 8, 9)),
+    "avg_pool3d ceil include pad": lambda L: (lambda x: mkcache.avg_pool3d(
+        x, (2, 3, 2), 2, padding=(0, 1, 1, 0, 1, 0), ceil_mode=True,
+        data_format="NDHWC" if L == "NHWC" else "NCDHW"), (2, 3, 5, 6, 7)),
     "avg_pool3d": lambda L: (lambda x: mkcache.avg_pool3d(
         x, 2, data_format="NDHWC" if L == "NHWC" else "NCDHW"), (2, 3, 4, 6, 5)),
     "global_max_pool": lambda L: (lambda x: mkcache.global_max_pool(x, data_format=L),

@@ -445,7 +445,20 @@ typedef enum mkc_activation_kind {
 } mkc_activation_kind;
 
 /* Convolution parameters, shared by conv2d, conv3d and conv2d_transpose.
- * Spatial fields: index 0..1 for 2-D (h, w), 0..2 for 3-D (d, h, w). */
+ * Spatial fields: index 0..1 for 2-D (h, w), 0..2 for 3-D (d, h, w).
+ *
+ * Window bounds (convolutions, their gradients and pooling, eager calls and
+ * program nodes alike): oneDNN's kernels index a window's geometry with
+ * 32-bit offsets, so along each spatial dim of the side the window slides
+ * over (src; dst for conv2d_transpose) the stride, dilation, each padding,
+ * the dilated kernel extent and the padded size must be at most 2^24, and
+ * the bytes one step spans - the largest of stride, dilation and dilated
+ * kernel extent, times the padded extents of the dims inside it, times the
+ * channels (the larger side's, rounded up to 16) times 4 - at most 2^30, as
+ * must every padded plane below the outermost spatial dim. Past them:
+ * MKC_STATUS_UNSUPPORTED naming the dim, before anything is built. Windows
+ * lying wholly in padding (padding larger than the dilated kernel) are
+ * computed: those outputs are the bias alone. */
 typedef struct mkc_conv_params {
     size_t struct_size;        /* sizeof; set by mkc_conv_params_init         */
     int64_t stride[3];         /* >= 1                                        */
@@ -537,7 +550,15 @@ typedef enum mkc_pool_kind {
 } mkc_pool_kind;
 
 /* Spatial fields: index 0..1 for 2-D (h, w), 0..2 for 3-D (d, h, w); the
- * spatial rank comes from src (4-D or 5-D). */
+ * spatial rank comes from src (4-D or 5-D). The window bounds of
+ * mkc_conv_params hold (kernel for the dilated kernel extent).
+ *
+ * ceil_mode: the last window must start inside the input or its begin
+ * padding (as PyTorch); it may reach past the end padding. An average
+ * counting padding then divides by the cells it covers up to the end of
+ * the padding, not by the kernel's size (as PyTorch and ONNX:
+ * (min(start + kernel, size + pad_end) - start) per dim); the gradient
+ * divides alike. */
 typedef struct mkc_pool_params {
     size_t struct_size;     /* sizeof; set by mkc_pool_params_init */
     mkc_pool_kind kind;
@@ -648,7 +669,8 @@ MKC_API mkc_status mkc_batch_norm(const mkc_batch_norm_params *params,
 
 typedef struct mkc_lrn_params {
     size_t struct_size;      /* sizeof; set by mkc_lrn_params_init           */
-    int64_t size;            /* channels in the window (odd sizes centre it) */
+    int64_t size;            /* channels in the window (odd sizes centre it;
+                                even ones reach one further up than down) */
     float alpha, beta, k;    /* dst = src / (k + alpha / size * sum(src^2))^beta */
     mkc_layout data_format;
     int training;            /* != 0: leaves its workspace for the backward  */
@@ -656,11 +678,13 @@ typedef struct mkc_lrn_params {
 } mkc_lrn_params;
 
 /* Defaults: size 5, alpha 1e-4, beta 0.75, k 1 (AlexNet), NCHW. The sum
- * runs over channels c - (size-1)/2 .. c + (size-1)/2 (clipped at the
- * edges): for an odd size Caffe's and PyTorch's formula; an even size sums
- * one channel fewer than PyTorch's window (size channels from c - size/2),
- * still divided by size. PaddlePaddle's alpha multiplies the plain sum, so
- * pass alpha_paddle * size. */
+ * runs over the `size` channels c - floor((size-1)/2) .. c + ceil((size-1)/2)
+ * (clipped at the edges), ONNX's LRN: for an odd size also Caffe's and
+ * PyTorch's formula; for an even size PyTorch's LocalResponseNorm takes the
+ * mirror image, c - size/2 .. c + size/2 - 1. Even sizes run on a kernel of
+ * mkcache's own (oneDNN's LRN centres its window), on plain data in src's
+ * layout: the result is plain, forward and backward. PaddlePaddle's alpha
+ * multiplies the plain sum, so pass alpha_paddle * size. */
 MKC_API mkc_status mkc_lrn_params_init(mkc_lrn_params *params);
 
 /* Local response normalization across channels, on src's layout. */

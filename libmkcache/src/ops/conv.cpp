@@ -24,6 +24,7 @@
 #include "keys/keys.hpp"
 #include "ops/conv.hpp"
 #include "ops/ops.hpp"
+#include "ops/window_bounds.hpp"
 
 namespace mkc::ops {
 
@@ -196,6 +197,13 @@ Geometry geometry(const char *op, const mkc_conv_params &p, const V &src, const 
         }
     }
     check_result_dims(op, g.y, MKC_DTYPE_F32);
+    // The window slides over src, or over dst for a transposed convolution
+    // (oneDNN runs it as the data gradient of one from dst to src).
+    WindowDim dims[3];
+    for (int i = 0; i < k; ++i)
+        dims[i] = {transposed ? g.y[2 + i] : g.x[2 + i], g.pad_l[i], g.pad_r[i], g.stride[i],
+                   p.dilation[i], (g.w[2 + i] - 1) * p.dilation[i] + 1};
+    check_window_bounds(op, dims, k, ic > oc ? ic : oc);
     if (groups > 1) g.onednn_w.push_back(groups);
     g.onednn_w.push_back(oc / (groups > 1 ? groups : 1));
     g.onednn_w.push_back(ic / groups);

@@ -1,7 +1,16 @@
 // LRN (local response normalisation) across channels, forward and backward.
+//
+// The window of channel c runs over channels c - (size-1)/2 .. c + size/2
+// (clipped at the edges), `size` channels as ONNX's LRN: centred for an odd
+// size, reaching one channel further up than down for an even one.
+// oneDNN's LRN centres its window, and so sums only size - 1 channels for
+// an even size: those run on a kernel of our own (WindowLrnEntry).
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/engine.hpp"
 #include "common/error.hpp"
@@ -36,6 +45,103 @@ const char *check_lrn(const mkc_lrn_params &p, const V &src, const char *op) {
 
 // The default name of an unnamed call (valid until the thread's next call).
 const char *default_name(const LrnAttrs &attrs) { return default_attrs_name("lrn", attrs); }
+
+// ------------------------------------------------------------ even sizes
+
+// An even window's LRN: its forward (SRC -> DST) or gradient (SRC,
+// DIFF_DST -> DIFF_SRC), every argument plain in src's caller layout. Made
+// for each call or prepare (it holds no primitive), run by window_lrn_run.
+struct WindowLrnEntry : PrimitiveEntry {
+    bool backward = false;
+    int64_t size = 0;
+    float alpha = 0, beta = 0, k = 0;
+    // The elements seen as [outer, channels, inner] around the channel axis.
+    int64_t outer = 1, channels = 1, inner = 1;
+};
+
+bool onednn_window(const mkc_lrn_params &p) { return p.size % 2 != 0; }
+
+template <typename V>
+std::shared_ptr<WindowLrnEntry> window_lrn_entry(const mkc_lrn_params &p, const V &src,
+                                                 bool backward) {
+    auto e = std::make_shared<WindowLrnEntry>();
+    e->backward = backward;
+    e->size = p.size;
+    e->alpha = p.alpha;
+    e->beta = p.beta;
+    e->k = p.k;
+    const Dims &d = src.dims; // N, C, spatial...
+    int64_t spatial = 1;
+    for (size_t i = 2; i < d.size(); ++i) spatial *= d[i];
+    const bool channels_last = src.layout == MKC_LAYOUT_CHANNELS_LAST;
+    e->outer = channels_last ? d[0] * spatial : d[0];
+    e->channels = d[1];
+    e->inner = channels_last ? 1 : spatial;
+    const dnnl::memory::desc plain = layout::plain_desc(d, f32, src.layout);
+    if (backward)
+        e->set_args(
+            {{DNNL_ARG_SRC, plain}, {DNNL_ARG_DIFF_DST, plain}, {DNNL_ARG_DIFF_SRC, plain}});
+    else
+        e->set_args({{DNNL_ARG_SRC, plain}, {DNNL_ARG_DST, plain}});
+    return e;
+}
+
+// y = x / d^beta with d = k + alpha / size * (the window's sum of x^2); its
+// gradient dx_j = dy_j / d_j^beta - 2 alpha beta / size * x_j * (the sum,
+// over the channels c whose window holds j, of dy_c x_c / d_c^(beta+1)).
+// Sums in double, one [outer, inner] line of channels at a time.
+void window_lrn_run(const WindowLrnEntry &e, const float *x, const float *dy, float *out) {
+    const int64_t C = e.channels, inner = e.inner;
+    const int64_t down = (e.size - 1) / 2, up = e.size / 2;
+    const double scaled_alpha = double(e.alpha) / double(e.size), beta = e.beta;
+    std::vector<double> d(C), t(e.backward ? C : 0);
+    for (int64_t o = 0; o < e.outer; ++o)
+        for (int64_t i = 0; i < inner; ++i) {
+            const int64_t base = o * C * inner + i;
+            const auto at = [&](int64_t c) { return base + c * inner; };
+            for (int64_t c = 0; c < C; ++c) {
+                double sum = 0;
+                for (int64_t w = std::max<int64_t>(0, c - down); w <= std::min(C - 1, c + up);
+                     ++w) {
+                    const double v = x[at(w)];
+                    sum += v * v;
+                }
+                d[c] = double(e.k) + scaled_alpha * sum;
+            }
+            if (!e.backward) {
+                for (int64_t c = 0; c < C; ++c)
+                    out[at(c)] = static_cast<float>(x[at(c)] / std::pow(d[c], beta));
+                continue;
+            }
+            for (int64_t c = 0; c < C; ++c)
+                t[c] = double(dy[at(c)]) * x[at(c)] / std::pow(d[c], beta + 1);
+            for (int64_t j = 0; j < C; ++j) {
+                double spread = 0;
+                for (int64_t c = std::max<int64_t>(0, j - up); c <= std::min(C - 1, j + down); ++c)
+                    spread += t[c];
+                out[at(j)] = static_cast<float>(double(dy[at(j)]) / std::pow(d[j], beta) -
+                                                2 * scaled_alpha * beta * x[at(j)] * spread);
+            }
+        }
+}
+
+// The eager even-window call: its inputs converted to the plain layout
+// where they are not in it, the result written (or converted) into *out.
+void window_lrn_call(const CacheScope &scope, const WindowLrnEntry &e, const Tensor &src,
+                     const Tensor *diff_dst, mkc_tensor **out, mkc_layout data_format,
+                     const char *op) {
+    std::unique_ptr<Tensor> x_holder, dy_holder;
+    const Tensor &x = as_layout(scope, src, e.arg_desc(DNNL_ARG_SRC), x_holder);
+    const Tensor *dy =
+        diff_dst ? &as_layout(scope, *diff_dst, e.arg_desc(DNNL_ARG_DIFF_DST), dy_holder)
+                 : nullptr;
+    Handler::Output result = Handler::prepare_output(
+        out, e, e.backward ? DNNL_ARG_DIFF_SRC : DNNL_ARG_DST, data_format, MKC_DTYPE_F32, op);
+    window_lrn_run(e, static_cast<const float *>(x.data),
+                   dy ? static_cast<const float *>(dy->data) : nullptr,
+                   static_cast<float *>(result.data));
+    Handler::finish_output(scope, result, out);
+}
 
 void sign_lrn(Handler &handler, const mkc_lrn_params &p, bool training) {
     handler.sign(OpKind::lrn);
@@ -134,12 +240,22 @@ ValueDesc LrnOp::infer(const Attrs &attrs, const ValueDesc &src) {
     check_lrn(attrs.p, src, "lrn");
     const mkc_layout data_format =
         data_format_of(attrs.p.data_format, src.layout, static_cast<int>(src.dims.size()));
+    if (!onednn_window(attrs.p)) // plain in src's caller layout
+        return {MKC_DTYPE_F32, data_format, src.dims,
+                layout::plain_desc(src.dims, f32, src.layout)};
     return {MKC_DTYPE_F32, data_format, src.dims, src.desc}; // arranged as src
 }
 
 Prepared LrnOp::prepare(const CacheScope &scope, const Attrs &attrs, const char *name,
                         const ValueDesc &src) {
     check_lrn(attrs.p, src, "lrn");
+    if (!onednn_window(attrs.p)) {
+        auto e = window_lrn_entry(attrs.p, src, false);
+        const mkc_layout data_format = layout::resolve(*scope.state, attrs.p.data_format,
+                                                       static_cast<int>(src.dims.size()));
+        const dnnl::memory::desc &plain = e->arg_desc(DNNL_ARG_SRC);
+        return {e, {plain}, {{MKC_DTYPE_F32, data_format, src.dims, plain}}};
+    }
     BlobCache::HitTicket ticket;
     bool hit = false;
     auto entry = prepare_lrn(scope, attrs, name, src, ticket, hit);
@@ -156,12 +272,26 @@ Prepared LrnOp::prepare(const CacheScope &scope, const Attrs &attrs, const char 
 }
 
 void LrnOp::run(const CacheScope &scope, PrimitiveEntry &entry, const Buffers &buffers) {
+    if (const auto *e = dynamic_cast<const WindowLrnEntry *>(&entry)) {
+        window_lrn_run(*e, static_cast<const float *>(buffers.in[0]), nullptr,
+                       static_cast<float *>(buffers.out[0]));
+        return;
+    }
     run_lrn_forward(scope, entry, buffers.in[0], buffers.out[0]);
 }
 
 void lrn(const CacheScope &scope, const mkc_lrn_params &p, const Tensor &src, mkc_tensor **dst) {
     const char *op = "lrn";
     ThreadState &state = *scope.state;
+    if (!onednn_window(p)) {
+        check_lrn(p, src, op);
+        const mkc_layout data_format =
+            layout::resolve(state, p.data_format, static_cast<int>(src.dims.size()));
+        window_lrn_call(scope, *window_lrn_entry(p, src, false), src, nullptr, dst, data_format,
+                        op);
+        layout::set_target(state, data_format);
+        return;
+    }
     // An inference call this thread made before, whose entry the cache still
     // holds and whose src is laid out as then, skips the checks, key and
     // lookup. A training call leaves the descriptor for the grad op there.
@@ -203,16 +333,17 @@ const char *gradient_name(const mkc_lrn_params &p, const char *name) {
 }
 
 // oneDNN 3.2 crashes generating its LRN gradient for dense channels-last
-// 4-D data (the avx512 nhwc kernel) when the window holds one channel: size
-// 1, or 2 (it rounds even sizes down). Such a gradient is prepared on plain
-// channels-first bytes instead: its inputs are converted as any input in
-// another arrangement, and diff_src comes out channels-first (labelled
-// data_format as always). Only an N x 1 x 1 x 1 src is both, and refused.
-// oneDNN picks that kernel by src's exact strides (memory::desc's == also
-// equates strides of size-1 dims, so it cannot tell).
+// 4-D data (the avx512 nhwc kernel) when the window holds one channel (size
+// 1; even sizes, where it would round down, do not reach it). Such a
+// gradient is prepared on plain channels-first bytes instead: its inputs are
+// converted as any input in another arrangement, and diff_src comes out
+// channels-first (labelled data_format as always). Only an N x 1 x 1 x 1
+// src is both, and refused. oneDNN picks that kernel by src's exact strides
+// (memory::desc's == also equates strides of size-1 dims, so it cannot
+// tell).
 template <typename V>
 bool gradient_mishandles(const mkc_lrn_params &p, const V &src) {
-    if (p.size >= 3 || src.dims.size() != 4 ||
+    if (p.size != 1 || src.dims.size() != 4 ||
         src.desc.get_format_kind() != dnnl::memory::format_kind::blocked ||
         src.desc.get_inner_nblks() != 0)
         return false;
@@ -293,6 +424,12 @@ void lrn_backward(const CacheScope &scope, const mkc_lrn_params &p, const Tensor
     const char *op = check_lrn_backward(p, src, diff_dst);
     const mkc_layout data_format =
         layout::resolve(p.data_format, static_cast<int>(src.dims.size()));
+    if (!onednn_window(p)) {
+        window_lrn_call(scope, *window_lrn_entry(p, src, true), src, &diff_dst, diff_src,
+                        data_format, op);
+        layout::set_target(data_format);
+        return;
+    }
     const char *name = gradient_name(p, p.name);
     auto entry = prepare_lrn_backward(scope, p, name, src);
     const auto workspace = Handler::workspace_for(
@@ -316,7 +453,11 @@ ValueDesc LrnBackwardOp::infer(const Attrs &attrs, const ValueDesc &src,
     check_lrn_backward(attrs.p, src, diff_dst);
     const mkc_layout data_format =
         data_format_of(attrs.p.data_format, src.layout, static_cast<int>(src.dims.size()));
-    // Arranged as src, unless the gradient reads it channels-first.
+    // Arranged as src, unless the gradient reads it channels-first (or,
+    // for an even window, plain in src's caller layout).
+    if (!onednn_window(attrs.p))
+        return {MKC_DTYPE_F32, data_format, src.dims,
+                layout::plain_desc(src.dims, f32, src.layout)};
     return {MKC_DTYPE_F32, data_format, src.dims,
             gradient_mishandles(attrs.p, src) ? channels_first(attrs.p, src).desc : src.desc};
 }
@@ -326,6 +467,11 @@ Prepared LrnBackwardOp::prepare(const CacheScope &scope, const Attrs &attrs, con
     const char *op = check_lrn_backward(attrs.p, src, diff_dst);
     const mkc_layout data_format =
         layout::resolve(*scope.state, attrs.p.data_format, static_cast<int>(src.dims.size()));
+    if (!onednn_window(attrs.p)) {
+        auto e = window_lrn_entry(attrs.p, src, true);
+        const dnnl::memory::desc &plain = e->arg_desc(DNNL_ARG_SRC);
+        return {e, {plain, plain}, {{MKC_DTYPE_F32, data_format, src.dims, plain}}};
+    }
     name = gradient_name(attrs.p, name);
     auto plan = std::make_shared<LrnGradient>();
     plan->backward = prepare_lrn_backward(scope, attrs.p, name, src);
@@ -341,6 +487,12 @@ Prepared LrnBackwardOp::prepare(const CacheScope &scope, const Attrs &attrs, con
 }
 
 void LrnBackwardOp::run(const CacheScope &scope, PrimitiveEntry &entry, const Buffers &buffers) {
+    if (const auto *e = dynamic_cast<const WindowLrnEntry *>(&entry)) {
+        window_lrn_run(*e, static_cast<const float *>(buffers.in[0]),
+                       static_cast<const float *>(buffers.in[1]),
+                       static_cast<float *>(buffers.out[0]));
+        return;
+    }
     auto &plan = static_cast<LrnGradient &>(entry);
     std::shared_ptr<void> workspace;
     if (plan.forward) {

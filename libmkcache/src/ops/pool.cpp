@@ -1,5 +1,6 @@
 // Max / average pooling over 2-D (NCHW/NHWC) and 3-D (NCDHW/NDHWC) inputs,
-// global pooling and ceil mode. Runs on the input's layout (a blocked conv
+// global pooling and ceil mode (averages counting padding included: see
+// Rescale). Runs on the input's layout (a blocked conv
 // output stays blocked: oneDNN's fastest case).
 //
 // The eager calls and the phases (ops/pool.hpp) share the checks and the
@@ -18,14 +19,27 @@
 #include "keys/keys.hpp"
 #include "ops/ops.hpp"
 #include "ops/pool.hpp"
+#include "ops/window_bounds.hpp"
 
 namespace mkc::ops {
 
 namespace {
 
+// ceil_mode with the padding counted in the average: as PyTorch and ONNX,
+// a window reaching past the end padding divides by the cells it covers up
+// to that end (input and padding), not by the kernel's size. oneDNN knows
+// only the kernel's size, so the primitive runs with the end padding
+// stretched over the ceil-mode cells and each dim's last output slice
+// (the only window that reaches past the padding) is then rescaled by
+// kernel / covered, in place (a corner takes each of its dims' factors).
+// The gradient scales diff_dst's slices the same way before the primitive
+// spreads it, dividing by the kernel's size.
+using Rescale = std::vector<std::shared_ptr<PrimitiveEntry>>;
+
 struct PoolEntry : PrimitiveEntry {
     dnnl::pooling_forward::primitive_desc pd;
     std::atomic<bool> transferred{false}; // training: left for the grad op
+    Rescale rescale;                      // of dst
 };
 
 struct PoolBackwardEntry : PrimitiveEntry {
@@ -34,6 +48,7 @@ struct PoolBackwardEntry : PrimitiveEntry {
     // gets it through the cache on every call instead.
     std::once_flag forward_once;
     std::shared_ptr<PrimitiveEntry> forward;
+    Rescale rescale; // of diff_dst
 };
 
 const char *pool_name(mkc_pool_kind kind) {
@@ -76,6 +91,10 @@ struct PoolGeometry {
     int k;
     mkc_layout data_format;
     Dims x, y, kernel, stride, pb, pe;
+    // Per dim, the cells the last window covers up to the caller's end
+    // padding when ceil mode takes it past that (0: it does not, or the
+    // padding is not counted): see Rescale.
+    Dims last_covered;
     const char *default_name = "";
 };
 
@@ -93,7 +112,7 @@ PoolGeometry pool_geometry(const mkc_pool_params &p, const V &src, mkc_layout ta
             rank);
     const int k = g.k = rank - 2;
     g.data_format = data_format_of(p.data_format, target, rank);
-    Dims kernel(k), stride(k), pb(k), pe(k), y = {x[0], x[1]};
+    Dims kernel(k), stride(k), pb(k), pe(k), last_covered(k, 0), y = {x[0], x[1]};
     for (int i = 0; i < k; ++i) {
         const int64_t in = x[2 + i];
         if (p.global) {
@@ -125,21 +144,69 @@ PoolGeometry pool_geometry(const mkc_pool_params &p, const V &src, mkc_layout ta
             if ((out - 1) * stride[i] >= in + pb[i]) out -= 1;
             const int64_t overhang = (out - 1) * stride[i] + kernel[i] - (in + pb[i] + pe[i]);
             if (overhang > 0) {
-                require(p.kind != MKC_POOL_AVG_INCLUDE_PAD, op,
-                        ": ceil_mode with padding counted in the average is not supported "
-                        "(the extra ceil-mode cells would be counted); use exclude-pad");
+                if (p.kind == MKC_POOL_AVG_INCLUDE_PAD) last_covered[i] = kernel[i] - overhang;
                 pe[i] += overhang;
             }
         }
         y.push_back(out);
     }
     check_result_dims(op, y, MKC_DTYPE_F32);
+    WindowDim dims[3];
+    for (int i = 0; i < k; ++i) dims[i] = {x[2 + i], pb[i], pe[i], stride[i], 1, kernel[i]};
+    check_window_bounds(op, dims, k, x[1]);
     g.y = y;
     g.kernel = kernel;
     g.stride = stride;
     g.pb = pb;
     g.pe = pe;
+    g.last_covered = last_covered;
     return g;
+}
+
+// The rescaling of `y` (dst, or diff_dst for the gradient) g asks for: one
+// in-place scaling of each dim's last output slice.
+Rescale rescale_entries(const PoolGeometry &g, const dnnl::memory::desc &y) {
+    Rescale out;
+    for (int i = 0; i < g.k; ++i) {
+        if (g.last_covered[i] == 0) continue;
+        Dims dims = g.y, offsets(g.y.size(), 0);
+        dims[2 + i] = 1;
+        offsets[2 + i] = g.y[2 + i] - 1;
+        const dnnl::memory::desc slice = y.submemory_desc(dims, offsets);
+        const float factor = static_cast<float>(static_cast<double>(g.kernel[i]) /
+                                                static_cast<double>(g.last_covered[i]));
+        dnnl::eltwise_forward::primitive_desc pd(
+            cpu_engine(), dnnl::prop_kind::forward_inference, dnnl::algorithm::eltwise_linear,
+            slice, slice, factor, 0.f, user_scratchpad_attr());
+        auto e = std::make_shared<PrimitiveEntry>();
+        e->primitive = dnnl::eltwise_forward(pd);
+        e->set_args(pd, {DNNL_ARG_SRC, DNNL_ARG_DST});
+        out.push_back(std::move(e));
+    }
+    return out;
+}
+
+// Runs `rescale` on the bytes of the tensor it was built for, in place.
+void run_rescale(const CacheScope &scope, const Rescale &rescale, void *data) {
+    for (const auto &e : rescale) {
+        Handler::Execution exec(*e, scope);
+        exec.raw(DNNL_ARG_SRC, data);
+        exec.raw(DNNL_ARG_DST, data);
+        exec.run();
+    }
+}
+
+// diff_dst as the gradient reads it: `data` itself, or (rescaled) a copy
+// in `temporary`, converted from `have` when that is another layout.
+const void *rescaled_diff_dst(const CacheScope &scope, const PoolBackwardEntry &e,
+                              const dnnl::memory::desc &have, const void *data,
+                              std::shared_ptr<void> &temporary) {
+    if (e.rescale.empty()) return data;
+    const dnnl::memory::desc &want = e.arg_desc(DNNL_ARG_DIFF_DST);
+    temporary = allocate(want.get_size(), false);
+    reorder(scope, have, data, want, temporary.get());
+    run_rescale(scope, e.rescale, temporary.get());
+    return temporary.get();
 }
 
 // The default name (valid until the thread's next call), formatted only
@@ -185,6 +252,7 @@ std::shared_ptr<PoolEntry> acquire_forward(Handler &h, const mkc_pool_params &p,
         std::vector<int> args = {DNNL_ARG_SRC, DNNL_ARG_DST};
         if (e->pd.workspace_desc().get_size() > 0) args.push_back(DNNL_ARG_WORKSPACE);
         e->set_args(e->pd, args);
+        e->rescale = rescale_entries(g, e->pd.dst_desc());
         return e;
     });
 }
@@ -251,6 +319,7 @@ std::shared_ptr<PoolBackwardEntry> prepare_backward(const CacheScope &scope,
         std::vector<int> args = {DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_SRC};
         if (hint.workspace_desc().get_size() > 0) args.push_back(DNNL_ARG_WORKSPACE);
         e->set_args(pd, args);
+        e->rescale = rescale_entries(g, pd.diff_dst_desc());
         return e;
     });
 }
@@ -302,14 +371,17 @@ void PoolOp::run(const CacheScope &scope, PrimitiveEntry &entry, const Buffers &
     // A training forward's workspace lives for this run only, as the eager
     // call's: the grad op computes its own.
     std::shared_ptr<void> workspace;
-    Handler::Execution exec(entry, scope);
-    exec.raw(DNNL_ARG_SRC, const_cast<void *>(buffers.in[0])); // read only
-    exec.output(DNNL_ARG_DST, buffers.out[0]);
-    if (entry.has_arg(DNNL_ARG_WORKSPACE)) {
-        workspace = allocate(entry.arg_desc(DNNL_ARG_WORKSPACE).get_size(), false);
-        exec.raw(DNNL_ARG_WORKSPACE, workspace.get());
+    {
+        Handler::Execution exec(entry, scope);
+        exec.raw(DNNL_ARG_SRC, const_cast<void *>(buffers.in[0])); // read only
+        exec.output(DNNL_ARG_DST, buffers.out[0]);
+        if (entry.has_arg(DNNL_ARG_WORKSPACE)) {
+            workspace = allocate(entry.arg_desc(DNNL_ARG_WORKSPACE).get_size(), false);
+            exec.raw(DNNL_ARG_WORKSPACE, workspace.get());
+        }
+        exec.run();
     }
-    exec.run();
+    run_rescale(scope, static_cast<PoolEntry &>(entry).rescale, buffers.out[0]);
 }
 
 void pool(const CacheScope &scope, const mkc_pool_params &p, const Tensor &src, mkc_tensor **dst) {
@@ -327,8 +399,21 @@ void pool(const CacheScope &scope, const mkc_pool_params &p, const Tensor &src, 
                 return prepare_inference(scope, p, p.name, src, state.target_layout, ticket,
                                          hit);
             });
-        Handler::run_src_dst(scope, *static_cast<PoolEntry *>(blob.get()), src, dst, data_format,
-                             pool_name(p.kind));
+        auto &entry = *static_cast<PoolEntry *>(blob.get());
+        if (entry.rescale.empty()) {
+            Handler::run_src_dst(scope, entry, src, dst, data_format, pool_name(p.kind));
+        } else {
+            Handler::Output out = Handler::prepare_output(dst, entry, DNNL_ARG_DST, data_format,
+                                                          MKC_DTYPE_F32, pool_name(p.kind));
+            {
+                Handler::Execution exec(entry, scope);
+                exec.input(DNNL_ARG_SRC, src);
+                exec.output(DNNL_ARG_DST, out.data);
+                exec.run();
+            }
+            run_rescale(scope, entry.rescale, out.data);
+            Handler::finish_output(scope, out, dst);
+        }
         layout::set_target(state, data_format);
         return;
     }
@@ -341,6 +426,7 @@ void pool(const CacheScope &scope, const mkc_pool_params &p, const Tensor &src, 
                                                       MKC_DTYPE_F32, g.op);
         std::shared_ptr<void> workspace;
         Handler::run_training_forward(scope, *entry, src, out.data, workspace);
+        run_rescale(scope, entry->rescale, out.data);
         Handler::finish_output(scope, out, dst);
     }
     leave_forward(handler, entry);
@@ -389,8 +475,11 @@ void PoolBackwardOp::run(const CacheScope &scope, PrimitiveEntry &entry, const B
         exec.raw(DNNL_ARG_WORKSPACE, workspace.get());
         exec.run();
     }
+    std::shared_ptr<void> scaled;
+    const void *dy = rescaled_diff_dst(scope, e, e.arg_desc(DNNL_ARG_DIFF_DST), buffers.in[1],
+                                       scaled);
     Handler::Execution exec(e, scope);
-    exec.raw(DNNL_ARG_DIFF_DST, const_cast<void *>(buffers.in[1])); // read only
+    exec.raw(DNNL_ARG_DIFF_DST, const_cast<void *>(dy)); // read only
     if (workspace) exec.raw(DNNL_ARG_WORKSPACE, workspace.get());
     exec.output(DNNL_ARG_DIFF_SRC, buffers.out[0]);
     exec.run();
@@ -415,9 +504,13 @@ void pool_backward(const CacheScope &scope, const mkc_pool_params &p, const Tens
         op.c_str());
     Handler::Output out = Handler::prepare_output(diff_src, *entry, DNNL_ARG_DIFF_SRC,
                                                   g.data_format, MKC_DTYPE_F32, op.c_str());
+    std::shared_ptr<void> scaled;
+    const void *dy =
+        rescaled_diff_dst(scope, *entry, diff_dst.desc, diff_dst.data, scaled);
     {
         Handler::Execution exec(*entry, scope);
-        exec.input(DNNL_ARG_DIFF_DST, diff_dst);
+        if (scaled) exec.raw(DNNL_ARG_DIFF_DST, const_cast<void *>(dy));
+        else exec.input(DNNL_ARG_DIFF_DST, diff_dst);
         if (workspace) exec.raw(DNNL_ARG_WORKSPACE, workspace.get());
         exec.output(DNNL_ARG_DIFF_SRC, out.data);
         exec.run();

@@ -59,9 +59,9 @@ void batch_norm(const Dims &dims, bool channels_last, float epsilon, const float
                 float *dst);
 
 // Across channels: dst = src / (k + alpha / size * sum of src^2 over
-// channels c - (size-1)/2 .. c + (size-1)/2, clipped at the edges)^beta -
-// the eager mkcache.lrn's window: `size` channels centred on c for an odd
-// size, one fewer for an even one (the divisor stays `size`).
+// channels c - (size-1)/2 .. c + size/2, clipped at the edges)^beta - the
+// eager mkcache.lrn's window (ONNX's): `size` channels, centred on c for an
+// odd size, one more above c than below for an even one.
 void lrn(const Dims &dims, bool channels_last, int64_t size, float alpha, float beta, float k,
          const float *src, float *dst);
 

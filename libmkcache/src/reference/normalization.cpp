@@ -83,18 +83,17 @@ void batch_norm(const Dims &dims, bool channels_last, float epsilon, const float
 void lrn(const Dims &dims, bool channels_last, int64_t size, float alpha, float beta, float k,
          const float *src, float *dst) {
     const ChannelSplit s = split_at_channels(dims, channels_last);
-    // The eager operator (oneDNN's across-channel LRN) sums the channels
-    // c - (size - 1) / 2 .. c + (size - 1) / 2: centred for an odd size, and
-    // for an even size one channel short of `size` (size 2 is c alone, 4 is
-    // c - 1 .. c + 1), while the sum is still divided by `size`.
-    const int64_t half = (size - 1) / 2;
+    // The channels c - (size - 1) / 2 .. c + size / 2, as ONNX's LRN:
+    // centred for an odd size, one more above c than below for an even one
+    // (size 2 is c, c + 1; 4 is c - 1 .. c + 2).
+    const int64_t down = (size - 1) / 2, up = size / 2;
     const double scaled_alpha = static_cast<double>(alpha) / static_cast<double>(size);
     for (int64_t o = 0; o < s.outer; ++o) {
         const float *x = src + o * s.channels * s.inner;
         float *y = dst + o * s.channels * s.inner;
         for (int64_t c = 0; c < s.channels; ++c) {
-            const int64_t first = std::max<int64_t>(0, c - half);
-            const int64_t last = std::min<int64_t>(s.channels - 1, c + half);
+            const int64_t first = std::max<int64_t>(0, c - down);
+            const int64_t last = std::min<int64_t>(s.channels - 1, c + up);
             for (int64_t i = 0; i < s.inner; ++i) {
                 double sum = 0;
                 for (int64_t w = first; w <= last; ++w) {
