@@ -9,6 +9,7 @@
 #include "handler/handler.hpp"
 #include "keys/keys.hpp"
 #include "ops/activation.hpp"
+#include "ops/activation_kernels.hpp"
 #include "ops/attrs.hpp"
 #include "ops/call_words.hpp"
 #include "ops/ops.hpp"
@@ -20,6 +21,17 @@ namespace {
 struct EltwiseEntry : PrimitiveEntry {
     dnnl::eltwise_forward::primitive_desc pd;
     int64_t elements = 0; // built serially when small, and so run (SerialRegion)
+    // The kinds oneDNN's kernel gets wrong somewhere run on our own
+    // (activation_kernels.hpp): the entry then holds the primitive
+    // descriptor for the arrangements alone, and no primitive.
+    bool own_kernel = false;
+    ActivationAttrs attrs{};
+
+    // dst = the activation of src, both arranged as the entry's src.
+    void run_own(const void *src, void *dst) const {
+        activation_kernel(attrs.kind, attrs.alpha, attrs.beta, arg_desc(DNNL_ARG_SRC),
+                          static_cast<const float *>(src), static_cast<float *>(dst));
+    }
 };
 
 struct EltwiseBackwardEntry : PrimitiveEntry {
@@ -96,7 +108,9 @@ std::shared_ptr<EltwiseEntry> prepare_activation(const CacheScope &scope,
                                                       dnnl::prop_kind::forward_inference, a.alg,
                                                       src.desc, src.desc, attrs.alpha, attrs.beta,
                                                       user_scratchpad_attr());
-        e->primitive = dnnl::eltwise_forward(e->pd);
+        e->own_kernel = own_activation_kernel(attrs.kind);
+        e->attrs = attrs;
+        if (!e->own_kernel) e->primitive = dnnl::eltwise_forward(e->pd);
         e->set_args(e->pd, {DNNL_ARG_SRC, DNNL_ARG_DST});
         e->elements = element_count(src);
         return e;
@@ -120,16 +134,19 @@ Prepared ActivationOp::prepare(const CacheScope &scope, const Attrs &attrs, cons
     BlobCache::HitTicket ticket;
     bool hit = false;
     auto entry = prepare_activation(scope, attrs, name, src, ticket, hit);
-    return {entry,
-            {src.desc},
-            {arranged_as(src, entry->arg_desc(DNNL_ARG_DST))},
-            {DNNL_ARG_SRC},
-            {DNNL_ARG_DST},
-            entry->elements};
+    Prepared out{entry, {src.desc}, {arranged_as(src, entry->arg_desc(DNNL_ARG_DST))}};
+    if (!entry->own_kernel) { // a primitive a program may bind and execute itself
+        out.in_args = {DNNL_ARG_SRC};
+        out.out_args = {DNNL_ARG_DST};
+        out.serial_elements = entry->elements;
+    }
+    return out;
 }
 
 void ActivationOp::run(const CacheScope &scope, PrimitiveEntry &entry, const Buffers &buffers) {
-    const SerialRegion serial(static_cast<EltwiseEntry &>(entry).elements);
+    auto &e = static_cast<EltwiseEntry &>(entry);
+    if (e.own_kernel) return e.run_own(buffers.in[0], buffers.out[0]);
+    const SerialRegion serial(e.elements);
     run_bound(scope, entry, buffers, {DNNL_ARG_SRC}, {DNNL_ARG_DST});
 }
 
@@ -147,8 +164,14 @@ void activation(const CacheScope &scope, mkc_activation_kind kind, float alpha, 
         [&](BlobCache::HitTicket &ticket, bool &hit) {
             return prepare_activation(scope, attrs, name, src, ticket, hit);
         });
-    Handler::run_src_dst(scope, *static_cast<EltwiseEntry *>(blob.get()), src, dst, src.layout,
-                         "activation");
+    auto &entry = *static_cast<EltwiseEntry *>(blob.get());
+    if (!entry.own_kernel)
+        return Handler::run_src_dst(scope, entry, src, dst, src.layout, "activation");
+    // src is arranged as the entry's (its hit check says so); dst may be src.
+    Handler::Output out =
+        Handler::prepare_output(dst, entry, DNNL_ARG_DST, src.layout, src.dtype, "activation");
+    entry.run_own(src.data, out.data);
+    Handler::finish_output(scope, out, dst);
 }
 
 } // namespace mkc::ops
