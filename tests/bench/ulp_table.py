@@ -4,12 +4,17 @@ float32 domain, against the same float32 inputs evaluated in float64.
     python tests/bench/ulp_table.py                 # eager and reference
     python tests/bench/ulp_table.py --ops log,exp   # some of them
     python tests/bench/ulp_table.py --fused          # also fused into linear
+    python tests/bench/ulp_table.py --grad           # also the gradient
     ONEDNN_MAX_CPU_ISA=AVX2 python tests/bench/ulp_table.py
 
 Columns, per operator: the eager call (mkcache.activation), a one-node
-program compiled with impl={"activation": "reference"}, and numpy's float32
-function where numpy has one; each as the largest and the 99.9th
-percentile error and the input of the largest. The sample: every 2^11-th
+program compiled with impl={"activation": "reference"}, optionally the op
+fused into linear as oneDNN's post-op, and numpy's float32 function (or
+the usual float32 composition of numpy's functions) where numpy has one;
+each as the largest error, the 99.9th percentile, the largest where the
+exact result is a normal float (not below 2^-126: what is left when
+results flushed or lost below float's normal range are set aside), and
+the input of the largest. The sample: every 2^11-th
 float32 bit pattern over the finite range (both signs: denormals, zero,
 the largest magnitudes), every 2^6-th in 1/16 <= |x| < 128 (where the
 functions bend and saturate) and every pattern within 2^16 of 1.0 (log's
@@ -32,7 +37,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))  # accuracy: the exact functions
 
 import mkcache  # noqa: E402
-from accuracy import EXACT, NUMPY, domain, ulp_error  # noqa: E402
+from accuracy import EXACT, GRAD, NUMPY, domain, ulp_error  # noqa: E402
 
 
 def sample(op: str) -> np.ndarray:
@@ -67,20 +72,32 @@ def fused(op: str, x: np.ndarray) -> np.ndarray:
     return np.asarray(y).reshape(-1)[:x.size]
 
 
-def stats(err: np.ndarray, x: np.ndarray) -> str:
+def grad(op: str, x: np.ndarray) -> np.ndarray:
+    """The eager gradient (mkcache.grad.activation) with dy = 1: the
+    derivative, measured against GRAD's."""
+    return np.asarray(mkcache.grad.activation(np.ones_like(x), x, op))
+
+
+def stats(err: np.ndarray, x: np.ndarray, exact: np.ndarray) -> str:
     worst = int(np.argmax(err))
-    return f"{err[worst]:>9.3g} {np.quantile(err, 0.999):>7.3g}  x={x[worst]:<12.6g}"
+    normal = err[~(np.abs(exact) < np.finfo(np.float32).tiny)]  # NaN and inf count
+    return (f"{err[worst]:>8.3g} {np.quantile(err, 0.999):>7.3g} {normal.max():>8.3g}"
+            f"  x={x[worst]:<11.5g}")
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ops", default=",".join(EXACT), help="comma-separated activation names")
     ap.add_argument("--fused", action="store_true", help="also the op fused into linear")
+    ap.add_argument("--grad", action="store_true",
+                    help="also the eager gradient (against the exact derivative)")
     args = ap.parse_args(argv)
     isa = os.environ.get("ONEDNN_MAX_CPU_ISA", "default")
-    columns = ["eager", "reference"] + (["fused"] if args.fused else []) + ["numpy"]
-    print(f"mkcache {mkcache.__version__}, ONEDNN_MAX_CPU_ISA={isa}: ulps (max, 99.9%, worst x)")
-    print(f"{'op':<10}" + "".join(f"| {c:<34}" for c in columns))
+    columns = (["eager", "reference"] + (["fused"] if args.fused else [])
+               + (["grad"] if args.grad else []) + ["numpy"])
+    print(f"mkcache {mkcache.__version__}, ONEDNN_MAX_CPU_ISA={isa}: ulps (max, 99.9th "
+          f"percentile, max where the exact result is a normal float, the input of the max)")
+    print(f"{'op':<10}" + "".join(f"| {c:<42}" for c in columns))
     for op in args.ops.split(","):
         x = sample(op)
         exact = EXACT[op](x)
@@ -89,10 +106,11 @@ def main(argv=None) -> int:
             if c == "numpy" and op not in NUMPY:
                 cells.append("-")
                 continue
-            got = {"eager": eager, "reference": reference, "fused": fused,
+            got = {"eager": eager, "reference": reference, "fused": fused, "grad": grad,
                    "numpy": lambda op, x: NUMPY[op](x)}[c](op, x)
-            cells.append(stats(ulp_error(got, exact), x))
-        print(f"{op:<10}" + "".join(f"| {c:<34}" for c in cells), flush=True)
+            want = GRAD[op](x) if c == "grad" else exact
+            cells.append(stats(ulp_error(got, want), x, want))
+        print(f"{op:<10}" + "".join(f"| {c:<42}" for c in cells), flush=True)
     return 0
 
 

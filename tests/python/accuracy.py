@@ -52,6 +52,37 @@ EXACT = {
 }
 
 
+def _mish_grad(v):
+    # tanh(sp) = n / (n + 2) and 1 - tanh(sp)^2 = 4 (n + 1) / (n + 2)^2 with
+    # n = u (u + 2), u = e^v; d sp / dv = sigmoid(v). Past v = 300 the
+    # fractions are 1 and 0 in double ((n + 2)^2 overflows, n does not).
+    u = np.exp(np.minimum(v, 300.0))
+    n = u * (u + 2.0)
+    return n / (n + 2.0) + v * (4.0 * (n + 1.0) / (n + 2.0) ** 2) * _sigmoid(v)
+
+
+def _gelu_tanh_grad(v):
+    u2 = 2.0 * SQRT_2_OVER_PI * (v + 0.044715 * v * v * v)
+    du2 = 2.0 * SQRT_2_OVER_PI * (1.0 + 3 * 0.044715 * v * v)
+    return _sigmoid(u2) + v * _sigmoid(u2) * _sigmoid(-u2) * du2
+
+
+# The derivatives, as mkcache.grad.activation computes them (dy = 1).
+GRAD = {
+    "log": _exact(lambda v: 1.0 / v),
+    "exp": _exact(np.exp),
+    "sqrt": _exact(lambda v: 0.5 / np.sqrt(v)),
+    "tanh": _exact(lambda v: 1.0 / np.cosh(v) ** 2),
+    "sigmoid": _exact(lambda v: _sigmoid(v) * _sigmoid(-v)),
+    "gelu": _exact(lambda v: 0.5 * _erfc(-v / math.sqrt(2.0)).astype(np.float64)
+                   + v * np.exp(-0.5 * v * v) / math.sqrt(2.0 * math.pi)),
+    "gelu_tanh": _exact(_gelu_tanh_grad),
+    "elu": _exact(lambda v: np.where(v > 0, 1.0, np.exp(v))),
+    "swish": _exact(lambda v: _sigmoid(v) + v * _sigmoid(v) * _sigmoid(-v)),
+    "mish": _exact(_mish_grad),
+}
+
+
 def _float32(f):
     def on_float32(x):
         with np.errstate(all="ignore"):
