@@ -1,18 +1,22 @@
 """Every transcendental activation within a bound in float32 ulps of the
 exact value (float64 on the same float32 input), on a fixed sample of its
-whole float32 domain: the eager call and a program's `reference`
-implementation. tests/bench/ulp_table.py measures the same on a far
+whole float32 domain: the eager call, a program's `reference` and `onednn`
+implementations, and the gradient. tests/bench/ulp_table.py measures the same on a far
 denser sample and prints the table."""
 import numpy as np
 import pytest
 
 import mkcache
-from accuracy import EXACT, domain, ulp_error
+from accuracy import EXACT, GRAD, domain, ulp_error
 
 # Where our own kernel or a double evaluation computes the op: half an ulp
 # and a little; tanh and sqrt are oneDNN's (sqrt correctly rounded).
 BOUND = {op: 1.0 for op in EXACT}
 BOUND["tanh"] = 2.0
+# The gradients (dy = 1: the derivative): our kernel's, but for log's and
+# sqrt's (oneDNN's); gelu's loses an ulp where it crosses 0 (x = -0.75).
+GRAD_BOUND = {op: 1.0 for op in GRAD}
+GRAD_BOUND.update(gelu=2.0, sqrt=2.0)
 
 
 def sample(op):
@@ -31,8 +35,8 @@ def sample(op):
     return domain(op, np.concatenate([bits.view(np.float32), known]))
 
 
-def worst(op, got, x):
-    err = ulp_error(got, EXACT[op](x))
+def worst(op, got, x, exact=EXACT):
+    err = ulp_error(got, exact[op](x))
     i = int(np.argmax(err))
     return err[i], x[i], got[i]
 
@@ -78,6 +82,14 @@ def test_blocked_input_within_bound(op):
     got = np.asarray(y).ravel()
     err, at, value = worst(op, got, x.ravel())
     assert err <= BOUND[op], f"{op}({at!r}) = {value!r}: {err:.3g} ulp"
+
+
+@pytest.mark.parametrize("op", sorted(GRAD))
+def test_gradient_within_bound(op):
+    x = sample(op)
+    got = np.asarray(mkcache.grad.activation(np.ones_like(x), x, op))
+    err, at, value = worst(op, got, x, GRAD)
+    assert err <= GRAD_BOUND[op], f"{op}'({at!r}) = {value!r}: {err:.3g} ulp"
 
 
 @pytest.mark.parametrize("op", ["exp", "log", "sigmoid", "swish", "mish", "elu", "gelu",

@@ -1,7 +1,5 @@
-// Our own activation kernels (see activation_kernels.hpp): each function is
-// evaluated in double from a float input, where a short polynomial leaves
-// an error far below a float ulp, and rounded once. No step calls the C
-// library, and every choice between cases is a select, so each loop
+// Our own activation kernels (see activation_kernels.hpp): each element
+// evaluated in double (ops/double_math.hpp) and rounded once. Each loop
 // vectorizes; it is compiled for AVX-512, AVX2 and the baseline, and the
 // CPU picks one when the library is loaded.
 #include "ops/activation_kernels.hpp"
@@ -11,154 +9,15 @@
 #include <vector>
 
 #include "common/serial.hpp"
+#include "ops/double_math.hpp"
 
 namespace mkc::ops {
 
 namespace {
 
-#define MKC_INLINE inline __attribute__((always_inline))
+using namespace double_math;
+
 #define MKC_CLONES __attribute__((target_clones("arch=skylake-avx512", "arch=haswell", "default")))
-
-MKC_INLINE int64_t bits_of(double x) {
-    int64_t b;
-    std::memcpy(&b, &x, sizeof b);
-    return b;
-}
-
-MKC_INLINE double from_bits(int64_t b) {
-    double x;
-    std::memcpy(&x, &b, sizeof x);
-    return x;
-}
-
-// Adding this rounds a double below 2^51 in magnitude to an integer, which
-// then sits in the sum's low bits.
-constexpr double kRound = 0x1.8p52;
-
-// exp(r) - 1 for |r| <= ln2 / 2: Taylor to r^11, whose remainder is below
-// 1e-14 relative.
-MKC_INLINE double expm1_small(double r) {
-    double p = 1.0 / 39916800;
-    p = p * r + 1.0 / 3628800;
-    p = p * r + 1.0 / 362880;
-    p = p * r + 1.0 / 40320;
-    p = p * r + 1.0 / 5040;
-    p = p * r + 1.0 / 720;
-    p = p * r + 1.0 / 120;
-    p = p * r + 1.0 / 24;
-    p = p * r + 1.0 / 6;
-    p = p * r + 0.5;
-    return (p * r) * r + r;
-}
-
-// exp(x) for any x: 2^n exp(r) with r = x - n ln2. x is clamped to
-// +-700, where 2^n is still a normal double and the result is far beyond
-// float's range either way (NaN stays NaN).
-MKC_INLINE double exp_double(double x) {
-    constexpr double log2e = 1.4426950408889634074;
-    constexpr double ln2_hi = 6.93147180369123816490e-01; // n ln2_hi is exact
-    constexpr double ln2_lo = 1.90821492927058770002e-10;
-    x = x > 700.0 ? 700.0 : x;
-    x = x < -700.0 ? -700.0 : x;
-    const double shifted = x * log2e + kRound;
-    const double n = shifted - kRound;
-    const double r = (x - n * ln2_hi) - n * ln2_lo;
-    const double scale = from_bits((bits_of(shifted) + 1023 - bits_of(kRound)) << 52);
-    return scale * (1.0 + expm1_small(r));
-}
-
-// exp(x) - 1: the polynomial itself near 0, where exp(x) - 1 would cancel;
-// elsewhere the result is at least 0.29 in magnitude and the subtraction
-// costs nothing.
-MKC_INLINE double expm1_double(double x) {
-    const double small = expm1_small(x);
-    const double large = exp_double(x) - 1.0;
-    return std::fabs(x) < 0.34657359027997264 ? small : large;
-}
-
-// log(x) for x > 0 finite (float's denormals are normal doubles): x = 2^e m
-// with m in [sqrt(1/2), sqrt(2)), log m = 2 atanh(s), s = (m - 1) / (m + 1),
-// |s| <= 0.172, whose series to s^15 leaves below 1e-13 relative; near 1
-// (e = 0) the result is log m alone, with no cancellation.
-MKC_INLINE double log_positive(double x) {
-    constexpr double ln2 = 0.69314718055994530942;
-    const int64_t b = bits_of(x);
-    const int64_t exponent_bits = (b >> 52) - 1023;
-    double m = from_bits((b & 0x000fffffffffffffLL) | 0x3ff0000000000000LL);
-    const bool high = m > 1.4142135623730951;
-    m = high ? m * 0.5 : m;
-    // The exponent as a double through kRound's bits (an integer
-    // conversion of 64-bit lanes would not vectorize without AVX-512).
-    const double e = from_bits(bits_of(kRound) + exponent_bits + (high ? 1 : 0)) - kRound;
-    const double s = (m - 1.0) / (m + 1.0);
-    const double s2 = s * s;
-    double p = 1.0 / 15;
-    p = p * s2 + 1.0 / 13;
-    p = p * s2 + 1.0 / 11;
-    p = p * s2 + 1.0 / 9;
-    p = p * s2 + 1.0 / 7;
-    p = p * s2 + 1.0 / 5;
-    p = p * s2 + 1.0 / 3;
-    return e * ln2 + (2.0 * s + 2.0 * s * s2 * p);
-}
-
-MKC_INLINE double log_double(double x) {
-    const double y = log_positive(x);
-    // 0 -> -inf, inf -> inf, negative or NaN -> NaN.
-    const double edge = x == 0 ? -INFINITY : (x == INFINITY ? INFINITY : NAN);
-    return x > 0 && x < INFINITY ? y : edge;
-}
-
-MKC_INLINE double sigmoid_double(double x) { return 1.0 / (1.0 + exp_double(-x)); }
-
-// erfc(z) for z >= 0 as t exp(-z^2 + P(t)), t = 1 / (1 + z / 2), with P a
-// Chebyshev series in t fitted on 0 <= z <= 12 (relative error below 2e-12);
-// beyond, 0: erfc(12) is 1.4e-64, below any float gelu needs. z2 = z^2 is
-// passed exactly.
-MKC_INLINE double erfc_double(double z, double z2) {
-    static constexpr double c[] = {
-        -0.5659064103238112,     0.5640317929068857,     0.008736998253884593,
-        -0.006827834330486966,   -0.00023329448978433388, 0.00020569643081703076,
-        1.9792615164759294e-07,  -7.932617211576124e-06, 5.433546812219221e-07,
-        3.005668822454167e-07,   -5.24424052217126e-08,  -8.50821739211784e-09,
-        3.413229082107399e-09,   -2.9116531169472095e-12, -1.6252533799100903e-10,
-        2.1721103147601098e-11,  4.709374620439541e-12,
-    };
-    const bool beyond = z > 12.0;
-    z = beyond ? 12.0 : z;
-    z2 = beyond ? 144.0 : z2;
-    const double t = 1.0 / (1.0 + 0.5 * z);
-    const double s = (7.0 * t - 4.0) / 3.0; // [1/7, 1] onto [-1, 1]
-    double b1 = 0, b2 = 0;
-    for (int k = 16; k >= 1; --k) {
-        const double b0 = c[k] + 2.0 * s * b1 - b2;
-        b2 = b1;
-        b1 = b0;
-    }
-    return beyond ? 0.0 : t * exp_double(-z2 + (c[0] + s * b1 - b2));
-}
-
-// 0.5 x (1 + erf(x / sqrt 2)) = 0.5 x erfc(-x / sqrt 2): for x < 0 erfc of
-// a positive argument, for x >= 0 2 - erfc(...) (no cancellation either way).
-MKC_INLINE double gelu_erf_double(double x) {
-    const double z = std::fabs(x) * 0.70710678118654752440;
-    const double tail = erfc_double(z, 0.5 * x * x); // x^2 of a float is exact
-    return 0.5 * x * (x < 0 ? tail : 2.0 - tail);
-}
-
-// The tanh form: 0.5 x (1 + tanh(u)) = x sigmoid(2u).
-MKC_INLINE double gelu_tanh_double(double x) {
-    constexpr double sqrt_2_over_pi = 0.79788456080286535588;
-    return x * sigmoid_double(2.0 * sqrt_2_over_pi * (x + 0.044715 * x * x * x));
-}
-
-// x tanh(log(1 + e^x)) = x u (u + 2) / (u (u + 2) + 2) with u = e^x; beyond
-// x = 20 the fraction is 1 in double (x clamped there so u^2 stays finite).
-MKC_INLINE double mish_double(double x) {
-    const double u = exp_double(x > 20.0 ? 20.0 : x);
-    const double n = u * (u + 2.0);
-    return x * (n / (n + 2.0));
-}
 
 // x f(x) with f(x) -> 0 as x -> -inf, where inf * (a tiny f) would give
 // -inf: -0 there, the limit.
@@ -188,6 +47,28 @@ MKC_ACTIVATION_LOOP(gelu_tanh_loop, vanishing(x, gelu_tanh_double(x)))
 MKC_ACTIVATION_LOOP(mish_loop, vanishing(x, mish_double(x)))
 
 #undef MKC_ACTIVATION_LOOP
+
+// The gradients' loops: diff_src = diff_dst * the derivative at src.
+#define MKC_GRADIENT_LOOP(loop, expression)                                                      \
+    MKC_CLONES void loop(const float *src, const float *diff_dst, float *diff_src, int64_t n,   \
+                         double alpha) {                                                         \
+        (void)alpha;                                                                             \
+        for (int64_t i = 0; i < n; ++i) {                                                        \
+            const double x = src[i];                                                             \
+            diff_src[i] = static_cast<float>(diff_dst[i] * (expression));                        \
+        }                                                                                        \
+    }
+
+MKC_GRADIENT_LOOP(exp_grad_loop, exp_double(x))
+MKC_GRADIENT_LOOP(tanh_grad_loop, tanh_grad(x))
+MKC_GRADIENT_LOOP(sigmoid_grad_loop, sigmoid_grad(x))
+MKC_GRADIENT_LOOP(swish_grad_loop, swish_grad(x, alpha))
+MKC_GRADIENT_LOOP(elu_grad_loop, elu_grad(x, alpha))
+MKC_GRADIENT_LOOP(gelu_erf_grad_loop, gelu_erf_grad(x))
+MKC_GRADIENT_LOOP(gelu_tanh_grad_loop, gelu_tanh_grad(x))
+MKC_GRADIENT_LOOP(mish_grad_loop, mish_grad(x))
+
+#undef MKC_GRADIENT_LOOP
 
 // Sets every element of a blocked arrangement that lies beyond the value's
 // dims (the padding of a blocked channel axis) to zero. The physical offset
@@ -228,6 +109,22 @@ void zero_padding(const dnnl::memory::desc &desc, float *data) {
 
 } // namespace
 
+bool own_activation_backward_kernel(mkc_activation_kind kind) {
+    switch (kind) {
+    case MKC_ACTIVATION_ELU:
+    case MKC_ACTIVATION_GELU_ERF:
+    case MKC_ACTIVATION_GELU_TANH:
+    case MKC_ACTIVATION_TANH: // its forward is accurate, 1 - tanh^2 is not
+    case MKC_ACTIVATION_SIGMOID:
+    case MKC_ACTIVATION_SWISH:
+    case MKC_ACTIVATION_MISH:
+    case MKC_ACTIVATION_EXP:
+        return true;
+    default: // log's and sqrt's are accurate
+        return false;
+    }
+}
+
 bool own_activation_kernel(mkc_activation_kind kind) {
     switch (kind) {
     case MKC_ACTIVATION_ELU:
@@ -251,7 +148,27 @@ struct Job {
     double alpha;
     const float *src;
     float *dst;
+    const float *diff_dst = nullptr; // a gradient's: dst is then diff_src
 };
+
+void run_gradient_part(void *context, int64_t begin, int64_t end) {
+    const Job &job = *static_cast<const Job *>(context);
+    const float *src = job.src + begin, *diff_dst = job.diff_dst + begin;
+    float *diff_src = job.dst + begin;
+    const int64_t n = end - begin;
+    const double alpha = job.alpha;
+    switch (job.kind) {
+    case MKC_ACTIVATION_ELU: elu_grad_loop(src, diff_dst, diff_src, n, alpha); break;
+    case MKC_ACTIVATION_GELU_ERF: gelu_erf_grad_loop(src, diff_dst, diff_src, n, alpha); break;
+    case MKC_ACTIVATION_GELU_TANH: gelu_tanh_grad_loop(src, diff_dst, diff_src, n, alpha); break;
+    case MKC_ACTIVATION_TANH: tanh_grad_loop(src, diff_dst, diff_src, n, alpha); break;
+    case MKC_ACTIVATION_SIGMOID: sigmoid_grad_loop(src, diff_dst, diff_src, n, alpha); break;
+    case MKC_ACTIVATION_SWISH: swish_grad_loop(src, diff_dst, diff_src, n, alpha); break;
+    case MKC_ACTIVATION_MISH: mish_grad_loop(src, diff_dst, diff_src, n, alpha); break;
+    case MKC_ACTIVATION_EXP: exp_grad_loop(src, diff_dst, diff_src, n, alpha); break;
+    default: break; // own_activation_backward_kernel said no
+    }
+}
 
 void run_part(void *context, int64_t begin, int64_t end) {
     const Job &job = *static_cast<const Job *>(context);
@@ -288,6 +205,15 @@ void activation_kernel(mkc_activation_kind kind, float alpha, float beta,
     activation_kernel(kind, alpha, beta, src, dst,
                       static_cast<int64_t>(desc.get_size() / sizeof(float)));
     zero_padding(desc, dst);
+}
+
+void activation_backward_kernel(mkc_activation_kind kind, float alpha, float,
+                                const dnnl::memory::desc &desc, const float *src,
+                                const float *diff_dst, float *diff_src) {
+    Job job{kind, alpha, src, diff_src, diff_dst};
+    parallel_parts(static_cast<int64_t>(desc.get_size() / sizeof(float)), kParallelElements,
+                   run_gradient_part, &job);
+    zero_padding(desc, diff_src);
 }
 
 } // namespace mkc::ops

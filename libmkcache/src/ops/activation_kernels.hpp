@@ -30,4 +30,14 @@ void activation_kernel(mkc_activation_kind kind, float alpha, float beta, const 
 void activation_kernel(mkc_activation_kind kind, float alpha, float beta,
                        const dnnl::memory::desc &desc, const float *src, float *dst);
 
+// The same for gradients: whether the gradient of `kind` runs on
+// activation_backward_kernel (tanh's too: its forward is accurate in
+// oneDNN, its derivative 1 - tanh^2 is not where tanh nears 1), and
+// diff_src = diff_dst * kind'(src) on buffers arranged as `desc`, padding
+// set back to zero; diff_src may be either input.
+bool own_activation_backward_kernel(mkc_activation_kind kind);
+void activation_backward_kernel(mkc_activation_kind kind, float alpha, float beta,
+                                const dnnl::memory::desc &desc, const float *src,
+                                const float *diff_dst, float *diff_src);
+
 } // namespace mkc::ops
