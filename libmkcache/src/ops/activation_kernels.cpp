@@ -1,7 +1,8 @@
 // Our own activation kernels (see activation_kernels.hpp): each element
 // evaluated in double (ops/double_math.hpp) and rounded once. Each loop
-// vectorizes; it is compiled for AVX-512, AVX2 and the baseline, and the
-// CPU picks one when the library is loaded.
+// vectorizes; it is compiled for the x86-64 levels v4 (AVX-512), v3 (AVX2,
+// FMA) and the baseline, and the loader picks one by the CPU's features
+// (not its model, which an "arch=<cpu>" clone would require).
 #include "ops/activation_kernels.hpp"
 
 #include <cmath>
@@ -17,7 +18,7 @@ namespace {
 
 using namespace double_math;
 
-#define MKC_CLONES __attribute__((target_clones("arch=skylake-avx512", "arch=haswell", "default")))
+#define MKC_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 
 // x f(x) with f(x) -> 0 as x -> -inf, where inf * (a tiny f) would give
 // -inf: -0 there, the limit.
@@ -189,7 +190,8 @@ void run_part(void *context, int64_t begin, int64_t end) {
     }
 }
 
-// Below this many elements waking the thread team costs more than it saves.
+// Arrays up to this size run on the calling thread, where waking the team
+// would cost a large part of the work.
 constexpr int64_t kParallelElements = 1 << 15;
 
 } // namespace
