@@ -76,7 +76,8 @@ def main(argv=None) -> int:
     ops = args.ops.split(",")
     medians = {b: {op: statistics.median(r[op] for r in runs[b]) for op in ops} for b in builds}
     names = [b or "this build" for b in builds]
-    print(f"{'gradients' if args.grad else 'forward'}, {args.elements} elements, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '-')}, "
+    print(f"{'gradients' if args.grad else 'forward'}, {args.elements} elements, "
+          f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '-')}, "
           f"ONEDNN_MAX_CPU_ISA={os.environ.get('ONEDNN_MAX_CPU_ISA', 'default')}: "
           f"median us per call over {args.processes} processes")
     print(f"{'op':<10}" + "".join(f"{n[-24:]:>26}" for n in names)
