@@ -2,6 +2,7 @@
 // program's scope and run on raw buffers, against the eager call.
 #include "internal_test.hpp"
 #include "ops/activation.hpp"
+#include "ops/activation_kernels.hpp"
 #include "ops/ops.hpp"
 
 namespace mkc::test {
@@ -59,6 +60,44 @@ TEST(activation_prepared_run_matches_eager) {
             CHECK(max_rel_diff(got[0], want) == 0);
         }
     }
+}
+
+TEST(activation_own_kernel_runs_in_programs_and_leaves_padding_zero) {
+    // log, exp and sigmoid of 0 are not 0: the padding of a blocked
+    // arrangement must still come back as zeros, as oneDNN leaves it.
+    using tag = dnnl::memory::format_tag;
+    const dnnl::memory::desc blocked({2, 9, 3, 2}, dnnl::memory::data_type::f32, tag::nChw8c);
+    const size_t n = blocked.get_size() / sizeof(float);
+    for (const mkc_activation_kind kind :
+         {MKC_ACTIVATION_LOG, MKC_ACTIVATION_EXP, MKC_ACTIVATION_SIGMOID}) {
+        CHECK(ops::own_activation_kernel(kind));
+        std::vector<float> src(n, 0.f), dst(n, 7.f);
+        for (size_t i = 0; i < n; ++i) src[i] = 0.5f + static_cast<float>(i % 16);
+        ops::activation_kernel(kind, 0, 0, blocked, src.data(), dst.data());
+        // Channel c of a 9-channel nChw8c value: block c / 8 (of 2), lane c % 8.
+        size_t padding = 0;
+        for (size_t i = 0; i < n; ++i) {
+            const size_t block = (i / (8 * 3 * 2)) % 2, lane = i % 8;
+            if (block * 8 + lane >= 9) {
+                ++padding;
+                CHECK(dst[i] == 0.f);
+            } else {
+                CHECK(dst[i] != 0.f);
+            }
+        }
+        CHECK(padding == 2 * 7 * 3 * 2);
+    }
+
+    // A program runs the same kernel through run() (no primitive to bind).
+    const CacheScope scope = program_scope(0xa11d0);
+    auto src = tensor({3, 13, 5, 2}, MKC_LAYOUT_CHANNELS_LAST, 3);
+    const ActivationAttrs attrs{MKC_ACTIVATION_MISH, 0, 0};
+    const ops::Prepared p = ActivationOp::prepare(scope, attrs, "m", ops::describe(*src));
+    CHECK(p.in_args.empty() && p.out_args.empty());
+    const auto got = run_prepared(scope, p, {src.get()}, ActivationOp::run);
+    mkc_tensor *dst = nullptr;
+    ops::activation(thread_state().scope, attrs.kind, 0, 0, "m", *src, &dst);
+    CHECK(max_rel_diff(got.at(0), take_values(dst)) == 0);
 }
 
 TEST(activation_program_scope_builds_its_own_entry) {

@@ -24,6 +24,15 @@ constexpr int64_t kSerialElements = 1024;
 int openmp_max_threads();
 void set_openmp_max_threads(int threads);
 
+// Runs body(begin, end) over [0, n) split in contiguous parts, one per
+// thread of the OpenMP team oneDNN's kernels use (its GOMP entry point,
+// which every runtime oneDNN ships with provides), so our own kernels use
+// the threads oneDNN's would and no other. On the calling thread alone when
+// n is at most `grain`, inside a parallel region, or without the runtime.
+// body must not throw.
+void parallel_parts(int64_t n, int64_t grain, void (*body)(void *context, int64_t, int64_t),
+                    void *context);
+
 class SerialRegion {
 public:
     // Active only if `elements` <= kSerialElements and the OpenMP runtime

@@ -9,6 +9,7 @@
 #include "handler/handler.hpp"
 #include "keys/keys.hpp"
 #include "ops/activation.hpp"
+#include "ops/activation_kernels.hpp"
 #include "ops/attrs.hpp"
 #include "ops/call_words.hpp"
 #include "ops/ops.hpp"
@@ -20,10 +21,33 @@ namespace {
 struct EltwiseEntry : PrimitiveEntry {
     dnnl::eltwise_forward::primitive_desc pd;
     int64_t elements = 0; // built serially when small, and so run (SerialRegion)
+    // The kinds oneDNN's kernel gets wrong somewhere run on our own
+    // (activation_kernels.hpp): the entry then holds the primitive
+    // descriptor for the arrangements alone, and no primitive.
+    bool own_kernel = false;
+    ActivationAttrs attrs{};
+
+    // dst = the activation of src, both arranged as the entry's src.
+    void run_own(const void *src, void *dst) const {
+        activation_kernel(attrs.kind, attrs.alpha, attrs.beta, arg_desc(DNNL_ARG_SRC),
+                          static_cast<const float *>(src), static_cast<float *>(dst));
+    }
 };
 
 struct EltwiseBackwardEntry : PrimitiveEntry {
     int64_t elements = 0;
+    // As the forward's: the kinds whose oneDNN gradient is inaccurate run
+    // on our own kernel, and the entry holds no primitive.
+    bool own_kernel = false;
+    ActivationAttrs attrs{};
+
+    // diff_src from src and diff_dst, all arranged as the entry's src.
+    void run_own(const void *src, const void *diff_dst, void *diff_src) const {
+        activation_backward_kernel(attrs.kind, attrs.alpha, attrs.beta, arg_desc(DNNL_ARG_SRC),
+                                   static_cast<const float *>(src),
+                                   static_cast<const float *>(diff_dst),
+                                   static_cast<float *>(diff_src));
+    }
 };
 
 } // namespace
@@ -96,7 +120,9 @@ std::shared_ptr<EltwiseEntry> prepare_activation(const CacheScope &scope,
                                                       dnnl::prop_kind::forward_inference, a.alg,
                                                       src.desc, src.desc, attrs.alpha, attrs.beta,
                                                       user_scratchpad_attr());
-        e->primitive = dnnl::eltwise_forward(e->pd);
+        e->own_kernel = own_activation_kernel(attrs.kind);
+        e->attrs = attrs;
+        if (!e->own_kernel) e->primitive = dnnl::eltwise_forward(e->pd);
         e->set_args(e->pd, {DNNL_ARG_SRC, DNNL_ARG_DST});
         e->elements = element_count(src);
         return e;
@@ -120,16 +146,19 @@ Prepared ActivationOp::prepare(const CacheScope &scope, const Attrs &attrs, cons
     BlobCache::HitTicket ticket;
     bool hit = false;
     auto entry = prepare_activation(scope, attrs, name, src, ticket, hit);
-    return {entry,
-            {src.desc},
-            {arranged_as(src, entry->arg_desc(DNNL_ARG_DST))},
-            {DNNL_ARG_SRC},
-            {DNNL_ARG_DST},
-            entry->elements};
+    Prepared out{entry, {src.desc}, {arranged_as(src, entry->arg_desc(DNNL_ARG_DST))}};
+    if (!entry->own_kernel) { // a primitive a program may bind and execute itself
+        out.in_args = {DNNL_ARG_SRC};
+        out.out_args = {DNNL_ARG_DST};
+        out.serial_elements = entry->elements;
+    }
+    return out;
 }
 
 void ActivationOp::run(const CacheScope &scope, PrimitiveEntry &entry, const Buffers &buffers) {
-    const SerialRegion serial(static_cast<EltwiseEntry &>(entry).elements);
+    auto &e = static_cast<EltwiseEntry &>(entry);
+    if (e.own_kernel) return e.run_own(buffers.in[0], buffers.out[0]);
+    const SerialRegion serial(e.elements);
     run_bound(scope, entry, buffers, {DNNL_ARG_SRC}, {DNNL_ARG_DST});
 }
 
@@ -147,8 +176,14 @@ void activation(const CacheScope &scope, mkc_activation_kind kind, float alpha, 
         [&](BlobCache::HitTicket &ticket, bool &hit) {
             return prepare_activation(scope, attrs, name, src, ticket, hit);
         });
-    Handler::run_src_dst(scope, *static_cast<EltwiseEntry *>(blob.get()), src, dst, src.layout,
-                         "activation");
+    auto &entry = *static_cast<EltwiseEntry *>(blob.get());
+    if (!entry.own_kernel)
+        return Handler::run_src_dst(scope, entry, src, dst, src.layout, "activation");
+    // src is arranged as the entry's (its hit check says so); dst may be src.
+    Handler::Output out =
+        Handler::prepare_output(dst, entry, DNNL_ARG_DST, src.layout, src.dtype, "activation");
+    entry.run_own(src.data, out.data);
+    Handler::finish_output(scope, out, dst);
 }
 
 } // namespace mkc::ops
@@ -188,7 +223,9 @@ prepare_activation_backward(const CacheScope &scope, const ActivationAttrs &attr
                                                   src.desc, attrs.alpha, attrs.beta, hint,
                                                   user_scratchpad_attr());
         auto e = std::make_shared<EltwiseBackwardEntry>();
-        e->primitive = dnnl::eltwise_backward(pd);
+        e->own_kernel = own_activation_backward_kernel(attrs.kind);
+        e->attrs = attrs;
+        if (!e->own_kernel) e->primitive = dnnl::eltwise_backward(pd);
         e->set_args(pd, {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_SRC});
         e->elements = element_count(src);
         return e;
@@ -210,17 +247,22 @@ Prepared ActivationBackwardOp::prepare(const CacheScope &scope, const Attrs &att
     infer(attrs, src, diff_dst);
     const SerialRegion serial(element_count(src));
     auto entry = prepare_activation_backward(scope, attrs, name, src);
-    return {entry,
-            {src.desc, entry->arg_desc(DNNL_ARG_DIFF_DST)},
-            {arranged_as(src, entry->arg_desc(DNNL_ARG_DIFF_SRC))},
-            {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST},
-            {DNNL_ARG_DIFF_SRC},
-            entry->elements};
+    Prepared out{entry,
+                 {src.desc, entry->arg_desc(DNNL_ARG_DIFF_DST)},
+                 {arranged_as(src, entry->arg_desc(DNNL_ARG_DIFF_SRC))}};
+    if (!entry->own_kernel) { // a primitive a program may bind and execute itself
+        out.in_args = {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST};
+        out.out_args = {DNNL_ARG_DIFF_SRC};
+        out.serial_elements = entry->elements;
+    }
+    return out;
 }
 
 void ActivationBackwardOp::run(const CacheScope &scope, PrimitiveEntry &entry,
                                const Buffers &buffers) {
-    const SerialRegion serial(static_cast<EltwiseBackwardEntry &>(entry).elements);
+    auto &e = static_cast<EltwiseBackwardEntry &>(entry);
+    if (e.own_kernel) return e.run_own(buffers.in[0], buffers.in[1], buffers.out[0]);
+    const SerialRegion serial(e.elements);
     run_bound(scope, entry, buffers, {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST}, {DNNL_ARG_DIFF_SRC});
 }
 
@@ -231,8 +273,19 @@ void activation_backward(const CacheScope &scope, mkc_activation_kind kind, floa
     const ActivationAttrs attrs{kind, alpha, beta};
     const SerialRegion serial(element_count(src));
     auto entry = prepare_activation_backward(scope, attrs, name, src);
-    Handler::run_two_inputs(scope, *entry, DNNL_ARG_SRC, src, DNNL_ARG_DIFF_DST, diff_dst,
-                            DNNL_ARG_DIFF_SRC, diff_src, src.layout, "activation_backward");
+    if (!entry->own_kernel)
+        return Handler::run_two_inputs(scope, *entry, DNNL_ARG_SRC, src, DNNL_ARG_DIFF_DST,
+                                       diff_dst, DNNL_ARG_DIFF_SRC, diff_src, src.layout,
+                                       "activation_backward");
+    // src is arranged as the entry's (it was built for it); diff_dst is
+    // converted if it arrives otherwise, before the output is prepared (it
+    // may be diff_dst itself, re-described).
+    std::unique_ptr<Tensor> converted;
+    const Tensor &dy = as_layout(scope, diff_dst, entry->arg_desc(DNNL_ARG_DIFF_DST), converted);
+    Handler::Output out = Handler::prepare_output(diff_src, *entry, DNNL_ARG_DIFF_SRC, src.layout,
+                                                  MKC_DTYPE_F32, "activation_backward");
+    entry->run_own(src.data, dy.data, out.data);
+    Handler::finish_output(scope, out, diff_src);
 }
 
 } // namespace mkc::ops

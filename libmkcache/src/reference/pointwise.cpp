@@ -63,12 +63,15 @@ float activate(mkc_activation_kind kind, float alpha, float beta, float x) {
         y = v > 0 ? v : a * std::expm1(v);
         break;
     case MKC_ACTIVATION_GELU_ERF:
-        y = 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
+        // 1 + erf(t) as erfc(-t): no cancellation where erf(t) is near -1.
+        y = 0.5 * v * std::erfc(-v / std::sqrt(2.0));
         break;
     case MKC_ACTIVATION_GELU_TANH: {
-        // The tanh approximation: sqrt(2 / pi) (x + 0.044715 x^3).
+        // The tanh approximation, u = sqrt(2 / pi) (x + 0.044715 x^3), with
+        // 0.5 (1 + tanh(u)) as sigmoid(2u): no cancellation where tanh(u)
+        // is near -1.
         const double sqrt_2_over_pi = 0.79788456080286535588;
-        y = 0.5 * v * (1.0 + std::tanh(sqrt_2_over_pi * (v + 0.044715 * v * v * v)));
+        y = v * sigmoid(2.0 * sqrt_2_over_pi * (v + 0.044715 * v * v * v));
         break;
     }
     case MKC_ACTIVATION_TANH:
