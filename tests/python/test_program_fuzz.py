@@ -40,7 +40,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, Phase, assume, given, note, settings
+from hypothesis import HealthCheck, Phase, assume, example, given, note, settings
 from hypothesis import strategies as st
 
 import fuzz_strategies as fs
@@ -115,10 +115,12 @@ def _view_output_shared(spec, problem) -> bool:
 
 
 def _size_one_reorder(spec, problem) -> bool:
-    """A graph with a size-1 dim that does not compile: oneDNN refuses the
-    reorder the plan asks for."""
+    """A graph with a size-1 dim (in a value or a broadcast constant) that
+    does not compile: oneDNN refuses the reorder the plan asks for."""
+    constants = [a[2] for _, args, _ in spec.nodes for a in _flat(args)
+                 if isinstance(a, tuple) and a and a[0] == "c"]
     return (problem["kind"] == "error" and "reorder" in problem["message"]
-            and any(1 in shape for shape in spec.value_shapes()))
+            and any(1 in shape for shape in spec.value_shapes() + constants))
 
 
 KNOWN = {
@@ -188,21 +190,38 @@ def _record(spec, problems):
     new = []
     for p in problems:
         why = _known(spec, p)
-        STATS[f"{p['kind']}s"] += 1
+        STATS["errors" if p["kind"] == "error" else "mismatches"] += 1
         if why is None:
             new.append(p)
         else:
             STATS[f"known: {why}"] += 1
     if new:
         STATS["graphs with new problems"] += 1
-        FINDINGS.append(spec.source())
+        FINDINGS.append(spec)
         _fail(spec, new, "programs disagree with the eager operators / the float64 reference")
 
 
 # ================================================ programs vs eager and numpy
 
+# The known bugs' smallest graphs run first every time, so that what
+# excuses them (KNOWN) is exercised even when no random graph hits them.
+KNOWN_VIEW_SPEC = ps.Spec(
+    inputs=[("x0", (1, 3, 5, 5), "NCHW", False)],
+    nodes=[("conv2d", [("v", 0), ("c", 1, (16, 3, 3, 3), "normal")], {}),
+           ("flatten", [("v", 1)], {}), ("sigmoid", [("v", 2)], {}),
+           ("flatten", [("v", 1)], {})],
+    outputs=[("a", 3), ("b", 4)], seed=1)
+KNOWN_SIZE_ONE_SPEC = ps.Spec(
+    inputs=[("x0", (1, 1, 4), "NCHW", False)],
+    nodes=[("add", [("v", 0), ("c", 2, (1, 4), "normal")], {}), ("relu", [("v", 0)], {}),
+           ("add", [("v", 2), ("v", 0)], {})],
+    outputs=[("a", 1), ("b", 3)], seed=1)
+
+
 @fuzz(ci=60)
 @given(spec=ps.specs())
+@example(spec=KNOWN_VIEW_SPEC)
+@example(spec=KNOWN_SIZE_ONE_SPEC)
 def test_programs_match_eager_and_reference(spec):
     note(spec.source())
     check_programs(spec)
@@ -321,24 +340,24 @@ def test_aliased_outputs_give_the_right_values_or_refuse(spec, data):
 # Each case runs in a child process (a crash is a failure, not the end of
 # pytest): python test_program_fuzz.py --race {compile,close} < pickled spec.
 
-def _race(spec, kind: str, seconds: float = 0.4) -> dict:
-    """Two threads run the program and check every output while a third
-    compiles, runs and closes programs of the same graph ("compile") or
-    closes the program the others run ("close"). -> counts."""
+def _race(spec, kind: str, seconds: float = 0.3, rounds: int = 20) -> dict:
+    """Two threads run a program and check every output while a third
+    compiles, runs and closes programs of the same graph ("compile"), or
+    closes the program the two run, once they are under way ("close",
+    `rounds` times with a new program each). -> counts."""
     arrays = spec.input_arrays()
     refs = spec.reference(arrays)
     eager = spec.eager(arrays)
     graph = spec.graph()
-    prog = graph.compile()
     counts = Counter()
     lock = threading.Lock()
-    stop = threading.Event()
+    rng = np.random.default_rng(spec.seed)
 
     def count(what):
         with lock:
             counts[what] += 1
 
-    def runner():
+    def runner(prog, stop, started):
         while not stop.is_set():
             try:
                 got = prog.run(**arrays)
@@ -347,18 +366,10 @@ def _race(spec, kind: str, seconds: float = 0.4) -> dict:
                 if kind == "close":
                     return
                 continue
-            if _check_outputs(spec, got, refs, eager):
-                count("wrong")
-            else:
-                count("right")
+            started.set()
+            count("wrong" if _check_outputs(spec, got, refs, eager) else "right")
 
-    def other():
-        rng = np.random.default_rng(spec.seed)
-        if kind == "close":
-            time.sleep(float(rng.uniform(0.0, 0.02)))
-            prog.close()
-            count("closed")
-            return
+    def compiler(stop):
         for options in OPTIONS * 3:
             if stop.is_set():
                 return
@@ -367,14 +378,35 @@ def _race(spec, kind: str, seconds: float = 0.4) -> dict:
                     count("wrong (compiling thread)")
                 count("compiled")
 
-    threads = [threading.Thread(target=runner) for _ in range(2)] + [threading.Thread(target=other)]
-    for t in threads:
-        t.start()
-    time.sleep(seconds)
-    stop.set()
-    for t in threads:
-        t.join()
-    prog.close()
+    def closer(prog, stop, started):
+        started.wait(5.0)
+        time.sleep(float(rng.uniform(0.0, 0.003)))
+        prog.close()  # the runners are between or inside runs
+        count("closed")
+        time.sleep(0.01)
+        stop.set()
+
+    def one_round(third, duration):
+        prog = graph.compile()
+        stop, started = threading.Event(), threading.Event()
+        threads = [threading.Thread(target=runner, args=(prog, stop, started))
+                   for _ in range(2)]
+        threads.append(threading.Thread(target=third, args=(
+            (prog, stop, started) if third is closer else (stop,))))
+        for t in threads:
+            t.start()
+        if duration:
+            time.sleep(duration)
+            stop.set()
+        for t in threads:
+            t.join()
+        prog.close()
+
+    if kind == "close":
+        for _ in range(rounds):
+            one_round(closer, 0)
+    else:
+        one_round(compiler, seconds)
     graph.close()
     return dict(counts)
 
@@ -460,19 +492,32 @@ def test_known_output_aliasing_an_input():
     np.testing.assert_allclose(got["z"], want, rtol=1e-5)
 
 
-@pytest.mark.parametrize("build", ["add_constant", "add_relu"])
-def test_size_one_dims_compile(build):
-    """Reported as failing to compile on main (a reorder oneDNN refuses);
-    they compile and run here (default ISA and AVX2)."""
-    x = _rand(1, 1, 4)
-    c = _rand(1, 4)
+@pytest.mark.xfail(reason="known bug: a graph with size-1 dims fails to compile (oneDNN "
+                   "refuses the reorder the plan asks for)", raises=mkcache.Error, strict=False)
+def test_known_size_one_dims_compile():
+    """Each output alone compiles; the two together did not."""
+    x, c = _rand(1, 1, 4), _rand(1, 4)
     with mkcache.Graph() as g:
         v = g.input("x", x.shape)
-        g.output(g.add(v, c) if build == "add_constant" else g.add(g.relu(v), v), "y")
+        g.output(g.add(v, c), "a")
+        g.output(g.add(g.relu(v), v), "b")
+        with g.compile() as prog:
+            got = prog.run(x=x)
+    np.testing.assert_allclose(got["a"], x + c, rtol=1e-6)
+    np.testing.assert_allclose(got["b"], np.maximum(x, 0) + x, rtol=1e-6)
+
+
+@pytest.mark.xfail(reason="known bug: constants of shapes [4] and [1, 4] added to one value "
+                   "fail to compile (oneDNN refuses the reorder the plan asks for)",
+                   raises=mkcache.Error, strict=False)
+def test_known_broadcast_constants_of_two_ranks_compile():
+    """No value has a size-1 dim here: only the second constant."""
+    x, c4, c14 = _rand(2, 4), _rand(4), _rand(1, 4)
+    with mkcache.Graph() as g:
+        g.output(g.add(g.add(g.input("x", x.shape), c4), c14), "y")
         with g.compile() as prog:
             got = prog.run(x=x)["y"]
-    want = x + c if build == "add_constant" else np.maximum(x, 0) + x
-    np.testing.assert_allclose(got, want, rtol=1e-6)
+    np.testing.assert_allclose(got, x + c4 + c14, rtol=1e-6)
 
 
 # ================================================================== figures
@@ -489,7 +534,7 @@ def summary() -> str:
              f"{os.environ.get('ONEDNN_MAX_CPU_ISA', 'default')}): "
              f"{len(OPTIONS)} option combinations: {options}"]
     lines += [f"  {k}: {v}" for k, v in sorted(STATS.items())]
-    lines += [f"  new finding:\n{f}" for f in FINDINGS]
+    lines += [f"  new finding:\n{spec.source()}" for spec in FINDINGS]
     return "\n".join(lines)
 
 
