@@ -97,7 +97,8 @@ class Spec:
         of the reported shape). The inputs are Tensors labelled with their
         layout and results stay Tensors, as a Graph's values: an operator's
         data_format then only says what the label says already."""
-        values = [mkcache.Tensor(arrays[name], layout) if len(shape) == 4 else arrays[name]
+        values = [mkcache.Tensor(arrays[name], layout) if len(shape) in (4, 5)
+                  else arrays[name]
                   for name, shape, layout, _ in self.inputs]
         for method, args, kwargs in self.nodes:
             values.append(getattr(mkcache, method)(*[self._arg(a, values) for a in args],
@@ -190,9 +191,20 @@ def _activate(y, t, kind, **kw):
 
 def _conv(x, w, b, kw, transpose=False):
     (xv, xt), wv = x, w.astype(np.float64)
-    nhwc = kw.get("data_format", "NCHW") == "NHWC"
+    nhwc = kw.get("data_format", "NCHW") in ("NHWC", "NDHWC")
     if nhwc:
         xv, xt = _nchw(xv), _nchw(xt)
+    if xv.ndim == 5:
+        k = 3
+        s, d = (_ntuple(kw.get(n, 1), 3) for n in ("stride", "dilation"))
+        p = _ntuple(kw.get("padding", 0), 3)
+        g = kw.get("groups", 1)
+        exact, mag = ref.conv_nd(xv, wv, b, s, p, p, d, g)
+        carried, _ = ref.conv_nd(xt, np.abs(wv), None, s, p, p, d, g)
+        t = 4.0 * (int(np.prod(w.shape[1:])) + 2) * EPS_F32 * mag + carried
+        y, t = _activate(exact, t, kw.get("activation"))
+        del k
+        return (_nhwc(y), _nhwc(t)) if nhwc else (y, t)
     s = _pair(kw.get("stride", 1))
     p = kw.get("padding", 0)
     p = (p, p, p, p) if isinstance(p, int) else (p[0], p[0], p[1], p[1]) if len(p) == 2 else p
@@ -217,35 +229,40 @@ def _pair(v):
     return (v, v) if isinstance(v, int) else tuple(v)
 
 
+def _ntuple(v, n):
+    return (v,) * n if isinstance(v, int) else tuple(v)
+
+
 def _pool(method, x, kw):
     xv, xt = x
-    nhwc = kw.get("data_format", "NCHW") == "NHWC"
+    nhwc = kw.get("data_format", "NCHW") in ("NHWC", "NDHWC")
     if nhwc:
         xv, xt = _nchw(xv), _nchw(xt)
+    n = xv.ndim - 2
     if method.startswith("global"):
-        axes = (2, 3)
+        axes = tuple(range(2, xv.ndim))
         if method == "global_max_pool":
             y = xv.max(axis=axes, keepdims=True)
             t = xt.max(axis=axes, keepdims=True)
         else:
             y = xv.mean(axis=axes, keepdims=True)
-            count = xv.shape[2] * xv.shape[3]
+            count = int(np.prod(xv.shape[2:]))
             t = (xt.max(axis=axes, keepdims=True)
                  + 4.0 * (count + 1) * EPS_F32 * np.abs(xv).max(axis=axes, keepdims=True))
     else:
-        k = _pair(kw["kernel_size"])
-        s = _pair(kw.get("stride") or k)
-        p = _pair(kw.get("padding", 0))
+        k = _ntuple(kw["kernel_size"], n)
+        s = _ntuple(kw.get("stride") or k, n)
+        p = _ntuple(kw.get("padding", 0), n)
         ceil = kw.get("ceil_mode", False)
-        if method == "max_pool2d":
+        if method.startswith("max_pool"):
             kind = "max"
         else:
             kind = "avg_include" if kw.get("count_include_pad", True) else "avg_exclude"
         y = ref.pool(xv, kind, k, s, p, p, ceil)
         t = ref.pool(xt, "max", k, s, p, p, ceil)
         if kind != "max":
-            t = t + 4.0 * (k[0] * k[1] + 1) * EPS_F32 * ref.pool(np.abs(xv), "max", k, s, p, p,
-                                                                 ceil)
+            t = t + 4.0 * (int(np.prod(k)) + 1) * EPS_F32 * ref.pool(np.abs(xv), "max", k, s, p,
+                                                                     p, ceil)
     return (_nhwc(y), _nhwc(t)) if nhwc else (y, t)
 
 
@@ -312,12 +329,12 @@ def evaluate(method, args, kw):
         (xv, xt), = args
         y, spread = _through(_activation_fn(method, **kw), xv, xt)
         return y, spread + _own(y)
-    if method in ("conv2d", "conv2d_transpose"):
+    if method in ("conv2d", "conv3d", "conv2d_transpose"):
         x, w = args[0], args[1]
         b = args[2] if len(args) > 2 else kw.get("bias")
         return _conv(x, w, None if b is None else np.asarray(b, np.float64), kw,
                      method == "conv2d_transpose")
-    if method.endswith("pool2d") or method.startswith("global"):
+    if "pool" in method:
         return _pool(method, args[0], kw)
     if method in BINARY:
         return _binary(method, _value(args[0]), _value(args[1]))
@@ -355,7 +372,7 @@ def evaluate(method, args, kw):
     if method == "batch_norm":
         (xv, xt) = args[0]
         mean, var, scale, shift = (np.asarray(a, np.float64) for a in args[1:5])
-        nhwc = kw.get("data_format", "NCHW") == "NHWC"
+        nhwc = kw.get("data_format", "NCHW") in ("NHWC", "NDHWC")
         shape = [1] * xv.ndim
         shape[-1 if nhwc else 1] = -1
         a = (scale / np.sqrt(var + kw.get("epsilon", 1e-5))).reshape(shape)
@@ -419,6 +436,13 @@ def _const(draw, shape, kind="normal"):
     return ("c", draw(SEEDS), tuple(int(d) for d in shape), kind)
 
 
+def data_format(label, rank):
+    """An operator's data_format for a value of `rank` labelled `label`."""
+    if rank == 5:
+        return "NDHWC" if label == "NHWC" else "NCDHW"
+    return label
+
+
 def _channel_axis(rank, fmt):
     return rank - 1 if fmt == "NHWC" else 1
 
@@ -477,6 +501,41 @@ def _draw_conv(draw, x, shape, fmt, transpose=False):
     if draw(st.booleans()):
         args.append(_const(draw, (out_channels,)))
     return ["conv2d_transpose" if transpose else "conv2d", args, kw]
+
+
+def _draw_conv3d(draw, x, shape, fmt):
+    last = fmt == "NHWC"
+    c = shape[-1] if last else shape[1]
+    spatial = shape[1:4] if last else shape[2:]
+    groups = draw(st.sampled_from([1, c] if c > 1 else [1]))
+    per_group = draw(st.sampled_from([1, 2, 3, 16]))
+    k = tuple(draw(st.integers(1, 2)) for _ in range(3))
+    stride, padding, dilation = (draw(st.integers(lo, 2)) for lo in (1, 0, 1))
+    sizes = [_conv_out(n, kk, stride, padding, padding, dilation) for n, kk in zip(spatial, k)]
+    if min(sizes) < 1:
+        return None
+    args = [x, _const(draw, (groups * per_group, c // groups) + k)]
+    if draw(st.booleans()):
+        args.append(_const(draw, (groups * per_group,)))
+    return ["conv3d", args, {"stride": stride, "padding": padding, "dilation": dilation,
+                             "groups": groups, "data_format": data_format(fmt, 5),
+                             "activation": draw(st.sampled_from(FUSED))}]
+
+
+def _draw_pool3d(draw, x, shape, fmt):
+    spatial = shape[1:4] if fmt == "NHWC" else shape[2:]
+    kind = draw(st.sampled_from(["max_pool3d", "avg_pool3d", "global_max_pool",
+                                 "global_avg_pool"]))
+    kw = {"data_format": data_format(fmt, 5)}
+    if not kind.startswith("global"):
+        k = draw(st.integers(1, 2))
+        if min(spatial) < k:
+            return None
+        kw.update(kernel_size=k, stride=draw(st.sampled_from([None, 1, 2])),
+                  padding=draw(st.integers(0, k // 2)))
+        if kind == "avg_pool3d":
+            kw["count_include_pad"] = draw(st.booleans())
+    return [kind, [x], kw]
 
 
 def _draw_pool(draw, x, shape, fmt):
@@ -601,9 +660,9 @@ def label(method, args, labels, values):
     def of(a, shape=None):
         if isinstance(a, tuple) and a[0] == "v":
             own = values[a[1]][0].shape
-            return labels[a[1]] if len(own) == 4 and shape in (None, own) else None
+            return labels[a[1]] if len(own) in (4, 5) and shape in (None, own) else None
         if isinstance(a, tuple) and a[0] == "c":
-            return "NCHW" if len(a[2]) == 4 and shape in (None, a[2]) else None
+            return "NCHW" if len(a[2]) in (4, 5) and shape in (None, a[2]) else None
         return None
     if method in ("reshape", "flatten", "transpose", "matmul", "linear"):
         return "NCHW"
@@ -627,7 +686,7 @@ def _node(draw, values, labels):
     i = last if pick < 2 else max(last - 1, 0) if pick == 2 else draw(st.integers(0, last))
     x, shape = ("v", i), values[i][0].shape
     rank = len(shape)
-    fmt = labels[i] if rank == 4 else "NCHW"  # what data_format must say
+    fmt = labels[i] if rank in (4, 5) else "NCHW"  # what data_format must say
     op = draw(st.sampled_from(["activation", "activation", "binary", "binary", "conv2d",
                                "conv2d", "conv2d_transpose", "pool", "pool", "linear", "matmul",
                                "softmax", "layer_norm", "batch_norm", "lrn", "concat",
@@ -643,9 +702,11 @@ def _node(draw, values, labels):
     if op == "binary":
         return [_draw_binary(draw, x, shape, values)]
     if op in ("conv2d", "conv2d_transpose"):
-        node = _draw_conv(draw, x, shape, fmt, op == "conv2d_transpose")
+        node = _draw_conv3d(draw, x, shape, fmt) if rank == 5 else _draw_conv(
+            draw, x, shape, fmt, op == "conv2d_transpose")
     elif op == "pool":
-        node = _draw_pool(draw, x, shape, fmt)
+        node = _draw_pool3d(draw, x, shape, fmt) if rank == 5 else _draw_pool(
+            draw, x, shape, fmt)
     elif op == "linear":
         out = draw(CHANNELS)
         args = [x, _const(draw, (out, shape[-1]))]
@@ -670,7 +731,7 @@ def _node(draw, values, labels):
         c = shape[_channel_axis(rank, fmt)] if rank >= 2 else None
         node = None if c is None else ["batch_norm", [
             x, _const(draw, (c,)), _const(draw, (c,), "variance"), _const(draw, (c,)),
-            _const(draw, (c,))], {"epsilon": 1e-3, "data_format": fmt}]
+            _const(draw, (c,))], {"epsilon": 1e-3, "data_format": data_format(fmt, rank)}]
     elif op == "lrn":
         node = None if rank != 4 else ["lrn", [x], {
             "size": draw(st.integers(1, 5)), "alpha": 0.5, "beta": 0.75,
@@ -684,7 +745,7 @@ def _node(draw, values, labels):
             # The items of a concat share a label (a 4-D constant's is NCHW).
             alike = [j for j, (v, _) in enumerate(values) if len(v.shape) == rank and all(
                 a == b for d, (a, b) in enumerate(zip(v.shape, shape)) if d != axis % rank)
-                and (rank != 4 or labels[j] == fmt)]
+                and (rank not in (4, 5) or labels[j] == fmt)]
             if how == "value" and alike:
                 items.append(("v", draw(st.sampled_from(alike))))
             elif how == "constant" and fmt == "NCHW":
@@ -709,14 +770,17 @@ def specs(draw, max_nodes=8, min_outputs=1):
     """A random program graph with its inputs' data (a Spec)."""
     spec = Spec(seed=draw(SEEDS))
     for i in range(draw(st.integers(1, 2))):
-        rank = draw(st.sampled_from([2, 3, 4, 4, 4]))
+        rank = draw(st.sampled_from([2, 3, 4, 4, 4, 5]))
         shape = (draw(st.integers(1, 3)),) + tuple(draw(DIMS) for _ in range(rank - 1))
         if rank == 4 and draw(st.booleans()):  # room for 3x3 windows
             shape = shape[:2] + tuple(d + 3 for d in shape[2:])
-        layout = draw(st.sampled_from(LAYOUTS)) if rank == 4 else "NCHW"
+        layout = data_format(draw(st.sampled_from(["NHWC", "NCHW"])) if rank >= 4 else "NCHW",
+                             rank)
         spec.inputs.append((f"x{i}", shape, layout, draw(st.integers(0, 3)) == 0))
     values = spec.reference(spec.input_arrays())
-    labels = [layout for _, _, layout, _ in spec.inputs]
+    # Labels as "NCHW" (channels-first) / "NHWC" (channels-last), any rank.
+    labels = [{"NCDHW": "NCHW", "NDHWC": "NHWC"}.get(layout, layout)
+              for _, _, layout, _ in spec.inputs]
     for _ in range(draw(st.integers(1, max_nodes))):
         for _attempt in range(5):
             nodes = _node(draw, values, labels)

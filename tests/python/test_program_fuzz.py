@@ -66,23 +66,29 @@ def fuzz(ci: int):
 STRICT = os.environ.get("MKCACHE_FUZZ_STRICT", "") not in ("", "0")
 
 # The compile options every graph is compiled with: every combination of
-# fuse / inplace / reuse, and every node forced to the reference
-# implementation (whose nodes fuse nothing: inplace and reuse still apply).
+# fuse / inplace / reuse (inplace also makes reshape / transpose views of
+# their input's bytes: there is no option of its own for views), every node
+# forced to the reference implementation, and implementations chosen by
+# timing them.
 OPERATORS = ("conv2d", "conv2d_transpose", "activation", "softmax", "binary", "pool",
              "linear", "matmul", "layer_norm", "batch_norm", "lrn", "concat", "transpose",
              "reshape")
 OPTIONS = [dict(fuse=f, inplace=i, reuse=r) for f in (True, False) for i in (True, False)
            for r in (True, False)]
 OPTIONS += [dict(impl={op: "reference" for op in OPERATORS}, inplace=i) for i in (True, False)]
+OPTIONS += [dict(choose="measure")]
 
 # What the module found, printed at its end (and by --budget).
 STATS = Counter()
 FINDINGS = []
+ERRORS = Counter()  # the messages of the errors, known or not
 
 
 def _options_text(options):
     if "impl" in options:
         return f"impl=reference, inplace={options['inplace']}"
+    if "choose" in options:
+        return f"choose={options['choose']}"
     return ", ".join(f"{k}={v}" for k, v in options.items())
 
 
@@ -100,7 +106,7 @@ def _view_output_shared(spec, problem) -> bool:
     inplace on) whose input or itself is an output, with another node
     reading the same bytes: in-place element-wise nodes then write over the
     output."""
-    if not problem["options"].get("inplace", True):
+    if problem["kind"] != "mismatch" or not problem["options"].get("inplace", True):
         return False
     first = len(spec.inputs)
     readers = Counter(a[1] for _, args, _ in spec.nodes for a in _flat(args)
@@ -191,6 +197,8 @@ def _record(spec, problems):
     for p in problems:
         why = _known(spec, p)
         STATS["errors" if p["kind"] == "error" else "mismatches"] += 1
+        if p["kind"] == "error":
+            ERRORS[p["message"]] += 1
         if why is None:
             new.append(p)
         else:
@@ -227,6 +235,25 @@ def test_programs_match_eager_and_reference(spec):
     check_programs(spec)
 
 
+def _other_runs(spec, prog, arrays, first):
+    """Runs of `prog` other ways, which must give `first` to the bit: into
+    the caller's outputs= arrays, from Tensors labelled as the inputs (the
+    handle path instead of the plain buffers), and with the channels-first
+    4-D / 5-D inputs in oneDNN's blocked nChw8c / nCdhw8c (converted at the
+    program's door)."""
+    filled = {n: np.full(v.shape, np.nan, np.float32) for n, v in first.items()}
+    yield "into outputs= arrays", prog.run(outputs=filled, **arrays)
+    layouts = {name: layout for name, _, layout, _ in spec.inputs}
+    tensors = {n: mkcache.Tensor(a, layouts[n]) if a.ndim in (4, 5) else mkcache.Tensor(a)
+               for n, a in arrays.items()}
+    yield "from Tensors", prog.run(**tensors)
+    blocked = {n: mkcache.to_layout(a, {"NCHW": "nChw8c", "NCDHW": "nCdhw8c"}[layouts[n]])
+               if layouts[n] in ("NCHW", "NCDHW") and a.ndim in (4, 5) else a
+               for n, a in arrays.items()}
+    if any(isinstance(v, mkcache.Tensor) for v in blocked.values()):
+        yield "from blocked Tensors", prog.run(**blocked)
+
+
 def check_programs(spec):
     """Compiles `spec` with every option combination and checks each run
     (see _record for what fails)."""
@@ -249,15 +276,14 @@ def check_programs(spec):
                 with graph.compile(**options) as prog:
                     got = prog.run(**arrays)
                     STATS["runs"] += 1
-                    if options == OPTIONS[0]:  # again, into arrays of the caller's
-                        filled = {n: np.full(v.shape, np.nan, np.float32) for n, v in got.items()}
-                        again = prog.run(outputs=filled, **arrays)
-                        STATS["runs"] += 1
-                        for name in got:
-                            if not np.array_equal(again[name], got[name]):
-                                problems.append(dict(options=options, kind="mismatch",
-                                                     message=f"{name}: a second run into "
-                                                     "outputs= arrays differs from the first"))
+                    if options == OPTIONS[0]:
+                        for how, again in _other_runs(spec, prog, arrays, got):
+                            STATS["runs"] += 1
+                            for name in got:
+                                if not np.array_equal(again[name], got[name]):
+                                    problems.append(dict(
+                                        options=options, kind="mismatch",
+                                        message=f"{name}: a run {how} differs from the first"))
             except mkcache.Error as exc:
                 problems.append(dict(options=options, kind="error",
                                      message=f"{type(exc).__name__}: {exc}"))
@@ -312,8 +338,10 @@ def test_aliased_outputs_give_the_right_values_or_refuse(spec, data):
             outputs[name] = shared
     note(spec.source())
     note(f"outputs= {{{', '.join(f'{n}: array {id(a):#x}' for n, a in outputs.items())}}}")
+    options = data.draw(st.sampled_from(OPTIONS))
+    note(_options_text(options))
     STATS["aliasing graphs"] += 1
-    with spec.graph() as graph, graph.compile() as prog:
+    with spec.graph() as graph, graph.compile(**options) as prog:
         try:
             got = prog.run(outputs=outputs, **arrays)
         except mkcache.Error:
@@ -345,9 +373,18 @@ def _race(spec, kind: str, seconds: float = 0.3, rounds: int = 20) -> dict:
     compiles, runs and closes programs of the same graph ("compile"), or
     closes the program the two run, once they are under way ("close",
     `rounds` times with a new program each). -> counts."""
-    arrays = spec.input_arrays()
-    refs = spec.reference(arrays)
-    eager = spec.eager(arrays)
+    # Each runner its own data (where the graph's values stay checkable
+    # with it): runs that shared state would mix them up.
+    cases = []
+    for k in range(2):
+        arrays = spec.input_arrays(spec.seed + 7919 * k)
+        with np.errstate(all="ignore"):
+            refs = spec.reference(arrays)
+        if not all(ps.usable(v) for v in refs[len(spec.inputs):]):
+            arrays = spec.input_arrays()
+            refs = spec.reference(arrays)
+        cases.append((arrays, refs, spec.eager(arrays)))
+    arrays, refs, eager = cases[0]
     graph = spec.graph()
     counts = Counter()
     lock = threading.Lock()
@@ -357,7 +394,8 @@ def _race(spec, kind: str, seconds: float = 0.3, rounds: int = 20) -> dict:
         with lock:
             counts[what] += 1
 
-    def runner(prog, stop, started):
+    def runner(prog, stop, started, case):
+        arrays, refs, eager = case
         while not stop.is_set():
             try:
                 got = prog.run(**arrays)
@@ -389,8 +427,8 @@ def _race(spec, kind: str, seconds: float = 0.3, rounds: int = 20) -> dict:
     def one_round(third, duration):
         prog = graph.compile()
         stop, started = threading.Event(), threading.Event()
-        threads = [threading.Thread(target=runner, args=(prog, stop, started))
-                   for _ in range(2)]
+        threads = [threading.Thread(target=runner, args=(prog, stop, started, case))
+                   for case in cases]
         threads.append(threading.Thread(target=third, args=(
             (prog, stop, started) if third is closer else (stop,))))
         for t in threads:
@@ -534,6 +572,7 @@ def summary() -> str:
              f"{os.environ.get('ONEDNN_MAX_CPU_ISA', 'default')}): "
              f"{len(OPTIONS)} option combinations: {options}"]
     lines += [f"  {k}: {v}" for k, v in sorted(STATS.items())]
+    lines += [f"  error {v}x: {k}" for k, v in ERRORS.most_common()]
     lines += [f"  new finding:\n{spec.source()}" for spec in FINDINGS]
     return "\n".join(lines)
 
