@@ -85,6 +85,8 @@ ERRORS = Counter()  # the messages of the errors, known or not
 
 
 def _options_text(options):
+    if "graph closed" in options:
+        return "default options, run after the graph was closed"
     if "impl" in options:
         return f"impl=reference, inplace={options['inplace']}"
     if "choose" in options:
@@ -269,6 +271,11 @@ def check_programs(spec):
         assert off is None, f"eager {name}: {off}\n{spec.source()}"
     graph = spec.graph()
     problems = []
+    # A program outlives its graph: this one runs after the graph is closed.
+    try:
+        late = graph.compile()
+    except mkcache.Error:
+        late = None  # the loop below reports it
     try:
         for options in OPTIONS:
             STATS["compiles"] += 1
@@ -298,6 +305,12 @@ def check_programs(spec):
                                      message=f"{name}: {off}"))
     finally:
         graph.close()
+    if late is not None:
+        with late:
+            STATS["runs"] += 1
+            for name, off in _check_outputs(spec, late.run(**arrays), refs, eager):
+                problems.append(dict(options={"graph closed": True}, kind="mismatch",
+                                     message=f"{name}: {off}"))
     _record(spec, problems)
 
 
