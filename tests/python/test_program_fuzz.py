@@ -526,6 +526,23 @@ def test_known_view_output_overwritten_in_place():
     np.testing.assert_allclose(got["b"], want, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.xfail(reason="known bug: b = reshape(transpose(x)) is overwritten by relu(transpose(x)) "
+                   "(the transposed view's plain copy is made in b, relu then runs in place "
+                   "on it)", strict=False)
+def test_known_transposed_view_output_overwritten_in_place():
+    """The same family as the one above without a convolution or a blocked
+    layout: the fuzzer's smallest form of it."""
+    x = np.arange(6, dtype=np.float32).reshape(2, 3) - 2.5
+    with mkcache.Graph() as g:
+        t = g.transpose(g.input("x", x.shape), (1, 0))
+        g.output(g.reshape(t, (6,)), "b")
+        g.output(g.relu(t), "a")
+        with g.compile() as prog:
+            got = prog.run(x=x)
+    np.testing.assert_array_equal(got["b"], x.T.ravel())
+    np.testing.assert_array_equal(got["a"], np.maximum(x.T, 0))
+
+
 @pytest.mark.xfail(reason="known bug: an outputs= array that is also an input gives garbage",
                    strict=False)
 def test_known_output_aliasing_an_input():
