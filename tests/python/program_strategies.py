@@ -68,9 +68,11 @@ class Spec:
     outputs: list = field(default_factory=list)  # (name, value index)
     seed: int = 0                                # of the input data
 
-    def input_arrays(self, seed=None):
+    def input_arrays(self, seed=None, batch=None):
+        """The inputs' data; `batch`: another size of the dynamic dims."""
         seed = self.seed if seed is None else seed
-        return {name: data(seed + i, *shape) for i, (name, shape, _, _) in enumerate(self.inputs)}
+        return {name: data(seed + i, *((batch,) + tuple(shape[1:]) if batch and dyn else shape))
+                for i, (name, shape, _, dyn) in enumerate(self.inputs)}
 
     # -------------------------------------------------------------- build
     def _arg(self, a, values):
@@ -101,8 +103,8 @@ class Spec:
                   else arrays[name]
                   for name, shape, layout, _ in self.inputs]
         for method, args, kwargs in self.nodes:
-            values.append(getattr(mkcache, method)(*[self._arg(a, values) for a in args],
-                                                   **kwargs))
+            args = [self._arg(a, values) for a in args]
+            values.append(getattr(mkcache, method)(*args, **_resolved(method, args, kwargs)))
         return [v.numpy() if isinstance(v, mkcache.Tensor) else np.asarray(v) for v in values]
 
     def reference(self, arrays) -> list:
@@ -110,7 +112,8 @@ class Spec:
         values = [(arrays[name].astype(np.float64), np.zeros(arrays[name].shape))
                   for name, *_ in self.inputs]
         for method, args, kwargs in self.nodes:
-            values.append(evaluate(method, [self._arg(a, values) for a in args], kwargs))
+            args = [self._arg(a, values) for a in args]
+            values.append(evaluate(method, args, _resolved(method, args, kwargs)))
         return values
 
     # ------------------------------------------------------------- source
@@ -140,6 +143,16 @@ class Spec:
 
     def value_shapes(self) -> list:
         return [v[0].shape for v in self.reference(self.input_arrays())]
+
+
+def _resolved(method, args, kwargs):
+    """A reshape's 0 ("x's dim there", a Graph's form for a dynamic batch)
+    replaced by that dim, for the eager operator and the reference."""
+    if method != "reshape" or 0 not in kwargs["shape"]:
+        return kwargs
+    x = args[0][0] if isinstance(args[0], tuple) else args[0]
+    return dict(kwargs, shape=tuple(x.shape[i] if d == 0 else d
+                                    for i, d in enumerate(kwargs["shape"])))
 
 
 # ------------------------------------------------------------ references
@@ -767,18 +780,67 @@ def _node(draw, values, labels):
     return None if node is None else [node]
 
 
+def _batch_free(node, values):
+    """`node` made valid for any size of dim 0 (the batch every value
+    keeps there), or None when it cannot be: no constant may span dim 0,
+    no transpose or reshape may move it, no concat may extend it."""
+    method, args, kw = node
+    x = values[args[0][1]][0] if args and isinstance(args[0], tuple) and args[0][0] == "v" \
+        else None
+
+    def spans_batch(a, rank):
+        if isinstance(a, tuple) and a[0] == "c":
+            return len(a[2]) > rank or (len(a[2]) == rank and a[2][0] != 1)
+        if isinstance(a, tuple) and a[0] == "v":
+            return values[a[1]][0].ndim != rank
+        return False
+
+    if method == "transpose":
+        return node if kw["axes"][0] == 0 else None
+    if method == "reshape":
+        dims = kw["shape"]
+        if dims[0] != x.shape[0] or dims[0] == -1:
+            return None
+        return (method, args, dict(kw, shape=(0,) + tuple(dims[1:])))
+    if method == "flatten":
+        return node if kw["start_dim"] >= 1 else None
+    if method == "concat":
+        items = args[0]
+        x = values[items[0][1]][0]
+        if kw["axis"] % x.ndim == 0 or any(spans_batch(a, x.ndim) or a[0] == "c"
+                                           for a in items):
+            return None
+        return node
+    if method in BINARY:
+        ranks = [values[a[1]][0].ndim for a in args if isinstance(a, tuple) and a[0] == "v"]
+        return None if any(spans_batch(a, max(ranks)) for a in args) else node
+    if method == "matmul":
+        other = args[1]
+        if x.ndim < 3 and (kw.get("transpose_a") or other[0] == "v"):
+            return None
+        if other[0] == "c" and len(other[2]) > 2:
+            return None
+        return node
+    return node
+
+
 @st.composite
-def specs(draw, max_nodes=8, min_outputs=1):
-    """A random program graph with its inputs' data (a Spec)."""
+def specs(draw, max_nodes=8, min_outputs=1, batch_free=False):
+    """A random program graph with its inputs' data (a Spec). batch_free:
+    every input's dim 0 is one dynamic batch, and the graph is valid for
+    any size of it (see _batch_free)."""
     spec = Spec(seed=draw(SEEDS))
+    batch = draw(st.integers(1, 3))
     for i in range(draw(st.integers(1, 2))):
         rank = draw(st.sampled_from([2, 3, 4, 4, 4, 5]))
-        shape = (draw(st.integers(1, 3)),) + tuple(draw(DIMS) for _ in range(rank - 1))
+        first = batch if batch_free else draw(st.integers(1, 3))
+        shape = (first,) + tuple(draw(DIMS) for _ in range(rank - 1))
         if rank == 4 and draw(st.booleans()):  # room for 3x3 windows
             shape = shape[:2] + tuple(d + 3 for d in shape[2:])
         layout = data_format(draw(st.sampled_from(["NHWC", "NCHW"])) if rank >= 4 else "NCHW",
                              rank)
-        spec.inputs.append((f"x{i}", shape, layout, draw(st.integers(0, 3)) == 0))
+        spec.inputs.append((f"x{i}", shape, layout,
+                            batch_free or draw(st.integers(0, 3)) == 0))
     values = spec.reference(spec.input_arrays())
     # Labels as "NCHW" (channels-first) / "NHWC" (channels-last), any rank.
     labels = [{"NCDHW": "NCHW", "NDHWC": "NHWC"}.get(layout, layout)
@@ -792,10 +854,14 @@ def specs(draw, max_nodes=8, min_outputs=1):
             try:
                 with np.errstate(all="ignore"):  # overflow etc.: not usable(), below
                     for method, args, kw in nodes:
-                        made.append(evaluate(method, [spec._arg(a, values + made)
-                                                      for a in args], kw))
+                        args = [spec._arg(a, values + made) for a in args]
+                        made.append(evaluate(method, args, _resolved(method, args, kw)))
             except ValueError:  # e.g. a concat of a constant whose other dims do not fit
                 continue
+            if batch_free:
+                nodes = [_batch_free(n, values + made[:k]) for k, n in enumerate(nodes)]
+                if None in nodes:
+                    continue
             if all(usable(v) for v in made):
                 for (method, args, kw), v in zip(nodes, made):
                     # A view made twice of the same value: two views of
