@@ -1,22 +1,28 @@
 """Differential fuzzing of programs (mkcache.Graph -> Program).
 
-Random DAGs of every operator a Graph offers (program_strategies.py: conv2d
-and conv2d_transpose with varied stride / padding / dilation / groups and
-a fused activation, pooling, linear, matmul, every activation kind, binary
-ops with numpy broadcasting, softmax, layer_norm, batch_norm, lrn, concat,
-transpose, reshape / flatten), on shapes with size-1 and odd dims, channels
-that are not multiples of 16, batch > 1, NCHW and NHWC, a dynamic batch,
-several outputs (values other nodes read too, views, an input given back,
-one value under two names). Each graph is compiled with every combination
-of fuse / inplace / reuse and with every node forced to the reference
-implementation, and every output is checked against the same graph run by
-the eager operators and against a float64 numpy reference, within bounds
-carried through the graph (see program_strategies.py).
+Random DAGs of every operator a Graph offers (program_strategies.py:
+conv2d, conv2d_transpose and conv3d with varied stride / padding /
+dilation / groups and a fused activation, 2-D, 3-D and global pooling,
+linear, matmul, every activation kind, binary ops with numpy broadcasting,
+softmax, layer_norm, batch_norm, lrn, concat, transpose, reshape /
+flatten), on shapes with size-1 and odd dims, channels that are not
+multiples of 16, batch > 1, NCHW and NHWC (NCDHW / NDHWC), a dynamic
+batch, several outputs (values other nodes read too, views, an input given
+back, one value under two names). Each graph is compiled with every
+combination of fuse / inplace / reuse, with every node forced to the
+reference implementation, and with choose="measure"; every output is
+checked against the same graph run by the eager operators and against a
+float64 numpy reference, within bounds carried through the graph (see
+program_strategies.py).
 
-Then: outputs= arrays that alias an input or each other (the program must
-give the right answer or refuse with mkcache.Error, never garbage), and
-threads running a program while another compiles or closes (right answers
-or mkcache.Error; the process must not crash: these run in a child).
+Every graph's first program also runs into outputs= arrays, from Tensors
+and from blocked inputs (the same bits), and one runs after its graph is
+closed. Then: graphs valid for any batch, run at two batches and back
+(capacity 0 and 1); outputs= arrays that alias an input or each other (the
+program must give the right answer or refuse with mkcache.Error, never
+garbage); threads running a program, each with its own data, while another
+compiles or closes it (right answers or mkcache.Error; the process must not
+crash: these run in a child process).
 
 Budgets as test_fuzz.py's (MKCACHE_FUZZ_PROFILE / _SCALE / _EXAMPLES /
 _RANDOM / _SHRINK, see fuzz_strategies.py). Figures (graphs, compiles,
@@ -24,8 +30,11 @@ mismatches, ...) print at the end of the module (pytest -s), or:
 
     python tests/python/test_program_fuzz.py --budget 500
 
-Known bugs of the library are excused where the failure matches them (see
-KNOWN below, and the xfail marks): MKCACHE_FUZZ_STRICT=1 excuses nothing.
+Known bugs of the library are excused where a failure matches them (KNOWN
+below; MKCACHE_FUZZ_STRICT=1 excuses nothing) and marked xfail(strict=False)
+where a whole test stands for one (their smallest forms are tests of their
+own at the end). Once a bug is fixed: delete its KNOWN entry and its marks.
+A failure prints the graph as Python source (Spec.source) to reproduce it.
 """
 from __future__ import annotations
 
