@@ -668,8 +668,8 @@ def label(method, args, labels, values):
     library gives it: operators with a data_format, element-wise ones,
     softmax, layer_norm and concat keep their (first) input's; a binary
     op takes the label of its first 4-D / 5-D operand of the result's
-    shape, else of its first 4-D / 5-D operand (a constant's is
-    channels-first); reshape, transpose, matmul, linear give a
+    shape, else its first operand's (channels-first unless that is a 4-D /
+    5-D value: mul(c[16], x_nhwc) is NCHW, mul(x_nhwc, c[16]) NHWC); reshape, transpose, matmul, linear give a
     plain (channels-first) result."""
     def of(a, shape=None):
         if isinstance(a, tuple) and a[0] == "v":
@@ -683,8 +683,7 @@ def label(method, args, labels, values):
     if method in BINARY:
         shapes = [values[a[1]][0].shape if a[0] == "v" else a[2] for a in args]
         out = np.broadcast_shapes(*shapes)
-        return (of(args[0], out) or of(args[1], out) or of(args[0]) or of(args[1])
-                or "NCHW")
+        return of(args[0], out) or of(args[1], out) or of(args[0]) or "NCHW"
     first = args[0][0] if method == "concat" else args[0]
     return of(first) or "NCHW"
 
