@@ -1,6 +1,7 @@
 // Binary ops' phases (broadcasting forward, gradients, reduce_sum_to):
 // infer and check on descriptions, prepare in a program's scope and run on
 // raw buffers, against the eager calls.
+#include "common/handles.hpp"
 #include "internal_test.hpp"
 #include "ops/binary.hpp"
 #include "ops/ops.hpp"
@@ -289,4 +290,30 @@ TEST(reduce_sum_to_check_gives_the_eager_message) {
 }
 
 } // namespace
+size_t live_tensors() {
+    size_t n = 0;
+    registry<Tensor>().lock_all();
+    registry<Tensor>().for_each_live([&](const Tensor *) { ++n; });
+    registry<Tensor>().unlock_all();
+    return n;
+}
+
+TEST(binary_backward_leaves_only_its_results_registered) {
+    // The broadcast side's gradient goes through full-shape intermediates:
+    // made as results, they must leave the live-handle registry with the
+    // call (a freed tensor left there is locked by the next fork).
+    auto a = tensor({2, 5, 3, 4}, MKC_LAYOUT_CHANNELS_FIRST, 21);
+    auto b = away_from_zero({1, 5, 1, 4}, MKC_LAYOUT_CHANNELS_FIRST, 22);
+    auto dy = tensor({2, 5, 3, 4}, MKC_LAYOUT_CHANNELS_FIRST, 23);
+    for (mkc_binary_kind kind : kKinds) {
+        const size_t before = live_tensors();
+        mkc_tensor *da = nullptr, *db = nullptr;
+        ops::binary_backward(thread_state().scope, kind, nullptr, *a, *b, *dy, &da, &db);
+        CHECK(live_tensors() == before + 2);
+        mkc_tensor_destroy(da);
+        mkc_tensor_destroy(db);
+        CHECK(live_tensors() == before);
+    }
+}
+
 } // namespace mkc::test

@@ -10,6 +10,7 @@
 #include "common/engine.hpp"
 #include "common/serial.hpp"
 #include "common/error.hpp"
+#include "common/handles.hpp"
 #include "handler/handler.hpp"
 #include "ops/attrs.hpp"
 #include "ops/binary.hpp"
@@ -645,6 +646,9 @@ struct TensorGradient {
     const Tensor *binary(mkc_binary_kind kind, const Tensor *x, const Tensor *y) {
         mkc_tensor *result = nullptr;
         binary_with(scope, any_binary_info(kind), kind, nullptr, *x, *y, &result);
+        // Made as a caller's result, so registered: never handed out, it
+        // must leave the registry before it goes (a fork would lock it).
+        registry<Tensor>().remove(result);
         temps.emplace_back(result);
         return result;
     }
