@@ -57,7 +57,11 @@ std::shared_ptr<SoftmaxEntry> prepare_softmax(const CacheScope &scope, const Sof
     const KeyText key = key_text("softmax", "", attrs);
     Handler handler(scope, softmax_op(log), name, key.name, key.suffix, x);
     handler.sign(OpKind::softmax);
-    sign_attrs(handler, attrs); // with the layout signed below, the oneDNN axis
+    sign_attrs(handler, attrs);
+    // The axis as oneDNN counts it: the caller's axis depends on the layout
+    // label, which the bytes' arrangement does not show (a channels-last
+    // tensor may be stored channels-first).
+    handler.sign(onednn_axis);
     sign_input_layout(handler, src, DNNL_ARG_SRC);
     auto entry = handler.acquire_primitive<SoftmaxEntry>([&] {
         auto e = std::make_shared<SoftmaxEntry>();
@@ -151,7 +155,11 @@ std::shared_ptr<PrimitiveEntry> prepare_softmax_backward(const CacheScope &scope
     const KeyText key = key_text("softmax", "bwd", attrs);
     Handler handler(scope, softmax_op(log), name, key.name, key.suffix, x);
     handler.sign(OpKind::softmax_backward);
-    sign_attrs(handler, attrs); // with the layout signed below, the oneDNN axis
+    sign_attrs(handler, attrs);
+    // The axis as oneDNN counts it: the caller's axis depends on the layout
+    // label, which the bytes' arrangement does not show (a channels-last
+    // tensor may be stored channels-first).
+    handler.sign(onednn_axis);
     sign_input_layout(handler, dst, DNNL_ARG_DST);
     return handler.acquire_primitive<PrimitiveEntry>([&] {
         dnnl::softmax_forward::primitive_desc hint(cpu_engine(), dnnl::prop_kind::forward_training,
