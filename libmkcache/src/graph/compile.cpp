@@ -473,8 +473,12 @@ private:
         auto copy = converted_.end();
         if (target.kind == BufferRef::Kind::none) {
             copy = converted_.find(std::make_pair(v, desc_key(prepared.takes.at(0))));
-            if (copy != converted_.end())
+            // Only a copy nothing else reads later: a view of it (a
+            // reshape of a transposed value) may be read or be an output.
+            if (copy != converted_.end() && dead_after(copy->second, n, v))
                 target = copy->second;
+            else
+                copy = converted_.end();
         }
         if (target.kind != BufferRef::Kind::arena || !same_buffer(reads[0], target) ||
             prepared.takes.at(0) != y)
@@ -495,14 +499,14 @@ private:
         return a.kind == b.kind && a.index == b.index && a.kind != BufferRef::Kind::none;
     }
 
-    // Whether no value held in arena buffer `r` (a value and its views) is
-    // read after node `n` or is a graph output.
-    bool dead_after(const BufferRef &r, int n) const {
+    // Whether no value held in arena buffer `r` (a value and its views),
+    // `except` aside, is read after node `n` or is a graph output.
+    bool dead_after(const BufferRef &r, int n, int except = kNoValue) const {
         auto found = holders_.find(r.index);
         if (found == holders_.end())
             return false;
         for (int v : found->second)
-            if (last_reader_[v] > n || is_output_[v])
+            if (v != except && (last_reader_[v] > n || is_output_[v]))
                 return false;
         return true;
     }
