@@ -73,7 +73,7 @@ bool never_freed(const dnnl::primitive_desc &pd) {
 }
 
 std::string description_key(const dnnl::primitive_desc &pd) {
-    std::string s = pd.impl_info_str() + '|';
+    std::string s = std::string(pd.impl_info_str()) + '|';
     s += std::to_string(static_cast<int>(pd.get_kind())) + '|' +
          std::to_string(static_cast<int>(pd.get_prop_kind())) + '|' +
          std::to_string(static_cast<int>(pd.get_algorithm())) + '|';
