@@ -56,7 +56,11 @@ def real(value, argument: str) -> float:
     if type(value) is not float:
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
             raise InvalidArgumentError(f"{argument} must be a real number, got {value!r}")
-        value = float(value)
+        try:
+            value = float(value)
+        except OverflowError:  # an int past any float
+            raise InvalidArgumentError(f"{argument} is beyond the float32 range "
+                                       f"(|x| <= {_FLOAT32_MAX:.7g}), got {value!r}") from None
     if math.isfinite(value) and abs(value) > _FLOAT32_MAX:
         raise InvalidArgumentError(
             f"{argument} is beyond the float32 range (|x| <= {_FLOAT32_MAX:.7g}), got {value!r}")

@@ -416,6 +416,9 @@ def concat(dy, tensors, axis=0) -> list:
     """Gradients of ``mkcache.concat(tensors, axis)``: one Tensor per input,
     the slice of dy it contributed."""
     a = ops._axis(axis)
+    if isinstance(tensors, (str, bytes)) or not hasattr(tensors, "__iter__"):
+        raise InvalidArgumentError("concat: tensors must be a sequence of the forward's "
+                                   f"inputs, got {type(tensors).__name__}")
     items = list(tensors)
     if not items:
         raise InvalidArgumentError("concat needs at least one input")
@@ -435,4 +438,8 @@ def concat(dy, tensors, axis=0) -> list:
 def reshape(dy, x) -> Tensor:
     """Gradient of ``mkcache.reshape(x, shape)`` (or flatten): dy reshaped to
     x's shape."""
-    return ops.reshape(dy, tuple(x.shape))
+    shape = getattr(x, "shape", None)
+    if not isinstance(shape, tuple):
+        raise InvalidArgumentError("reshape: x must be the forward's input (an array or a "
+                                   f"Tensor), got {type(x).__name__}")
+    return ops.reshape(dy, shape)

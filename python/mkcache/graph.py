@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ctypes
 import numbers
+import os
 import threading
 
 import numpy as np
@@ -157,7 +158,8 @@ class Graph(_Closed):
         if isinstance(v, Value):
             if v.graph is not self:
                 raise InvalidArgumentError(f"{argument} is a value of another graph")
-            return v.index
+            # The C call takes an int: a larger index would wrap to another value.
+            return _checks.integer(v.index, argument, _checks.INT32)
         if v is None:
             return -1
         if not isinstance(v, (np.ndarray, Tensor)) and isinstance(v, numbers.Real) \
@@ -443,6 +445,10 @@ class Graph(_Closed):
         if impl is None:
             impl_text = None
         elif isinstance(impl, dict):
+            for op, name in impl.items():
+                if not (isinstance(op, str) and isinstance(name, str)):
+                    raise InvalidArgumentError("impl: operators and implementations must be "
+                                               f"str, got {op!r}: {name!r}")
             impl_text = ",".join(f"{op}={name}" for op, name in impl.items()).encode()
         else:
             raise InvalidArgumentError(
@@ -451,9 +457,20 @@ class Graph(_Closed):
             raise InvalidArgumentError(f"choose must be 'priority' or 'measure', got {choose!r}")
         if choices is None or isinstance(choices, bytes):
             choices_text = choices
+        elif isinstance(choices, (str, os.PathLike)):
+            # A path only: an int would be taken for a file descriptor (and
+            # closed).
+            try:
+                with open(choices, "rb") as f:
+                    choices_text = f.read()
+            except OSError as e:
+                raise InvalidArgumentError(f"choices: cannot read {choices!r}: {e}") from e
         else:
-            with open(choices, "rb") as f:
-                choices_text = f.read()
+            raise InvalidArgumentError("choices must be a path or the text as bytes, got "
+                                       f"{type(choices).__name__}")
+        for what, text in (("impl", impl_text), ("choices", choices_text)):
+            if text is not None and b"\0" in text:
+                raise InvalidArgumentError(f"{what} holds a NUL byte (text after it would be lost)")
         o = _params(_capi.ProgramOptions, _lib.mkc_program_options_init,
                     fuse=1 if fuse else 0, inplace=1 if inplace else 0,
                     reuse=1 if reuse else 0, capacity=_checks.integer(capacity, "capacity"),

@@ -290,6 +290,9 @@ BAD_NUMBERS = [
     ("input_shape float", lambda: mkcache.cache.input_shape((1.5, 2)).__enter__()),
     ("make_key dims", lambda: mkcache.cache.make_key("a", (2**64,))),
     ("add huge scalar", lambda: mkcache.add(X4, 1e300)),
+    ("add int past any float", lambda: mkcache.add(X4, 10**400)),
+    ("grad.reshape of a list", lambda: mkcache.grad.reshape(X4, [1, 2, 3])),
+    ("grad.concat of an int", lambda: mkcache.grad.concat(X4, tensors=5)),
 ]
 
 

@@ -864,8 +864,10 @@ MKC_API mkc_status mkc_concat_backward(int axis, int n, const mkc_tensor *const 
  * Thread safety: a graph is used from one thread at a time. A program may
  * be run and queried from any number of threads at once (plans are
  * compiled one at a time, and a run of a known plan never waits for one;
- * each run takes an arena of its own from the program's pool); destroying
- * it while another thread uses it is an error of the caller's.
+ * each run takes an arena of its own from the program's pool). Destroying
+ * it while other threads use it waits for the calls already inside it;
+ * calls made after the destroy began are refused with
+ * MKC_STATUS_INVALID_HANDLE.
  * ------------------------------------------------------------------------ */
 
 typedef struct mkc_graph mkc_graph;
@@ -874,7 +876,8 @@ typedef struct mkc_program mkc_program;
 /* What a node computes, and the params struct it takes. Inputs in order;
  * [bracketed] ones are optional (pass -1 to leave one out before a given
  * one). Every node has one output. The params' name (where there is one)
- * is the node's cache name; training fields are ignored (programs infer). */
+ * is the node's cache name; training fields are ignored (programs infer);
+ * a conv's sum must be 0 (an add node adds a residual; fusion merges it). */
 typedef enum mkc_op {
     MKC_OP_CONV2D = 1,           /* mkc_conv_params: src, weights [, bias]   */
     MKC_OP_CONV3D = 2,           /* mkc_conv_params: src, weights [, bias]   */
@@ -1011,7 +1014,8 @@ MKC_API mkc_status mkc_program_options_init(mkc_program_options *options);
 MKC_API mkc_status mkc_program_compile(const mkc_graph *graph,
                                        const mkc_program_options *options,
                                        mkc_program **program);
-/* Removes every cache entry of the program. NULL is accepted and ignored. */
+/* Removes every cache entry of the program. NULL is accepted and ignored.
+ * Waits for the calls other threads are making inside the program. */
 MKC_API mkc_status mkc_program_destroy(mkc_program *program);
 
 /* How many inputs and outputs, and their names in order (static strings of
@@ -1027,7 +1031,10 @@ MKC_API mkc_status mkc_program_output_name(const mkc_program *program, int index
  * graph input's layout label and dims, dynamic dims any size); `outputs`
  * one slot per output: NULL gets a new tensor (plain, in the output's
  * layout label), else a plain tensor of the output's shape and layout label
- * to write into. A run that fails creates nothing. */
+ * to write into. An output may share memory with an input (it is computed
+ * apart and copied at the end); two outputs sharing memory, or one tensor
+ * given as an input and an output, are refused. A run that fails creates
+ * nothing. */
 MKC_API mkc_status mkc_program_run(mkc_program *program, int ninputs,
                                    const mkc_tensor *const *inputs, int noutputs,
                                    mkc_tensor **outputs);
@@ -1154,7 +1161,9 @@ MKC_API mkc_status mkc_program_output_shape(mkc_program *program, const int64_t 
  * its dims (from input_dims, as mkc_program_output_shape takes them)
  * row-major in its graph layout's order; output j is dense in the shape
  * mkc_program_output_shape gives and in its layout label's order. The
- * buffers' sizes are the caller's to get right. Any thread, as
+ * buffers' sizes are the caller's to get right; they may overlap as
+ * mkc_program_run's tensors may (an output over an input is computed
+ * apart; outputs over each other are refused). Any thread, as
  * mkc_program_run. */
 MKC_API mkc_status mkc_program_run_plain(mkc_program *program, const int64_t *input_dims,
                                          const void *const *inputs, void *const *outputs);

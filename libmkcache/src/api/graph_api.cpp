@@ -98,8 +98,14 @@ graph::NodeParams read_params(graph::NodeOp op, const void *params, std::string 
     switch (op) {
     case graph::NodeOp::conv2d:
     case graph::NodeOp::conv3d:
-    case graph::NodeOp::conv2d_transpose:
-        return node_params<mkc_conv_params>(params, what, name);
+    case graph::NodeOp::conv2d_transpose: {
+        const auto p = node_params<mkc_conv_params>(params, what, name);
+        // A node has no dst to add into: fusion sets sum on a conv whose
+        // result an add reads.
+        require(p.sum == 0, "graph node (", what,
+                "): sum must be 0 (add the residual with an add node; fusion merges it)");
+        return p;
+    }
     case graph::NodeOp::activation: {
         const auto p = node_params<mkc_activation_params>(params, what, name);
         return graph::ActivationParams{p.kind, p.alpha, p.beta};
