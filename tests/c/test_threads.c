@@ -3,7 +3,8 @@
  * each in its own session at capacity, and a thread resetting the whole
  * cache meanwhile; each step runs conv2d + relu, then softmax, layer_norm and
  * a residual add (their remembered calls); and eight threads racing to miss
- * one shared key, which must be built once. Every result is checked against a
+ * one shared key, which must be built once; then one program run from four
+ * threads, and destroyed while they run it. Every result is checked against a
  * direct reference.
  * Built with sanitizers in CI (ASan/UBSan; TSan by hand, see README). */
 #define _POSIX_C_SOURCE 200112L /* pthread barriers */
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "conv_reference.h"
 #include "mkcache/mkcache.h"
@@ -228,6 +230,9 @@ static void race_one_key(void) {
 enum { PROGRAM_THREADS = 4, PROGRAM_RUNS = 200, ROWS = 3, IN = 10, OUT = 6 };
 static mkc_program *program;
 static float program_w[OUT * IN], program_b[OUT];
+/* Set while the main thread destroys the program under the runners: each
+ * runs until its call is refused. */
+static int until_destroyed;
 
 static void *program_runner(void *arg) {
     const int thread = (int)(size_t)arg;
@@ -239,7 +244,8 @@ static void *program_runner(void *arg) {
         fail("program: wrap", thread);
         return NULL;
     }
-    for (int run = 0; run < PROGRAM_RUNS; ++run) {
+    int wrong = 0;
+    for (int run = 0; !wrong && (until_destroyed || run < PROGRAM_RUNS); ++run) {
         for (int i = 0; i < ROWS * IN; ++i)
             x[i] = (float)(((i + 7 * thread + run) * 13 % 17) - 8) / 8.0f;
         for (int r = 0; r < ROWS; ++r)
@@ -250,14 +256,17 @@ static void *program_runner(void *arg) {
             }
         const mkc_tensor *ins[1] = {tx};
         mkc_tensor *outs[1] = {ty};
-        if (mkc_program_run(program, 1, ins, 1, outs) != MKC_STATUS_OK) {
+        const mkc_status status = mkc_program_run(program, 1, ins, 1, outs);
+        if (status == MKC_STATUS_INVALID_HANDLE && until_destroyed)
+            break; /* destroyed by the main thread: refused, as it must be */
+        if (status != MKC_STATUS_OK) {
             fail("program: run", thread);
             break;
         }
         for (int i = 0; i < ROWS * OUT; ++i)
             if (fabsf(y[i] - want[i]) > 1e-4f * (1.f + fabsf(want[i]))) {
                 fail("program: wrong result", thread);
-                run = PROGRAM_RUNS;
+                wrong = 1;
                 break;
             }
     }
@@ -266,7 +275,11 @@ static void *program_runner(void *arg) {
     return NULL;
 }
 
-static void run_program_from_threads(void) {
+/* Compiles the program, then runs it from PROGRAM_THREADS threads: until
+ * each has made PROGRAM_RUNS runs, or, with `destroy_under_them`, while
+ * the main thread destroys it (the destroy waits for the runs inside it;
+ * later runs are refused with MKC_STATUS_INVALID_HANDLE). */
+static void run_program_from_threads(int destroy_under_them) {
     for (int i = 0; i < OUT * IN; ++i) program_w[i] = (float)((i * 7 % 11) - 5) / 6.0f;
     for (int i = 0; i < OUT; ++i) program_b[i] = (float)i / 4.0f - 0.5f;
     const int64_t xd[2] = {ROWS, IN}, wd[2] = {OUT, IN}, bd[1] = {OUT};
@@ -295,11 +308,18 @@ static void run_program_from_threads(void) {
     mkc_graph_destroy(g);
     mkc_tensor_destroy(tw);
     mkc_tensor_destroy(tb);
+    until_destroyed = destroy_under_them;
     pthread_t t[PROGRAM_THREADS];
     for (int i = 0; i < PROGRAM_THREADS; ++i)
         pthread_create(&t[i], NULL, program_runner, (void *)(size_t)i);
+    if (destroy_under_them) {
+        const struct timespec pause = {0, 20 * 1000 * 1000};
+        nanosleep(&pause, NULL);
+        if (mkc_program_destroy(program) != MKC_STATUS_OK) fail("program: destroy", -1);
+    }
     for (int i = 0; i < PROGRAM_THREADS; ++i) pthread_join(t[i], NULL);
-    mkc_program_destroy(program);
+    if (!destroy_under_them) mkc_program_destroy(program);
+    until_destroyed = 0;
 }
 
 int main(void) {
@@ -325,7 +345,8 @@ int main(void) {
     stop_resetting = 1;
     pthread_mutex_unlock(&failures_mutex);
     pthread_join(r, NULL);
-    run_program_from_threads();
+    run_program_from_threads(0);
+    run_program_from_threads(1);
     mkc_tensor_destroy(shared_w);
     mkc_cache_reset();
     if (failures) {

@@ -109,43 +109,8 @@ def _options_text(options):
 # Once a bug is fixed, delete its entry (or run with MKCACHE_FUZZ_STRICT=1
 # to see everything).
 
-VIEWS = ("reshape", "flatten", "transpose")
 
-
-def _view_output_shared(spec, problem) -> bool:
-    """A reshape / transpose result (a view of its input's bytes with
-    inplace on) whose input or itself is an output, with another node
-    reading the same bytes: in-place element-wise nodes then write over the
-    output."""
-    if problem["kind"] != "mismatch" or not problem["options"].get("inplace", True):
-        return False
-    first = len(spec.inputs)
-    readers = Counter(a[1] for _, args, _ in spec.nodes for a in _flat(args)
-                      if isinstance(a, tuple) and a and a[0] == "v")
-    outputs = {j for _, j in spec.outputs}
-    for k, (method, args, _) in enumerate(spec.nodes):
-        if method in VIEWS:
-            src, view = args[0][1], first + k
-            if (src in outputs or view in outputs) and readers[src] + readers[view] >= 2:
-                return True
-    return False
-
-
-def _size_one_reorder(spec, problem) -> bool:
-    """A graph with a size-1 dim (in a value or a broadcast constant) that
-    does not compile: oneDNN refuses the reorder the plan asks for."""
-    constants = [a[2] for _, args, _ in spec.nodes for a in _flat(args)
-                 if isinstance(a, tuple) and a and a[0] == "c"]
-    return (problem["kind"] == "error" and "reorder" in problem["message"]
-            and any(1 in shape for shape in spec.value_shapes() + constants))
-
-
-KNOWN = {
-    "a view output is overwritten by an in-place node reading the same bytes":
-        _view_output_shared,
-    "a graph with a size-1 dim fails to compile (a reorder oneDNN refuses)":
-        _size_one_reorder,
-}
+KNOWN = {}
 
 
 def _flat(args):
@@ -385,8 +350,6 @@ def _aliasing_plans(spec, refs):
     return by_input, [g for g in groups.values() if len(g) > 1]
 
 
-@pytest.mark.xfail(reason="known bug: outputs= arrays aliasing an input or each other give "
-                   "garbage instead of the right values or mkcache.Error", strict=False)
 @fuzz(ci=40)
 @given(spec=ps.specs(max_nodes=4, min_outputs=2), data=st.data())
 def test_aliased_outputs_give_the_right_values_or_refuse(spec, data):
@@ -559,17 +522,15 @@ def test_threads_run_two_batches_while_another_compiles(spec):
     _check_race(spec, "batches")
 
 
-@pytest.mark.xfail(reason="known bug: close() while other threads run a program crashes",
-                   strict=False)
 @fuzz(ci=3)
 @given(spec=ps.specs(max_nodes=5))
 def test_threads_run_while_another_closes(spec):
     _check_race(spec, "close")
 
 
-# =================================================== known bugs, minimised
-# The smallest forms of the known bugs, so that their fixes show here as
-# XPASS; delete the mark once fixed.
+# ====================================================== found bugs, minimised
+# The smallest forms of the bugs this fuzzer and a probe found, kept as
+# regression tests.
 
 RNG = np.random.default_rng(5)
 
@@ -578,8 +539,6 @@ def _rand(*shape):
     return RNG.standard_normal(shape).astype(np.float32)
 
 
-@pytest.mark.xfail(reason="known bug: b = flatten(y) is overwritten by sigmoid(flatten(y)) "
-                   "(in place over a view of a blocked conv output)", strict=False)
 def test_known_view_output_overwritten_in_place():
     x, w = _rand(1, 3, 5, 5), _rand(16, 3, 3, 3)
     with mkcache.Graph() as g:
@@ -592,9 +551,6 @@ def test_known_view_output_overwritten_in_place():
     np.testing.assert_allclose(got["b"], want, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.xfail(reason="known bug: b = reshape(transpose(x)) is overwritten by relu(transpose(x)) "
-                   "(the transposed view's plain copy is made in b, relu then runs in place "
-                   "on it)", strict=False)
 def test_known_transposed_view_output_overwritten_in_place():
     """The same family as the one above without a convolution or a blocked
     layout: the fuzzer's smallest form of it."""
@@ -609,8 +565,6 @@ def test_known_transposed_view_output_overwritten_in_place():
     np.testing.assert_array_equal(got["a"], np.maximum(x.T, 0))
 
 
-@pytest.mark.xfail(reason="known bug: an outputs= array that is also an input gives garbage",
-                   strict=False)
 def test_known_output_aliasing_an_input():
     x = _rand(2, 3)
     want = np.exp(x.astype(np.float64))
@@ -626,8 +580,6 @@ def test_known_output_aliasing_an_input():
     np.testing.assert_allclose(got["z"], want, rtol=1e-5)
 
 
-@pytest.mark.xfail(reason="known bug: a graph with size-1 dims fails to compile (oneDNN "
-                   "refuses the reorder the plan asks for)", raises=mkcache.Error, strict=False)
 def test_known_size_one_dims_compile():
     """Each output alone compiles; the two together did not."""
     x, c = _rand(1, 1, 4), _rand(1, 4)
@@ -641,9 +593,6 @@ def test_known_size_one_dims_compile():
     np.testing.assert_allclose(got["b"], np.maximum(x, 0) + x, rtol=1e-6)
 
 
-@pytest.mark.xfail(reason="known bug: constants of shapes [4] and [1, 4] added to one value "
-                   "fail to compile (oneDNN refuses the reorder the plan asks for)",
-                   raises=mkcache.Error, strict=False)
 def test_known_broadcast_constants_of_two_ranks_compile():
     """No value has a size-1 dim here: only the second constant."""
     x, c4, c14 = _rand(2, 4), _rand(4), _rand(1, 4)
@@ -654,10 +603,6 @@ def test_known_broadcast_constants_of_two_ranks_compile():
     np.testing.assert_allclose(got, x + c4 + c14, rtol=1e-6)
 
 
-@pytest.mark.xfail(reason="bug found by this fuzzer: softmax of a channels-first array "
-                   "reuses the primitive of an earlier softmax over the same dims and axis "
-                   "number of a channels-last tensor stored channels-first (the label is not "
-                   "part of the key), and normalises over the wrong axis", strict=False)
 def test_found_softmax_after_a_channels_last_tensor_of_the_same_dims():
     """Eager, not a program: the differential test met it as a wrong eager
     oracle after another graph. A grouped conv2d_transpose's NHWC output

@@ -316,3 +316,68 @@ def test_rss_flat_over_compile_close_churn(rng):
     growth = rss_bytes() - before
     print(f"RSS growth over {cycles} compile/run/close cycles: {growth / 1024:.0f} KiB")
     assert growth <= 2 * 1024 * 1024, f"RSS grew {growth / 1024:.0f} KiB"
+
+
+# ------------------------------------------------- arguments of programs
+
+def _tiny_graph():
+    g = mkcache.Graph()
+    g.output(g.relu(g.input("x", (2, 3))), "y")
+    return g
+
+
+def test_compile_choices_must_be_a_path_or_bytes(tmp_path):
+    g = _tiny_graph()
+    r, w = os.pipe()
+    try:
+        with pytest.raises(mkcache.InvalidArgumentError, match="choices must be"):
+            g.compile(choices=r)  # never read as a file descriptor (nor closed)
+        os.fstat(r)
+    finally:
+        os.close(r)
+        os.close(w)
+    with pytest.raises(mkcache.InvalidArgumentError, match="cannot read"):
+        g.compile(choices=tmp_path / "missing.txt")
+
+
+@pytest.mark.parametrize("options", [dict(impl={"activation": "reference\0onednn"}),
+                                     dict(choices=b"key\tonednn\t\0more")])
+def test_text_after_a_nul_is_refused_not_dropped(options):
+    with pytest.raises(mkcache.InvalidArgumentError, match="NUL"):
+        _tiny_graph().compile(**options)
+
+
+def test_a_value_index_past_int32_is_refused_not_wrapped():
+    g = _tiny_graph()
+    x = g.input("x2", (2, 3))
+    wrapped = mkcache.graph.Value(g, x.index + 2**32)
+    with pytest.raises(mkcache.InvalidArgumentError):
+        g.relu(wrapped)
+    with pytest.raises(mkcache.InvalidArgumentError):
+        g.output(wrapped, "z")
+
+
+def test_a_conv_node_with_sum_set_is_refused_at_the_node():
+    import ctypes
+    from mkcache import _capi
+    g = mkcache.Graph()
+    x = g.input("x", (1, 2, 4, 4))
+    w = g.constant(np.ones((3, 2, 1, 1), np.float32))
+    p = _capi.ConvParams()
+    _capi.lib.mkc_conv_params_init(ctypes.byref(p))
+    p.sum = 1
+    with pytest.raises(mkcache.InvalidArgumentError, match="sum must be 0"):
+        g._node("conv2d", p, [x.index, w.index])
+
+
+def test_plans_dropped_by_capacity_count_as_evictions(rng):
+    g = mkcache.Graph()
+    x = g.input("x", (None, 5))
+    g.output(g.linear(x, rng.standard_normal((3, 5)).astype(np.float32)), "y")
+    before = mkcache.cache.stats()
+    with g.compile(capacity=1) as prog:
+        for n in (1, 2, 3, 1):
+            prog.run(x=np.ones((n, 5), np.float32))
+        after = mkcache.cache.stats()
+    assert after["evictions"] - before["evictions"] == 3
+    assert after["evicted_entries"] - before["evicted_entries"] >= 3
