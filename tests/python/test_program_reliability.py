@@ -6,7 +6,6 @@ shapes, and plans dropped and compiled again. Cases that once crashed or
 hung run in a child interpreter, so a regression fails one test instead of
 ending the run."""
 import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -18,6 +17,7 @@ import pytest
 
 import mkcache
 import reference as ref
+from test_fork import _wait  # a child's exit code, or None if it hung (then killed)
 
 
 def run_child(code: str, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -192,19 +192,6 @@ def test_close_while_other_threads_run_the_program():
 # -------------------------------------------- fork while programs run
 
 FORKS = int(os.environ.get("MKCACHE_TEST_FORKS", "60"))
-
-
-def _wait(pid, timeout):
-    deadline = time.monotonic() + timeout
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return os.waitstatus_to_exitcode(status)
-        if time.monotonic() > deadline:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            return None
-        time.sleep(0.002)
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")  # fork with threads (Python >= 3.12)
