@@ -57,7 +57,11 @@ MKC_INLINE double exp_double(double x) {
     const double shifted = x * log2e + kRound;
     const double n = shifted - kRound;
     const double r = (x - n * ln2_hi) - n * ln2_lo;
-    const double scale = from_bits((bits_of(shifted) + 1023 - bits_of(kRound)) << 52);
+    // In unsigned arithmetic: a NaN x gives a shift past int64's range
+    // (the result is NaN whatever scale holds).
+    const uint64_t exponent =
+        static_cast<uint64_t>(bits_of(shifted)) + 1023u - static_cast<uint64_t>(bits_of(kRound));
+    const double scale = from_bits(static_cast<int64_t>(exponent << 52));
     return scale * (1.0 + expm1_small(r));
 }
 
