@@ -18,7 +18,15 @@ namespace {
 
 using namespace double_math;
 
+// One version per vector width, chosen by the CPU's features when the
+// library is loaded (an ifunc). ThreadSanitizer's runtime is not started
+// yet when the loader runs ifunc resolvers, and its instrumented resolver
+// crashes there: such builds keep the default version only.
+#if defined(__SANITIZE_THREAD__)
+#define MKC_CLONES
+#else
 #define MKC_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#endif
 
 // x f(x) with f(x) -> 0 as x -> -inf, where inf * (a tiny f) would give
 // -inf: -0 there, the limit.
