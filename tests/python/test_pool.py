@@ -129,6 +129,21 @@ def test_pool_calls_remembered_follow_every_argument(rng):
     assert s1["hits"] == s0["hits"] + 2 and s1["misses"] == s0["misses"]
 
 
+def _window(idx, sizes, kernel, stride, pad_begin, pad_end):
+    """Output position idx's window as PyTorch bounds it: the input slices
+    it reads, its cells within input + padding (the include-pad divisor)
+    and its cells within the input (the exclude-pad divisor)."""
+    box, pool_size, inside = [], 1, 1
+    for i in range(len(kernel)):
+        start = idx[i] * stride[i] - pad_begin[i]
+        end = min(start + kernel[i], sizes[i] + pad_end[i])
+        pool_size *= end - start
+        start, end = max(start, 0), min(end, sizes[i])
+        inside *= end - start
+        box.append(slice(start, end))
+    return box, pool_size, inside
+
+
 def torch_avg_pool(x, kernel, stride, pad_begin, pad_end, ceil_mode, count_include_pad):
     """float64 average pooling, channels first, written from PyTorch's CPU
     kernel (at::native avg_pool2d/3d, with its symmetric padding split into
@@ -149,14 +164,7 @@ def torch_avg_pool(x, kernel, stride, pad_begin, pad_end, ceil_mode, count_inclu
         outs.append(o)
     y = np.empty(x.shape[:2] + tuple(outs))
     for idx in np.ndindex(*outs):
-        box, pool_size, inside = [], 1, 1
-        for i in range(k):
-            start = idx[i] * stride[i] - pad_begin[i]
-            end = min(start + kernel[i], sizes[i] + pad_end[i])
-            pool_size *= end - start
-            start, end = max(start, 0), min(end, sizes[i])
-            inside *= end - start
-            box.append(slice(start, end))
+        box, pool_size, inside = _window(idx, sizes, kernel, stride, pad_begin, pad_end)
         total = x[(slice(None), slice(None)) + tuple(box)].sum(axis=tuple(range(2, 2 + k)))
         y[(slice(None), slice(None)) + idx] = total / (pool_size if count_include_pad else inside)
     return y
@@ -170,14 +178,7 @@ def torch_avg_pool_backward(x_shape, dy, kernel, stride, pad_begin, pad_end, cou
     sizes = x_shape[2:]
     dx = np.zeros(x_shape)
     for idx in np.ndindex(*dy.shape[2:]):
-        box, pool_size, inside = [], 1, 1
-        for i in range(k):
-            start = idx[i] * stride[i] - pad_begin[i]
-            end = min(start + kernel[i], sizes[i] + pad_end[i])
-            pool_size *= end - start
-            start, end = max(start, 0), min(end, sizes[i])
-            inside *= end - start
-            box.append(slice(start, end))
+        box, pool_size, inside = _window(idx, sizes, kernel, stride, pad_begin, pad_end)
         g = dy[(slice(None), slice(None)) + idx] / (pool_size if count_include_pad else inside)
         dx[(slice(None), slice(None)) + tuple(box)] += g.reshape(g.shape + (1,) * k)
     return dx
