@@ -44,7 +44,6 @@ public:
     ProgramUse(const ProgramUse &) = delete;
     ProgramUse &operator=(const ProgramUse &) = delete;
     mkc::graph::Program &operator*() const { return p_->p; }
-    mkc_program &handle() const { return *p_; }
 
 private:
     mkc_program *p_;

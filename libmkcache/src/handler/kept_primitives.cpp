@@ -123,10 +123,4 @@ void keep(const std::string &key, const dnnl::primitive &p) {
     k.by_key.emplace(key, p);
 }
 
-size_t kept_primitive_count() {
-    Kept &k = kept();
-    std::lock_guard<std::mutex> lock(k.mutex);
-    return k.by_key.size();
-}
-
 } // namespace mkc

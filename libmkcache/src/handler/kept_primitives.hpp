@@ -32,8 +32,6 @@ std::string description_key(const dnnl::primitive_desc &pd);
 // The primitive kept under `key`, or an empty one; keep() adds one.
 dnnl::primitive find_kept(const std::string &key);
 void keep(const std::string &key, const dnnl::primitive &p);
-// How many primitives are kept (for tests and the cache statistics).
-size_t kept_primitive_count();
 
 // The primitive for `pd`: the one kept for an identical description if
 // there is one, else a new one, kept when it would leak (see above).
