@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "graph/fuse.hpp"
+#include "graph/op_table.hpp"
 #include "graph/program.hpp"
 #include "internal_test.hpp"
 #include "layout/layout.hpp"
@@ -199,7 +200,7 @@ std::vector<float> run_convolutions(const Graph &g, const std::vector<const Tens
             residuals.push_back(copy_of(*at.at(node.inputs.at(3))));
             dst = residuals.back().get();
         }
-        ops::convolution(thread_state().scope, graph::node_op_name(node.op),
+        ops::convolution(thread_state().scope, graph::op_row(node.op).name,
                          node.op == NodeOp::conv3d ? 3 : 2, node.op == NodeOp::conv2d_transpose, p,
                          *at.at(node.inputs[0]), *at.at(node.inputs[1]), bias, &dst);
         if (!p.sum)
@@ -237,7 +238,7 @@ bool well_formed(const Graph &g) {
 }
 
 std::string conv_text(int node, const ConvCase &c, const char *name) {
-    return "node " + std::to_string(node) + " (" + graph::node_op_name(c.op) + " '" + name + "')";
+    return "node " + std::to_string(node) + " (" + graph::op_row(c.op).name + " '" + name + "')";
 }
 
 const mkc_layout kLayouts[] = {kFirst, kLast};

@@ -14,6 +14,7 @@
 #include "api/guard.hpp"
 #include "api/program_handle.hpp"
 #include "api/struct_size.hpp"
+#include "graph/op_table.hpp"
 #include "graph/program.hpp"
 
 using namespace mkc;
@@ -36,119 +37,6 @@ graph::Graph &graph_arg(mkc_graph *g) {
 }
 
 std::string text_or_empty(const char *s) { return s ? s : ""; }
-
-template <typename T, typename = void> struct has_name : std::false_type {};
-template <typename T>
-struct has_name<T, std::void_t<decltype(std::declval<T &>().name)>> : std::true_type {};
-
-// A params struct of the caller's: sized (older layouts read over the
-// defaults), its name copied out, the copy's name cleared (the node keeps
-// its own).
-template <typename T> T node_params(const void *params, const char *op, std::string &name) {
-    require(params != nullptr, "graph node (", op, "): params is NULL");
-    T older;
-    T p = sized_params(op, *static_cast<const T *>(params), older);
-    if constexpr (has_name<T>::value) {
-        name = text_or_empty(p.name);
-        p.name = nullptr;
-    }
-    return p;
-}
-
-graph::NodeOp node_op(int32_t op) {
-    switch (op) {
-    case MKC_OP_CONV2D:
-        return graph::NodeOp::conv2d;
-    case MKC_OP_CONV3D:
-        return graph::NodeOp::conv3d;
-    case MKC_OP_CONV2D_TRANSPOSE:
-        return graph::NodeOp::conv2d_transpose;
-    case MKC_OP_ACTIVATION:
-        return graph::NodeOp::activation;
-    case MKC_OP_SOFTMAX:
-        return graph::NodeOp::softmax;
-    case MKC_OP_BINARY:
-        return graph::NodeOp::binary;
-    case MKC_OP_POOL:
-        return graph::NodeOp::pool;
-    case MKC_OP_LINEAR:
-        return graph::NodeOp::linear;
-    case MKC_OP_MATMUL:
-        return graph::NodeOp::matmul;
-    case MKC_OP_LAYER_NORM:
-        return graph::NodeOp::layer_norm;
-    case MKC_OP_BATCH_NORM:
-        return graph::NodeOp::batch_norm;
-    case MKC_OP_LRN:
-        return graph::NodeOp::lrn;
-    case MKC_OP_CONCAT:
-        return graph::NodeOp::concat;
-    case MKC_OP_TRANSPOSE:
-        return graph::NodeOp::transpose;
-    case MKC_OP_RESHAPE:
-        return graph::NodeOp::reshape;
-    default:
-        break;
-    }
-    fail(MKC_STATUS_INVALID_ARGUMENT, "graph node: unknown operator ", op);
-}
-
-graph::NodeParams read_params(graph::NodeOp op, const void *params, std::string &name) {
-    const char *what = graph::node_op_name(op);
-    switch (op) {
-    case graph::NodeOp::conv2d:
-    case graph::NodeOp::conv3d:
-    case graph::NodeOp::conv2d_transpose: {
-        const auto p = node_params<mkc_conv_params>(params, what, name);
-        // A node has no dst to add into: fusion sets sum on a conv whose
-        // result an add reads.
-        require(p.sum == 0, "graph node (", what,
-                "): sum must be 0 (add the residual with an add node; fusion merges it)");
-        return p;
-    }
-    case graph::NodeOp::activation: {
-        const auto p = node_params<mkc_activation_params>(params, what, name);
-        return graph::ActivationParams{p.kind, p.alpha, p.beta};
-    }
-    case graph::NodeOp::softmax: {
-        const auto p = node_params<mkc_softmax_params>(params, what, name);
-        return graph::SoftmaxParams{p.axis, p.log != 0};
-    }
-    case graph::NodeOp::binary:
-        return graph::BinaryParams{node_params<mkc_binary_params>(params, what, name).kind};
-    case graph::NodeOp::pool:
-        return node_params<mkc_pool_params>(params, what, name);
-    case graph::NodeOp::linear:
-        return node_params<mkc_linear_params>(params, what, name);
-    case graph::NodeOp::matmul:
-        return node_params<mkc_matmul_params>(params, what, name);
-    case graph::NodeOp::layer_norm:
-        return node_params<mkc_layer_norm_params>(params, what, name);
-    case graph::NodeOp::batch_norm:
-        return node_params<mkc_batch_norm_params>(params, what, name);
-    case graph::NodeOp::lrn:
-        return node_params<mkc_lrn_params>(params, what, name);
-    case graph::NodeOp::concat:
-        return graph::ConcatParams{node_params<mkc_concat_params>(params, what, name).axis};
-    case graph::NodeOp::transpose: {
-        const auto p = node_params<mkc_transpose_params>(params, what, name);
-        require(p.ndims >= 1 && p.ndims <= MKC_MAX_NDIMS,
-                "graph node (transpose): ndims must "
-                "be 1..",
-                MKC_MAX_NDIMS, ", got ", p.ndims);
-        return graph::TransposeParams{std::vector<int>(p.perm, p.perm + p.ndims)};
-    }
-    case graph::NodeOp::reshape: {
-        const auto p = node_params<mkc_reshape_params>(params, what, name);
-        require(p.ndims >= 1 && p.ndims <= MKC_MAX_NDIMS,
-                "graph node (reshape): ndims must be "
-                "1..",
-                MKC_MAX_NDIMS, ", got ", p.ndims);
-        return graph::ReshapeParams{std::vector<int64_t>(p.dims, p.dims + p.ndims)};
-    }
-    }
-    fail(MKC_STATUS_INVALID_ARGUMENT, "graph node: unknown operator");
-}
 
 const graph::Plan &last_plan(const graph::Program &p, std::shared_ptr<const graph::Plan> &hold) {
     hold = p.last_plan();
@@ -296,13 +184,15 @@ MKC_API mkc_status mkc_graph_node(mkc_graph *graph, mkc_op op, const void *param
         int32_t raw;
         static_assert(sizeof raw == sizeof op);
         std::memcpy(&raw, &op, sizeof raw);
-        const graph::NodeOp kind = node_op(raw);
-        require(ninputs >= 0 && (ninputs == 0 || inputs != nullptr), "graph node (",
-                graph::node_op_name(kind), "): inputs is NULL");
+        const graph::OpRow *row = graph::op_by_id(raw);
+        if (!row)
+            fail(MKC_STATUS_INVALID_ARGUMENT, "graph node: unknown operator ", raw);
+        require(ninputs >= 0 && (ninputs == 0 || inputs != nullptr), "graph node (", row->name,
+                "): inputs is NULL");
         std::string name;
-        graph::NodeParams p = read_params(kind, params, name);
+        graph::NodeParams p = row->read_params(params, name);
         *output =
-            g.add_node(kind, std::move(p), name, std::vector<int>(inputs, inputs + ninputs))[0];
+            g.add_node(row->op, std::move(p), name, std::vector<int>(inputs, inputs + ninputs))[0];
     });
 }
 

@@ -50,8 +50,6 @@ void run_converter(const CacheScope &scope, PrimitiveEntry &entry, const ops::Bu
     run_reorder(scope, entry, b.in[0], b.out[0]);
 }
 
-bool shape_op(NodeOp op) { return op == NodeOp::reshape || op == NodeOp::transpose; }
-
 class Compiler {
 public:
     Compiler(const Graph &g, const CompileOptions &options, Plan &plan)
@@ -74,20 +72,20 @@ public:
         // back to [batch, seq, heads, head dim]).
         for (size_t n = 0; n < g.nodes.size(); ++n) {
             const Node &node = g.nodes[n];
-            if (node.op != NodeOp::transpose)
+            if (!row(node).permutation)
                 continue;
             const int v = node.inputs[0];
             const Value &value = g.values[v];
             if (value.kind == Value::Kind::result && readers[v] == 1 && !is_output_[v] &&
-                g.nodes[value.producer].op == NodeOp::matmul)
-                y_perm_[value.producer] = std::get<TransposeParams>(node.params).perm;
+                row(g.nodes[value.producer]).onednn_reads_views)
+                y_perm_[value.producer] = *row(node).permutation(node);
         }
         // A reshape or transpose may be a view of its input's bytes: its
         // readers then read the input's buffer, so they count as the
         // input's readers (and an output among them as the input's).
         for (size_t n = g.nodes.size(); n-- > 0;) {
             const Node &node = g.nodes[n];
-            if (!shape_op(node.op))
+            if (!row(node).view)
                 continue;
             const int v = node.inputs[0], w = node.outputs[0];
             last_reader_[v] = std::max(last_reader_[v], last_reader_[w]);
@@ -159,7 +157,7 @@ private:
 
     void node(int n) {
         const Node &node = g_.nodes[n];
-        if (options_.inplace && shape_op(node.op) &&
+        if (options_.inplace && row(node).view &&
             g_.values[node.inputs[0]].kind != Value::Kind::constant) {
             view(n);
             return;
@@ -181,7 +179,7 @@ private:
             shown_to(impl, node, inputs, shown);
             y_strides.clear();
             auto perm = y_perm_.find(n);
-            if (perm != y_perm_.end() && impl.reads_views(node.op))
+            if (perm != y_perm_.end() && impl.reads_views(row(node)))
                 y_strides = strides_for_transpose(ops::caller_dims(inferred.at(0)), perm->second);
             try {
                 prepared = for_node(g_, n, [&] {
@@ -209,7 +207,7 @@ private:
         Step step;
         step.node = n;
         step.implementation = choice.impl;
-        step.run = choice.impl->run(node.op);
+        step.run = choice.impl->run(row(node));
         step.entry = prepared.entry;
         step.what = what;
         step.impl = choice.impl == implementation_named("onednn") ? implementation(*step.entry)
@@ -240,9 +238,9 @@ private:
                                            : read(v, want));
             step.in_formats.push_back(format_name(want));
         }
-        // A convolution's sum: its output buffer holds the residual before
-        // it runs.
-        const bool sum = is_convolution(node.op) && std::get<mkc_conv_params>(node.params).sum != 0;
+        // A fused sum: the output buffer holds the residual before the
+        // node runs.
+        const bool sum = row(node).residual_port(node) != kNoValue;
         BufferRef residual_buffer;
         if (sum)
             residual_buffer = residual(n, prepared.outputs.at(0), step.in, step.in_place);
@@ -292,7 +290,7 @@ private:
         for (size_t i = 0; i < node.inputs.size(); ++i) {
             const int v = node.inputs[i];
             inputs[i] = v == kNoValue ? nullptr : &desc_[v];
-            if (v != kNoValue && view_[v] && !impl.reads_views(node.op)) {
+            if (v != kNoValue && view_[v] && !impl.reads_views(row(node))) {
                 const ValueDesc &have = desc_[v];
                 shown[i] = ops::plain_value(have.dtype, have.layout, have.dims);
                 inputs[i] = &shown[i];
@@ -371,28 +369,19 @@ private:
         const ValueDesc out = for_node(g_, n, [&] { return infer_node(node, inputs); }).at(0);
         BufferRef at = where_[v];
         ValueDesc result;
-        if (!view_of(node, desc_[v], out, result)) {
+        const OpRow &op = row(node);
+        if (!op.view_of(node, desc_[v], out, result)) {
             const ValueDesc &have = desc_[v];
             const ValueDesc plain = ops::plain_value(have.dtype, have.layout, have.dims);
             at = read(v, plain.desc);
             for_node(g_, n,
-                     [&] { require(view_of(node, plain, out, result), "no view of plain bytes"); });
+                     [&] { require(op.view_of(node, plain, out, result), "no view of plain bytes"); });
         }
         desc_[w] = result;
         where_[w] = at;
         view_[w] = strided_view(result);
         share(at, w);
         plan_.views.push_back({n, static_cast<int>(plan_.steps.size()), at, result.desc});
-    }
-
-    static bool view_of(const Node &node, const ValueDesc &src, const ValueDesc &out,
-                        ValueDesc &result) {
-        if (node.op == NodeOp::transpose)
-            return transposed_view(src, std::get<TransposeParams>(node.params).perm, result);
-        if (!row_major_bytes(src))
-            return false;
-        result = ops::plain_value(src.dtype, MKC_LAYOUT_CHANNELS_FIRST, out.dims);
-        return true;
     }
 
     // Value `v` is held in arena buffer `r` (with the others there).
@@ -411,7 +400,7 @@ private:
     BufferRef residual(int n, const ValueDesc &y, const std::vector<BufferRef> &reads,
                        bool &in_place) {
         const Node &node = g_.nodes[n];
-        const int r = node.inputs.at(3);
+        const int r = node.inputs.at(static_cast<size_t>(row(node).residual_port(node)));
         for_node(g_, n, [&] {
             require(desc_[r].layout == y.layout && desc_[r].dims == y.dims, "the residual's shape ",
                     shape_text(desc_[r].dims), " is not the output's ", shape_text(y.dims));
@@ -465,7 +454,7 @@ private:
                                 const std::vector<BufferRef> &reads) {
         const Node &node = g_.nodes[n];
         if (!options_.inplace || node.inputs.empty() || node.inputs[0] == kNoValue ||
-            prepared.outputs.empty() || reads.empty() || !impl.overwrites_input(node.op))
+            prepared.outputs.empty() || reads.empty() || !impl.overwrites_input(row(node)))
             return {};
         const int v = node.inputs[0];
         const dnnl::memory::desc &y = prepared.outputs[0].desc;

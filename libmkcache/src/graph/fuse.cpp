@@ -8,7 +8,7 @@
 
 #include "common/error.hpp"
 #include "common/thread_state.hpp"
-#include "graph/node_phases.hpp"
+#include "graph/op_table.hpp"
 #include "handler/handler.hpp"
 #include "layout/layout.hpp"
 
@@ -38,20 +38,8 @@ bool concrete(mkc_layout layout) {
 // have one; TARGET is only resolved when a plan is compiled (the compiling
 // thread's target layout), so a shape labelled from it is not known here.
 bool target_data_format(const Node &node) {
-    switch (node.op) {
-    case NodeOp::conv2d:
-    case NodeOp::conv3d:
-    case NodeOp::conv2d_transpose:
-        return !concrete(std::get<mkc_conv_params>(node.params).data_format);
-    case NodeOp::pool:
-        return !concrete(std::get<mkc_pool_params>(node.params).data_format);
-    case NodeOp::batch_norm:
-        return !concrete(std::get<mkc_batch_norm_params>(node.params).data_format);
-    case NodeOp::lrn:
-        return !concrete(std::get<mkc_lrn_params>(node.params).data_format);
-    default:
-        return false;
-    }
+    const OpRow &r = row(node);
+    return r.data_format && !concrete(r.data_format(node.params));
 }
 
 // ------------------------------------------------------------------ shapes
@@ -168,27 +156,22 @@ private:
     // every run, or false when that cannot be told.
     bool symbolic_shape(const Node &node, Shape &out) const {
         const Shape &src = shapes_[node.inputs[0]];
-        switch (node.op) {
-        case NodeOp::activation:
-        case NodeOp::softmax:
-        case NodeOp::layer_norm:
-        case NodeOp::batch_norm:
+        switch (row(node).shaping) {
+        case Shaping::same_as_input:
             // Element-wise or normalising: the input's shape, labelled as
             // the operator labels it.
             if (out.dims.size() != src.dims.size())
                 return false;
             out.dims = src.dims;
             return true;
-        case NodeOp::conv2d:
-        case NodeOp::conv3d:
-        case NodeOp::conv2d_transpose:
-        case NodeOp::pool:
+        case Shaping::spatial:
             return spatial_shape(node, out);
-        case NodeOp::binary:
+        case Shaping::broadcast:
             return broadcast_shape(node, out);
-        default:
-            return false;
+        case Shaping::none:
+            break;
         }
+        return false;
     }
 
     // Convolutions and pooling: the batch passes through; each spatial dim
@@ -202,15 +185,8 @@ private:
         const Shape &src = shapes_[node.inputs[0]];
         if (out.dims.size() != src.dims.size())
             return false;
-        const int64_t *stride = nullptr;
         bool global = false;
-        if (node.op == NodeOp::pool) {
-            const auto &p = std::get<mkc_pool_params>(node.params);
-            stride = p.stride;
-            global = p.global != 0;
-        } else {
-            stride = std::get<mkc_conv_params>(node.params).stride;
-        }
+        const int64_t *stride = row(node).window_stride(node.params, global);
         for (size_t i = 0; i < src.dims.size(); ++i) {
             if (src.dims[i] > 0)
                 continue;
@@ -380,9 +356,9 @@ private:
         }
         for (size_t p = 0; p < slots_.size(); ++p) {
             const Slot &producer = slots_[p];
-            const NodeOp op = producer.node.op;
+            // Every rewrite fuses into an operator that takes post-ops.
             if (!producer.alive || producer.node.outputs.size() != 1 ||
-                !(is_convolution(op) || op == NodeOp::linear || op == NodeOp::matmul))
+                !row(producer.node).set_activation)
                 continue;
             const int y = producer.node.outputs[0];
             if (readers[y] != 1 || is_output(y))
@@ -435,22 +411,8 @@ private:
         if (a.kind == MKC_ACTIVATION_NONE)
             return false; // an error of the activation's own, kept as it is
         Node fused = slots_[p].node;
-        const auto set = [&](auto &params) {
-            if (params.activation != MKC_ACTIVATION_NONE)
-                return false;
-            params.activation = a.kind;
-            params.activation_alpha = a.alpha;
-            params.activation_beta = a.beta;
-            return true;
-        };
-        bool ok = false;
-        if (is_convolution(fused.op))
-            ok = set(std::get<mkc_conv_params>(fused.params));
-        else if (fused.op == NodeOp::linear)
-            ok = set(std::get<mkc_linear_params>(fused.params));
-        else if (fused.op == NodeOp::matmul)
-            ok = set(std::get<mkc_matmul_params>(fused.params));
-        if (!ok)
+        const OpRow &r = row(fused);
+        if (!r.set_activation || !r.set_activation(fused.params, a))
             return false;
         std::string line = describe(c) + " fused into " + describe(p);
         merge(p, c, std::move(fused), std::move(line));
@@ -491,7 +453,7 @@ private:
     bool sum(int p, int c) {
         const Node &consumer = slots_[c].node;
         Node fused = slots_[p].node;
-        if (!options_.sum || !is_convolution(fused.op) || consumer.op != NodeOp::binary ||
+        if (!options_.sum || !row(fused).convolution || consumer.op != NodeOp::binary ||
             std::get<BinaryParams>(consumer.params).kind != MKC_BINARY_ADD)
             return false;
         auto &params = std::get<mkc_conv_params>(fused.params);
@@ -518,7 +480,7 @@ private:
     bool batch_norm(int p, int c) {
         const Node &consumer = slots_[c].node;
         Node fused = slots_[p].node;
-        if (!options_.batch_norm || !is_convolution(fused.op) ||
+        if (!options_.batch_norm || !row(fused).convolution ||
             consumer.op != NodeOp::batch_norm || consumer.inputs[0] != fused.outputs[0])
             return false;
         auto &params = std::get<mkc_conv_params>(fused.params);

@@ -4,87 +4,11 @@
 #include <utility>
 
 #include "common/error.hpp"
+#include "graph/op_table.hpp"
 #include "layout/layout.hpp"
 #include "tensor/tensor.hpp"
 
 namespace mkc::graph {
-
-bool is_convolution(NodeOp op) {
-    return op == NodeOp::conv2d || op == NodeOp::conv3d || op == NodeOp::conv2d_transpose;
-}
-
-const char *node_op_name(NodeOp op) {
-    switch (op) {
-    case NodeOp::conv2d:
-        return "conv2d";
-    case NodeOp::conv3d:
-        return "conv3d";
-    case NodeOp::conv2d_transpose:
-        return "conv2d_transpose";
-    case NodeOp::activation:
-        return "activation";
-    case NodeOp::softmax:
-        return "softmax";
-    case NodeOp::binary:
-        return "binary";
-    case NodeOp::pool:
-        return "pool";
-    case NodeOp::linear:
-        return "linear";
-    case NodeOp::matmul:
-        return "matmul";
-    case NodeOp::layer_norm:
-        return "layer_norm";
-    case NodeOp::batch_norm:
-        return "batch_norm";
-    case NodeOp::lrn:
-        return "lrn";
-    case NodeOp::concat:
-        return "concat";
-    case NodeOp::transpose:
-        return "transpose";
-    case NodeOp::reshape:
-        return "reshape";
-    }
-    return "unknown";
-}
-
-Arity arity(NodeOp op) {
-    switch (op) {
-    case NodeOp::conv2d:
-    case NodeOp::conv3d:
-    case NodeOp::conv2d_transpose:
-    case NodeOp::linear:
-    case NodeOp::matmul:
-        return {2, 3, 1}; // ..., optional bias
-    case NodeOp::binary:
-        return {2, 2, 1};
-    case NodeOp::layer_norm:
-        return {1, 3, 1}; // src, optional scale, shift
-    case NodeOp::batch_norm:
-        return {3, 5, 1}; // src, mean, variance, optional scale, shift
-    case NodeOp::concat:
-        return {1, 4096, 1};
-    default:
-        return {1, 1, 1};
-    }
-}
-
-namespace {
-
-// Ports a node may leave empty (kNoValue) below its maximum.
-bool optional_port(NodeOp op, int port) {
-    switch (op) {
-    case NodeOp::layer_norm:
-        return port >= 1;
-    case NodeOp::batch_norm:
-        return port >= 3;
-    default:
-        return port >= arity(op).min_inputs;
-    }
-}
-
-} // namespace
 
 int Graph::add_input(const std::string &name, mkc_dtype dtype, const std::vector<int64_t> &dims,
                      mkc_layout layout) {
@@ -138,9 +62,10 @@ int Graph::add_constant(std::shared_ptr<Tensor> tensor, const std::string &name)
 std::vector<int> Graph::add_node(NodeOp op, NodeParams params, const std::string &name,
                                  const std::vector<int> &inputs) {
     const int index = static_cast<int>(nodes.size());
-    const Arity a = arity(op);
+    const OpRow &r = op_row(op);
+    const Arity a = r.arity;
     const int n = static_cast<int>(inputs.size());
-    const char *op_name = node_op_name(op);
+    const char *op_name = r.name;
     require(n >= a.min_inputs && n <= a.max_inputs, "node ", index, " (", op_name, "): takes ",
             a.min_inputs, a.min_inputs == a.max_inputs ? "" : "..",
             a.min_inputs == a.max_inputs ? std::string() : std::to_string(a.max_inputs),
@@ -148,7 +73,7 @@ std::vector<int> Graph::add_node(NodeOp op, NodeParams params, const std::string
     for (int i = 0; i < n; ++i) {
         const int v = inputs[i];
         if (v == kNoValue) {
-            require(optional_port(op, i), "node ", index, " (", op_name, "): input ", i,
+            require(i >= r.first_optional, "node ", index, " (", op_name, "): input ", i,
                     " is required");
             continue;
         }
@@ -179,7 +104,7 @@ void Graph::add_output(int value, const std::string &name) {
 
 std::string Graph::describe_node(int node) const {
     const Node &n = nodes.at(static_cast<size_t>(node));
-    std::string s = "node " + std::to_string(node) + " (" + node_op_name(n.op);
+    std::string s = "node " + std::to_string(node) + " (" + op_row(n.op).name;
     if (!n.name.empty())
         s += " '" + n.name + "'";
     return s + ")";

@@ -15,27 +15,26 @@
 
 namespace mkc::graph {
 
-// What a node computes (forward operators).
-enum class NodeOp {
-    conv2d,
-    conv3d,
-    conv2d_transpose,
-    activation,
-    softmax,
-    binary,
-    pool,
-    linear,
-    matmul,
-    layer_norm,
-    batch_norm, // inference: the running statistics are inputs
-    lrn,
-    concat,
-    transpose,
-    reshape,
+// What a node computes (forward operators): the public mkc_op ids, so the
+// ABI's enumeration is this one's face. What the graph layer knows of each
+// is its row in the operator table (graph/op_table.hpp).
+enum class NodeOp : int32_t {
+    conv2d = MKC_OP_CONV2D,
+    conv3d = MKC_OP_CONV3D,
+    conv2d_transpose = MKC_OP_CONV2D_TRANSPOSE,
+    activation = MKC_OP_ACTIVATION,
+    softmax = MKC_OP_SOFTMAX,
+    binary = MKC_OP_BINARY,
+    pool = MKC_OP_POOL,
+    linear = MKC_OP_LINEAR,
+    matmul = MKC_OP_MATMUL,
+    layer_norm = MKC_OP_LAYER_NORM,
+    batch_norm = MKC_OP_BATCH_NORM, // inference: the running statistics are inputs
+    lrn = MKC_OP_LRN,
+    concat = MKC_OP_CONCAT,
+    transpose = MKC_OP_TRANSPOSE,
+    reshape = MKC_OP_RESHAPE,
 };
-const char *node_op_name(NodeOp op);
-// conv2d, conv3d or conv2d_transpose (a node whose params are mkc_conv_params).
-bool is_convolution(NodeOp op);
 
 // The attributes of the operators whose eager calls take plain arguments
 // rather than a params struct.
@@ -110,11 +109,5 @@ struct Graph {
     // "node 3 (conv2d 'stem')" for messages.
     std::string describe_node(int node) const;
 };
-
-// How many inputs (at least, at most) and outputs an operator has.
-struct Arity {
-    int min_inputs, max_inputs, outputs;
-};
-Arity arity(NodeOp op);
 
 } // namespace mkc::graph

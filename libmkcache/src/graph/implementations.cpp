@@ -20,17 +20,12 @@ ops::Prepared onednn_prepare(const CacheScope &scope, const Node &node, const No
     return prepare_node(scope, node, inputs, y_strides);
 }
 
-// oneDNN computes these with dst over src (src0 for a binary).
-bool onednn_overwrites_input(NodeOp op) {
-    return op == NodeOp::activation || op == NodeOp::softmax || op == NodeOp::binary ||
-           op == NodeOp::layer_norm || op == NodeOp::batch_norm;
-}
+NodeRun onednn_run(const OpRow &op) { return op.run; }
+bool onednn_overwrites_input(const OpRow &op) { return op.onednn_in_place; }
+bool onednn_reads_views(const OpRow &op) { return op.onednn_reads_views; }
 
-// oneDNN's matmul takes any strides for its operands and its result.
-bool onednn_reads_views(NodeOp op) { return op == NodeOp::matmul; }
-
-const Implementation kOnednn{"onednn",          100,      onednn_supports,
-                             onednn_prepare,    node_run, onednn_overwrites_input,
+const Implementation kOnednn{"onednn",       100,        onednn_supports,
+                             onednn_prepare, onednn_run, onednn_overwrites_input,
                              onednn_reads_views};
 
 std::string trimmed(const std::string &s) {
@@ -40,13 +35,6 @@ std::string trimmed(const std::string &s) {
     while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1])))
         --e;
     return s.substr(b, e - b);
-}
-
-bool known_operator(const std::string &name) {
-    for (int op = 0; op <= static_cast<int>(NodeOp::reshape); ++op)
-        if (name == node_op_name(static_cast<NodeOp>(op)))
-            return true;
-    return false;
 }
 
 std::string known_names() {
@@ -92,7 +80,7 @@ std::map<std::string, std::string> parse_overrides(const std::string &text, cons
             fail(MKC_STATUS_INVALID_ARGUMENT, source, ": '", part,
                  "' is not operator=implementation (as in conv2d=reference)");
         const std::string op = trimmed(part.substr(0, eq)), impl = trimmed(part.substr(eq + 1));
-        if (!known_operator(op))
+        if (!op_named(op))
             fail(MKC_STATUS_INVALID_ARGUMENT, source, ": unknown operator '", op, "' in '", part,
                  "'");
         if (!implementation_named(impl))
@@ -106,7 +94,7 @@ std::map<std::string, std::string> parse_overrides(const std::string &text, cons
 
 Choice choose(const Node &node, const NodeInputs &inputs, const Overrides &overrides,
               const std::string &what) {
-    const std::string op = node_op_name(node.op);
+    const std::string op = row(node).name;
     Choice c;
     for (const auto *source : {&overrides.by_option, &overrides.by_environment}) {
         auto found = source->find(op);

@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "graph/graph.hpp"
-#include "graph/node_phases.hpp"
+#include "graph/op_table.hpp"
 #include "ops/phases.hpp"
 
 namespace mkc::graph {
@@ -38,13 +38,13 @@ struct Implementation {
     ops::Prepared (*prepare)(const CacheScope &scope, const Node &node, const NodeInputs &inputs,
                              const Dims *y_strides);
     // The step's run when it is not one primitive execution.
-    NodeRun (*run)(NodeOp op);
+    NodeRun (*run)(const OpRow &op);
     // Whether the step may write its result over its first input's bytes
     // (when they are arranged as the result).
-    bool (*overwrites_input)(NodeOp op);
+    bool (*overwrites_input)(const OpRow &op);
     // Whether the step reads strided views where they are and can write its
     // result with given strides (else views reach it converted to plain).
-    bool (*reads_views)(NodeOp op);
+    bool (*reads_views)(const OpRow &op);
 };
 
 // Every implementation, highest priority first.
@@ -52,7 +52,7 @@ const std::vector<const Implementation *> &implementations();
 // The one named `name`, or null.
 const Implementation *implementation_named(const std::string &name);
 
-// Operator name ("conv2d", node_op_name) -> implementation name.
+// Operator name ("conv2d", its row's) -> implementation name.
 struct Overrides {
     std::map<std::string, std::string> by_option, by_environment;
 };

@@ -114,7 +114,7 @@ std::string choice_key(const Graph &graph, int n, const NodeInputs &inputs) {
     const Node &node = graph.nodes[n];
     std::string key = "isa" + std::to_string(static_cast<int>(dnnl_get_effective_cpu_isa())) +
                       "|t" + std::to_string(openmp_max_threads()) + "|node" + std::to_string(n) +
-                      "|" + node_op_name(node.op) + "|" + field(node.name);
+                      "|" + row(node).name + "|" + field(node.name);
     for (const ops::ValueDesc *v : inputs) {
         key += "|";
         if (v)
@@ -167,7 +167,7 @@ double time_candidate(const CacheScope &scope, const Implementation &impl, const
         held.push_back(o < node.outputs.size() ? filled(p.outputs[o].desc) : nullptr);
         out.push_back(held.back().get());
     }
-    const NodeRun run = impl.run(node.op);
+    const NodeRun run = impl.run(row(node));
     const ops::Buffers buffers{in.data(), out.data()};
     double total = median_us([&] { run(scope, *p.entry, buffers); });
     // The conversions its inputs need on every run, from the arrangements

@@ -13,7 +13,7 @@
 #include "graph/graph.hpp"
 #include "graph/implementations.hpp"
 #include "graph/measure.hpp"
-#include "graph/node_phases.hpp"
+#include "graph/op_table.hpp"
 #include "ops/phases.hpp"
 
 namespace mkc::graph {

@@ -1,0 +1,594 @@
+// The operator table's rows (graph/op_table.hpp) and the small adapters
+// they are written with: per operator, the params read from the ABI, the
+// attributes its ops/ family takes, and the call of its reference kernel.
+#include "graph/op_table.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <type_traits>
+
+#include "api/struct_size.hpp"
+#include "common/error.hpp"
+#include "graph/views.hpp"
+#include "ops/activation.hpp"
+#include "ops/batch_norm.hpp"
+#include "ops/binary.hpp"
+#include "ops/conv.hpp"
+#include "ops/layer_norm.hpp"
+#include "ops/lrn.hpp"
+#include "ops/matmul.hpp"
+#include "ops/pool.hpp"
+#include "ops/shape_ops.hpp"
+#include "ops/softmax.hpp"
+#include "reference/kernels.hpp"
+
+namespace mkc::graph {
+
+namespace {
+
+using ops::ValueDesc;
+
+// ------------------------------------------------------------ ABI params
+
+template <typename T, typename = void> struct has_name : std::false_type {};
+template <typename T>
+struct has_name<T, std::void_t<decltype(std::declval<T &>().name)>> : std::true_type {};
+
+// A params struct of the caller's: sized (older layouts read over the
+// defaults), its name copied out, the copy's name cleared (the node keeps
+// its own).
+template <typename T> T abi_params(const void *params, const char *op, std::string &name) {
+    require(params != nullptr, "graph node (", op, "): params is NULL");
+    T older;
+    T p = api::sized_params(op, *static_cast<const T *>(params), older);
+    if constexpr (has_name<T>::value) {
+        name = p.name ? p.name : "";
+        p.name = nullptr;
+    }
+    return p;
+}
+
+// Operators whose node params are their ABI struct as it is.
+template <typename T, const char *Op> NodeParams read_as_is(const void *params, std::string &name) {
+    return abi_params<T>(params, Op, name);
+}
+
+NodeParams read_conv(const char *op, const void *params, std::string &name) {
+    const auto p = abi_params<mkc_conv_params>(params, op, name);
+    // A node has no dst to add into: fusion sets sum on a conv whose
+    // result an add reads.
+    require(p.sum == 0, "graph node (", op,
+            "): sum must be 0 (add the residual with an add node; fusion merges it)");
+    return p;
+}
+template <const char *Op> NodeParams read_conv_as(const void *params, std::string &name) {
+    return read_conv(Op, params, name);
+}
+
+NodeParams read_activation(const void *params, std::string &name) {
+    const auto p = abi_params<mkc_activation_params>(params, "activation", name);
+    return ActivationParams{p.kind, p.alpha, p.beta};
+}
+NodeParams read_softmax(const void *params, std::string &name) {
+    const auto p = abi_params<mkc_softmax_params>(params, "softmax", name);
+    return SoftmaxParams{p.axis, p.log != 0};
+}
+NodeParams read_binary(const void *params, std::string &name) {
+    return BinaryParams{abi_params<mkc_binary_params>(params, "binary", name).kind};
+}
+NodeParams read_concat(const void *params, std::string &name) {
+    return ConcatParams{abi_params<mkc_concat_params>(params, "concat", name).axis};
+}
+NodeParams read_transpose(const void *params, std::string &name) {
+    const auto p = abi_params<mkc_transpose_params>(params, "transpose", name);
+    require(p.ndims >= 1 && p.ndims <= MKC_MAX_NDIMS, "graph node (transpose): ndims must be 1..",
+            MKC_MAX_NDIMS, ", got ", p.ndims);
+    return TransposeParams{std::vector<int>(p.perm, p.perm + p.ndims)};
+}
+NodeParams read_reshape(const void *params, std::string &name) {
+    const auto p = abi_params<mkc_reshape_params>(params, "reshape", name);
+    require(p.ndims >= 1 && p.ndims <= MKC_MAX_NDIMS, "graph node (reshape): ndims must be 1..",
+            MKC_MAX_NDIMS, ", got ", p.ndims);
+    return ReshapeParams{std::vector<int64_t>(p.dims, p.dims + p.ndims)};
+}
+
+// ------------------------------------------------------------ param traits
+
+template <typename T> mkc_layout data_format_of(const NodeParams &p) {
+    return std::get<T>(p).data_format;
+}
+
+const int64_t *conv_stride(const NodeParams &p, bool &global) {
+    global = false;
+    return std::get<mkc_conv_params>(p).stride;
+}
+const int64_t *pool_stride(const NodeParams &p, bool &global) {
+    const auto &pool = std::get<mkc_pool_params>(p);
+    global = pool.global != 0;
+    return pool.stride;
+}
+
+template <typename T> bool set_activation_of(NodeParams &params, const ActivationParams &a) {
+    auto &p = std::get<T>(params);
+    if (p.activation != MKC_ACTIVATION_NONE)
+        return false;
+    p.activation = a.kind;
+    p.activation_alpha = a.alpha;
+    p.activation_beta = a.beta;
+    return true;
+}
+
+// A convolution with a fused sum reads its residual at port 3.
+int conv_residual(const Node &node) {
+    return std::get<mkc_conv_params>(node.params).sum != 0 && node.inputs.size() > 3 ? 3
+                                                                                      : kNoValue;
+}
+int no_residual(const Node &) { return kNoValue; }
+
+bool transpose_view(const Node &node, const ValueDesc &src, const ValueDesc &,
+                    ValueDesc &result) {
+    return transposed_view(src, std::get<TransposeParams>(node.params).perm, result);
+}
+const std::vector<int> *transpose_perm(const Node &node) {
+    return &std::get<TransposeParams>(node.params).perm;
+}
+bool reshape_view(const Node &, const ValueDesc &src, const ValueDesc &out, ValueDesc &result) {
+    if (!row_major_bytes(src))
+        return false;
+    result = ops::plain_value(src.dtype, MKC_LAYOUT_CHANNELS_FIRST, out.dims);
+    return true;
+}
+
+// ---------------------------------------------------------------- phases
+
+// The node's params struct as the phases read it: a program's nodes are
+// inference (never training), named by Node::name.
+template <typename P> P inference(P p) {
+    p.training = 0;
+    p.name = nullptr;
+    return p;
+}
+
+const char *cache_name(const Node &node) { return node.name.empty() ? nullptr : node.name.c_str(); }
+
+const ValueDesc *port(const NodeInputs &in, size_t i) { return i < in.size() ? in[i] : nullptr; }
+
+std::vector<ValueDesc> one(ValueDesc v) { return {std::move(v)}; }
+
+std::vector<ValueDesc> all_inputs(const NodeInputs &in) {
+    std::vector<ValueDesc> v;
+    for (const ValueDesc *d : in)
+        v.push_back(*d);
+    return v;
+}
+
+// Per operator, `with(node, inputs, f)` calls f(family, attributes) with
+// its ops/ family and the attributes it takes (which may refer to locals of
+// `with`, so they live only for the call).
+template <int Rank, bool Transposed> struct Conv {
+    template <typename F> static auto with(const Node &n, const NodeInputs &, F &&f) {
+        const mkc_conv_params p = inference(std::get<mkc_conv_params>(n.params));
+        return f(ops::ConvOp{}, ops::ConvAttrs(p, Rank, Transposed, false));
+    }
+};
+struct Activation {
+    template <typename F> static auto with(const Node &n, const NodeInputs &, F &&f) {
+        const auto &p = std::get<ActivationParams>(n.params);
+        return f(ops::ActivationOp{}, ops::ActivationAttrs{p.kind, p.alpha, p.beta});
+    }
+};
+struct Softmax {
+    template <typename F> static auto with(const Node &n, const NodeInputs &, F &&f) {
+        const auto &p = std::get<SoftmaxParams>(n.params);
+        return f(ops::SoftmaxOp{}, ops::SoftmaxAttrs{p.axis, p.log});
+    }
+};
+struct Binary {
+    template <typename F> static auto with(const Node &n, const NodeInputs &, F &&f) {
+        return f(ops::BinaryOp{}, ops::BinaryAttrs{std::get<BinaryParams>(n.params).kind});
+    }
+};
+struct Pool {
+    template <typename F> static auto with(const Node &n, const NodeInputs &in, F &&f) {
+        const mkc_pool_params p = inference(std::get<mkc_pool_params>(n.params));
+        return f(ops::PoolOp{}, ops::PoolAttrs(p, static_cast<int>(in[0]->dims.size()), false));
+    }
+};
+struct Linear {
+    template <typename F> static auto with(const Node &n, const NodeInputs &, F &&f) {
+        const mkc_linear_params p = inference(std::get<mkc_linear_params>(n.params));
+        return f(ops::LinearOp{}, ops::LinearAttrs(p, false));
+    }
+};
+struct Matmul {
+    template <typename F> static auto with(const Node &n, const NodeInputs &, F &&f) {
+        mkc_matmul_params p = std::get<mkc_matmul_params>(n.params);
+        p.name = nullptr;
+        return f(ops::MatmulOp{}, ops::MatmulAttrs{p});
+    }
+};
+struct LayerNorm {
+    template <typename F> static auto with(const Node &n, const NodeInputs &, F &&f) {
+        const mkc_layer_norm_params p = inference(std::get<mkc_layer_norm_params>(n.params));
+        return f(ops::LayerNormOp{}, ops::LayerNormAttrs(p, false));
+    }
+};
+struct BatchNorm {
+    template <typename F> static auto with(const Node &n, const NodeInputs &, F &&f) {
+        const mkc_batch_norm_params p = inference(std::get<mkc_batch_norm_params>(n.params));
+        return f(ops::BatchNormOp{}, ops::BatchNormAttrs(p, false));
+    }
+};
+struct Lrn {
+    template <typename F> static auto with(const Node &n, const NodeInputs &, F &&f) {
+        const mkc_lrn_params p = inference(std::get<mkc_lrn_params>(n.params));
+        return f(ops::LrnOp{}, ops::LrnAttrs(p, false));
+    }
+};
+struct Concat {
+    template <typename F> static auto with(const Node &n, const NodeInputs &, F &&f) {
+        return f(ops::ConcatOp{}, ops::ConcatAttrs{std::get<ConcatParams>(n.params).axis});
+    }
+};
+struct Transpose {
+    template <typename F> static auto with(const Node &n, const NodeInputs &, F &&f) {
+        const auto &p = std::get<TransposeParams>(n.params);
+        return f(ops::TransposeOp{},
+                 ops::TransposeAttrs{static_cast<int>(p.perm.size()), p.perm.data()});
+    }
+};
+struct Reshape {
+    template <typename F> static auto with(const Node &n, const NodeInputs &in, F &&f) {
+        // A 0 takes the input's dim at that place (so a graph with a batch
+        // bound at run time can flatten); the rest is the eager reshape's.
+        std::vector<int64_t> dims = std::get<ReshapeParams>(n.params).dims;
+        const Dims src = caller_dims(*in[0]);
+        for (size_t i = 0; i < dims.size(); ++i)
+            if (dims[i] == 0 && i < src.size())
+                dims[i] = src[i];
+        return f(ops::ReshapeOp{}, ops::ReshapeAttrs{static_cast<int>(dims.size()), dims.data()});
+    }
+};
+
+// The phases' arguments after the attributes, by family: inputs as the
+// family's functions take them (optional ones as pointers).
+template <typename Op> struct Call {
+    // One input, and a cache name of its own.
+    static std::vector<ValueDesc> infer(const typename Op::Attrs &a, const NodeInputs &in) {
+        return one(Op::infer(a, *in[0]));
+    }
+    static ops::Prepared prepare(const CacheScope &s, const typename Op::Attrs &a, const char *n,
+                                 const NodeInputs &in, const Dims *) {
+        return Op::prepare(s, a, n, *in[0]);
+    }
+};
+
+// A required pair and an optional bias.
+template <typename Op> struct Biased {
+    static std::vector<ValueDesc> infer(const typename Op::Attrs &a, const NodeInputs &in) {
+        return one(Op::infer(a, *in[0], *in[1], port(in, 2)));
+    }
+    static ops::Prepared prepare(const CacheScope &s, const typename Op::Attrs &a, const char *n,
+                                 const NodeInputs &in, const Dims *) {
+        return Op::prepare(s, a, n, *in[0], *in[1], port(in, 2));
+    }
+};
+template <> struct Call<ops::ConvOp> : Biased<ops::ConvOp> {};
+template <> struct Call<ops::LinearOp> : Biased<ops::LinearOp> {};
+
+template <> struct Call<ops::MatmulOp> {
+    static std::vector<ValueDesc> infer(const ops::MatmulAttrs &a, const NodeInputs &in) {
+        return one(ops::MatmulOp::infer(a, *in[0], *in[1], port(in, 2)));
+    }
+    static ops::Prepared prepare(const CacheScope &s, const ops::MatmulAttrs &a, const char *n,
+                                 const NodeInputs &in, const Dims *y_strides) {
+        return ops::MatmulOp::prepare(s, a, n, *in[0], *in[1], port(in, 2), y_strides);
+    }
+};
+
+template <> struct Call<ops::BinaryOp> {
+    static std::vector<ValueDesc> infer(const ops::BinaryAttrs &a, const NodeInputs &in) {
+        return one(ops::BinaryOp::infer(a, *in[0], *in[1]));
+    }
+    static ops::Prepared prepare(const CacheScope &s, const ops::BinaryAttrs &a, const char *n,
+                                 const NodeInputs &in, const Dims *) {
+        return ops::BinaryOp::prepare(s, a, n, *in[0], *in[1]);
+    }
+};
+
+template <> struct Call<ops::LayerNormOp> {
+    static std::vector<ValueDesc> infer(const ops::LayerNormAttrs &a, const NodeInputs &in) {
+        return one(ops::LayerNormOp::infer(a, *in[0], port(in, 1), port(in, 2)));
+    }
+    static ops::Prepared prepare(const CacheScope &s, const ops::LayerNormAttrs &a, const char *n,
+                                 const NodeInputs &in, const Dims *) {
+        return ops::LayerNormOp::prepare(s, a, n, *in[0], port(in, 1), port(in, 2));
+    }
+};
+
+template <> struct Call<ops::BatchNormOp> {
+    static std::vector<ValueDesc> infer(const ops::BatchNormAttrs &a, const NodeInputs &in) {
+        auto out = ops::BatchNormOp::infer(a, *in[0], in[1], in[2], port(in, 3), port(in, 4));
+        out.resize(1); // inference: dst only
+        return out;
+    }
+    static ops::Prepared prepare(const CacheScope &s, const ops::BatchNormAttrs &a, const char *n,
+                                 const NodeInputs &in, const Dims *) {
+        // All of the forward's outputs: the program binds dst and leaves
+        // the training-only ones null.
+        return ops::BatchNormOp::prepare(s, a, n, *in[0], in[1], in[2], port(in, 3), port(in, 4));
+    }
+};
+
+template <> struct Call<ops::ConcatOp> {
+    static std::vector<ValueDesc> infer(const ops::ConcatAttrs &a, const NodeInputs &in) {
+        return one(ops::ConcatOp::infer(a, all_inputs(in)));
+    }
+    static ops::Prepared prepare(const CacheScope &s, const ops::ConcatAttrs &a, const char *n,
+                                 const NodeInputs &in, const Dims *) {
+        return ops::ConcatOp::prepare(s, a, n, all_inputs(in));
+    }
+};
+
+// transpose and reshape have no cache name of their own (a reorder's).
+template <typename Op> struct Unnamed {
+    static std::vector<ValueDesc> infer(const typename Op::Attrs &a, const NodeInputs &in) {
+        return one(Op::infer(a, *in[0]));
+    }
+    static ops::Prepared prepare(const CacheScope &s, const typename Op::Attrs &a, const char *,
+                                 const NodeInputs &in, const Dims *) {
+        return Op::prepare(s, a, *in[0]);
+    }
+};
+template <> struct Call<ops::TransposeOp> : Unnamed<ops::TransposeOp> {};
+template <> struct Call<ops::ReshapeOp> : Unnamed<ops::ReshapeOp> {};
+
+template <typename W> std::vector<ValueDesc> infer_with(const Node &node, const NodeInputs &in) {
+    return W::with(node, in, [&](auto op, const auto &attrs) {
+        return Call<decltype(op)>::infer(attrs, in);
+    });
+}
+
+template <typename W>
+ops::Prepared prepare_with(const CacheScope &scope, const Node &node, const NodeInputs &in,
+                           const Dims *y_strides) {
+    return W::with(node, in, [&](auto op, const auto &attrs) {
+        return Call<decltype(op)>::prepare(scope, attrs, cache_name(node), in, y_strides);
+    });
+}
+
+// ------------------------------------------------------ reference kernels
+
+const float *in_f(const ReferenceCall &c, size_t i) {
+    return static_cast<const float *>(c.buffers.in[i]);
+}
+const float *opt_f(const ReferenceCall &c, size_t i) {
+    return i < c.in.size() && c.buffers.in[i] ? in_f(c, i) : nullptr;
+}
+float *out_f(const ReferenceCall &c) { return static_cast<float *>(c.buffers.out[0]); }
+int64_t count(const Dims &d) {
+    int64_t n = 1;
+    for (int64_t x : d)
+        n *= x;
+    return n;
+}
+int axis_of(int axis, size_t rank) { return axis < 0 ? axis + static_cast<int>(rank) : axis; }
+
+template <bool Transposed> void ref_conv(const ReferenceCall &c) {
+    reference::conv(std::get<mkc_conv_params>(c.node.params), Transposed, c.channels_last, c.in[0],
+                    in_f(c, 0), c.in[1], in_f(c, 1), opt_f(c, 2), c.out, out_f(c));
+}
+void ref_activation(const ReferenceCall &c) {
+    const auto &p = std::get<ActivationParams>(c.node.params);
+    reference::activation(p.kind, p.alpha, p.beta, in_f(c, 0), out_f(c), count(c.out));
+}
+void ref_softmax(const ReferenceCall &c) {
+    const auto &p = std::get<SoftmaxParams>(c.node.params);
+    reference::softmax(c.out, axis_of(p.axis, c.out.size()), p.log, in_f(c, 0), out_f(c));
+}
+void ref_binary(const ReferenceCall &c) {
+    reference::binary(std::get<BinaryParams>(c.node.params).kind, c.in[0], in_f(c, 0), c.in[1],
+                      in_f(c, 1), c.out, out_f(c));
+}
+void ref_pool(const ReferenceCall &c) {
+    reference::pool(std::get<mkc_pool_params>(c.node.params), c.channels_last, c.in[0], in_f(c, 0),
+                    c.out, out_f(c));
+}
+void ref_linear(const ReferenceCall &c) {
+    const auto &p = std::get<mkc_linear_params>(c.node.params);
+    const int64_t in = c.in[0].back(), out = c.in[1][0];
+    reference::linear(count(c.in[0]) / in, in, out, in_f(c, 0), in_f(c, 1), opt_f(c, 2),
+                      p.activation, p.activation_alpha, p.activation_beta, out_f(c));
+}
+void ref_matmul(const ReferenceCall &c) {
+    reference::matmul(std::get<mkc_matmul_params>(c.node.params), c.in[0], in_f(c, 0), c.in[1],
+                      in_f(c, 1), opt_f(c, 2), c.out, out_f(c));
+}
+void ref_layer_norm(const ReferenceCall &c) {
+    const auto &p = std::get<mkc_layer_norm_params>(c.node.params);
+    reference::layer_norm(c.out, axis_of(p.begin_norm_axis, c.out.size()), p.epsilon, in_f(c, 0),
+                          opt_f(c, 1), opt_f(c, 2), out_f(c));
+}
+void ref_batch_norm(const ReferenceCall &c) {
+    const auto &p = std::get<mkc_batch_norm_params>(c.node.params);
+    reference::batch_norm(c.out, c.channels_last, p.epsilon, in_f(c, 0), in_f(c, 1), in_f(c, 2),
+                          opt_f(c, 3), opt_f(c, 4), out_f(c));
+}
+void ref_lrn(const ReferenceCall &c) {
+    const auto &p = std::get<mkc_lrn_params>(c.node.params);
+    reference::lrn(c.out, c.channels_last, p.size, p.alpha, p.beta, p.k, in_f(c, 0), out_f(c));
+}
+void ref_concat(const ReferenceCall &c) {
+    std::vector<const float *> srcs;
+    for (size_t i = 0; i < c.in.size(); ++i)
+        srcs.push_back(in_f(c, i));
+    reference::concat(axis_of(std::get<ConcatParams>(c.node.params).axis, c.out.size()), c.in, srcs,
+                      out_f(c));
+}
+void ref_transpose(const ReferenceCall &c) {
+    reference::transpose(c.in[0], std::get<TransposeParams>(c.node.params).perm, in_f(c, 0),
+                         out_f(c));
+}
+void ref_reshape(const ReferenceCall &c) {
+    std::memcpy(out_f(c), in_f(c, 0), static_cast<size_t>(count(c.out)) * sizeof(float));
+}
+
+// ------------------------------------------------------------------- rows
+
+constexpr char kPool[] = "pool", kLinear[] = "linear", kMatmul[] = "matmul",
+               kLayerNorm[] = "layer_norm", kBatchNorm[] = "batch_norm", kLrn[] = "lrn",
+               kConv2d[] = "conv2d", kConv3d[] = "conv3d", kConv2dT[] = "conv2d_transpose";
+
+// Row pieces shared by operators of one kind.
+struct Traits {
+    bool convolution = false, channel_axis = false, view = false;
+    bool onednn_in_place = false, reference_in_place = false, onednn_reads_views = false;
+};
+constexpr Traits kPlain{};
+constexpr Traits kConvolution{true, true};
+constexpr Traits kChannelAxis{false, true};
+constexpr Traits kInPlace{false, false, false, true, true};
+constexpr Traits kInPlaceChannelAxis{false, true, false, true, true};
+constexpr Traits kView{false, false, true};
+constexpr Traits kStridedOperands{false, false, false, false, false, true};
+
+template <typename W>
+OpRow make(NodeOp op, const char *name, Arity arity, int first_optional, Shaping shaping,
+           Traits t, NodeParams (*read)(const void *, std::string &), NodeRun run,
+           void (*reference)(const ReferenceCall &)) {
+    OpRow r{};
+    r.op = op;
+    r.name = name;
+    r.arity = arity;
+    r.first_optional = first_optional;
+    r.shaping = shaping;
+    r.convolution = t.convolution;
+    r.channel_axis = t.channel_axis;
+    r.view = t.view;
+    r.onednn_in_place = t.onednn_in_place;
+    r.reference_in_place = t.reference_in_place;
+    r.onednn_reads_views = t.onednn_reads_views;
+    r.read_params = read;
+    r.residual_port = no_residual;
+    r.infer = infer_with<W>;
+    r.prepare = prepare_with<W>;
+    r.run = run;
+    r.reference = reference;
+    return r;
+}
+
+OpRow convolution(OpRow r) {
+    r.data_format = data_format_of<mkc_conv_params>;
+    r.window_stride = conv_stride;
+    r.set_activation = set_activation_of<mkc_conv_params>;
+    r.residual_port = conv_residual;
+    return r;
+}
+
+template <typename T> OpRow with_data_format(OpRow r) {
+    r.data_format = data_format_of<T>;
+    return r;
+}
+template <typename T> OpRow with_activation(OpRow r) {
+    r.set_activation = set_activation_of<T>;
+    return r;
+}
+
+std::vector<OpRow> build_rows() {
+    using S = Shaping;
+    const Arity unary{1, 1, 1}, biased{2, 3, 1};
+    std::vector<OpRow> rows = {
+        convolution(                    make<Conv<2, false>>(NodeOp::conv2d, kConv2d, biased, 2, S::spatial,
+                                         kConvolution, read_conv_as<kConv2d>, ops::ConvOp::run,
+                                         ref_conv<false>)),
+        convolution(                    make<Conv<3, false>>(NodeOp::conv3d, kConv3d, biased, 2, S::spatial,
+                                         kConvolution, read_conv_as<kConv3d>, ops::ConvOp::run,
+                                         ref_conv<false>)),
+        convolution(                    make<Conv<2, true>>(NodeOp::conv2d_transpose, kConv2dT, biased, 2, S::spatial,
+                                        kConvolution, read_conv_as<kConv2dT>, ops::ConvOp::run,
+                                        ref_conv<true>)),
+        make<Activation>(NodeOp::activation, "activation", unary, 1, S::same_as_input, kInPlace,
+                         read_activation, ops::ActivationOp::run, ref_activation),
+        make<Softmax>(NodeOp::softmax, "softmax", unary, 1, S::same_as_input, kInPlace,
+                      read_softmax, ops::SoftmaxOp::run, ref_softmax),
+        make<Binary>(NodeOp::binary, "binary", {2, 2, 1}, 2, S::broadcast, kInPlace, read_binary,
+                     ops::BinaryOp::run, ref_binary),
+        [&] {
+            OpRow r = with_data_format<mkc_pool_params>(
+                make<Pool>(NodeOp::pool, kPool, unary, 1, S::spatial, kChannelAxis,
+                           read_as_is<mkc_pool_params, kPool>, ops::PoolOp::run, ref_pool));
+            r.window_stride = pool_stride;
+            return r;
+        }(),
+        with_activation<mkc_linear_params>(make<Linear>(
+            NodeOp::linear, kLinear, biased, 2, S::none, kPlain,
+            read_as_is<mkc_linear_params, kLinear>, ops::LinearOp::run, ref_linear)),
+        with_activation<mkc_matmul_params>(make<Matmul>(
+            NodeOp::matmul, kMatmul, biased, 2, S::none, kStridedOperands,
+            read_as_is<mkc_matmul_params, kMatmul>, ops::MatmulOp::run, ref_matmul)),
+        make<LayerNorm>(NodeOp::layer_norm, kLayerNorm, {1, 3, 1}, 1, S::same_as_input, kInPlace,
+                        read_as_is<mkc_layer_norm_params, kLayerNorm>, ops::LayerNormOp::run,
+                        ref_layer_norm),
+        with_data_format<mkc_batch_norm_params>(make<BatchNorm>(
+            NodeOp::batch_norm, kBatchNorm, {3, 5, 1}, 3, S::same_as_input, kInPlaceChannelAxis,
+            read_as_is<mkc_batch_norm_params, kBatchNorm>, ops::BatchNormOp::run, ref_batch_norm)),
+        with_data_format<mkc_lrn_params>(make<Lrn>(NodeOp::lrn, kLrn, unary, 1, S::none,
+                                                   kChannelAxis, read_as_is<mkc_lrn_params, kLrn>,
+                                                   ops::LrnOp::run, ref_lrn)),
+        make<Concat>(NodeOp::concat, "concat", {1, 4096, 1}, 4096, S::none, kPlain, read_concat,
+                     ops::ConcatOp::run, ref_concat),
+        [&] {
+            OpRow r = make<Transpose>(NodeOp::transpose, "transpose", unary, 1, S::none, kView,
+                                      read_transpose, ops::TransposeOp::run, ref_transpose);
+            r.view_of = transpose_view;
+            r.permutation = transpose_perm;
+            return r;
+        }(),
+        [&] {
+            OpRow r = make<Reshape>(NodeOp::reshape, "reshape", unary, 1, S::none, kView,
+                                    read_reshape, ops::ReshapeOp::run, ref_reshape);
+            r.view_of = reshape_view;
+            return r;
+        }(),
+    };
+    std::sort(rows.begin(), rows.end(),
+              [](const OpRow &a, const OpRow &b) { return a.op < b.op; });
+    return rows;
+}
+
+} // namespace
+
+const std::vector<OpRow> &op_rows() {
+    static const std::vector<OpRow> rows = build_rows();
+    return rows;
+}
+
+const OpRow *op_by_id(int64_t id) {
+    for (const OpRow &r : op_rows())
+        if (static_cast<int64_t>(r.op) == id)
+            return &r;
+    return nullptr;
+}
+
+const OpRow &op_row(NodeOp op) {
+    const OpRow *r = op_by_id(static_cast<int64_t>(op));
+    if (!r)
+        fail(MKC_STATUS_INTERNAL_ERROR, "no operator row for ", static_cast<int>(op));
+    return *r;
+}
+
+ops::Prepared prepare_node(const CacheScope &scope, const Node &node, const NodeInputs &inputs,
+                           const Dims *y_strides) {
+    const OpRow &r = row(node);
+    require(!y_strides || r.onednn_reads_views, r.name, " does not write its result with given strides");
+    return r.prepare(scope, node, inputs, y_strides);
+}
+
+const OpRow *op_named(const std::string &name) {
+    for (const OpRow &r : op_rows())
+        if (name == r.name)
+            return &r;
+    return nullptr;
+}
+
+} // namespace mkc::graph

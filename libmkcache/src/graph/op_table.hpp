@@ -1,0 +1,114 @@
+// The operator table: one row per graph operator, holding everything the
+// graph layer knows of it - its name and public id, its ports, how its
+// attributes are read from the C ABI, what its output's shape keeps of a
+// dim bound at run time, its phases (infer, prepare, run) on oneDNN, its
+// reference kernel, and what each implementation may do in place or read
+// as a view.
+//
+// Graph building, node names, plan text, override parsing, fusion, the
+// implementations and the compile passes ask a node's row rather than
+// switching on its operator, so an operator is added by adding its row
+// (op_table.cpp) and its kernels.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "graph/graph.hpp"
+#include "ops/phases.hpp"
+
+namespace mkc::graph {
+
+// Inputs in port order; null for an absent optional input.
+using NodeInputs = std::vector<const ops::ValueDesc *>;
+using NodeRun = void (*)(const CacheScope &, PrimitiveEntry &, const ops::Buffers &);
+
+// What a reference kernel is given: the node (its params), the caller-order
+// dims of its inputs (per port; empty: absent) and of its result, whether
+// its data is channels-last, and the plain buffers.
+struct ReferenceCall {
+    const Node &node;
+    const std::vector<Dims> &in;
+    const Dims &out;
+    bool channels_last;
+    const ops::Buffers &buffers;
+};
+
+// How the result's dims follow a dim of the input bound at run time (the
+// fusion pass proves two shapes equal for every run from this).
+enum class Shaping {
+    none,          // not followed: the result's shape is not known then
+    same_as_input, // element-wise or normalising: the input's dims
+    spatial,       // convolutions and pooling: the batch passes; a stride-1 dim may
+    broadcast,     // numpy broadcasting of the two inputs
+};
+
+// How many inputs (at least, at most) and outputs an operator has.
+struct Arity {
+    int min_inputs, max_inputs, outputs;
+};
+
+struct OpRow {
+    NodeOp op;        // its value is the public mkc_op id
+    const char *name; // in messages, plan text, overrides and choice keys
+    Arity arity;
+    int first_optional; // ports from here up to max_inputs may be absent
+    Shaping shaping;
+
+    // Traits the passes ask about.
+    bool convolution;  // params are mkc_conv_params (with sum, activation)
+    bool channel_axis; // has a data_format: its data is read in that order
+    bool view;         // reshape or transpose: may be a view of its input
+    bool onednn_in_place, reference_in_place; // may write dst over its first input
+    bool onednn_reads_views; // takes strided operands and writes given strides
+
+    // The node's params from the caller's ABI struct (sized, name copied
+    // out to `name`); throws INVALID_ARGUMENT naming the operator.
+    NodeParams (*read_params)(const void *params, std::string &name);
+    // The data_format its params carry, or null for an operator without one.
+    mkc_layout (*data_format)(const NodeParams &params);
+    // The strides of its window (spatial shaping only) and whether the
+    // window is the whole extent.
+    const int64_t *(*window_stride)(const NodeParams &params, bool &global);
+    // Sets a fused activation post-op; false when it has one already. Null
+    // for an operator without an activation post-op.
+    bool (*set_activation)(NodeParams &params, const ActivationParams &a);
+    // The port of the residual a fused sum adds (kNoValue: none).
+    int (*residual_port)(const Node &node);
+    // View operators: the result as a view of `src`'s bytes (`out` is the
+    // inferred result), false when those bytes cannot be viewed so; and the
+    // axes' permutation when the view is a transpose (else null).
+    bool (*view_of)(const Node &node, const ops::ValueDesc &src, const ops::ValueDesc &out,
+                    ops::ValueDesc &result);
+    const std::vector<int> *(*permutation)(const Node &node);
+
+    // The phases on oneDNN (ops/).
+    std::vector<ops::ValueDesc> (*infer)(const Node &node, const NodeInputs &inputs);
+    ops::Prepared (*prepare)(const CacheScope &scope, const Node &node, const NodeInputs &inputs,
+                             const Dims *y_strides);
+    NodeRun run;
+    // The reference kernel (reference/) on plain buffers.
+    void (*reference)(const ReferenceCall &call);
+};
+
+// The row of `op` (every NodeOp has one).
+const OpRow &op_row(NodeOp op);
+// The row named `name` (as node names and overrides write it), or null.
+const OpRow *op_named(const std::string &name);
+// The row of public id `id` (mkc_op), or null.
+const OpRow *op_by_id(int64_t id);
+// Every row, in public id order.
+const std::vector<OpRow> &op_rows();
+
+inline const OpRow &row(const Node &node) { return op_row(node.op); }
+
+// The node's phases on oneDNN: its outputs' descriptions (or its
+// operator's error), and its prepared step (`y_strides`: a matmul writes
+// its result with these strides, caller order; see ops::MatmulOp).
+inline std::vector<ops::ValueDesc> infer_node(const Node &node, const NodeInputs &inputs) {
+    return row(node).infer(node, inputs);
+}
+ops::Prepared prepare_node(const CacheScope &scope, const Node &node, const NodeInputs &inputs,
+                           const Dims *y_strides = nullptr);
+
+} // namespace mkc::graph
