@@ -13,7 +13,7 @@
 #include <map>
 #include <utility>
 
-#include "graph/fuse.hpp"
+#include "fusion/fuse.hpp"
 #include "graph/op_table.hpp"
 #include "graph/program.hpp"
 #include "internal_test.hpp"

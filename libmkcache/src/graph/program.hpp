@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "graph/fuse.hpp"
+#include "fusion/fuse.hpp"
 #include "graph/graph.hpp"
 #include "graph/plan.hpp"
 #include "graph/run_context.hpp"
@@ -25,7 +25,7 @@
 namespace mkc::graph {
 
 struct ProgramOptions {
-    bool fuse = true; // merge nodes oneDNN runs as one primitive first (graph/fuse.hpp)
+    bool fuse = true; // merge nodes oneDNN runs as one primitive first (fusion/fuse.hpp)
     FuseOptions fuse_options;
     CompileOptions compile;
     int64_t capacity = 0; // > 0: at most this many plans (input-shape groups) kept

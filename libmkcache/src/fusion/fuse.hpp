@@ -1,6 +1,7 @@
-// A pass over a graph before it is compiled: operators that oneDNN can run
-// as one primitive are merged into one node, where the merged graph computes
-// exactly what the graph as built does.
+// The fusion pass over a graph before it is compiled: operators that
+// oneDNN can run as one primitive are merged into one node, where the
+// merged graph computes exactly what the graph as built does. Each fusion
+// is a matcher and a rewrite in a file of its own (fusion/*.cpp):
 //
 //   activation   a conv2d / conv3d / conv2d_transpose / linear / matmul
 //                without a fused activation, whose output only an
