@@ -1,18 +1,27 @@
-// The compile passes, in order: bind the inputs' dims, then per node infer
-// (its operator's checks, errors naming the node) and prepare (its entry in
-// the program's scope, on its inputs' actual arrangements) - or, for a
-// reshape or transpose, a view of its input's bytes - then place a
-// converter wherever an input's arrangement is not the one the node reads
-// (constants converted here, once), then the graph outputs, then liveness
-// and the arena offsets.
+// A plan's compile passes, in the order kPlanPasses lists them:
+//   bind_inputs  the inputs' dims bound: their plain descriptions;
+//   infer        every node's outputs from its row (its operator's checks,
+//                errors naming the node), on plain descriptions;
+//   choose       every node's implementation by override or priority;
+//   lower        per node in order: a measured choice where asked, the
+//                step prepared on its inputs' actual arrangements (its entry
+//                in the program's scope) - or, for a reshape or transpose, a
+//                view of its input's bytes - a converter wherever an input's
+//                arrangement is not the one the step reads (constants
+//                converted here, once), and whether it writes in place;
+//   outputs      the graph outputs written where the caller wants them;
+//   plan_memory  liveness and the arena offsets.
+// With a dump, the IR is written after each.
 #include <algorithm>
 #include <atomic>
+#include <functional>
 #include <map>
 #include <utility>
 
 #include "common/error.hpp"
 #include "graph/implementations.hpp"
 #include "graph/memory_plan.hpp"
+#include "graph/pass_dump.hpp"
 #include "graph/plan.hpp"
 #include "graph/views.hpp"
 #include "layout/layout.hpp"
@@ -109,9 +118,69 @@ public:
         }
     }
 
-    void nodes() {
+    void infer() {
+        logical_ = desc_;
+        inferred_.assign(g_.nodes.size(), {});
+        for (size_t n = 0; n < g_.nodes.size(); ++n) {
+            const Node &node = g_.nodes[n];
+            NodeInputs inputs;
+            for (int v : node.inputs)
+                inputs.push_back(v == kNoValue ? nullptr : &logical_[v]);
+            inferred_[n] = for_node(g_, static_cast<int>(n), [&] { return infer_node(node, inputs); });
+            for (size_t o = 0; o < node.outputs.size() && o < inferred_[n].size(); ++o) {
+                const ValueDesc &y = inferred_[n][o];
+                logical_[node.outputs[o]] = ops::plain_value(y.dtype, y.layout, y.dims);
+            }
+        }
+    }
+
+    void choose_implementations() {
+        choices_.assign(g_.nodes.size(), {});
+        for (size_t n = 0; n < g_.nodes.size(); ++n) {
+            const Node &node = g_.nodes[n];
+            if (lowered_as_view(node))
+                continue;
+            NodeInputs inputs;
+            for (int v : node.inputs)
+                inputs.push_back(v == kNoValue ? nullptr : &logical_[v]);
+            choices_[n] =
+                choose(node, inputs, options_.overrides, g_.describe_node(static_cast<int>(n)));
+        }
+    }
+
+    void lower() {
         for (size_t n = 0; n < g_.nodes.size(); ++n)
             node(static_cast<int>(n));
+    }
+
+    // The IR as text: each value's description (as inferred, and as
+    // lowered where it is), each node's choice, then the steps so far.
+    std::string text() const {
+        std::string s;
+        for (size_t v = 0; v < g_.values.size(); ++v) {
+            const Value &value = g_.values[v];
+            s += "v" + std::to_string(v) + " ";
+            if (value.kind == Value::Kind::result)
+                s += "= node " + std::to_string(value.producer) +
+                     (value.port ? "." + std::to_string(value.port) : "");
+            else
+                s += value.kind == Value::Kind::input ? "input '" + value.name + "'" : "constant";
+            const ValueDesc &d = v < logical_.size() && !logical_[v].dims.empty() ? logical_[v]
+                                                                                   : desc_[v];
+            if (!d.dims.empty())
+                s += std::string(" ") + dtype_name(d.dtype) + " " + shape_text(d.dims) + " " +
+                     layout::name(d.layout);
+            if (!desc_[v].dims.empty() && value.kind == Value::Kind::result)
+                s += " as " + format_name(desc_[v].desc);
+            s += "\n";
+        }
+        for (size_t n = 0; n < choices_.size(); ++n)
+            if (choices_[n].impl)
+                s += g_.describe_node(static_cast<int>(n)) + ": " + choices_[n].impl->name + " (" +
+                     choices_[n].why + ")\n";
+        if (!plan_.steps.empty() || !plan_.views.empty())
+            s += plan_text(g_, plan_);
+        return s;
     }
 
     void outputs() {
@@ -155,20 +224,25 @@ private:
         BufferLife life;
     };
 
+    // A reshape or transpose of a value that is not a constant runs as no
+    // step when in-place work is allowed.
+    bool lowered_as_view(const Node &node) const {
+        return options_.inplace && row(node).view &&
+               g_.values[node.inputs[0]].kind != Value::Kind::constant;
+    }
+
     void node(int n) {
         const Node &node = g_.nodes[n];
-        if (options_.inplace && row(node).view &&
-            g_.values[node.inputs[0]].kind != Value::Kind::constant) {
+        if (lowered_as_view(node)) {
             view(n);
             return;
         }
         NodeInputs inputs;
         for (int v : node.inputs)
             inputs.push_back(v == kNoValue ? nullptr : &desc_[v]);
-        const std::vector<ValueDesc> inferred =
-            for_node(g_, n, [&] { return infer_node(node, inputs); });
+        const std::vector<ValueDesc> &inferred = inferred_[n];
         const std::string what = g_.describe_node(n);
-        Choice choice = choose(node, inputs, options_.overrides, what);
+        Choice &choice = choices_[n];
         if (options_.choices && !choice.overridden)
             measure_choice(n, inputs, choice);
         ops::Prepared prepared;
@@ -365,8 +439,7 @@ private:
     void view(int n) {
         const Node &node = g_.nodes[n];
         const int v = node.inputs[0], w = node.outputs.at(0);
-        const NodeInputs inputs{&desc_[v]};
-        const ValueDesc out = for_node(g_, n, [&] { return infer_node(node, inputs); }).at(0);
+        const ValueDesc &out = inferred_[n].at(0);
         BufferRef at = where_[v];
         ValueDesc result;
         const OpRow &op = row(node);
@@ -664,7 +737,10 @@ private:
     const Graph &g_;
     const CompileOptions &options_;
     Plan &plan_;
-    std::vector<ValueDesc> desc_;
+    std::vector<ValueDesc> desc_;    // per value, as lowered (its actual arrangement)
+    std::vector<ValueDesc> logical_; // per value, as inferred (plain)
+    std::vector<std::vector<ValueDesc>> inferred_; // per node, its outputs as inferred
+    std::vector<Choice> choices_;                  // per node (none for a view)
     std::vector<BufferRef> where_;
     std::vector<bool> view_;                  // a strided view only a matmul reads as it is
     std::map<int, bool> redirected_;          // per arena buffer: moved to a graph output
@@ -693,10 +769,23 @@ std::unique_ptr<Plan> compile_plan(const Graph &graph,
     plan->scope.shape_group = &plan->shape_group;
     plan->scope.memo_context = fresh_memo_context();
     Compiler c(graph, options, *plan);
-    c.bind_inputs(dims);
-    c.nodes();
-    c.outputs();
-    c.memory();
+    struct Pass {
+        const char *name;
+        std::function<void()> run;
+    };
+    const Pass kPlanPasses[] = {
+        {"bind_inputs", [&] { c.bind_inputs(dims); }},
+        {"infer", [&] { c.infer(); }},
+        {"choose", [&] { c.choose_implementations(); }},
+        {"lower", [&] { c.lower(); }},
+        {"outputs", [&] { c.outputs(); }},
+        {"plan_memory", [&] { c.memory(); }},
+    };
+    for (const Pass &pass : kPlanPasses) {
+        pass.run();
+        if (options.dump && options.dump->enabled())
+            options.dump->section("plan " + shape_group + " after " + pass.name, c.text());
+    }
     return plan;
 }
 

@@ -110,4 +110,8 @@ struct Graph {
     std::string describe_node(int node) const;
 };
 
+// The graph as text: values, nodes with their attributes and shapes,
+// outputs (graph_text.cpp).
+std::string graph_text(const Graph &graph);
+
 } // namespace mkc::graph

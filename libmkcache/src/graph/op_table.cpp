@@ -10,6 +10,7 @@
 #include "api/struct_size.hpp"
 #include "common/error.hpp"
 #include "graph/views.hpp"
+#include "ops/attrs.hpp"
 #include "ops/activation.hpp"
 #include "ops/batch_norm.hpp"
 #include "ops/binary.hpp"
@@ -357,6 +358,34 @@ ops::Prepared prepare_with(const CacheScope &scope, const Node &node, const Node
     });
 }
 
+template <typename T, typename = void> struct has_each : std::false_type {};
+template <typename T>
+struct has_each<T, std::void_t<decltype(std::declval<const T &>().each(
+                       std::declval<ops::attrs_detail::Count &>()))>> : std::true_type {};
+
+template <typename W> std::string attrs_text_with(const Node &node, const NodeInputs &in) {
+    return W::with(node, in, [&](auto, const auto &attrs) {
+        std::string s;
+        if constexpr (has_each<std::decay_t<decltype(attrs)>>::value)
+            ops::append_attrs_name(s, attrs);
+        return s;
+    });
+}
+
+std::string list_text(const char *tag, const std::vector<int64_t> &v) {
+    std::string s = std::string(":") + tag;
+    for (size_t i = 0; i < v.size(); ++i)
+        s += (i ? "," : "") + std::to_string(v[i]);
+    return s;
+}
+std::string transpose_text(const Node &node, const NodeInputs &) {
+    const auto &perm = std::get<TransposeParams>(node.params).perm;
+    return list_text("perm", std::vector<int64_t>(perm.begin(), perm.end()));
+}
+std::string reshape_text(const Node &node, const NodeInputs &) {
+    return list_text("dims", std::get<ReshapeParams>(node.params).dims);
+}
+
 // ------------------------------------------------------ reference kernels
 
 const float *in_f(const ReferenceCall &c, size_t i) {
@@ -471,6 +500,7 @@ OpRow make(NodeOp op, const char *name, Arity arity, int first_optional, Shaping
     r.read_params = read;
     r.residual_port = no_residual;
     r.infer = infer_with<W>;
+    r.attrs_text = attrs_text_with<W>;
     r.prepare = prepare_with<W>;
     r.run = run;
     r.reference = reference;
@@ -541,6 +571,7 @@ std::vector<OpRow> build_rows() {
             OpRow r = make<Transpose>(NodeOp::transpose, "transpose", unary, 1, S::none, kView,
                                       read_transpose, ops::TransposeOp::run, ref_transpose);
             r.view_of = transpose_view;
+            r.attrs_text = transpose_text;
             r.permutation = transpose_perm;
             return r;
         }(),
@@ -548,6 +579,7 @@ std::vector<OpRow> build_rows() {
             OpRow r = make<Reshape>(NodeOp::reshape, "reshape", unary, 1, S::none, kView,
                                     read_reshape, ops::ReshapeOp::run, ref_reshape);
             r.view_of = reshape_view;
+            r.attrs_text = reshape_text;
             return r;
         }(),
     };

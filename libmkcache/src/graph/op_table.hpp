@@ -87,6 +87,8 @@ struct OpRow {
     ops::Prepared (*prepare)(const CacheScope &scope, const Node &node, const NodeInputs &inputs,
                              const Dims *y_strides);
     NodeRun run;
+    // Its attributes as text for dumps (":s2x2:p1x1", the ones that are set).
+    std::string (*attrs_text)(const Node &node, const NodeInputs &inputs);
     // The reference kernel (reference/) on plain buffers.
     void (*reference)(const ReferenceCall &call);
 };

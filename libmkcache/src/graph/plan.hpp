@@ -13,6 +13,7 @@
 #include "graph/graph.hpp"
 #include "graph/implementations.hpp"
 #include "graph/measure.hpp"
+#include "graph/pass_dump.hpp"
 #include "graph/op_table.hpp"
 #include "ops/phases.hpp"
 
@@ -98,6 +99,7 @@ struct CompileOptions {
     bool measure = false;
     Choices *choices = nullptr;
     ConvertedConstants *constants = nullptr; // shared between plans (null: the plan's own)
+    const PassDump *dump = nullptr;          // the IR after each pass (null: none)
 };
 
 // Compiles `graph` for inputs of these caller dims (one per graph input, in

@@ -28,8 +28,15 @@ Program::Program(Graph graph, const ProgramOptions &options)
     options_.compile.overrides.by_environment = parse_overrides(env ? env : "", "MKCACHE_IMPL");
     choices_.load(options_.choices);
     options_.compile.measure = options_.measure;
-    if (options_.fuse)
+    dump_ = PassDump(dump_path(options_.dump));
+    options_.compile.dump = &dump_;
+    // The graph's passes (each plan's follow when its input dims are known).
+    const std::string title = "program " + std::to_string(executor_ & ~(uint64_t(1) << 63));
+    dump_.section(title + ": graph as built", graph_text(graph_));
+    if (options_.fuse) {
         graph_ = fuse(graph_, &fuse_report_, options_.fuse_options);
+        dump_.section(title + " after fuse", fuse_report_.text() + graph_text(graph_));
+    }
     for (size_t v = 0; v < graph_.values.size(); ++v)
         if (graph_.values[v].kind == Value::Kind::input)
             input_values_.push_back(static_cast<int>(v));

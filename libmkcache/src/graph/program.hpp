@@ -36,6 +36,9 @@ struct ProgramOptions {
     // these choices (Choices::text() of an earlier program; "": none).
     bool measure = false;
     std::string choices;
+    // Append the IR after every compile pass to this file ("": MKCACHE_DUMP,
+    // or none; graph/pass_dump.hpp).
+    std::string dump;
 };
 
 class Program {
@@ -114,6 +117,7 @@ private:
     void give_back(Arena arena);
 
     Graph graph_;
+    PassDump dump_{""};
     FuseReport fuse_report_;
     ProgramOptions options_;
     uint64_t executor_;

@@ -26,6 +26,14 @@ size_t dtype_size(mkc_dtype dtype) {
     fail(MKC_STATUS_UNSUPPORTED, "unsupported dtype ", static_cast<int>(dtype));
 }
 
+const char *dtype_name(mkc_dtype dtype) {
+    switch (dtype) {
+    case MKC_DTYPE_F32: return "float32";
+    default: break;
+    }
+    return "an unknown dtype";
+}
+
 void check_dims(const char *what, int ndims, const int64_t *dims, mkc_dtype dtype) {
     require(ndims >= 1 && ndims <= MKC_MAX_NDIMS, what, ": rank must be 1..", MKC_MAX_NDIMS,
             ", got ", ndims);

@@ -87,6 +87,8 @@ using Tensor = mkc_tensor;
 
 dnnl::memory::data_type to_onednn(mkc_dtype dtype);
 size_t dtype_size(mkc_dtype dtype);
+// "float32", ... for messages and dumps.
+const char *dtype_name(mkc_dtype dtype);
 
 // Checks rank, dims >= 1 and that the element count * size fits in memory;
 // `what` names the argument in messages.
