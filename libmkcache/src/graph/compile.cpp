@@ -24,6 +24,7 @@
 #include "graph/pass_dump.hpp"
 #include "graph/plan.hpp"
 #include "graph/views.hpp"
+#include "keys/keys.hpp"
 #include "layout/layout.hpp"
 
 namespace mkc::graph {
@@ -725,10 +726,12 @@ private:
         life.last = std::max(life.last, step);
     }
 
-    // An arrangement as a key: its format name and dims, and its strides
-    // when it is a strided one (two views of one shape differ only there).
+    // An arrangement as a key: its format name, dims and data type, and its
+    // strides when it is a strided one (two views of one shape differ only
+    // there).
     static std::string desc_key(const dnnl::memory::desc &d) {
-        std::string key = format_name(d) + shape_text(d.get_dims());
+        std::string key = format_name(d) + ':';
+        keys::append_value(key, d);
         if (d.get_format_kind() == dnnl::memory::format_kind::blocked && d.get_inner_nblks() == 0)
             key += shape_text(d.get_strides());
         return key;

@@ -11,6 +11,7 @@
 #include "common/error.hpp"
 #include "common/serial.hpp"
 #include "handler/handler.hpp"
+#include "keys/keys.hpp"
 #include "layout/layout.hpp"
 #include "tensor/tensor.hpp"
 
@@ -117,8 +118,11 @@ std::string choice_key(const Graph &graph, int n, const NodeInputs &inputs) {
                       "|" + row(node).name + "|" + field(node.name);
     for (const ops::ValueDesc *v : inputs) {
         key += "|";
-        if (v)
+        if (v) {
+            // The shape keeps the form saved choices hold; the type follows.
             key += shape_text(v->dims) + layout::name(v->layout);
+            keys::append_dtype(key, v->dtype);
+        }
     }
     return key;
 }

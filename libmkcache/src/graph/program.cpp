@@ -10,6 +10,7 @@
 #include "common/error.hpp"
 #include "common/thread_state.hpp"
 #include "handler/handler.hpp"
+#include "keys/keys.hpp"
 #include "layout/layout.hpp"
 
 namespace mkc::graph {
@@ -53,15 +54,15 @@ Program::~Program() {
 
 namespace {
 
-std::string shape_group_of(const std::vector<std::vector<int64_t>> &dims) {
+// The inputs' shapes and types ("program:2x3:4x5"): a plan is compiled
+// for both.
+std::string shape_group_of(const Graph &graph, const std::vector<int> &input_values,
+                           const std::vector<std::vector<int64_t>> &dims) {
     std::string s = "program";
-    for (const auto &d : dims) {
+    for (size_t k = 0; k < dims.size(); ++k) {
         s += ':';
-        for (size_t i = 0; i < d.size(); ++i) {
-            if (i)
-                s += 'x';
-            s += std::to_string(d[i]);
-        }
+        keys::append_value(s, dims[k].data(), static_cast<int>(dims[k].size()),
+                           graph.values[input_values[k]].dtype);
     }
     return s;
 }
@@ -164,7 +165,7 @@ std::shared_ptr<const Plan> Program::plan_for_dims(const int64_t *dims) {
 
 std::shared_ptr<const Plan>
 Program::find_or_compile(const std::vector<std::vector<int64_t>> &dims) {
-    const std::string group = shape_group_of(dims);
+    const std::string group = shape_group_of(graph_, input_values_, dims);
     auto known = [&]() -> std::shared_ptr<const Plan> {
         std::lock_guard<std::mutex> lock(mutex_);
         auto found = plans_.find(group);

@@ -179,6 +179,29 @@ void Handler::sign_float(float v) {
     sign(bits);
 }
 
+void Handler::sign_value(const dnnl::memory::desc &desc) {
+    // The C queries point into the descriptor: nothing is copied on the hit
+    // path. A list the descriptor has none of (not blocked) is signed empty.
+    const const_dnnl_memory_desc_t md = desc.get();
+    int ndims = 0, nblks = 0;
+    dnnl_data_type_t type = dnnl_data_type_undef;
+    dnnl_memory_desc_query(md, dnnl_query_ndims_s32, &ndims);
+    dnnl_memory_desc_query(md, dnnl_query_data_type, &type);
+    if (dnnl_memory_desc_query(md, dnnl_query_inner_nblks_s32, &nblks) != dnnl_success) nblks = 0;
+    auto list = [&](dnnl_query_t what, int n) {
+        const dnnl_dims_t *values = nullptr;
+        if (dnnl_memory_desc_query(md, what, &values) == dnnl_success && values != nullptr)
+            sign_range(*values, static_cast<size_t>(n));
+        else
+            sign_range(nullptr, 0);
+    };
+    list(dnnl_query_dims, ndims);
+    sign(static_cast<int64_t>(type));
+    list(dnnl_query_strides, ndims);
+    list(dnnl_query_inner_blks, nblks);
+    list(dnnl_query_inner_idxs, nblks);
+}
+
 std::shared_ptr<void> Handler::find_blob() {
     if (front_blob_) return std::move(front_blob_);
     auto blob = BlobCache::instance().get(scope_.session, *scope_.shape_group, *key_,

@@ -171,6 +171,17 @@ public:
     void sign(const int64_t *values, size_t n) { sign_range(values, n); } // n, then the values
     void sign(const SmallDims &dims) { sign_range(dims.data(), dims.size()); }
     void sign_float(float v);
+    // A value the primitive is built on: its dims and its element type,
+    // which a primitive depends on as much as on the dims (an entry built
+    // for float32 values must never serve bf16 ones of the same shape). A
+    // signature signs a value's dims through these only, never alone.
+    void sign_value(const Dims &dims, mkc_dtype dtype) {
+        sign_range(dims.data(), dims.size());
+        sign(static_cast<int64_t>(dtype));
+    }
+    // The same for a description of its bytes: dims, data type, strides and
+    // inner blocks.
+    void sign_value(const dnnl::memory::desc &desc);
     // Input layouts the primitive is built on (e.g. eltwise keeps its
     // input's layout); checked with oneDNN's descriptor equality on a hit.
     // The descriptor must outlive the handler.

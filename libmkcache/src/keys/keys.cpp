@@ -3,6 +3,8 @@
 #include "common/thread_state.hpp"
 
 #include <charconv>
+
+#include <oneapi/dnnl/dnnl_debug.h>
 #include <functional>
 #include <thread>
 
@@ -33,6 +35,36 @@ void append_shape(std::string &out, const int64_t *dims, int ndims) {
         if (i) out += 'x';
         append_int(out, dims[i]);
     }
+}
+
+void append_dtype(std::string &out, mkc_dtype dtype) {
+    if (dtype == MKC_DTYPE_F32) return;
+    // No other type is public yet: one added to mkc_dtype gets its name here.
+    out += ":dtype";
+    append_int(out, static_cast<int64_t>(dtype));
+}
+
+void append_dtype(std::string &out, dnnl::memory::data_type dtype) {
+    if (dtype == dnnl::memory::data_type::f32) return;
+    out += ':';
+    out += dnnl_dt2str(static_cast<dnnl_data_type_t>(dtype));
+}
+
+void append_value(std::string &out, const int64_t *dims, int ndims, mkc_dtype dtype) {
+    append_shape(out, dims, ndims);
+    append_dtype(out, dtype);
+}
+
+void append_value(std::string &out, const dnnl::memory::desc &desc) {
+    // The C queries point into the descriptor (no copy of its dims).
+    const const_dnnl_memory_desc_t md = desc.get();
+    int ndims = 0;
+    const dnnl_dims_t *dims = nullptr;
+    if (dnnl_memory_desc_query(md, dnnl_query_ndims_s32, &ndims) != dnnl_success ||
+        dnnl_memory_desc_query(md, dnnl_query_dims, &dims) != dnnl_success || dims == nullptr)
+        ndims = 0;
+    append_shape(out, ndims > 0 ? *dims : nullptr, ndims);
+    append_dtype(out, desc.get_data_type());
 }
 
 void parse_fields(const std::string &key, std::string &name, std::string &suffix) {

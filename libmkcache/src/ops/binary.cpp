@@ -487,7 +487,8 @@ std::shared_ptr<PrimitiveEntry> prepare_reduce_sum(const CacheScope &scope, cons
         to(target, f32(), row_major_strides(target));
     Handler handler(scope, "reduce_sum", nullptr, "reduce_sum", nullptr, fc);
     handler.sign(OpKind::reduce_sum);
-    handler.sign(target);
+    handler.sign_value(from);
+    handler.sign_value(to);
     handler.sign_float(scale);
     return handler.acquire_primitive<PrimitiveEntry>([&] {
         dnnl::primitive_attr attr = user_scratchpad_attr();

@@ -95,9 +95,12 @@ public:
 // Computed on every call, so nothing here allocates: x and w are the
 // values' own dims, the rest inline lists.
 struct Geometry {
-    Geometry(int rank, const Dims &src, const Dims &weights) : k(rank), x(src), w(weights) {}
+    Geometry(int rank, const Dims &src, mkc_dtype src_dtype, const Dims &weights,
+             mkc_dtype weights_dtype)
+        : k(rank), x(src), w(weights), x_dtype(src_dtype), w_dtype(weights_dtype) {}
     int k;                 // spatial rank
     const Dims &x, &w;     // oneDNN order; w as the caller gives it
+    mkc_dtype x_dtype, w_dtype;
     SmallDims y;
     SmallDims onednn_w;    // weights dims oneDNN wants (grouped: g first)
     SmallDims stride, dilation, pad_l, pad_r;
@@ -139,7 +142,7 @@ void check_params(const char *op, const mkc_conv_params &p, int k, bool transpos
 template <typename V>
 Geometry geometry(const char *op, const mkc_conv_params &p, const V &src, const V &weights,
                   const V *bias, int k, bool transposed) {
-    Geometry g(k, onednn_dims(src), onednn_dims(weights));
+    Geometry g(k, onednn_dims(src), src.dtype, onednn_dims(weights), weights.dtype);
     const char *names = k == 2 ? "N,C,H,W" : "N,C,D,H,W";
     require(static_cast<int>(g.x.size()) == k + 2, op, ": src must be ", k + 2, "-D (", names,
             " or channels-last), got rank ", g.x.size());
@@ -199,7 +202,7 @@ Geometry geometry(const char *op, const mkc_conv_params &p, const V &src, const 
     check_result_dims(op, g.y, MKC_DTYPE_F32);
     // The window slides over src, or over dst for a transposed convolution
     // (oneDNN runs it as the data gradient of one from dst to src).
-    WindowDim dims[3];
+    WindowDim dims[3] = {}; // zeroed: GCC cannot tell that only the first k are read
     for (int i = 0; i < k; ++i)
         dims[i] = {transposed ? g.y[2 + i] : g.x[2 + i], g.pad_l[i], g.pad_r[i], g.stride[i],
                    p.dilation[i], (g.w[2 + i] - 1) * p.dilation[i] + 1};
@@ -311,8 +314,8 @@ const char *default_name(const char *op, const ConvAttrs &attrs, const Geometry 
 // they find what a training forward left them).
 void sign_forward(Handler &h, const ConvAttrs &attrs, const Geometry &g, bool bias) {
     h.sign(attrs.transposed ? OpKind::deconvolution : OpKind::convolution);
-    h.sign(g.x);
-    h.sign(g.w);
+    h.sign_value(g.x, g.x_dtype);
+    h.sign_value(g.w, g.w_dtype);
     h.sign(bias ? 1 : 0);
     sign_attrs(h, attrs);
 }

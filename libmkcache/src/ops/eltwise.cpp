@@ -87,7 +87,7 @@ namespace {
 class ActivationCall : public CallWords<4 + 1 + MKC_MAX_NDIMS> {
 public:
     ActivationCall(const ActivationAttrs &a, const char *name, const Tensor &src) {
-        add(kind_word(OpKind::activation) | src.layout);
+        add(kind_word(OpKind::activation) | int64_t(src.dtype) << 32 | src.layout);
         add_attrs(*this, a);
         add_dims(src.dims);
         seal(name);

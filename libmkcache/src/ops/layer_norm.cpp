@@ -66,7 +66,7 @@ std::shared_ptr<LayerNormEntry> acquire_layer_norm(Handler &handler, const Layer
     const mkc_layer_norm_params &p = attrs.p;
     const bool training = attrs.training;
     handler.sign(OpKind::layer_norm);
-    handler.sign(src.dims);
+    handler.sign_value(src.dims, src.dtype);
     handler.sign(src.layout);
     handler.sign(g.rows);
     handler.sign(scale ? static_cast<int64_t>(scale->dims.size()) : -1);
@@ -302,7 +302,7 @@ prepare_layer_norm_backward(const CacheScope &scope, const mkc_layer_norm_params
     const LayerNormAttrs attrs(p, true); // the training forward's
     Handler handler(scope, "layer_norm", name, name, "bwd", key_dims);
     handler.sign(OpKind::layer_norm_backward);
-    handler.sign(src.dims);
+    handler.sign_value(src.dims, src.dtype);
     handler.sign(src.layout);
     handler.sign(g.rows);
     handler.sign(scale ? 1 : 0);

@@ -49,6 +49,7 @@ namespace {
 
 struct LinearGeometry {
     Dims xc, w;
+    mkc_dtype w_dtype; // the weights'
     int64_t rows;
     const char *default_name; // a per-thread buffer: valid until the thread's next call
 };
@@ -63,6 +64,7 @@ LinearGeometry linear_geometry(const char *op, const mkc_linear_params &p, const
     LinearGeometry g;
     g.xc = caller_dims(src);
     g.w = onednn_dims(weights);
+    g.w_dtype = weights.dtype;
     const Dims &w = g.w;
     require(w.size() == 2, op, ": weights must be 2-D [out, in], got rank ", w.size());
     if (g.xc.back() != w[1])
@@ -104,9 +106,9 @@ template <typename V>
 void sign_linear(Handler &handler, const mkc_linear_params &p, const LinearGeometry &g,
                  const V &src, bool bias, bool training) {
     handler.sign(OpKind::linear);
-    handler.sign(src.dims);
+    handler.sign_value(src.dims, src.dtype);
     handler.sign(src.layout);
-    handler.sign(g.w);
+    handler.sign_value(g.w, g.w_dtype);
     handler.sign(bias ? 1 : 0);
     sign_attrs(handler, LinearAttrs(p, training));
 }
@@ -548,8 +550,8 @@ std::shared_ptr<MatmulEntry> prepare_matmul(const CacheScope &scope, const mkc_m
     append_attrs_name(default_name, attrs);
     Handler handler(scope, "matmul", name, default_name.c_str(), nullptr, g.ac);
     handler.sign(OpKind::matmul);
-    handler.sign(g.ac);
-    handler.sign(g.bc);
+    handler.sign_value(v.a);
+    handler.sign_value(v.b);
     handler.sign(bias ? 1 : 0);
     sign_attrs(handler, attrs);
     handler.sign_layout(v.a);

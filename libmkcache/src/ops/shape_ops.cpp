@@ -91,16 +91,12 @@ std::shared_ptr<ConcatEntry> prepare_concat(const CacheScope &scope, const Conca
     sign_attrs(handler, attrs);
     handler.sign(shape.onednn_axis);
     handler.sign(n);
-    // Input layouts are part of what the primitive was built for; compare
-    // them all (more than the handler's fixed slots hold).
+    // Every input's description (dims, type, layout) is part of what the
+    // primitive was built for: signed in full for all of them (more than
+    // the handler's fixed layout slots hold).
     std::vector<dnnl::memory::desc> src_mds;
     for (int i = 0; i < n; ++i) src_mds.push_back(srcs[i]->desc);
-    for (int i = 0; i < n; ++i) {
-        handler.sign(srcs[i]->dims);
-        handler.sign(src_mds[i].get_strides());
-        handler.sign(src_mds[i].get_inner_blks());
-        handler.sign(src_mds[i].get_inner_idxs());
-    }
+    for (int i = 0; i < n; ++i) handler.sign_value(src_mds[i]);
     return handler.acquire_primitive<ConcatEntry>([&] {
         auto e = std::make_shared<ConcatEntry>();
         const dnnl::memory::desc dst_md(shape.out, dnnl::memory::data_type::f32,
