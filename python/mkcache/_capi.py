@@ -164,7 +164,8 @@ class ReshapeParams(_Sized):
 
 class ProgramOptions(_Sized):
     _fields_ = [("fuse", c_int), ("inplace", c_int), ("reuse", c_int), ("capacity", c_int64),
-                ("impl", c_char_p), ("measure", c_int), ("choices", c_char_p)]
+                ("impl", c_char_p), ("measure", c_int), ("choices", c_char_p),
+                ("dump", c_char_p)]
 
 
 class ProgramMemory(_Sized):

@@ -421,7 +421,7 @@ class Graph(_Closed):
     # ------------------------------------------------------------ compile
     def compile(self, *, fuse: bool = True, inplace: bool = True, reuse: bool = True,
                 capacity: int = 0, impl: dict | None = None, choose: str = "priority",
-                choices=None) -> "Program":
+                choices=None, dump=None) -> "Program":
         """A Program of this graph (the graph may be built further or closed
         afterwards). fuse: merge what oneDNN runs as one primitive (an
         activation into the conv/linear/matmul before it, an add into the
@@ -441,7 +441,11 @@ class Graph(_Closed):
         node's candidates timed on the first run of an input shape, the
         fastest kept; the plan shows the times). choices: a file written by
         Program.save_choices (or its text as bytes), taken as it is for the
-        nodes it names, so a deployment need not measure."""
+        nodes it names, so a deployment need not measure. dump: a path the
+        compiler appends its IR to as text after every pass (the graph as
+        built and after fusion, then each plan after bind_inputs, infer,
+        choose, lower, outputs and plan_memory); None: the path MKCACHE_DUMP
+        names, if any."""
         if impl is None:
             impl_text = None
         elif isinstance(impl, dict):
@@ -468,14 +472,20 @@ class Graph(_Closed):
         else:
             raise InvalidArgumentError("choices must be a path or the text as bytes, got "
                                        f"{type(choices).__name__}")
-        for what, text in (("impl", impl_text), ("choices", choices_text)):
+        if dump is None:
+            dump_text = None
+        elif isinstance(dump, (str, os.PathLike)):
+            dump_text = os.fsencode(dump)
+        else:
+            raise InvalidArgumentError(f"dump must be a path, got {type(dump).__name__}")
+        for what, text in (("impl", impl_text), ("choices", choices_text), ("dump", dump_text)):
             if text is not None and b"\0" in text:
                 raise InvalidArgumentError(f"{what} holds a NUL byte (text after it would be lost)")
         o = _params(_capi.ProgramOptions, _lib.mkc_program_options_init,
                     fuse=1 if fuse else 0, inplace=1 if inplace else 0,
                     reuse=1 if reuse else 0, capacity=_checks.integer(capacity, "capacity"),
                     impl=impl_text, measure=1 if choose == "measure" else 0,
-                    choices=choices_text)
+                    choices=choices_text, dump=dump_text)
         handle = ctypes.c_void_p()
         _lib.mkc_program_compile(self.handle, ctypes.byref(o), ctypes.byref(handle))
         return Program(handle, dict(self._input_layouts), dict(self._input_ranks))

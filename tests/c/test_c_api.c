@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "mkcache/mkcache.h"
@@ -1064,8 +1065,34 @@ static void test_program(void) {
     void *run_out[1] = {out};
     mkc_program_options po;
     OK(mkc_program_options_init(&po));
-    CHECK(po.impl == NULL && po.measure == 0 && po.choices == NULL);
+    CHECK(po.impl == NULL && po.measure == 0 && po.choices == NULL && po.dump == NULL);
     mkc_program *other = NULL;
+    {
+        /* The IR after every pass, appended to a file; one that cannot be
+         * opened refused at compile. */
+        char dump_path[] = "/tmp/mkcache_dump_XXXXXX";
+        const int fd = mkstemp(dump_path);
+        CHECK(fd >= 0);
+        close(fd);
+        po.dump = dump_path;
+        OK(mkc_program_compile(g, &po, &other));
+        OK(mkc_program_run_plain(other, run_dims, run_in, run_out)); /* plans the dims */
+        OK(mkc_program_destroy(other));
+        other = NULL;
+        FILE *f = fopen(dump_path, "r");
+        CHECK(f != NULL);
+        char dumped[1 << 16];
+        const size_t got = fread(dumped, 1, sizeof dumped - 1, f);
+        dumped[got] = 0;
+        fclose(f);
+        remove(dump_path);
+        CHECK(strstr(dumped, "=== program ") == dumped && strstr(dumped, "after fuse ===") &&
+              strstr(dumped, "after plan_memory ===") != NULL);
+        po.dump = "/nonexistent-dir/ir.txt";
+        CHECK(mkc_program_compile(g, &po, &other) == MKC_STATUS_INVALID_ARGUMENT);
+        CHECK(strstr(mkc_last_error(), "dump: cannot open") != NULL && other == NULL);
+        po.dump = NULL;
+    }
     po.impl = "conv2d=fast";
     CHECK(mkc_program_compile(g, &po, &other) == MKC_STATUS_INVALID_ARGUMENT);
     CHECK(strstr(mkc_last_error(), "unknown implementation 'fast'") != NULL && other == NULL);

@@ -1006,6 +1006,13 @@ typedef struct mkc_program_options {
                            gave an earlier program (NULL or "": none); taken
                            as they are for the nodes they name, measuring or
                            not, so a deployment need not measure */
+    const char *dump;   /* a file to append the compiler's IR to as text after
+                           every pass: the graph as built and after fusion,
+                           then per plan (input shapes) after bind_inputs,
+                           infer, choose, lower, outputs and plan_memory, each
+                           section headed "=== ... ===" (NULL or "" (default):
+                           the path MKCACHE_DUMP names, or none). A file that
+                           cannot be opened is an error */
 } mkc_program_options;
 
 MKC_API mkc_status mkc_program_options_init(mkc_program_options *options);
