@@ -20,7 +20,7 @@ from ._layout import get_target_layout, target_layout  # noqa: E402
 from .errors import (BufferTooSmallError, DTypeError, Error, InternalError,  # noqa: E402
                      InvalidArgumentError, InvalidHandleError, OneDNNError, OutOfMemoryError,
                      UnsupportedError)
-from ._capi import ACTIVATIONS  # noqa: E402
+from ._operators import ACTIVATIONS  # noqa: E402
 from .ops import (abs, activation, add, clip, conv2d, div, elu, exp, gelu,  # noqa: E402,A004
                   hardswish, maximum, minimum, mul, sub, max_pool2d, avg_pool2d, max_pool3d,
                   avg_pool3d, global_max_pool, global_avg_pool, linear, matmul, layer_norm,

@@ -7,29 +7,14 @@ from __future__ import annotations
 
 import ctypes
 from ctypes import (CFUNCTYPE, POINTER, Structure, c_char, c_char_p, c_float, c_int,
-                    c_int64, c_size_t, c_uint64, c_void_p)
+                    c_int32, c_int64, c_size_t, c_uint64, c_void_p)
 
 from . import _loader
-from .errors import BY_STATUS, Error
+from .errors import STATUS_ERRORS, Error
 
 lib = _loader.load()
 
 MAX_NDIMS = 6
-
-# Enums (mkcache.h).
-DTYPE_F32 = 1
-LAYOUT_TARGET, LAYOUT_CHANNELS_FIRST, LAYOUT_CHANNELS_LAST = 0, 1, 2
-ACTIVATION_NONE, ACTIVATION_RELU = 0, 1
-BINARY = {"add": 1, "sub": 2, "mul": 3, "div": 4, "maximum": 5, "minimum": 6}
-# name -> (kind, alpha, beta) with the parameters PyTorch's defaults imply.
-ACTIVATIONS = {
-    "relu": (1, 0.0, 0.0), "leaky_relu": (1, 0.01, 0.0), "elu": (2, 1.0, 0.0),
-    "gelu": (3, 0.0, 0.0), "gelu_tanh": (4, 0.0, 0.0), "tanh": (5, 0.0, 0.0),
-    "sigmoid": (6, 0.0, 0.0), "swish": (7, 1.0, 0.0), "silu": (7, 1.0, 0.0),
-    "hardswish": (8, 1.0 / 6.0, 0.5), "mish": (9, 0.0, 0.0), "clip": (10, 0.0, 0.0),
-    "relu6": (10, 0.0, 6.0), "sqrt": (11, 0.0, 0.0), "abs": (12, 0.0, 0.0),
-    "exp": (13, 0.0, 0.0), "log": (14, 0.0, 0.0), "square": (15, 0.0, 0.0),
-}
 
 tensor_p = c_void_p
 blob_p = c_void_p
@@ -174,22 +159,26 @@ class ProgramMemory(_Sized):
                 ("converters", c_int), ("plans", c_int), ("in_place", c_int), ("views", c_int)]
 
 
-# mkc_op (mkcache.h, "Programs").
-OPS = {"conv2d": 1, "conv3d": 2, "conv2d_transpose": 3, "activation": 4, "softmax": 5,
-       "binary": 6, "pool": 7, "linear": 8, "matmul": 9, "layer_norm": 10, "batch_norm": 11,
-       "lrn": 12, "concat": 13, "transpose": 14, "reshape": 15}
-
-# mkc_struct_id -> the mirror of that struct (mkcache.h, "Struct sizes").
-STRUCTS = {1: ConvParams, 2: PoolParams, 3: LinearParams, 4: MatmulParams, 5: LayerNormParams,
-           6: BatchNormParams, 7: LrnParams, 8: CacheStats, 9: ActivationCall,
-           10: ActivationParams, 11: SoftmaxParams, 12: BinaryParams, 13: ConcatParams,
-           14: TransposeParams, 15: ReshapeParams, 16: ProgramOptions, 17: ProgramMemory}
+# The mirror of each struct, by its mkc_struct_id name (mkcache.h, "Struct sizes").
+_MIRRORS = {"conv_params": ConvParams, "pool_params": PoolParams, "linear_params": LinearParams,
+            "matmul_params": MatmulParams, "layer_norm_params": LayerNormParams,
+            "batch_norm_params": BatchNormParams, "lrn_params": LrnParams,
+            "cache_stats": CacheStats, "activation_call": ActivationCall,
+            "activation_params": ActivationParams, "softmax_params": SoftmaxParams,
+            "binary_params": BinaryParams, "concat_params": ConcatParams,
+            "transpose_params": TransposeParams, "reshape_params": ReshapeParams,
+            "program_options": ProgramOptions, "program_memory": ProgramMemory}
 
 
 lib.mkc_status_string.argtypes = [status_t]
 lib.mkc_status_string.restype = c_char_p
 lib.mkc_last_error.argtypes = []
 lib.mkc_last_error.restype = c_char_p
+
+# status value -> its exception class; filled from the library's status
+# values once the lookup below is declared (a failure before that raises
+# the Error base class, with the library's message all the same).
+BY_STATUS: dict = {}
 
 
 def raise_for(status: int) -> None:
@@ -205,6 +194,8 @@ def _errcheck(status, func, args):
 
 
 _SIGNATURES = {
+    "mkc_enum_value": [c_char_p, c_char_p, POINTER(c_int32)],
+    "mkc_enum_name": [c_char_p, c_int32, POINTER(c_char_p)],
     "mkc_get_version": [POINTER(c_int), POINTER(c_int), POINTER(c_int)],
     "mkc_get_build_info": [POINTER(c_char_p)],
     "mkc_get_reorder_count": [POINTER(c_uint64)],
@@ -333,6 +324,44 @@ for _name, _argtypes in _SIGNATURES.items():
     _fn.argtypes = _argtypes
     _fn.restype = status_t
     _fn.errcheck = _errcheck
+
+
+def enum_value(enum: str, name: str) -> int:
+    """The value of `enum`'s enumerator `name` (mkcache.h, "Enum values by
+    name": "mkc_op", "conv2d" -> MKC_OP_CONV2D), as the loaded library has it."""
+    value = c_int32()
+    lib.mkc_enum_value(enum.encode(), name.encode(), ctypes.byref(value))
+    return value.value
+
+
+def enum_name(enum: str, value: int) -> str:
+    """The name of `enum`'s value `value` (its first, for an aliased value)."""
+    name = c_char_p()
+    lib.mkc_enum_name(enum.encode(), value, ctypes.byref(name))
+    return name.value.decode()
+
+
+def enum_values(enum: str, names) -> dict:
+    """{name: value} for each of `names`, read from the library."""
+    return {name: enum_value(enum, name) for name in names}
+
+
+# The enums' values this package passes, read once from the library rather
+# than copied from mkcache.h: a library whose numbers moved is then still
+# called right, and one that lost a name fails here, at import, naming it.
+BY_STATUS.update({enum_value("mkc_status", cls.status[len("MKC_STATUS_"):].lower()): cls
+                  for cls in STATUS_ERRORS})
+DTYPE_F32 = enum_value("mkc_dtype", "f32")
+LAYOUT_TARGET, LAYOUT_CHANNELS_FIRST, LAYOUT_CHANNELS_LAST = (
+    enum_value("mkc_layout", name) for name in ("target", "channels_first", "channels_last"))
+ACTIVATION_NONE, ACTIVATION_RELU = (
+    enum_value("mkc_activation_kind", name) for name in ("none", "relu"))
+# mkc_op by operator name (mkcache.h, "Programs").
+OPS = enum_values("mkc_op", ("conv2d", "conv3d", "conv2d_transpose", "activation", "softmax",
+                             "binary", "pool", "linear", "matmul", "layer_norm", "batch_norm",
+                             "lrn", "concat", "transpose", "reshape"))
+# mkc_struct_id -> the mirror of that struct.
+STRUCTS = {enum_value("mkc_struct_id", name): mirror for name, mirror in _MIRRORS.items()}
 
 
 # The same functions without errcheck, for hot paths that check the status

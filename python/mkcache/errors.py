@@ -51,13 +51,8 @@ class InternalError(Error, RuntimeError):
     status = "MKC_STATUS_INTERNAL_ERROR"
 
 
-# Indexed by the C enum value.
-BY_STATUS = {
-    1: InvalidArgumentError,
-    2: InvalidHandleError,
-    3: UnsupportedError,
-    4: OutOfMemoryError,
-    5: BufferTooSmallError,
-    6: OneDNNError,
-    7: InternalError,
-}
+# The class of each failing status (by its `status` name; _capi indexes
+# them by the values the library gives those names). DTypeError is an
+# InvalidArgumentError the package raises itself.
+STATUS_ERRORS = (InvalidArgumentError, InvalidHandleError, UnsupportedError, OutOfMemoryError,
+                 BufferTooSmallError, OneDNNError, InternalError)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import ctypes
 from collections import namedtuple
 
-from . import _capi, _checks, ops
+from . import _capi, _checks, _operators, ops
 from .errors import InvalidArgumentError
 from .tensor import Tensor
 
@@ -137,6 +137,10 @@ def conv2d_transpose(dy, x, weight, bias=None, *, stride=1, padding=0, output_pa
 
 # ---------------------------------------------------------------------- pooling
 
+_MAX, _AVG, _AVG_EXCLUDE_PAD = (_operators.POOL_KINDS[k]
+                                for k in ("max", "avg_include_pad", "avg_exclude_pad"))
+
+
 def _pool(kind, k, dy, x, kernel_size, stride, padding, ceil_mode, data_format, name,
           global_=False) -> Tensor:
     p = ops._pool_params(kind, k, kernel_size, stride, padding, ceil_mode, data_format, name,
@@ -162,37 +166,37 @@ def max_pool2d(dy, x, kernel_size, stride=None, padding=0, *, ceil_mode=False,
     """Gradient of ``mkcache.max_pool2d`` with respect to x. Uses the
     indices a ``training=True`` forward of this x left (recomputed when
     there are none)."""
-    return _pool(1, 2, dy, x, kernel_size, stride, padding, ceil_mode, data_format, name)
+    return _pool(_MAX, 2, dy, x, kernel_size, stride, padding, ceil_mode, data_format, name)
 
 
 def avg_pool2d(dy, x, kernel_size, stride=None, padding=0, *, ceil_mode=False,
                count_include_pad=True, data_format="NCHW", name=None) -> Tensor:
     """Gradient of ``mkcache.avg_pool2d`` with respect to x."""
-    return _pool(2 if count_include_pad else 3, 2, dy, x, kernel_size, stride, padding,
-                 ceil_mode, data_format, name)
+    return _pool(_AVG if count_include_pad else _AVG_EXCLUDE_PAD, 2, dy, x, kernel_size, stride,
+                 padding, ceil_mode, data_format, name)
 
 
 def max_pool3d(dy, x, kernel_size, stride=None, padding=0, *, ceil_mode=False,
                data_format="NCDHW", name=None) -> Tensor:
     """Gradient of ``mkcache.max_pool3d``."""
-    return _pool(1, 3, dy, x, kernel_size, stride, padding, ceil_mode, data_format, name)
+    return _pool(_MAX, 3, dy, x, kernel_size, stride, padding, ceil_mode, data_format, name)
 
 
 def avg_pool3d(dy, x, kernel_size, stride=None, padding=0, *, ceil_mode=False,
                count_include_pad=True, data_format="NCDHW", name=None) -> Tensor:
     """Gradient of ``mkcache.avg_pool3d``."""
-    return _pool(2 if count_include_pad else 3, 3, dy, x, kernel_size, stride, padding,
-                 ceil_mode, data_format, name)
+    return _pool(_AVG if count_include_pad else _AVG_EXCLUDE_PAD, 3, dy, x, kernel_size, stride,
+                 padding, ceil_mode, data_format, name)
 
 
 def global_max_pool(dy, x, *, data_format="NCHW", name=None) -> Tensor:
     """Gradient of ``mkcache.global_max_pool``."""
-    return _pool(1, 0, dy, x, None, None, 0, False, data_format, name, global_=True)
+    return _pool(_MAX, 0, dy, x, None, None, 0, False, data_format, name, global_=True)
 
 
 def global_avg_pool(dy, x, *, data_format="NCHW", name=None) -> Tensor:
     """Gradient of ``mkcache.global_avg_pool``."""
-    return _pool(2, 0, dy, x, None, None, 0, False, data_format, name, global_=True)
+    return _pool(_AVG, 0, dy, x, None, None, 0, False, data_format, name, global_=True)
 
 
 # ------------------------------------------------------------- element-wise ops
@@ -201,10 +205,10 @@ def activation(dy, x, kind: str, alpha=None, beta=None, *, name=None) -> Tensor:
     """Gradient of ``mkcache.activation(x, kind, alpha, beta)``, computed from
     the forward's input x."""
     try:
-        k, a, b = _capi.ACTIVATIONS[kind]
+        k, a, b = _operators.ACTIVATIONS[kind]
     except (KeyError, TypeError):
-        raise InvalidArgumentError(
-            f"activation kind must be one of {sorted(_capi.ACTIVATIONS)}, got {kind!r}") from None
+        raise InvalidArgumentError(f"activation kind must be one of "
+                                   f"{sorted(_operators.ACTIVATIONS)}, got {kind!r}") from None
     a = a if alpha is None else _checks.real(alpha, "alpha")
     b = b if beta is None else _checks.real(beta, "beta")
     args = ops._Args()
@@ -370,7 +374,7 @@ def _binary(kind: str, dy, a, b, name, wrt) -> BinaryGrads:
         hb = ops._operand(b, "b", args)
         hdy = args.handle(dy, "dy", ops._default_layout())
         da, db = _outs(("a", "b"), wanted)
-        _call(_lib.mkc_binary_backward, _capi.BINARY[kind], ops._name(name), ha, hb, hdy,
+        _call(_lib.mkc_binary_backward, _operators.BINARY[kind], ops._name(name), ha, hb, hdy,
               _ref(da), _ref(db))
         return BinaryGrads(_adopt(da), _adopt(db))
     finally:
@@ -387,7 +391,7 @@ def _make_binary_grad(kind: str):
     return grad
 
 
-for _kind in ("add", "sub", "mul", "div", "maximum", "minimum"):
+for _kind in _operators.BINARY_TABLE:
     globals()[_kind] = _make_binary_grad(_kind)
 
 

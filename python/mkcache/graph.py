@@ -23,7 +23,7 @@ import threading
 
 import numpy as np
 
-from . import _capi, _checks, _layout, ops
+from . import _capi, _checks, _layout, _operators, ops
 from .errors import InvalidArgumentError
 from . import tensor as _tensor
 from .tensor import Tensor, _Owner, check_array, input_owner, wrap_handle
@@ -219,10 +219,10 @@ class Graph(_Closed):
 
     def activation(self, x, kind: str, alpha=None, beta=None, *, name=None) -> Value:
         try:
-            k, a, b = _capi.ACTIVATIONS[kind]
+            k, a, b = _operators.ACTIVATIONS[kind]
         except (KeyError, TypeError):
             raise InvalidArgumentError(
-                f"activation kind must be one of {sorted(_capi.ACTIVATIONS)}, "
+                f"activation kind must be one of {sorted(_operators.ACTIVATIONS)}, "
                 f"got {kind!r}") from None
         if alpha is not None:
             a = _checks.real(alpha, "alpha")
@@ -232,124 +232,24 @@ class Graph(_Closed):
                     beta=b, name=ops._name(name))
         return self._node("activation", p, [self._value(x, "x")])
 
-    def relu(self, x, *, name=None):
-        return self.activation(x, "relu", name=name)
-
-    def leaky_relu(self, x, negative_slope=0.01, *, name=None):
-        return self.activation(x, "leaky_relu", negative_slope, name=name)
-
-    def elu(self, x, alpha=1.0, *, name=None):
-        return self.activation(x, "elu", alpha, name=name)
-
-    def gelu(self, x, approximate="none", *, name=None):
-        if approximate not in ("none", "tanh"):
-            raise InvalidArgumentError(
-                f"approximate must be 'none' or 'tanh', got {approximate!r}")
-        return self.activation(x, "gelu" if approximate == "none" else "gelu_tanh", name=name)
-
-    def tanh(self, x, *, name=None):
-        return self.activation(x, "tanh", name=name)
-
-    def sigmoid(self, x, *, name=None):
-        return self.activation(x, "sigmoid", name=name)
-
-    def swish(self, x, beta=1.0, *, name=None):
-        return self.activation(x, "swish", beta, name=name)
-
-    def silu(self, x, *, name=None):
-        return self.activation(x, "silu", name=name)
-
-    def hardswish(self, x, *, name=None):
-        return self.activation(x, "hardswish", name=name)
-
-    def mish(self, x, *, name=None):
-        return self.activation(x, "mish", name=name)
-
-    def clip(self, x, min, max, *, name=None):  # noqa: A002 (numpy's names)
-        return self.activation(x, "clip", min, max, name=name)
-
-    def relu6(self, x, *, name=None):
-        return self.activation(x, "relu6", name=name)
-
-    def sqrt(self, x, *, name=None):
-        return self.activation(x, "sqrt", name=name)
-
-    def abs(self, x, *, name=None):  # noqa: A003 (numpy's name)
-        return self.activation(x, "abs", name=name)
-
-    def exp(self, x, *, name=None):
-        return self.activation(x, "exp", name=name)
-
-    def log(self, x, *, name=None):
-        return self.activation(x, "log", name=name)
-
-    def square(self, x, *, name=None):
-        return self.activation(x, "square", name=name)
-
+    # The bodies of the methods made from the operators' description
+    # (_operators): softmax and log_softmax, add, sub, ..., max_pool2d, ...
     def _softmax(self, x, axis, log, name):
         p = _params(_capi.SoftmaxParams, _lib.mkc_softmax_params_init,
                     axis=_checks.integer(axis, "axis", _checks.INT32), log=log,
                     name=ops._name(name))
         return self._node("softmax", p, [self._value(x, "x")])
 
-    def softmax(self, x, axis=-1, *, name=None) -> Value:
-        return self._softmax(x, axis, 0, name)
-
-    def log_softmax(self, x, axis=-1, *, name=None) -> Value:
-        return self._softmax(x, axis, 1, name)
-
     def _binary(self, kind, a, b, name):
-        p = _params(_capi.BinaryParams, _lib.mkc_binary_params_init, kind=_capi.BINARY[kind],
+        p = _params(_capi.BinaryParams, _lib.mkc_binary_params_init, kind=kind,
                     name=ops._name(name))
         return self._node("binary", p, [self._value(a, "a"), self._value(b, "b")])
-
-    def add(self, a, b, *, name=None):
-        return self._binary("add", a, b, name)
-
-    def sub(self, a, b, *, name=None):
-        return self._binary("sub", a, b, name)
-
-    def mul(self, a, b, *, name=None):
-        return self._binary("mul", a, b, name)
-
-    def div(self, a, b, *, name=None):
-        return self._binary("div", a, b, name)
-
-    def maximum(self, a, b, *, name=None):
-        return self._binary("maximum", a, b, name)
-
-    def minimum(self, a, b, *, name=None):
-        return self._binary("minimum", a, b, name)
 
     def _pool(self, kind, x, k, kernel_size, stride, padding, ceil_mode, data_format, name,
               global_=False):
         p = ops._build_pool_params(kind, k, kernel_size, stride, padding, ceil_mode,
                                    data_format, name, global_, False)
         return self._node("pool", p, [self._value(x, "x")])
-
-    def max_pool2d(self, x, kernel_size, stride=None, padding=0, *, ceil_mode=False,
-                   data_format="NCHW", name=None):
-        return self._pool(1, x, 2, kernel_size, stride, padding, ceil_mode, data_format, name)
-
-    def avg_pool2d(self, x, kernel_size, stride=None, padding=0, *, ceil_mode=False,
-                   count_include_pad=True, data_format="NCHW", name=None):
-        return self._pool(2 if count_include_pad else 3, x, 2, kernel_size, stride, padding,
-                          ceil_mode, data_format, name)
-
-    def max_pool3d(self, x, kernel_size, stride=None, padding=0, *, ceil_mode=False,
-                   data_format="NCDHW", name=None):
-        return self._pool(1, x, 3, kernel_size, stride, padding, ceil_mode, data_format, name)
-
-    def avg_pool3d(self, x, kernel_size, stride=None, padding=0, *, ceil_mode=False,
-                   count_include_pad=True, data_format="NCDHW", name=None):
-        return self._pool(2 if count_include_pad else 3, x, 3, kernel_size, stride, padding,
-                          ceil_mode, data_format, name)
-
-    def global_max_pool(self, x, *, data_format="NCHW", name=None):
-        return self._pool(1, x, 0, None, None, 0, False, data_format, name, global_=True)
-
-    def global_avg_pool(self, x, *, data_format="NCHW", name=None):
-        return self._pool(2, x, 0, None, None, 0, False, data_format, name, global_=True)
 
     def linear(self, x, weight, bias=None, *, activation=None, name=None) -> Value:
         p = ops._build_linear_params(activation, name, False)
@@ -489,6 +389,12 @@ class Graph(_Closed):
         handle = ctypes.c_void_p()
         _lib.mkc_program_compile(self.handle, ctypes.byref(o), ctypes.byref(handle))
         return Program(handle, dict(self._input_layouts), dict(self._input_ranks))
+
+
+# The activation aliases (relu, gelu, clip, ...), pools, binaries, softmax
+# and log_softmax: made from the description the eager functions are made
+# from, with the same parameters but out= and training=.
+_operators.define_methods(Graph, globals())
 
 
 class Program(_Closed):

@@ -7,7 +7,7 @@ import numbers
 
 import numpy as np
 
-from . import _capi, _checks, _layout
+from . import _capi, _checks, _layout, _operators
 from . import tensor as tensor_module
 from .errors import InvalidArgumentError
 from .tensor import (Tensor, check_array, check_writable, data_address, input_owner,
@@ -188,10 +188,10 @@ def _out_handle(out):
 def _fused_activation(activation) -> tuple:
     if activation is None:
         return (_capi.ACTIVATION_NONE, 0.0, 0.0)
-    if isinstance(activation, str) and activation in _capi.ACTIVATIONS:
-        return _capi.ACTIVATIONS[activation]
-    raise InvalidArgumentError(
-        f"activation must be None or one of {sorted(_capi.ACTIVATIONS)}, got {activation!r}")
+    if isinstance(activation, str) and activation in _operators.ACTIVATIONS:
+        return _operators.ACTIVATIONS[activation]
+    raise InvalidArgumentError(f"activation must be None or one of "
+                               f"{sorted(_operators.ACTIVATIONS)}, got {activation!r}")
 
 
 def _conv_padding(padding, k, kernel, stride, dilation, spatial) -> tuple:
@@ -341,10 +341,10 @@ def activation(x, kind: str, alpha=None, beta=None, *, name=None, out=None) -> T
     x's layout; alpha/beta override the kind's default parameters. ``out=x``
     (a Tensor) runs in place."""
     try:
-        k, a, b = _capi.ACTIVATIONS[kind]
+        k, a, b = _operators.ACTIVATIONS[kind]
     except (KeyError, TypeError):
-        raise InvalidArgumentError(
-            f"activation kind must be one of {sorted(_capi.ACTIVATIONS)}, got {kind!r}") from None
+        raise InvalidArgumentError(f"activation kind must be one of "
+                                   f"{sorted(_operators.ACTIVATIONS)}, got {kind!r}") from None
     if alpha is not None:
         a = _checks.real(alpha, "alpha")
     if beta is not None:
@@ -368,7 +368,7 @@ def activation(x, kind: str, alpha=None, beta=None, *, name=None, out=None) -> T
     return _result(out, dst)
 
 
-_RELU_KIND = _capi.ACTIVATIONS["relu"][0]
+_RELU_KIND = _operators.ACTIVATIONS["relu"][0]
 _new, _CHANNELS_FIRST = object.__new__, _capi.LAYOUT_CHANNELS_FIRST
 
 
@@ -377,6 +377,8 @@ def relu(x, *, name=None, out=None) -> Tensor:
     # The hottest call there is, so _plain_activation / _run_plain /
     # Tensor._of_array / data_address are written out here: each Python
     # call level is a sizeable part of relu's own time on small arrays.
+    # Its parameters and docstring are its row's in _operators (the Graph
+    # method is made from that row; test_operators holds the two alike).
     if out is None and type(x) is _ndarray and x.dtype is _F32 and x.flags.c_contiguous \
             and _DATA_FIELD is not None:
         shape = x.shape
@@ -395,83 +397,6 @@ def relu(x, *, name=None, out=None) -> Tensor:
             t._lazy_layout = _CHANNELS_FIRST if len(shape) < 3 else _default_layout()
             return t
     return activation(x, "relu", name=name, out=out)
-
-
-def leaky_relu(x, negative_slope=0.01, *, name=None, out=None) -> Tensor:
-    """x if x > 0 else negative_slope * x."""
-    return activation(x, "leaky_relu", negative_slope, name=name, out=out)
-
-
-def elu(x, alpha=1.0, *, name=None, out=None) -> Tensor:
-    """x if x > 0 else alpha * (exp(x) - 1)."""
-    return activation(x, "elu", alpha, name=name, out=out)
-
-
-def gelu(x, approximate="none", *, name=None, out=None) -> Tensor:
-    """0.5 x (1 + erf(x / sqrt(2))); approximate="tanh" for the tanh form."""
-    if approximate not in ("none", "tanh"):
-        raise InvalidArgumentError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
-    return activation(x, "gelu" if approximate == "none" else "gelu_tanh", name=name, out=out)
-
-
-def tanh(x, *, name=None, out=None) -> Tensor:
-    return activation(x, "tanh", name=name, out=out)
-
-
-def sigmoid(x, *, name=None, out=None) -> Tensor:
-    return activation(x, "sigmoid", name=name, out=out)
-
-
-def swish(x, beta=1.0, *, name=None, out=None) -> Tensor:
-    """x * sigmoid(beta * x)."""
-    return activation(x, "swish", beta, name=name, out=out)
-
-
-def silu(x, *, name=None, out=None) -> Tensor:
-    """x * sigmoid(x)."""
-    return activation(x, "silu", name=name, out=out)
-
-
-def hardswish(x, *, name=None, out=None) -> Tensor:
-    """x * relu6(x + 3) / 6."""
-    return activation(x, "hardswish", name=name, out=out)
-
-
-def mish(x, *, name=None, out=None) -> Tensor:
-    """x * tanh(softplus(x))."""
-    return activation(x, "mish", name=name, out=out)
-
-
-def clip(x, min, max, *, name=None, out=None) -> Tensor:  # noqa: A002 (numpy's names)
-    """min(max(x, min), max)."""
-    if not _checks.real(min, "min") <= _checks.real(max, "max"):
-        raise InvalidArgumentError(f"clip: min ({min}) must be <= max ({max})")
-    return activation(x, "clip", min, max, name=name, out=out)
-
-
-def relu6(x, *, name=None, out=None) -> Tensor:
-    """min(max(x, 0), 6)."""
-    return activation(x, "relu6", name=name, out=out)
-
-
-def sqrt(x, *, name=None, out=None) -> Tensor:
-    return activation(x, "sqrt", name=name, out=out)
-
-
-def abs(x, *, name=None, out=None) -> Tensor:  # noqa: A001 (numpy's name)
-    return activation(x, "abs", name=name, out=out)
-
-
-def exp(x, *, name=None, out=None) -> Tensor:
-    return activation(x, "exp", name=name, out=out)
-
-
-def log(x, *, name=None, out=None) -> Tensor:
-    return activation(x, "log", name=name, out=out)
-
-
-def square(x, *, name=None, out=None) -> Tensor:
-    return activation(x, "square", name=name, out=out)
 
 
 def _unary(x, call, name, out):
@@ -495,18 +420,6 @@ def _axis(axis) -> int:
     return _checks.integer(axis, "axis", _checks.INT32)
 
 
-def softmax(x, axis=-1, *, name=None, out=None) -> Tensor:
-    """exp(x) / sum(exp(x)) along `axis` (of x's shape as reported)."""
-    a = _axis(axis)
-    return _unary(x, lambda h, n, d: _softmax(a, 0, n, h, d), name, out)
-
-
-def log_softmax(x, axis=-1, *, name=None, out=None) -> Tensor:
-    """x - log(sum(exp(x))) along `axis`."""
-    a = _axis(axis)
-    return _unary(x, lambda h, n, d: _softmax(a, 1, n, h, d), name, out)
-
-
 def _operand(value, argument, args: "_Args"):
     # Arrays and Tensors first: isinstance against the numbers ABC is slow.
     if type(value) is not _ndarray and not isinstance(value, Tensor) \
@@ -515,46 +428,19 @@ def _operand(value, argument, args: "_Args"):
     return args.handle(value, argument, _default_layout())
 
 
-def _binary_op(kind: str, a, b, name, out) -> Tensor:
+def _binary_op(kind: int, a, b, name, out) -> Tensor:
+    """a <kind> b (an mkc_binary_kind value): the body of add, sub, ..."""
     args = _Args()
     try:
         ha = _operand(a, "a", args)
         hb = _operand(b, "b", args)
         dst = _out_handle(out)
-        status = _binary(_capi.BINARY[kind], _name(name), ha, hb, ctypes.byref(dst))
+        status = _binary(kind, _name(name), ha, hb, ctypes.byref(dst))
         if status:
             _capi.raise_for(status)
         return _result(out, dst)
     finally:
         args.close()
-
-
-def add(a, b, *, name=None, out=None) -> Tensor:
-    """a + b with numpy broadcasting (b may be a Python number)."""
-    return _binary_op("add", a, b, name, out)
-
-
-def sub(a, b, *, name=None, out=None) -> Tensor:
-    """a - b with numpy broadcasting."""
-    return _binary_op("sub", a, b, name, out)
-
-
-def mul(a, b, *, name=None, out=None) -> Tensor:
-    """a * b with numpy broadcasting (key suffix "M")."""
-    return _binary_op("mul", a, b, name, out)
-
-
-def div(a, b, *, name=None, out=None) -> Tensor:
-    """a / b with numpy broadcasting."""
-    return _binary_op("div", a, b, name, out)
-
-
-def maximum(a, b, *, name=None, out=None) -> Tensor:
-    return _binary_op("maximum", a, b, name, out)
-
-
-def minimum(a, b, *, name=None, out=None) -> Tensor:
-    return _binary_op("minimum", a, b, name, out)
 
 
 def _ntuple(value, k: int, argument: str) -> tuple:
@@ -619,47 +505,11 @@ def _pool(kind: int, x, k: int, kernel_size, stride, padding, ceil_mode, data_fo
         args.close()
 
 
-def max_pool2d(x, kernel_size, stride=None, padding=0, *, ceil_mode=False, data_format="NCHW",
-               training=False, name=None, out=None) -> Tensor:
-    """Max pooling over H, W. stride defaults to kernel_size (as PyTorch).
-    training: leave the training descriptor for ``mkcache.grad.max_pool2d``."""
-    return _pool(1, x, 2, kernel_size, stride, padding, ceil_mode, data_format, name, out,
-                 training=training)
-
-
-def avg_pool2d(x, kernel_size, stride=None, padding=0, *, ceil_mode=False,
-               count_include_pad=True, data_format="NCHW", training=False, name=None,
-               out=None) -> Tensor:
-    """Average pooling over H, W; count_include_pad as PyTorch."""
-    kind = 2 if count_include_pad else 3
-    return _pool(kind, x, 2, kernel_size, stride, padding, ceil_mode, data_format, name, out,
-                 training=training)
-
-
-def max_pool3d(x, kernel_size, stride=None, padding=0, *, ceil_mode=False, data_format="NCDHW",
-               training=False, name=None, out=None) -> Tensor:
-    """Max pooling over D, H, W."""
-    return _pool(1, x, 3, kernel_size, stride, padding, ceil_mode, data_format, name, out,
-                 training=training)
-
-
-def avg_pool3d(x, kernel_size, stride=None, padding=0, *, ceil_mode=False,
-               count_include_pad=True, data_format="NCDHW", training=False, name=None,
-               out=None) -> Tensor:
-    """Average pooling over D, H, W."""
-    kind = 2 if count_include_pad else 3
-    return _pool(kind, x, 3, kernel_size, stride, padding, ceil_mode, data_format, name, out,
-                 training=training)
-
-
-def global_max_pool(x, *, data_format="NCHW", name=None, out=None) -> Tensor:
-    """Max over all spatial dims (4-D or 5-D input); spatial dims become 1."""
-    return _pool(1, x, 0, None, None, 0, False, data_format, name, out, global_=True)
-
-
-def global_avg_pool(x, *, data_format="NCHW", name=None, out=None) -> Tensor:
-    """Mean over all spatial dims (4-D or 5-D input); spatial dims become 1."""
-    return _pool(2, x, 0, None, None, 0, False, data_format, name, out, global_=True)
+# The other activations (leaky_relu, gelu, clip, ...), the pools, the
+# binaries, softmax and log_softmax, from their one description, which the
+# Graph methods are made from too. relu is written out above for its fast
+# path.
+_operators.define_functions(globals(), written=("relu",))
 
 
 def _linear_params(activation, name, training=False):

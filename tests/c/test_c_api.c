@@ -1016,6 +1016,60 @@ static void test_struct_sizes(void) {
 /* A program: conv (+bias) -> relu against the loop reference, with a batch bound
  * at run time, a caller's output, the plan and memory queries, and the
  * errors a C caller meets first. */
+/* Enum values by name (mkcache.h): the header's enumerators by their
+ * lowercase names and back, mkc_op's from the operator table; unknown
+ * enums, names and values and NULL pointers refused, the out-parameter
+ * left alone. */
+static void test_enum_names(void) {
+    const struct {
+        const char *enum_name, *name;
+        int32_t value;
+    } known[] = {{"mkc_status", "invalid_handle", MKC_STATUS_INVALID_HANDLE},
+                 {"mkc_struct_id", "program_memory", MKC_STRUCT_PROGRAM_MEMORY},
+                 {"mkc_dtype", "f32", MKC_DTYPE_F32},
+                 {"mkc_layout", "channels_last", MKC_LAYOUT_CHANNELS_LAST},
+                 {"mkc_activation_kind", "gelu_erf", MKC_ACTIVATION_GELU_ERF},
+                 {"mkc_activation_kind", "none", MKC_ACTIVATION_NONE},
+                 {"mkc_binary_kind", "max", MKC_BINARY_MAX},
+                 {"mkc_pool_kind", "avg_exclude_pad", MKC_POOL_AVG_EXCLUDE_PAD},
+                 {"mkc_op", "conv2d", MKC_OP_CONV2D},
+                 {"mkc_op", "conv2d_transpose", MKC_OP_CONV2D_TRANSPOSE},
+                 {"mkc_op", "reshape", MKC_OP_RESHAPE}};
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; ++i) {
+        int32_t value = -1;
+        const char *name = NULL;
+        OK(mkc_enum_value(known[i].enum_name, known[i].name, &value));
+        CHECK(value == known[i].value);
+        OK(mkc_enum_name(known[i].enum_name, known[i].value, &name));
+        CHECK(name != NULL && strcmp(name, known[i].name) == 0);
+    }
+    /* An alias is found; the value's name is its first one. */
+    int32_t value = -1;
+    const char *name = NULL;
+    OK(mkc_enum_value("mkc_layout", "nhwc", &value));
+    CHECK(value == MKC_LAYOUT_NHWC);
+    OK(mkc_enum_name("mkc_layout", MKC_LAYOUT_NCHW, &name));
+    CHECK(name != NULL && strcmp(name, "channels_first") == 0);
+
+    value = 77;
+    name = "untouched";
+    REFUSED(mkc_enum_value("mkc_nothing", "relu", &value), "unknown enum 'mkc_nothing'");
+    REFUSED(mkc_enum_value("mkc_activation_kind", "gelu", &value),
+            "mkc_activation_kind has no value named 'gelu'");
+    REFUSED(mkc_enum_value("mkc_op", "Conv2d", &value), "mkc_op has no value named 'Conv2d'");
+    REFUSED(mkc_enum_value("mkc_binary_kind", "max_enum", &value), "no value named 'max_enum'");
+    REFUSED(mkc_enum_value(NULL, "relu", &value), "enum_name is NULL");
+    REFUSED(mkc_enum_value("mkc_op", NULL, &value), "value_name is NULL");
+    REFUSED(mkc_enum_value("mkc_op", "conv2d", NULL), "value (out-parameter) is NULL");
+    CHECK(value == 77);
+    REFUSED(mkc_enum_name("mkc_pool_kind", 0, &name), "mkc_pool_kind has no value 0");
+    REFUSED(mkc_enum_name("mkc_op", MKC_OP_MAX_ENUM, &name), "mkc_op has no value 2147483647");
+    REFUSED(mkc_enum_name("mkc_dtype", -1, &name), "mkc_dtype has no value -1");
+    REFUSED(mkc_enum_name(NULL, 1, &name), "enum_name is NULL");
+    REFUSED(mkc_enum_name("mkc_op", 1, NULL), "name (out-parameter) is NULL");
+    CHECK(strcmp(name, "untouched") == 0);
+}
+
 static void test_program(void) {
     enum { N = 2, C = 3, H = 6, W = 5, O = 7, K = 3, PAD = 1 };
     float x[N * C * H * W], w[O * C * K * K], b[O], ref[N * O * H * W], out[N * O * H * W];
@@ -1222,6 +1276,7 @@ int main(void) {
     test_cache();
     test_probe_regressions();
     test_struct_sizes();
+    test_enum_names();
     test_program();
     return finish("test_c_api");
 }

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import mkcache
-from mkcache import _capi, ops
+from mkcache import _capi, _operators, ops
 
 lib = _capi.lib
 HEADER = Path(__file__).resolve().parents[2] / "libmkcache/include/mkcache/mkcache.h"
@@ -293,3 +293,64 @@ def test_activation_call_takes_its_exact_size_only():
                                match=rf"{op}: mkc_activation_call.struct_size is {given} "
                                      rf"\(expected {size}"):
                 fn(ctypes.byref(call), *args)
+
+
+# Each enum of the header, by the prefix its enumerators share.
+ENUM_PREFIXES = {"mkc_status": "MKC_STATUS_", "mkc_struct_id": "MKC_STRUCT_",
+                 "mkc_dtype": "MKC_DTYPE_", "mkc_layout": "MKC_LAYOUT_",
+                 "mkc_activation_kind": "MKC_ACTIVATION_", "mkc_binary_kind": "MKC_BINARY_",
+                 "mkc_pool_kind": "MKC_POOL_", "mkc_op": "MKC_OP_"}
+
+
+def header_enums():
+    """{enum name: [(enumerator, value)]} of every enum the header defines,
+    the *_MAX_ENUM sentinels left out, aliases given their target's value."""
+    text = HEADER.read_text()
+    enums = {}
+    for name, body in re.findall(r"typedef enum (mkc_\w+) \{(.*?)\} \1;", text, re.S):
+        body = re.sub(r"/\*.*?\*/", "", body, flags=re.S)
+        values = {}
+        for enumerator, value in re.findall(r"(MKC_\w+) = (\w+)", body):
+            values[enumerator] = values[value] if value in values else int(value, 0)
+        enums[name] = [(e, v) for e, v in values.items() if not e.endswith("_MAX_ENUM")]
+    return enums
+
+
+def test_every_enumerator_of_the_header_is_found_by_its_name_and_back():
+    """mkc_enum_value knows each enumerator by its name after the prefix, in
+    lowercase; mkc_enum_name gives a value its first enumerator's name."""
+    enums = header_enums()
+    assert set(enums) == set(ENUM_PREFIXES)
+    for enum, enumerators in enums.items():
+        prefix = ENUM_PREFIXES[enum]
+        first = {}
+        for enumerator, value in enumerators:
+            assert enumerator.startswith(prefix), enumerator
+            name = enumerator[len(prefix):].lower()
+            assert _capi.enum_value(enum, name) == value, enumerator
+            first.setdefault(value, name)
+        for value, name in first.items():
+            assert _capi.enum_name(enum, value) == name, (enum, value)
+
+
+def test_the_python_mirrors_of_the_enums_match_the_header():
+    enums = {enum: {e[len(ENUM_PREFIXES[enum]):].lower(): v for e, v in enumerators}
+             for enum, enumerators in header_enums().items()}
+    assert _capi.OPS == enums["mkc_op"]
+    assert set(_capi.STRUCTS) == set(enums["mkc_struct_id"].values())
+    for name, mirror in _capi._MIRRORS.items():
+        assert _capi.STRUCTS[enums["mkc_struct_id"][name]] is mirror
+    assert _capi.DTYPE_F32 == enums["mkc_dtype"]["f32"]
+    assert (_capi.LAYOUT_TARGET, _capi.LAYOUT_CHANNELS_FIRST, _capi.LAYOUT_CHANNELS_LAST) == \
+        tuple(enums["mkc_layout"][n] for n in ("target", "channels_first", "channels_last"))
+    assert (_capi.ACTIVATION_NONE, _capi.ACTIVATION_RELU) == \
+        (enums["mkc_activation_kind"]["none"], enums["mkc_activation_kind"]["relu"])
+    statuses = {v: n for n, v in enums["mkc_status"].items()}
+    assert set(_capi.BY_STATUS) == set(statuses) - {enums["mkc_status"]["ok"]}
+    for value, error in _capi.BY_STATUS.items():
+        assert error.status == f"MKC_STATUS_{statuses[value].upper()}"
+    for name, (kind, _, _) in mkcache.ACTIVATIONS.items():
+        assert kind == enums["mkc_activation_kind"][_operators.ACTIVATION_TABLE[name].kind]
+    for name, kind in _operators.BINARY.items():
+        assert kind == enums["mkc_binary_kind"][_operators.BINARY_TABLE[name].kind]
+    assert _operators.POOL_KINDS == enums["mkc_pool_kind"]

@@ -169,6 +169,41 @@ typedef enum mkc_struct_id {
 MKC_API mkc_status mkc_get_struct_size(mkc_struct_id id, size_t *size);
 
 /* ------------------------------------------------------------------------ */
+/* Enum values by name                                                      */
+/* ------------------------------------------------------------------------ */
+
+/* The value of one of this header's enumerators, looked up by name, and
+ * the name of a value: a binding reads the ids from the library it loaded
+ * instead of keeping copies of this header's numbers.
+ *
+ * `enum_name` is the enum's type name: "mkc_status", "mkc_struct_id",
+ * "mkc_dtype", "mkc_layout", "mkc_activation_kind", "mkc_binary_kind",
+ * "mkc_pool_kind" or "mkc_op". A value's name is its enumerator's name
+ * after the enum's prefix, in lowercase:
+ *   MKC_STATUS_INVALID_ARGUMENT   "invalid_argument"
+ *   MKC_STRUCT_CONV_PARAMS        "conv_params"
+ *   MKC_DTYPE_F32                 "f32"
+ *   MKC_LAYOUT_CHANNELS_LAST      "channels_last"
+ *   MKC_ACTIVATION_GELU_ERF       "gelu_erf"
+ *   MKC_BINARY_MAX                "max"
+ *   MKC_POOL_AVG_INCLUDE_PAD      "avg_include_pad"
+ *   MKC_OP_CONV2D_TRANSPOSE       "conv2d_transpose" (mkc_op's names are
+ *                                 also the operators' names in plans,
+ *                                 messages and mkc_program_options.impl)
+ * Names match exactly (lowercase only). mkc_layout's aliases ("nchw",
+ * "nhwc", "ncdhw", "ndhwc") are found by mkc_enum_value; mkc_enum_name
+ * gives each value its first name ("channels_first"). The *_MAX_ENUM
+ * sentinels are not values.
+ *
+ * An unknown enum, name or value, or a NULL pointer, is
+ * MKC_STATUS_INVALID_ARGUMENT with a message naming it; `*value` and
+ * `*name` are then left as they are. `*name` is a static string. Both may
+ * be called from any thread at any time: the tables are constants. */
+MKC_API mkc_status mkc_enum_value(const char *enum_name, const char *value_name,
+                                  int32_t *value);
+MKC_API mkc_status mkc_enum_name(const char *enum_name, int32_t value, const char **name);
+
+/* ------------------------------------------------------------------------ */
 /* Data types and layouts                                                   */
 /* ------------------------------------------------------------------------ */
 

@@ -1,0 +1,270 @@
+"""One description of the operators that are a C operator run with a fixed
+kind: the activation aliases (relu, gelu, clip, ...), the pools, the
+binaries, softmax and log_softmax.
+
+A row says which kind of the library the operator runs (by its name in
+mkcache.h; the number is read from the loaded library), the operator's own
+parameters with their defaults and checks, and its documentation. The eager
+functions of mkcache.ops and the methods of mkcache.Graph are both made from
+the rows (define_functions, define_methods), so the two cannot drift apart in
+names, parameters, defaults, checks or documentation.
+
+They are made from source text, as collections.namedtuple makes its classes:
+the operators keep PyTorch's parameter names (negative_slope, approximate,
+count_include_pad, ...), which callers pass by keyword, and a function with
+real parameters costs a call no more than one written by hand, where a
+generic wrapper taking *args would bind its arguments on every call.
+"""
+from __future__ import annotations
+
+import linecache
+from typing import NamedTuple
+
+from . import _capi
+
+
+class _Required:
+    def __repr__(self):
+        return "REQUIRED"
+
+
+REQUIRED = _Required()  # the default of a parameter that has none
+
+
+class Param(NamedTuple):
+    """A parameter of an activation alias (after x)."""
+    name: str
+    default: object = REQUIRED
+    sets: str = "alpha"  # the activation parameter it gives: "alpha" or "beta"
+    # Instead of a parameter: its allowed values -> the activation name each
+    # runs (gelu's approximate).
+    choices: dict | None = None
+
+
+class Activation(NamedTuple):
+    kind: str            # its mkc_activation_kind name
+    alpha: float = 0.0   # the parameters PyTorch's defaults imply
+    beta: float = 0.0
+    params: tuple = ()   # Params: what the caller may give instead of alpha, beta
+    ordered: bool = False  # the two params must be given in order (min <= max)
+    doc: str = ""
+    function: bool = True  # also mkcache.<name> and Graph.<name> (else a kind only)
+
+
+class Pool(NamedTuple):
+    kind: str  # "max", or "avg": count_include_pad picks the mkc_pool_kind
+    rank: int  # the window's spatial dims; 0: the whole extent (global)
+    doc: str
+
+
+class Binary(NamedTuple):
+    kind: str  # its mkc_binary_kind name
+    doc: str
+
+
+class Softmax(NamedTuple):
+    log: bool
+    doc: str
+
+
+# Every name mkcache.activation(x, kind) takes; with `function`, also an
+# operator of its own.
+ACTIVATION_TABLE = {
+    "relu": Activation("relu", doc="max(x, 0)."),
+    "leaky_relu": Activation("relu", 0.01, params=(Param("negative_slope", 0.01),),
+                             doc="x if x > 0 else negative_slope * x."),
+    "elu": Activation("elu", 1.0, params=(Param("alpha", 1.0),),
+                      doc="x if x > 0 else alpha * (exp(x) - 1)."),
+    "gelu": Activation("gelu_erf", params=(
+        Param("approximate", "none", choices={"none": "gelu", "tanh": "gelu_tanh"}),),
+        doc='0.5 x (1 + erf(x / sqrt(2))); approximate="tanh" for the tanh form.'),
+    "gelu_tanh": Activation("gelu_tanh", function=False),
+    "tanh": Activation("tanh", doc="tanh(x)."),
+    "sigmoid": Activation("sigmoid", doc="1 / (1 + exp(-x))."),
+    "swish": Activation("swish", 1.0, params=(Param("beta", 1.0, "alpha"),),
+                        doc="x * sigmoid(beta * x)."),
+    "silu": Activation("swish", 1.0, doc="x * sigmoid(x)."),
+    "hardswish": Activation("hardswish", 1.0 / 6.0, 0.5, doc="x * relu6(x + 3) / 6."),
+    "mish": Activation("mish", doc="x * tanh(softplus(x))."),
+    "clip": Activation("clip", params=(Param("min", sets="alpha"), Param("max", sets="beta")),
+                       ordered=True, doc="min(max(x, min), max)."),
+    "relu6": Activation("clip", 0.0, 6.0, doc="min(max(x, 0), 6)."),
+    "sqrt": Activation("sqrt", doc="sqrt(x)."),
+    "abs": Activation("abs", doc="|x|."),
+    "exp": Activation("exp", doc="exp(x)."),
+    "log": Activation("log", doc="The natural logarithm of x."),
+    "square": Activation("square", doc="x * x."),
+}
+
+POOL_TABLE = {
+    "max_pool2d": Pool("max", 2, "Max pooling over H, W. stride defaults to kernel_size "
+                                 "(as PyTorch)."),
+    "avg_pool2d": Pool("avg", 2, "Average pooling over H, W; count_include_pad as PyTorch."),
+    "max_pool3d": Pool("max", 3, "Max pooling over D, H, W."),
+    "avg_pool3d": Pool("avg", 3, "Average pooling over D, H, W."),
+    "global_max_pool": Pool("max", 0, "Max over all spatial dims (4-D or 5-D input); spatial "
+                                      "dims become 1."),
+    "global_avg_pool": Pool("avg", 0, "Mean over all spatial dims (4-D or 5-D input); spatial "
+                                      "dims become 1."),
+}
+
+BINARY_TABLE = {
+    "add": Binary("add", "a + b with numpy broadcasting (b may be a Python number)."),
+    "sub": Binary("sub", "a - b with numpy broadcasting."),
+    "mul": Binary("mul", 'a * b with numpy broadcasting (key suffix "M").'),
+    "div": Binary("div", "a / b with numpy broadcasting."),
+    "maximum": Binary("max", "The larger of a and b, element by element, with numpy "
+                             "broadcasting."),
+    "minimum": Binary("min", "The smaller of a and b, element by element, with numpy "
+                             "broadcasting."),
+}
+
+SOFTMAX_TABLE = {
+    "softmax": Softmax(False, "exp(x) / sum(exp(x)) along `axis` (of x's shape as reported)."),
+    "log_softmax": Softmax(True, "x - log(sum(exp(x))) along `axis`."),
+}
+
+# The rows' kinds as the library numbers them, read once at import.
+# name -> (mkc_activation_kind, alpha, beta).
+ACTIVATIONS = {name: (_capi.enum_value("mkc_activation_kind", row.kind), row.alpha, row.beta)
+               for name, row in ACTIVATION_TABLE.items()}
+BINARY = {name: _capi.enum_value("mkc_binary_kind", row.kind)
+          for name, row in BINARY_TABLE.items()}
+POOL_KINDS = _capi.enum_values("mkc_pool_kind", ("max", "avg_include_pad", "avg_exclude_pad"))
+
+
+def functions() -> list:
+    """The names of every operator made from the rows, in table order."""
+    return [name for name, row in ACTIVATION_TABLE.items() if row.function] + \
+        list(POOL_TABLE) + list(BINARY_TABLE) + list(SOFTMAX_TABLE)
+
+
+# ----------------------------------------------------------- the source text
+# Each maker gives (parameters, keyword-only parameters before name, body
+# lines, docstring) for one row; `graph` picks the Graph method's
+# form (no out=, no training=: a program infers) over the eager function's.
+
+def _activation_code(name: str, row: Activation, graph: bool):
+    params, lines, given = [], [], {}
+    kind = repr(name)
+    for p in row.params:
+        params.append(p.name if p.default is REQUIRED else f"{p.name}={p.default!r}")
+        if p.choices is None:
+            given[p.sets] = p.name
+            continue
+        keys = list(p.choices)
+        allowed = repr(keys[-1]) if len(keys) == 1 else \
+            f"{', '.join(map(repr, keys[:-1]))} or {keys[-1]!r}"
+        lines += [f"if {p.name} not in {tuple(keys)!r}:",
+                  f'    raise InvalidArgumentError(f"{p.name} must be {allowed}, '
+                  f'got {{{p.name}!r}}")']
+        kind = repr(p.choices[keys[-1]])
+        for key in reversed(keys[:-1]):
+            kind = f"{p.choices[key]!r} if {p.name} == {key!r} else {kind}"
+    if row.ordered:
+        low, high = given["alpha"], given["beta"]
+        lines += [f'if not _checks.real({low}, "{low}") <= _checks.real({high}, "{high}"):',
+                  f'    raise InvalidArgumentError(f"{name}: {low} ({{{low}}}) must be <= '
+                  f'{high} ({{{high}}})")']
+    args = [kind]
+    if "beta" in given:
+        args += [given.get("alpha", "None"), given["beta"]]
+    elif "alpha" in given:
+        args.append(given["alpha"])
+    call = "self.activation" if graph else "activation"
+    tail = "name=name" if graph else "name=name, out=out"
+    lines.append(f"return {call}(x, {', '.join(args)}, {tail})")
+    return ["x"] + params, [], lines, row.doc
+
+
+def _pool_code(name: str, row: Pool, graph: bool):
+    windowed = row.rank > 0
+    if row.kind == "max":
+        kind = str(POOL_KINDS["max"])
+    elif windowed:
+        kind = (f"{POOL_KINDS['avg_include_pad']} if count_include_pad "
+                f"else {POOL_KINDS['avg_exclude_pad']}")
+    else:  # no padding: including it or not is the same
+        kind = str(POOL_KINDS["avg_include_pad"])
+    fmt = "NCDHW" if row.rank == 3 else "NCHW"
+    doc = row.doc
+    if windowed:
+        params = ["x", "kernel_size", "stride=None", "padding=0"]
+        keywords = ["ceil_mode=False"] + (["count_include_pad=True"] if row.kind == "avg" else [])
+        keywords.append(f"data_format={fmt!r}")
+        window = "kernel_size, stride, padding, ceil_mode"
+        if not graph:
+            keywords.append("training=False")
+            doc += f"\ntraining: leave the training descriptor for ``mkcache.grad.{name}``."
+        extra = "" if graph else ", training=training"
+    else:
+        params, keywords = ["x"], [f"data_format={fmt!r}"]
+        window, extra = "None, None, 0, False", ", global_=True"
+    if graph:
+        body = f"return self._pool({kind}, x, {row.rank}, {window}, data_format, name{extra})"
+    else:
+        body = f"return _pool({kind}, x, {row.rank}, {window}, data_format, name, out{extra})"
+    return params, keywords, [body], doc
+
+
+def _binary_code(name: str, row: Binary, graph: bool):
+    kind = BINARY[name]
+    body = (f"return self._binary({kind}, a, b, name)" if graph
+            else f"return _binary_op({kind}, a, b, name, out)")
+    return ["a", "b"], [], [body], row.doc
+
+
+def _softmax_code(name: str, row: Softmax, graph: bool):
+    log = int(row.log)
+    if graph:
+        return ["x", "axis=-1"], [], [f"return self._softmax(x, axis, {log}, name)"], row.doc
+    return ["x", "axis=-1"], [], [
+        "a = _axis(axis)",
+        f"return _unary(x, lambda h, n, d: _softmax(a, {log}, n, h, d), name, out)"], row.doc
+
+
+def _rows():
+    for name, row in ACTIVATION_TABLE.items():
+        if row.function:
+            yield name, row, _activation_code
+    for table, maker in ((POOL_TABLE, _pool_code), (BINARY_TABLE, _binary_code),
+                         (SOFTMAX_TABLE, _softmax_code)):
+        for name, row in table.items():
+            yield name, row, maker
+
+
+def _make(namespace: dict, name: str, row, maker, graph: bool):
+    """The function `maker` writes for `row`, its globals `namespace` (the
+    module it belongs to: the body calls that module's helpers)."""
+    params, keywords, lines, doc = maker(name, row, graph)
+    keywords = keywords + (["name=None"] if graph else ["name=None", "out=None"])
+    head = (["self"] if graph else []) + params
+    # Left a string: compile() inherits this module's deferred annotations.
+    result = "Value" if graph else "Tensor"
+    source = f"def {name}({', '.join(head)}, *, {', '.join(keywords)}) -> {result}:\n" + \
+        "".join(f"    {line}\n" for line in lines)
+    # Registered with linecache so tracebacks and inspect show the source.
+    filename = f"<mkcache {'Graph' if graph else 'function'} {name}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    made = {}
+    exec(compile(source, filename, "exec"), namespace, made)  # noqa: S102 (our own text)
+    fn = made[name]
+    fn.__doc__ = doc
+    return fn
+
+
+def define_functions(namespace: dict, written: tuple = ()) -> None:
+    """Defines the eager function of every row in `namespace` (mkcache.ops'
+    globals), but those `written` out by hand there (relu: its fast path)."""
+    for name, row, maker in _rows():
+        if name not in written:
+            namespace[name] = _make(namespace, name, row, maker, graph=False)
+
+
+def define_methods(cls, namespace: dict) -> None:
+    """Defines the Graph method of every row on `cls` (`namespace`: the
+    globals of its module)."""
+    for name, row, maker in _rows():
+        fn = _make(namespace, name, row, maker, graph=True)
+        fn.__qualname__ = f"{cls.__name__}.{name}"
+        setattr(cls, name, fn)
