@@ -20,6 +20,7 @@ from ._layout import get_target_layout, target_layout  # noqa: E402
 from .errors import (BufferTooSmallError, DTypeError, Error, InternalError,  # noqa: E402
                      InvalidArgumentError, InvalidHandleError, OneDNNError, OutOfMemoryError,
                      UnsupportedError)
+from . import _operators  # noqa: E402
 from ._operators import ACTIVATIONS  # noqa: E402
 from .ops import (abs, activation, add, clip, conv2d, div, elu, exp, gelu,  # noqa: E402,A004
                   hardswish, maximum, minimum, mul, sub, max_pool2d, avg_pool2d, max_pool3d,
@@ -27,6 +28,7 @@ from .ops import (abs, activation, add, clip, conv2d, div, elu, exp, gelu,  # no
                   batch_norm, lrn, concat, transpose, to_layout, reshape, flatten, conv3d, conv2d_transpose,
                   leaky_relu, log, log_softmax, mish, relu, relu6, sigmoid, silu, softmax, sqrt,
                   square, swish, tanh)
+from . import ops as _ops  # noqa: E402
 from .tensor import Tensor  # noqa: E402
 from .graph import Graph, Program  # noqa: E402
 from ._trace import trace  # noqa: E402
@@ -65,3 +67,7 @@ __all__ = [
     "UnsupportedError", "OutOfMemoryError", "BufferTooSmallError", "OneDNNError",
     "InternalError",
 ]
+# Every operator of the one description (mkcache._operators), those listed
+# above and whatever was added to it since.
+globals().update({_name: getattr(_ops, _name) for _name in _operators.functions()})
+__all__ += [_name for _name in _operators.functions() if _name not in __all__]

@@ -147,6 +147,11 @@ class ReshapeParams(_Sized):
     _fields_ = [("ndims", c_int), ("dims", c_int64 * MAX_NDIMS)]
 
 
+class ReduceParams(_Sized):
+    _fields_ = [("kind", c_int), ("naxes", c_int), ("axes", c_int * MAX_NDIMS),
+                ("keepdims", c_int), ("name", c_char_p)]
+
+
 class ProgramOptions(_Sized):
     _fields_ = [("fuse", c_int), ("inplace", c_int), ("reuse", c_int), ("capacity", c_int64),
                 ("impl", c_char_p), ("measure", c_int), ("choices", c_char_p),
@@ -167,7 +172,8 @@ _MIRRORS = {"conv_params": ConvParams, "pool_params": PoolParams, "linear_params
             "activation_params": ActivationParams, "softmax_params": SoftmaxParams,
             "binary_params": BinaryParams, "concat_params": ConcatParams,
             "transpose_params": TransposeParams, "reshape_params": ReshapeParams,
-            "program_options": ProgramOptions, "program_memory": ProgramMemory}
+            "program_options": ProgramOptions, "program_memory": ProgramMemory,
+            "reduce_params": ReduceParams}
 
 
 lib.mkc_status_string.argtypes = [status_t]
@@ -297,6 +303,8 @@ _SIGNATURES = {
                         POINTER(c_int)],
     "mkc_graph_constant": [c_void_p, tensor_p, c_char_p, POINTER(c_int)],
     "mkc_graph_node": [c_void_p, c_int, c_void_p, c_int, POINTER(c_int), POINTER(c_int)],
+    "mkc_reduce_params_init": [POINTER(ReduceParams)],
+    "mkc_op_run": [c_int, c_void_p, c_int, POINTER(tensor_p), POINTER(tensor_p)],
     "mkc_graph_output": [c_void_p, c_int, c_char_p],
     "mkc_program_compile": [c_void_p, POINTER(ProgramOptions), POINTER(c_void_p)],
     "mkc_program_destroy": [c_void_p],
@@ -356,10 +364,24 @@ LAYOUT_TARGET, LAYOUT_CHANNELS_FIRST, LAYOUT_CHANNELS_LAST = (
     enum_value("mkc_layout", name) for name in ("target", "channels_first", "channels_last"))
 ACTIVATION_NONE, ACTIVATION_RELU = (
     enum_value("mkc_activation_kind", name) for name in ("none", "relu"))
-# mkc_op by operator name (mkcache.h, "Programs").
-OPS = enum_values("mkc_op", ("conv2d", "conv3d", "conv2d_transpose", "activation", "softmax",
-                             "binary", "pool", "linear", "matmul", "layer_norm", "batch_norm",
-                             "lrn", "concat", "transpose", "reshape"))
+
+
+def _every_value(enum: str, limit: int = 256) -> dict:
+    """{name: value} of every value of `enum` below `limit`, as the
+    library names them."""
+    lookup = lib["mkc_enum_name"]  # its own object: no errcheck, a miss is no error
+    lookup.argtypes = _SIGNATURES["mkc_enum_name"]
+    lookup.restype = status_t
+    found = {}
+    for value in range(1, limit):
+        name = ctypes.c_char_p()
+        if lookup(enum.encode(), value, ctypes.byref(name)) == 0:
+            found[name.value.decode()] = value
+    return found
+
+
+# mkc_op by operator name: every operator the library's table has.
+OPS = _every_value("mkc_op")
 # mkc_struct_id -> the mirror of that struct.
 STRUCTS = {enum_value("mkc_struct_id", name): mirror for name, mirror in _MIRRORS.items()}
 

@@ -17,8 +17,12 @@ generic wrapper taking *args would bind its arguments on every call.
 """
 from __future__ import annotations
 
+import ctypes
 import linecache
+import numbers
 from typing import NamedTuple
+
+import numpy as np
 
 from . import _capi
 
@@ -65,6 +69,16 @@ class Binary(NamedTuple):
 class Softmax(NamedTuple):
     log: bool
     doc: str
+
+
+class TableOp(NamedTuple):
+    """An operator run through the library's operator table: eagerly by
+    mkc_op_run, in a graph by mkc_graph_node (one row serves both)."""
+    op: str              # its mkc_op name
+    params: tuple = ()   # its parameters after x, as source ("axes=None")
+    build: str = ""      # source of its params struct from them and `name`, a call
+                         # of a function of this module ("": the operator has none)
+    doc: str = ""
 
 
 # Every name mkcache.activation(x, kind) takes; with `function`, also an
@@ -124,6 +138,28 @@ SOFTMAX_TABLE = {
     "log_softmax": Softmax(True, "x - log(sum(exp(x))) along `axis`."),
 }
 
+_REDUCE_DOC = ("The {what} of x over `axes` (an int or a sequence of x's axes as reported, "
+               "negative from the end; None: every axis). keepdims: reduced axes stay as 1s "
+               "and x's layout is kept; else they are dropped (a result of no dims is [1]) and "
+               "the result is channels-first.")
+
+TABLE_OP_TABLE = {
+    "erf": TableOp("erf", doc="The error function, 2/sqrt(pi) * integral of exp(-t^2) from 0 "
+                              "to x, element by element."),
+    "reduce_sum": TableOp("reduce", ("axes=None", "keepdims=False"),
+                          "reduce_params('sum', axes, keepdims, name)",
+                          _REDUCE_DOC.format(what="sum")),
+    "reduce_mean": TableOp("reduce", ("axes=None", "keepdims=False"),
+                           "reduce_params('mean', axes, keepdims, name)",
+                           _REDUCE_DOC.format(what="mean")),
+    "reduce_max": TableOp("reduce", ("axes=None", "keepdims=False"),
+                          "reduce_params('max', axes, keepdims, name)",
+                          _REDUCE_DOC.format(what="maximum")),
+    "reduce_min": TableOp("reduce", ("axes=None", "keepdims=False"),
+                          "reduce_params('min', axes, keepdims, name)",
+                          _REDUCE_DOC.format(what="minimum")),
+}
+
 # The rows' kinds as the library numbers them, read once at import.
 # name -> (mkc_activation_kind, alpha, beta).
 ACTIVATIONS = {name: (_capi.enum_value("mkc_activation_kind", row.kind), row.alpha, row.beta)
@@ -131,12 +167,38 @@ ACTIVATIONS = {name: (_capi.enum_value("mkc_activation_kind", row.kind), row.alp
 BINARY = {name: _capi.enum_value("mkc_binary_kind", row.kind)
           for name, row in BINARY_TABLE.items()}
 POOL_KINDS = _capi.enum_values("mkc_pool_kind", ("max", "avg_include_pad", "avg_exclude_pad"))
+REDUCE_KINDS = _capi.enum_values("mkc_reduce_kind", ("sum", "mean", "max", "min"))
+
+
+def reduce_params(kind: str, axes, keepdims, name):
+    """The mkc_reduce_params of a reduce_<kind> call."""
+    from . import _checks  # noqa: PLC0415 (_checks imports nothing of ours; kept local)
+    from .errors import InvalidArgumentError  # noqa: PLC0415
+    p = _capi.ReduceParams()
+    _capi.lib.mkc_reduce_params_init(ctypes.byref(p))
+    p.kind = REDUCE_KINDS[kind]
+    if axes is None:
+        p.naxes = 0
+    else:
+        items = (axes,) if isinstance(axes, numbers.Integral) and not isinstance(axes, bool) \
+            else tuple(axes) if isinstance(axes, (tuple, list)) else None
+        if items is None or not 1 <= len(items) <= _capi.MAX_NDIMS:
+            raise InvalidArgumentError(f"reduce_{kind}: axes must be None, an int or a sequence "
+                                       f"of 1..{_capi.MAX_NDIMS} ints, got {axes!r}")
+        p.naxes = len(items)
+        for i, a in enumerate(items):
+            p.axes[i] = _checks.integer(a, "axes", _checks.INT32)
+    if not isinstance(keepdims, (bool, np.bool_)):
+        raise InvalidArgumentError(f"reduce_{kind}: keepdims must be a bool, got {keepdims!r}")
+    p.keepdims = int(keepdims)
+    p.name = None if name is None else name.encode() if isinstance(name, str) else name
+    return p
 
 
 def functions() -> list:
     """The names of every operator made from the rows, in table order."""
     return [name for name, row in ACTIVATION_TABLE.items() if row.function] + \
-        list(POOL_TABLE) + list(BINARY_TABLE) + list(SOFTMAX_TABLE)
+        list(POOL_TABLE) + list(BINARY_TABLE) + list(SOFTMAX_TABLE) + list(TABLE_OP_TABLE)
 
 
 # ----------------------------------------------------------- the source text
@@ -223,12 +285,20 @@ def _softmax_code(name: str, row: Softmax, graph: bool):
         f"return _unary(x, lambda h, n, d: _softmax(a, {log}, n, h, d), name, out)"], row.doc
 
 
+def _table_op_code(name: str, row: TableOp, graph: bool):
+    op = _capi.OPS[row.op]
+    params = f"_operators.{row.build}" if row.build else "None"
+    body = (f"return self._table_node({op}, {params}, (x,))" if graph
+            else f"return _op_run({op}, {params}, (x,), out)")
+    return ["x"] + list(row.params), [], [body], row.doc
+
+
 def _rows():
     for name, row in ACTIVATION_TABLE.items():
         if row.function:
             yield name, row, _activation_code
     for table, maker in ((POOL_TABLE, _pool_code), (BINARY_TABLE, _binary_code),
-                         (SOFTMAX_TABLE, _softmax_code)):
+                         (SOFTMAX_TABLE, _softmax_code), (TABLE_OP_TABLE, _table_op_code)):
         for name, row in table.items():
             yield name, row, maker
 
@@ -237,11 +307,14 @@ def _make(namespace: dict, name: str, row, maker, graph: bool):
     """The function `maker` writes for `row`, its globals `namespace` (the
     module it belongs to: the body calls that module's helpers)."""
     params, keywords, lines, doc = maker(name, row, graph)
-    keywords = keywords + (["name=None"] if graph else ["name=None", "out=None"])
+    # An operator without a params struct has no cache name to give.
+    named = not isinstance(row, TableOp) or bool(row.build)
+    keywords = keywords + (["name=None"] if named else []) + ([] if graph else ["out=None"])
     head = (["self"] if graph else []) + params
     # Left a string: compile() inherits this module's deferred annotations.
     result = "Value" if graph else "Tensor"
-    source = f"def {name}({', '.join(head)}, *, {', '.join(keywords)}) -> {result}:\n" + \
+    star = f", *, {', '.join(keywords)}" if keywords else ""
+    source = f"def {name}({', '.join(head)}{star}) -> {result}:\n" + \
         "".join(f"    {line}\n" for line in lines)
     # Registered with linecache so tracebacks and inspect show the source.
     filename = f"<mkcache {'Graph' if graph else 'function'} {name}>"

@@ -174,6 +174,16 @@ class Graph(_Closed):
                             ctypes.byref(out))
         return Value(self, out.value)
 
+    def _table_node(self, op: int, params, inputs) -> Value:
+        """A node of operator `op` (an mkc_op value) of the library's table:
+        the body of erf, reduce_sum, ..."""
+        ids = [self._value(v, f"input {i}") for i, v in enumerate(inputs)]
+        arr = (ctypes.c_int * max(len(ids), 1))(*ids)
+        out = ctypes.c_int()
+        _lib.mkc_graph_node(self.handle, op, None if params is None else ctypes.byref(params),
+                            len(ids), arr, ctypes.byref(out))
+        return Value(self, out.value)
+
     @staticmethod
     def _inputs(*values) -> list:
         """Trailing absent optional inputs dropped; -1 for absent ones before

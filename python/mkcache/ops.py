@@ -509,6 +509,24 @@ def _pool(kind: int, x, k: int, kernel_size, stride, padding, ceil_mode, data_fo
 # binaries, softmax and log_softmax, from their one description, which the
 # Graph methods are made from too. relu is written out above for its fast
 # path.
+def _op_run(op: int, params, inputs, out) -> Tensor:
+    """One call of operator `op` (an mkc_op value) of the library's table on
+    `inputs` (Tensors or arrays, in its port order; None for an absent
+    optional one): the body of erf, reduce_sum, ..."""
+    args = _Args()
+    try:
+        layout_value = _default_layout()
+        handles = (_capi.tensor_p * len(inputs))(*(
+            None if v is None else args.handle(v, f"input {i}", layout_value)
+            for i, v in enumerate(inputs)))
+        dst = _out_handle(out)
+        _lib.mkc_op_run(op, None if params is None else ctypes.byref(params), len(inputs),
+                        handles, ctypes.byref(dst))
+        return _result(out, dst)
+    finally:
+        args.close()
+
+
 _operators.define_functions(globals(), written=("relu",))
 
 

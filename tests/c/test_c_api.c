@@ -199,6 +199,59 @@ static void test_cache(void) {
 
 /* The rest of the core API: thread-local context, tensor queries, keys
  * listing, executor reset, and a few operators with known answers. */
+/* Operators of the table called eagerly through mkc_op_run: erf (a
+ * reference kernel) and a mean over one axis (oneDNN's reduction), each
+ * against double math; bad calls refused with the operator named. */
+static void test_op_run(void) {
+    const int64_t d[2] = {3, 5};
+    float x[15], out[15], mean[3];
+    for (int i = 0; i < 15; ++i) x[i] = (float)(i - 7) * 0.37f;
+    mkc_tensor *tx = NULL, *y = NULL, *m = NULL;
+    OK(mkc_tensor_wrap(MKC_DTYPE_F32, 2, d, MKC_LAYOUT_NCHW, x, &tx));
+    const mkc_tensor *in[1] = {tx};
+    OK(mkc_op_run(MKC_OP_ERF, NULL, 1, in, &y));
+    OK(mkc_tensor_export(y, MKC_LAYOUT_NCHW, out, sizeof out));
+    for (int i = 0; i < 15; ++i) CHECK(fabs(out[i] - erf((double)x[i])) <= 1.2e-7 * fabs(erf((double)x[i])));
+
+    mkc_reduce_params rp;
+    OK(mkc_reduce_params_init(&rp));
+    CHECK(rp.kind == MKC_REDUCE_SUM && rp.naxes == 0 && rp.keepdims == 0 && rp.name == NULL);
+    rp.kind = MKC_REDUCE_MEAN;
+    rp.naxes = 1;
+    rp.axes[0] = -1;
+    OK(mkc_op_run(MKC_OP_REDUCE, &rp, 1, in, &m));
+    OK(mkc_tensor_export(m, MKC_LAYOUT_NCHW, mean, sizeof mean));
+    for (int r = 0; r < 3; ++r) {
+        double s = 0;
+        for (int c = 0; c < 5; ++c) s += x[r * 5 + c];
+        CHECK(fabs(mean[r] - s / 5) <= 1e-6);
+    }
+    /* Into an existing tensor (its own buffer). */
+    float again[3] = {0, 0, 0};
+    const int64_t d3[1] = {3};
+    mkc_tensor *ta = NULL;
+    OK(mkc_tensor_wrap(MKC_DTYPE_F32, 1, d3, MKC_LAYOUT_NCHW, again, &ta));
+    OK(mkc_op_run(MKC_OP_REDUCE, &rp, 1, in, &ta));
+    for (int r = 0; r < 3; ++r) CHECK(again[r] == mean[r]);
+
+    mkc_tensor *none = NULL;
+    CHECK(mkc_op_run((mkc_op)999, NULL, 1, in, &none) == MKC_STATUS_INVALID_ARGUMENT);
+    CHECK(strstr(mkc_last_error(), "unknown operator 999") != NULL && none == NULL);
+    CHECK(mkc_op_run(MKC_OP_ERF, &rp, 1, in, &none) == MKC_STATUS_INVALID_ARGUMENT);
+    CHECK(strstr(mkc_last_error(), "op_run (erf): takes no params") != NULL && none == NULL);
+    CHECK(mkc_op_run(MKC_OP_REDUCE, NULL, 1, in, &none) == MKC_STATUS_INVALID_ARGUMENT);
+    CHECK(mkc_op_run(MKC_OP_ERF, NULL, 1, NULL, &none) == MKC_STATUS_INVALID_ARGUMENT);
+    CHECK(mkc_op_run(MKC_OP_ERF, NULL, 1, in, NULL) == MKC_STATUS_INVALID_ARGUMENT);
+    rp.axes[0] = 2;
+    CHECK(mkc_op_run(MKC_OP_REDUCE, &rp, 1, in, &none) == MKC_STATUS_INVALID_ARGUMENT);
+    CHECK(strstr(mkc_last_error(), "reduce: axis 2 is out of range for rank 2") != NULL);
+    CHECK(none == NULL);
+    OK(mkc_tensor_destroy(ta));
+    OK(mkc_tensor_destroy(m));
+    OK(mkc_tensor_destroy(y));
+    OK(mkc_tensor_destroy(tx));
+}
+
 static void test_core_api(void) {
     mkc_layout layout = MKC_LAYOUT_TARGET;
     OK(mkc_get_target_layout(&layout));
@@ -782,7 +835,8 @@ static void test_struct_sizes(void) {
                    {MKC_STRUCT_TRANSPOSE_PARAMS, sizeof(mkc_transpose_params)},
                    {MKC_STRUCT_RESHAPE_PARAMS, sizeof(mkc_reshape_params)},
                    {MKC_STRUCT_PROGRAM_OPTIONS, sizeof(mkc_program_options)},
-                   {MKC_STRUCT_PROGRAM_MEMORY, sizeof(mkc_program_memory)}};
+                   {MKC_STRUCT_PROGRAM_MEMORY, sizeof(mkc_program_memory)},
+                   {MKC_STRUCT_REDUCE_PARAMS, sizeof(mkc_reduce_params)}};
     size_t size = 0;
     for (size_t i = 0; i < sizeof structs / sizeof structs[0]; ++i) {
         size = 0;
@@ -791,7 +845,7 @@ static void test_struct_sizes(void) {
     }
     size = 5;
     REFUSED(mkc_get_struct_size((mkc_struct_id)0, &size), "unknown struct id 0");
-    REFUSED(mkc_get_struct_size((mkc_struct_id)18, &size), "unknown struct id 18");
+    REFUSED(mkc_get_struct_size((mkc_struct_id)19, &size), "unknown struct id 19");
     CHECK(size == 5);
     CHECK(mkc_get_struct_size(MKC_STRUCT_CONV_PARAMS, NULL) == MKC_STATUS_INVALID_ARGUMENT);
 
@@ -1267,6 +1321,7 @@ static void test_program(void) {
 int main(void) {
     test_version();
     test_core_api();
+    test_op_run();
     test_conv_and_relu();
     test_activation_plain();
     test_handles_and_buffers_across_calls();

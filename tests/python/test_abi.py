@@ -49,7 +49,7 @@ def test_every_struct_has_struct_size_an_id_and_a_matching_mirror():
         "layer_norm_params", "batch_norm_params", "lrn_params", "cache_stats",
         "activation_call", "activation_params", "softmax_params", "binary_params",
         "concat_params", "transpose_params", "reshape_params", "program_options",
-        "program_memory")}
+        "program_memory", "reduce_params")}
     assert set(_capi.STRUCTS) == set(ids.values())
     for name, struct_id in ids.items():
         mirror = _capi.STRUCTS[struct_id]
@@ -62,7 +62,7 @@ def test_every_struct_has_struct_size_an_id_and_a_matching_mirror():
 
 def test_size_query_refuses_unknown_ids():
     size = ctypes.c_size_t(7)
-    for bad in (0, 18, -1, 0x7fffffff):
+    for bad in (0, max(_capi.STRUCTS) + 1, -1, 0x7fffffff):
         with pytest.raises(mkcache.InvalidArgumentError, match="unknown struct id"):
             lib.mkc_get_struct_size(bad, ctypes.byref(size))
         assert size.value == 7
@@ -299,7 +299,8 @@ def test_activation_call_takes_its_exact_size_only():
 ENUM_PREFIXES = {"mkc_status": "MKC_STATUS_", "mkc_struct_id": "MKC_STRUCT_",
                  "mkc_dtype": "MKC_DTYPE_", "mkc_layout": "MKC_LAYOUT_",
                  "mkc_activation_kind": "MKC_ACTIVATION_", "mkc_binary_kind": "MKC_BINARY_",
-                 "mkc_pool_kind": "MKC_POOL_", "mkc_op": "MKC_OP_"}
+                 "mkc_pool_kind": "MKC_POOL_", "mkc_reduce_kind": "MKC_REDUCE_",
+                 "mkc_op": "MKC_OP_"}
 
 
 def header_enums():

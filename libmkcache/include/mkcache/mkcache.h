@@ -159,6 +159,7 @@ typedef enum mkc_struct_id {
     MKC_STRUCT_RESHAPE_PARAMS = 15,
     MKC_STRUCT_PROGRAM_OPTIONS = 16,
     MKC_STRUCT_PROGRAM_MEMORY = 17,
+    MKC_STRUCT_REDUCE_PARAMS = 18,
     MKC_STRUCT_MAX_ENUM = 0x7fffffff
 } mkc_struct_id;
 
@@ -178,10 +179,11 @@ MKC_API mkc_status mkc_get_struct_size(mkc_struct_id id, size_t *size);
  *
  * `enum_name` is the enum's type name: "mkc_status", "mkc_struct_id",
  * "mkc_dtype", "mkc_layout", "mkc_activation_kind", "mkc_binary_kind",
- * "mkc_pool_kind" or "mkc_op". A value's name is its enumerator's name
+ * "mkc_pool_kind", "mkc_reduce_kind" or "mkc_op". A value's name is its enumerator's name
  * after the enum's prefix, in lowercase:
  *   MKC_STATUS_INVALID_ARGUMENT   "invalid_argument"
  *   MKC_STRUCT_CONV_PARAMS        "conv_params"
+ *   MKC_REDUCE_MEAN               "mean"
  *   MKC_DTYPE_F32                 "f32"
  *   MKC_LAYOUT_CHANNELS_LAST      "channels_last"
  *   MKC_ACTIVATION_GELU_ERF       "gelu_erf"
@@ -930,6 +932,8 @@ typedef enum mkc_op {
     MKC_OP_CONCAT = 13,          /* mkc_concat_params: src0, src1, ...       */
     MKC_OP_TRANSPOSE = 14,       /* mkc_transpose_params: src                */
     MKC_OP_RESHAPE = 15,         /* mkc_reshape_params: src                  */
+    MKC_OP_ERF = 16,             /* no params (NULL): src                    */
+    MKC_OP_REDUCE = 17,          /* mkc_reduce_params: src                   */
     MKC_OP_MAX_ENUM = 0x7fffffff
 } mkc_op;
 
@@ -975,6 +979,42 @@ MKC_API mkc_status mkc_binary_params_init(mkc_binary_params *params);
 MKC_API mkc_status mkc_concat_params_init(mkc_concat_params *params);
 MKC_API mkc_status mkc_transpose_params_init(mkc_transpose_params *params);
 MKC_API mkc_status mkc_reshape_params_init(mkc_reshape_params *params);
+
+/* A reduction over some axes: the sum, mean, maximum or minimum of the
+ * values along them. */
+typedef enum mkc_reduce_kind {
+    MKC_REDUCE_SUM = 1,
+    MKC_REDUCE_MEAN = 2,
+    MKC_REDUCE_MAX = 3,
+    MKC_REDUCE_MIN = 4,
+    MKC_REDUCE_MAX_ENUM = 0x7fffffff
+} mkc_reduce_kind;
+typedef struct mkc_reduce_params {
+    size_t struct_size;    /* sizeof; set by mkc_reduce_params_init */
+    mkc_reduce_kind kind;  /* default SUM */
+    int naxes;             /* how many of `axes` count; 0 (default): every axis */
+    int axes[MKC_MAX_NDIMS]; /* in the caller's dims order; negative counts
+                                from the end; each at most once */
+    int keepdims;          /* != 0: reduced axes stay as 1s, the result keeps
+                              src's layout; 0 (default): they are dropped and
+                              the result is channels-first (a result of no
+                              dims is given as [1]) */
+    const char *name;      /* cache name; may be NULL */
+} mkc_reduce_params;
+MKC_API mkc_status mkc_reduce_params_init(mkc_reduce_params *params);
+
+/* Runs operator `op` once on tensors, as a one-node program would: the
+ * implementation is the best one that supports the call (onednn, then
+ * reference; a node's plan shows the same choice). `params` is the
+ * operator's struct (see mkc_op; NULL where it takes none), `inputs` its
+ * `ninputs` tensors in port order (NULL for an absent optional one).
+ * `*dst`: NULL -> a new tensor holding the result (destroy it); else a
+ * tensor of the result's shape and dtype, which receives the result in its
+ * own layout (it may share memory with an input). Errors as the operator's
+ * node gives them, named by the operator. Thread safety as for the other
+ * operator calls: any thread, the calling thread's cache scope. */
+MKC_API mkc_status mkc_op_run(mkc_op op, const void *params, int ninputs,
+                              const mkc_tensor *const *inputs, mkc_tensor **dst);
 
 MKC_API mkc_status mkc_graph_create(mkc_graph **graph);
 /* NULL is accepted and ignored. */
@@ -1028,10 +1068,8 @@ typedef struct mkc_program_options {
                            both name). An implementation asked for that
                            cannot run a node is an error naming the node and
                            the reason, never a silent fallback. Operators are
-                           mkc_op's names: conv2d, conv3d, conv2d_transpose,
-                           activation, softmax, binary, pool, linear, matmul,
-                           layer_norm, batch_norm, lrn, concat, transpose,
-                           reshape */
+                           mkc_op's names as mkc_enum_name gives them
+                           (conv2d, activation, matmul, ...) */
     int measure;        /* != 0: a node no override decides gets the fastest
                            implementation that supports it, each timed on the
                            first plan of an input shape (the key holds the

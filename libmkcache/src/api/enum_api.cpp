@@ -53,6 +53,7 @@ constexpr Named kStructId[] = {
     {"reshape_params", MKC_STRUCT_RESHAPE_PARAMS},
     {"program_options", MKC_STRUCT_PROGRAM_OPTIONS},
     {"program_memory", MKC_STRUCT_PROGRAM_MEMORY},
+    {"reduce_params", MKC_STRUCT_REDUCE_PARAMS},
 };
 
 constexpr Named kDtype[] = {
@@ -99,6 +100,13 @@ constexpr Named kPoolKind[] = {
     {"avg_exclude_pad", MKC_POOL_AVG_EXCLUDE_PAD},
 };
 
+constexpr Named kReduceKind[] = {
+    {"sum", MKC_REDUCE_SUM},
+    {"mean", MKC_REDUCE_MEAN},
+    {"max", MKC_REDUCE_MAX},
+    {"min", MKC_REDUCE_MIN},
+};
+
 // An enum's values: a table above, or (null table) the operator table's rows.
 struct Enum {
     const char *name;
@@ -119,6 +127,7 @@ constexpr Enum kEnums[] = {
     table("mkc_activation_kind", kActivationKind),
     table("mkc_binary_kind", kBinaryKind),
     table("mkc_pool_kind", kPoolKind),
+    table("mkc_reduce_kind", kReduceKind),
     {"mkc_op", nullptr, 0},
 };
 

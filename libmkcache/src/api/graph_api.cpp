@@ -125,6 +125,7 @@ MKC_PARAMS_INIT(mkc_binary_params, params->kind = MKC_BINARY_ADD)
 MKC_PARAMS_INIT(mkc_concat_params, params->axis = 1)
 MKC_PARAMS_INIT(mkc_transpose_params, (void)0)
 MKC_PARAMS_INIT(mkc_reshape_params, (void)0)
+MKC_PARAMS_INIT(mkc_reduce_params, params->kind = MKC_REDUCE_SUM)
 MKC_PARAMS_INIT(mkc_program_options, params->fuse = params->inplace = params->reuse = 1)
 #undef MKC_PARAMS_INIT
 
@@ -190,7 +191,7 @@ MKC_API mkc_status mkc_graph_node(mkc_graph *graph, mkc_op op, const void *param
         require(ninputs >= 0 && (ninputs == 0 || inputs != nullptr), "graph node (", row->name,
                 "): inputs is NULL");
         std::string name;
-        graph::NodeParams p = row->read_params(params, name);
+        graph::NodeParams p = row->read_params(params, name, "graph node");
         *output =
             g.add_node(row->op, std::move(p), name, std::vector<int>(inputs, inputs + ninputs))[0];
     });

@@ -34,6 +34,8 @@ enum class NodeOp : int32_t {
     concat = MKC_OP_CONCAT,
     transpose = MKC_OP_TRANSPOSE,
     reshape = MKC_OP_RESHAPE,
+    erf = MKC_OP_ERF,
+    reduce = MKC_OP_REDUCE,
 };
 
 // The attributes of the operators whose eager calls take plain arguments
@@ -60,11 +62,12 @@ struct ReshapeParams {
 };
 
 // A node's attributes: the params struct of its operator (its `name` field
-// is not used: Node::name stands for it).
+// is not used: Node::name stands for it); none for an operator without.
 using NodeParams =
-    std::variant<mkc_conv_params, ActivationParams, SoftmaxParams, BinaryParams, mkc_pool_params,
-                 mkc_linear_params, mkc_matmul_params, mkc_layer_norm_params, mkc_batch_norm_params,
-                 mkc_lrn_params, ConcatParams, TransposeParams, ReshapeParams>;
+    std::variant<std::monostate, mkc_conv_params, ActivationParams, SoftmaxParams, BinaryParams,
+                 mkc_pool_params, mkc_linear_params, mkc_matmul_params, mkc_layer_norm_params,
+                 mkc_batch_norm_params, mkc_lrn_params, ConcatParams, TransposeParams,
+                 ReshapeParams, mkc_reduce_params>;
 
 constexpr int kNoValue = -1; // an absent optional input
 

@@ -12,6 +12,9 @@ namespace {
 // ------------------------------------------------------------------ onednn
 
 ops::Verdict onednn_supports(const Node &node, const NodeInputs &inputs) {
+    if (!row(node).prepare)
+        return {MKC_STATUS_UNSUPPORTED, std::string("oneDNN has no ") + row(node).name +
+                                            " primitive"};
     return ops::verdict_of([&] { infer_node(node, inputs); });
 }
 

@@ -19,6 +19,7 @@
 #include "ops/lrn.hpp"
 #include "ops/matmul.hpp"
 #include "ops/pool.hpp"
+#include "ops/reduce.hpp"
 #include "ops/shape_ops.hpp"
 #include "ops/softmax.hpp"
 #include "reference/kernels.hpp"
@@ -38,8 +39,9 @@ struct has_name<T, std::void_t<decltype(std::declval<T &>().name)>> : std::true_
 // A params struct of the caller's: sized (older layouts read over the
 // defaults), its name copied out, the copy's name cleared (the node keeps
 // its own).
-template <typename T> T abi_params(const void *params, const char *op, std::string &name) {
-    require(params != nullptr, "graph node (", op, "): params is NULL");
+template <typename T>
+T abi_params(const void *params, const char *op, std::string &name, const char *call) {
+    require(params != nullptr, call, " (", op, "): params is NULL");
     T older;
     T p = api::sized_params(op, *static_cast<const T *>(params), older);
     if constexpr (has_name<T>::value) {
@@ -50,45 +52,56 @@ template <typename T> T abi_params(const void *params, const char *op, std::stri
 }
 
 // Operators whose node params are their ABI struct as it is.
-template <typename T, const char *Op> NodeParams read_as_is(const void *params, std::string &name) {
-    return abi_params<T>(params, Op, name);
+template <typename T, const char *Op>
+NodeParams read_as_is(const void *params, std::string &name, const char *call) {
+    return abi_params<T>(params, Op, name, call);
 }
 
-NodeParams read_conv(const char *op, const void *params, std::string &name) {
-    const auto p = abi_params<mkc_conv_params>(params, op, name);
+NodeParams read_conv(const char *op, const void *params, std::string &name, const char *call) {
+    const auto p = abi_params<mkc_conv_params>(params, op, name, call);
     // A node has no dst to add into: fusion sets sum on a conv whose
     // result an add reads.
-    require(p.sum == 0, "graph node (", op,
+    require(p.sum == 0, call, " (", op,
             "): sum must be 0 (add the residual with an add node; fusion merges it)");
     return p;
 }
-template <const char *Op> NodeParams read_conv_as(const void *params, std::string &name) {
-    return read_conv(Op, params, name);
+template <const char *Op>
+NodeParams read_conv_as(const void *params, std::string &name, const char *call) {
+    return read_conv(Op, params, name, call);
 }
 
-NodeParams read_activation(const void *params, std::string &name) {
-    const auto p = abi_params<mkc_activation_params>(params, "activation", name);
+NodeParams read_activation(const void *params, std::string &name, const char *call) {
+    const auto p = abi_params<mkc_activation_params>(params, "activation", name, call);
     return ActivationParams{p.kind, p.alpha, p.beta};
 }
-NodeParams read_softmax(const void *params, std::string &name) {
-    const auto p = abi_params<mkc_softmax_params>(params, "softmax", name);
+NodeParams read_softmax(const void *params, std::string &name, const char *call) {
+    const auto p = abi_params<mkc_softmax_params>(params, "softmax", name, call);
     return SoftmaxParams{p.axis, p.log != 0};
 }
-NodeParams read_binary(const void *params, std::string &name) {
-    return BinaryParams{abi_params<mkc_binary_params>(params, "binary", name).kind};
+NodeParams read_binary(const void *params, std::string &name, const char *call) {
+    return BinaryParams{abi_params<mkc_binary_params>(params, "binary", name, call).kind};
 }
-NodeParams read_concat(const void *params, std::string &name) {
-    return ConcatParams{abi_params<mkc_concat_params>(params, "concat", name).axis};
+NodeParams read_concat(const void *params, std::string &name, const char *call) {
+    return ConcatParams{abi_params<mkc_concat_params>(params, "concat", name, call).axis};
 }
-NodeParams read_transpose(const void *params, std::string &name) {
-    const auto p = abi_params<mkc_transpose_params>(params, "transpose", name);
-    require(p.ndims >= 1 && p.ndims <= MKC_MAX_NDIMS, "graph node (transpose): ndims must be 1..",
+NodeParams read_transpose(const void *params, std::string &name, const char *call) {
+    const auto p = abi_params<mkc_transpose_params>(params, "transpose", name, call);
+    require(p.ndims >= 1 && p.ndims <= MKC_MAX_NDIMS, call, " (transpose): ndims must be 1..",
             MKC_MAX_NDIMS, ", got ", p.ndims);
     return TransposeParams{std::vector<int>(p.perm, p.perm + p.ndims)};
 }
-NodeParams read_reshape(const void *params, std::string &name) {
-    const auto p = abi_params<mkc_reshape_params>(params, "reshape", name);
-    require(p.ndims >= 1 && p.ndims <= MKC_MAX_NDIMS, "graph node (reshape): ndims must be 1..",
+NodeParams read_no_params(const char *op, const void *params, const char *call) {
+    require(params == nullptr, call, " (", op, "): takes no params (pass NULL)");
+    return std::monostate{};
+}
+template <const char *Op>
+NodeParams read_none(const void *params, std::string &, const char *call) {
+    return read_no_params(Op, params, call);
+}
+
+NodeParams read_reshape(const void *params, std::string &name, const char *call) {
+    const auto p = abi_params<mkc_reshape_params>(params, "reshape", name, call);
+    require(p.ndims >= 1 && p.ndims <= MKC_MAX_NDIMS, call, " (reshape): ndims must be 1..",
             MKC_MAX_NDIMS, ", got ", p.ndims);
     return ReshapeParams{std::vector<int64_t>(p.dims, p.dims + p.ndims)};
 }
@@ -238,6 +251,13 @@ struct Transpose {
                  ops::TransposeAttrs{static_cast<int>(p.perm.size()), p.perm.data()});
     }
 };
+struct Reduce {
+    template <typename F> static auto with(const Node &n, const NodeInputs &in, F &&f) {
+        const auto &p = std::get<mkc_reduce_params>(n.params);
+        return f(ops::ReduceOp{},
+                 ops::reduce_attrs(p, static_cast<int>(caller_dims(*in[0]).size())));
+    }
+};
 struct Reshape {
     template <typename F> static auto with(const Node &n, const NodeInputs &in, F &&f) {
         // A 0 takes the input's dim at that place (so a graph with a batch
@@ -342,6 +362,15 @@ template <typename Op> struct Unnamed {
     }
 };
 template <> struct Call<ops::TransposeOp> : Unnamed<ops::TransposeOp> {};
+template <> struct Call<ops::ReduceOp> {
+    static std::vector<ValueDesc> infer(const ops::ReduceAttrs &a, const NodeInputs &in) {
+        return one(ops::ReduceOp::infer(a, *in[0]));
+    }
+    static ops::Prepared prepare(const CacheScope &s, const ops::ReduceAttrs &a, const char *n,
+                                 const NodeInputs &in, const Dims *) {
+        return ops::ReduceOp::prepare(s, a, n, *in[0]);
+    }
+};
 template <> struct Call<ops::ReshapeOp> : Unnamed<ops::ReshapeOp> {};
 
 template <typename W> std::vector<ValueDesc> infer_with(const Node &node, const NodeInputs &in) {
@@ -462,11 +491,32 @@ void ref_reshape(const ReferenceCall &c) {
     std::memcpy(out_f(c), in_f(c, 0), static_cast<size_t>(count(c.out)) * sizeof(float));
 }
 
+// Element-wise operators without oneDNN phases: float32 in, the same
+// shape, layout label and dtype out.
+template <const char *Op>
+std::vector<ValueDesc> infer_float_elementwise(const Node &, const NodeInputs &in) {
+    const ValueDesc &x = *in[0];
+    require(x.dtype == MKC_DTYPE_F32, Op, ": src must be float32, got ", dtype_name(x.dtype));
+    return {ops::plain_value(x.dtype, x.layout, x.dims)};
+}
+std::string no_attrs_text(const Node &, const NodeInputs &) { return {}; }
+
+void ref_erf(const ReferenceCall &c) { reference::erf(in_f(c, 0), out_f(c), count(c.out)); }
+
+void ref_reduce(const ReferenceCall &c) {
+    const auto &p = std::get<mkc_reduce_params>(c.node.params);
+    const Dims &src = c.in[0];
+    const ops::ReduceAttrs a = ops::reduce_attrs(p, static_cast<int>(src.size()));
+    const uint32_t every = (1u << src.size()) - 1;
+    reference::reduce(p.kind, src, a.axes ? a.axes : every, in_f(c, 0), out_f(c));
+}
+
 // ------------------------------------------------------------------- rows
 
 constexpr char kPool[] = "pool", kLinear[] = "linear", kMatmul[] = "matmul",
                kLayerNorm[] = "layer_norm", kBatchNorm[] = "batch_norm", kLrn[] = "lrn",
-               kConv2d[] = "conv2d", kConv3d[] = "conv3d", kConv2dT[] = "conv2d_transpose";
+               kConv2d[] = "conv2d", kConv3d[] = "conv3d", kConv2dT[] = "conv2d_transpose",
+               kErf[] = "erf", kReduce[] = "reduce";
 
 // Row pieces shared by operators of one kind.
 struct Traits {
@@ -483,7 +533,7 @@ constexpr Traits kStridedOperands{false, false, false, false, false, true};
 
 template <typename W>
 OpRow make(NodeOp op, const char *name, Arity arity, int first_optional, Shaping shaping,
-           Traits t, NodeParams (*read)(const void *, std::string &), NodeRun run,
+           Traits t, NodeParams (*read)(const void *, std::string &, const char *), NodeRun run,
            void (*reference)(const ReferenceCall &)) {
     OpRow r{};
     r.op = op;
@@ -582,6 +632,24 @@ std::vector<OpRow> build_rows() {
             r.attrs_text = reshape_text;
             return r;
         }(),
+        [&] {
+            // No oneDNN primitive computes erf alone: the reference kernel.
+            OpRow r{};
+            r.op = NodeOp::erf;
+            r.name = kErf;
+            r.arity = unary;
+            r.first_optional = 1;
+            r.shaping = S::same_as_input;
+            r.reference_in_place = true;
+            r.read_params = read_none<kErf>;
+            r.residual_port = no_residual;
+            r.infer = infer_float_elementwise<kErf>;
+            r.attrs_text = no_attrs_text;
+            r.reference = ref_erf;
+            return r;
+        }(),
+        make<Reduce>(NodeOp::reduce, kReduce, unary, 1, S::none, kPlain,
+                     read_as_is<mkc_reduce_params, kReduce>, ops::ReduceOp::run, ref_reduce),
     };
     std::sort(rows.begin(), rows.end(),
               [](const OpRow &a, const OpRow &b) { return a.op < b.op; });

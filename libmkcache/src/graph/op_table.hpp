@@ -63,8 +63,9 @@ struct OpRow {
     bool onednn_reads_views; // takes strided operands and writes given strides
 
     // The node's params from the caller's ABI struct (sized, name copied
-    // out to `name`); throws INVALID_ARGUMENT naming the operator.
-    NodeParams (*read_params)(const void *params, std::string &name);
+    // out to `name`); throws INVALID_ARGUMENT naming the call ("graph
+    // node", "op_run") and the operator.
+    NodeParams (*read_params)(const void *params, std::string &name, const char *call);
     // The data_format its params carry, or null for an operator without one.
     mkc_layout (*data_format)(const NodeParams &params);
     // The strides of its window (spatial shaping only) and whether the
@@ -82,8 +83,11 @@ struct OpRow {
                     ops::ValueDesc &result);
     const std::vector<int> *(*permutation)(const Node &node);
 
-    // The phases on oneDNN (ops/).
+    // The outputs' descriptions for these inputs (shapes, dtypes, layout
+    // labels), or the operator's error: what every implementation checks
+    // first.
     std::vector<ops::ValueDesc> (*infer)(const Node &node, const NodeInputs &inputs);
+    // The step on oneDNN (ops/): null for an operator oneDNN cannot run.
     ops::Prepared (*prepare)(const CacheScope &scope, const Node &node, const NodeInputs &inputs,
                              const Dims *y_strides);
     NodeRun run;

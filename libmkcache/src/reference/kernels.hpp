@@ -35,6 +35,9 @@ float activate(mkc_activation_kind kind, float alpha, float beta, float x);
 void activation(mkc_activation_kind kind, float alpha, float beta, const float *src, float *dst,
                 int64_t n);
 
+// dst[i] = erf(src[i]) for n elements; dst may be src.
+void erf(const float *src, float *dst, int64_t n);
+
 // dst = a (op) b with numpy broadcasting: a's and b's dims right-aligned
 // against dst's, size-1 dims stretched. dst may be a when a has dst's dims.
 void binary(mkc_binary_kind kind, const Dims &a_dims, const float *a, const Dims &b_dims,
@@ -104,5 +107,13 @@ void concat(int axis, const std::vector<Dims> &dims, const std::vector<const flo
 
 // dst's axis i is src's axis perm[i].
 void transpose(const Dims &dims, const std::vector<int> &perm, const float *src, float *dst);
+
+// ---------------------------------------------------------------- reduce
+
+// The sum, mean, max or min of src (caller dims `dims`) over the axes in
+// `axes` (a bit per axis; every bit set: all), written row-major over the
+// dims that are left (the same bytes whether the reduced ones are kept as
+// 1s or dropped). NaNs propagate through max and min.
+void reduce(mkc_reduce_kind kind, const Dims &dims, uint32_t axes, const float *src, float *dst);
 
 } // namespace mkc::reference

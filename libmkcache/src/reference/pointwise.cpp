@@ -175,4 +175,9 @@ void softmax(const Dims &dims, int axis, bool log, const float *src, float *dst)
     }
 }
 
+void erf(const float *src, float *dst, int64_t n) {
+    for (int64_t i = 0; i < n; ++i)
+        dst[i] = static_cast<float>(std::erf(static_cast<double>(src[i])));
+}
+
 } // namespace mkc::reference

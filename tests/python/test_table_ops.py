@@ -1,0 +1,230 @@
+"""Operators that exist only through the operator table - erf (a reference
+kernel: oneDNN has no erf primitive) and reduce_sum / _mean / _max / _min
+(oneDNN's reduction primitive, and a reference kernel) - eager, in graphs
+and from C, against float64 numpy on odd shapes in both layouts."""
+from __future__ import annotations
+
+import ctypes
+import math
+
+import numpy as np
+import pytest
+
+import mkcache
+from mkcache import _capi
+
+RNG = np.random.default_rng(23)
+_erf64 = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def rand(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def nhwc(a):
+    """`a` (NCHW values) as an NHWC tensor: the same values, the caller's
+    shape [N, H, W, C]."""
+    return mkcache.Tensor(np.ascontiguousarray(np.moveaxis(a, 1, -1)), layout="NHWC")
+
+
+# ------------------------------------------------------------------- erf
+
+ERF_EDGES = np.array([0.0, -0.0, 1e-30, -1e-30, 1e-3, 0.5, 0.9, 1.0, 2.0, 3.9, 4.0, 6.0, 10.0,
+                      -10.0, np.inf, -np.inf, np.nan, 3.4e38, -3.4e38], dtype=np.float32)
+
+
+@pytest.mark.parametrize("shape", [(7,), (3, 5, 11), (2, 17, 5, 3)])
+def test_erf_matches_float64(shape):
+    x = rand(*shape) * 3
+    y = mkcache.erf(x).numpy()
+    ref = _erf64(x.astype(np.float64))
+    # The kernel rounds erf computed in double once: within one float ulp.
+    np.testing.assert_allclose(y, ref, rtol=2 ** -23, atol=1e-38)
+
+
+def test_erf_edges():
+    y = mkcache.erf(ERF_EDGES).numpy()
+    ref = _erf64(ERF_EDGES.astype(np.float64)).astype(np.float32)
+    np.testing.assert_array_equal(y, ref)  # nan compares equal here too
+
+
+def test_erf_channels_last_keeps_the_layout():
+    a = rand(2, 17, 5, 3)
+    y = mkcache.erf(nhwc(a))
+    assert y.layout == "NHWC" and y.shape == (2, 5, 3, 17)
+    np.testing.assert_allclose(y.numpy(layout="NCHW"), _erf64(a), rtol=2 ** -23)
+
+
+def test_erf_out_and_aliasing():
+    a = rand(3, 5)
+    out = mkcache.Tensor(np.zeros((3, 5), np.float32))
+    assert mkcache.erf(a, out=out) is out
+    np.testing.assert_allclose(out.numpy(), _erf64(a), rtol=2 ** -23)
+    # The output over its own input: computed as if apart.
+    t = mkcache.Tensor(a.copy())
+    mkcache.erf(t, out=t)
+    np.testing.assert_allclose(t.numpy(), _erf64(a), rtol=2 ** -23)
+    with pytest.raises(mkcache.InvalidArgumentError, match=r"erf: dst's shape \[5, 3\]"):
+        mkcache.erf(a, out=mkcache.Tensor(np.zeros((5, 3), np.float32)))
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_erf_in_a_graph(layout):
+    a = rand(2, 6, 5, 3)
+    x_in = np.ascontiguousarray(np.moveaxis(a, 1, -1)) if layout == "NHWC" else a
+    with mkcache.Graph() as g:
+        x = g.input("x", x_in.shape, layout=layout)
+        g.output(g.erf(g.relu(x)), "y")
+        with g.compile() as prog:
+            y = prog.run(x=x_in)["y"]
+            plan = prog.plan()
+        # No oneDNN primitive: the reference kernel, and the plan says why.
+        assert "(erf) reference (priority; onednn: oneDNN has no erf primitive)" in plan
+        with pytest.raises(mkcache.InvalidArgumentError,
+                           match=r"node 1 \(erf\): implementation 'onednn' was asked for"):
+            g.compile(impl={"erf": "onednn"})
+    ref = _erf64(np.maximum(x_in, 0))
+    np.testing.assert_allclose(y, ref, rtol=2 ** -23, atol=1e-38)
+
+
+# ---------------------------------------------------------------- reduce
+
+REDUCES = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min}
+AXES = [None, 0, 1, -1, (0, 2), (1, -1), (0, 1, 2)]
+
+
+def reference(kind, a, axes, keepdims):
+    r = REDUCES[kind](a.astype(np.float64), axis=axes, keepdims=keepdims)
+    r = np.asarray(r)
+    return r.reshape(1) if r.ndim == 0 else r
+
+
+def tolerance(kind, a, axes):
+    # Sums in float32 by oneDNN: a few ulps of the sum of magnitudes.
+    if kind in ("max", "min"):
+        return 0.0
+    n = a.size if axes is None else np.prod([a.shape[i] for i in np.atleast_1d(axes)])
+    return 4 * np.finfo(np.float32).eps * max(1.0, math.log2(n)) * float(np.abs(a).max()) * n
+
+
+@pytest.mark.parametrize("kind", list(REDUCES))
+@pytest.mark.parametrize("axes", AXES)
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_reduce_eager_matches_float64(kind, axes, keepdims):
+    a = rand(3, 5, 7)
+    fn = getattr(mkcache, f"reduce_{kind}")
+    y = fn(a, axes=axes, keepdims=keepdims).numpy()
+    ref = reference(kind, a, axes, keepdims)
+    assert y.shape == ref.shape
+    np.testing.assert_allclose(y, ref, rtol=1e-6, atol=tolerance(kind, a, axes))
+
+
+@pytest.mark.parametrize("kind", list(REDUCES))
+@pytest.mark.parametrize("axes", [1, (2, 3), (0, 1)])
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_reduce_channels_last(kind, axes, keepdims):
+    a = rand(2, 17, 5, 3)  # NCHW values
+    t = nhwc(a)  # axes count in the tensor's own order: N, H, W, C
+    fn = getattr(mkcache, f"reduce_{kind}")
+    y = fn(t, axes=axes, keepdims=keepdims)
+    ref = reference(kind, np.moveaxis(a, 1, -1), axes, keepdims)
+    assert y.shape == ref.shape
+    # Kept axes keep the layout; dropped ones leave a channels-first result.
+    assert (y.layout == "NHWC") == keepdims
+    np.testing.assert_allclose(y.numpy(), ref, rtol=1e-6,
+                               atol=tolerance(kind, a, axes))
+
+
+@pytest.mark.parametrize("kind", list(REDUCES))
+@pytest.mark.parametrize("impl", ["onednn", "reference"])
+def test_reduce_in_a_graph_both_implementations(kind, impl):
+    a = rand(2, 6, 5, 3)
+    with mkcache.Graph() as g:
+        x = g.input("x", (None, 6, 5, 3))
+        y = getattr(g, f"reduce_{kind}")(g.relu(x), axes=(2, 3), keepdims=True, name="r")
+        g.output(g.reduce_mean(y, axes=1), "y")
+        with g.compile(impl={"reduce": impl}) as prog:
+            got = prog.run(x=a)["y"]
+            assert f"(reduce 'r') {impl}" in prog.plan()
+    inner = REDUCES[kind](np.maximum(a, 0).astype(np.float64), axis=(2, 3), keepdims=True)
+    ref = inner.mean(axis=1)
+    np.testing.assert_allclose(got, ref, rtol=1e-6, atol=1e-5)
+
+
+def test_reduce_reference_kernel_propagates_nan():
+    a = rand(3, 4)
+    a[1, 2] = np.nan
+    with mkcache.Graph() as g:
+        x = g.input("x", a.shape)
+        g.output(g.reduce_max(x, axes=1), "max")
+        g.output(g.reduce_sum(x, axes=1), "sum")
+        with g.compile(impl={"reduce": "reference"}) as prog:
+            out = prog.run(x=a)
+    for name in ("max", "sum"):
+        assert np.isnan(out[name][1]) and not np.isnan(out[name][[0, 2]]).any()
+
+
+def test_reduce_bad_arguments():
+    a = rand(3, 4)
+    with pytest.raises(mkcache.InvalidArgumentError, match="reduce: axis 2 is out of range"):
+        mkcache.reduce_sum(a, axes=2)
+    with pytest.raises(mkcache.InvalidArgumentError, match="reduce: axis -1 is given twice"):
+        mkcache.reduce_sum(a, axes=(1, -1))
+    with pytest.raises(mkcache.InvalidArgumentError, match="axes must be None, an int"):
+        mkcache.reduce_mean(a, axes="1")
+    with pytest.raises(mkcache.InvalidArgumentError, match="axes must be None, an int"):
+        mkcache.reduce_mean(a, axes=())
+    with pytest.raises(mkcache.InvalidArgumentError, match="keepdims must be a bool"):
+        mkcache.reduce_max(a, keepdims=1)
+    with pytest.raises(mkcache.InvalidArgumentError, match="reduce: naxes must be 0..2"):
+        mkcache.reduce_min(a, axes=(0, 1, 0))
+    with mkcache.Graph() as g:
+        x = g.input("x", (3, 4))
+        g.output(g.reduce_sum(x, axes=5), "y")
+        with pytest.raises(mkcache.InvalidArgumentError,
+                           match=r"node 0 \(reduce\): reduce: axis 5 is out of range"):
+            g.compile()
+    # Nothing was lost: the same calls with good arguments work.
+    assert mkcache.reduce_sum(a, axes=1).shape == (3,)
+
+
+def test_reduce_cache_names_keep_calls_apart():
+    a = rand(4, 6)
+    # One name, two kinds: two entries, each call its own result.
+    s = mkcache.reduce_sum(a, axes=1, name="r").numpy()
+    m = mkcache.reduce_max(a, axes=1, name="r").numpy()
+    np.testing.assert_allclose(s, a.astype(np.float64).sum(1), rtol=1e-6, atol=1e-5)
+    np.testing.assert_array_equal(m, a.max(1))
+
+
+# ------------------------------------------------------------------ mkc_op_run
+
+def _op_run(op, params, inputs):
+    arr = (_capi.tensor_p * len(inputs))(*[t.handle if t is not None else None for t in inputs])
+    dst = _capi.tensor_p()
+    status = _capi.lib["mkc_op_run"]
+    status.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(_capi.tensor_p),
+                       ctypes.POINTER(_capi.tensor_p)]
+    status.restype = ctypes.c_int
+    rc = status(op, params, len(inputs), arr, ctypes.byref(dst))
+    return rc, dst
+
+
+def test_op_run_refuses_bad_calls():
+    t = mkcache.Tensor(rand(3, 4))
+    rc, dst = _op_run(999, None, [t])
+    assert rc != 0 and "op_run: unknown operator 999" in _capi.lib.mkc_last_error().decode()
+    assert not dst.value
+    p = _capi.ReduceParams()
+    _capi.lib.mkc_reduce_params_init(ctypes.byref(p))
+    rc, _ = _op_run(_capi.OPS["erf"], ctypes.addressof(p), [t])
+    assert rc != 0 and "op_run (erf): takes no params" in _capi.lib.mkc_last_error().decode()
+    rc, _ = _op_run(_capi.OPS["reduce"], None, [t])
+    assert rc != 0 and "op_run (reduce): params is NULL" in _capi.lib.mkc_last_error().decode()
+    rc, _ = _op_run(_capi.OPS["erf"], None, [None])
+    assert rc != 0 and "erf: input 0 is required" in _capi.lib.mkc_last_error().decode()
+    rc, _ = _op_run(_capi.OPS["erf"], None, [t, t])
+    assert rc != 0 and "erf: takes 1 inputs, got 2" in _capi.lib.mkc_last_error().decode()
+    # Other operators of the table run through it too, as their nodes do.
+    rc, dst = _op_run(_capi.OPS["activation"], None, [t])
+    assert rc != 0 and "op_run (activation): params is NULL" in _capi.lib.mkc_last_error().decode()
