@@ -34,8 +34,8 @@ enum class NodeOp : int32_t {
     concat = MKC_OP_CONCAT,
     transpose = MKC_OP_TRANSPOSE,
     reshape = MKC_OP_RESHAPE,
-    erf = MKC_OP_ERF,
-    reduce = MKC_OP_REDUCE,
+    // Operators no pass names need no enumerator here: their rows give
+    // the public id (NodeOp(MKC_OP_...)).
 };
 
 // The attributes of the operators whose eager calls take plain arguments

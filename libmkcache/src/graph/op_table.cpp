@@ -635,7 +635,7 @@ std::vector<OpRow> build_rows() {
         [&] {
             // No oneDNN primitive computes erf alone: the reference kernel.
             OpRow r{};
-            r.op = NodeOp::erf;
+            r.op = NodeOp(MKC_OP_ERF);
             r.name = kErf;
             r.arity = unary;
             r.first_optional = 1;
@@ -648,7 +648,7 @@ std::vector<OpRow> build_rows() {
             r.reference = ref_erf;
             return r;
         }(),
-        make<Reduce>(NodeOp::reduce, kReduce, unary, 1, S::none, kPlain,
+        make<Reduce>(NodeOp(MKC_OP_REDUCE), kReduce, unary, 1, S::none, kPlain,
                      read_as_is<mkc_reduce_params, kReduce>, ops::ReduceOp::run, ref_reduce),
     };
     std::sort(rows.begin(), rows.end(),
