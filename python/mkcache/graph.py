@@ -99,6 +99,7 @@ class Graph(_Closed):
         self._handle = ctypes.c_void_p()
         self._input_layouts = {}  # name -> layout value, for the programs' runs
         self._input_ranks = {}
+        self._input_dtypes = {}
         _lib.mkc_graph_create(ctypes.byref(self._handle))
 
     def close(self) -> None:
@@ -113,20 +114,31 @@ class Graph(_Closed):
         return self._handle
 
     # -------------------------------------------------------------- values
-    def input(self, name: str, shape, layout: str = "NCHW") -> Value:
+    def input(self, name: str, shape, layout: str = "NCHW", dtype="float32") -> Value:
         """An input of the runs, passed by `name`; None (or -1) in `shape`
         for a dim bound at run time. layout "NHWC" (or NDHWC/NWC) for
-        channels-last data, shape then given in that order."""
+        channels-last data, shape then given in that order. dtype: float32,
+        or int32, int64 or bool (a numpy dtype or its name) for indices and
+        masks; a node that does not take it is refused at compile, naming
+        the node, the port and the dtype."""
         dims = tuple(-1 if d is None else _checks.integer(d, "shape") for d in shape)
         fmt = _layout.to_enum(layout, "layout")
         if fmt == _capi.LAYOUT_TARGET:
             raise InvalidArgumentError("layout must be given")
+        try:
+            np_dtype = np.dtype(dtype)
+        except TypeError:
+            np_dtype = None
+        if np_dtype not in _tensor.DTYPES:
+            raise InvalidArgumentError(
+                f"dtype must be float32, int32, int64 or bool, got {dtype!r}")
         arr = (ctypes.c_int64 * max(len(dims), 1))(*dims)
         value = ctypes.c_int()
-        _lib.mkc_graph_input(self.handle, _checks.name_bytes(name, "name"), _capi.DTYPE_F32,
-                             len(dims), arr, fmt, ctypes.byref(value))
+        _lib.mkc_graph_input(self.handle, _checks.name_bytes(name, "name"),
+                             _tensor.DTYPES[np_dtype], len(dims), arr, fmt, ctypes.byref(value))
         self._input_layouts[name] = fmt
         self._input_ranks[name] = len(dims)
+        self._input_dtypes[name] = np_dtype
         return Value(self, value.value)
 
     def constant(self, array, name: str | None = None, layout: str | None = None) -> Value:
@@ -141,7 +153,8 @@ class Graph(_Closed):
         else:
             if fmt is None:
                 fmt = _capi.LAYOUT_CHANNELS_FIRST
-            owner = input_owner(check_array(array, "array"), "array", fmt)  # held for the call
+            owner = input_owner(check_array(array, "array", _tensor.ANY_DTYPE), "array", fmt,
+                                _tensor.ANY_DTYPE)  # held for the call
             handle = owner.handle
         value = ctypes.c_int()
         _lib.mkc_graph_constant(self.handle, handle,
@@ -398,7 +411,8 @@ class Graph(_Closed):
                     choices=choices_text, dump=dump_text)
         handle = ctypes.c_void_p()
         _lib.mkc_program_compile(self.handle, ctypes.byref(o), ctypes.byref(handle))
-        return Program(handle, dict(self._input_layouts), dict(self._input_ranks))
+        return Program(handle, dict(self._input_layouts), dict(self._input_ranks),
+                       dict(self._input_dtypes))
 
 
 # The activation aliases (relu, gelu, clip, ...), pools, binaries, softmax
@@ -410,10 +424,13 @@ _operators.define_methods(Graph, globals())
 class Program(_Closed):
     """A compiled graph. run() may be called from many threads at once."""
 
-    def __init__(self, handle, input_layouts: dict, input_ranks: dict):
+    def __init__(self, handle, input_layouts: dict, input_ranks: dict, input_dtypes: dict):
         self._handle = handle
         self._input_layouts = input_layouts
         self._input_ranks = input_ranks
+        self._input_dtypes = input_dtypes
+        # The numpy fast path of run() passes float32 buffers only.
+        self._all_float32 = all(d == np.float32 for d in input_dtypes.values())
         # Input shapes -> (their dims as the C call takes them, the output
         # shapes): what the numpy fast path of run() needs per shape.
         self._shapes = {}
@@ -502,7 +519,8 @@ class Program(_Closed):
             if isinstance(v, Tensor):
                 handles.append(v.handle)
             else:
-                owners.append(input_owner(v, n, self._input_layouts[n]))
+                owners.append(input_owner(v, n, self._input_layouts[n],
+                                          (self._input_dtypes[n],)))
                 handles.append(owners[-1].handle)
         return (_capi.tensor_p * max(len(handles), 1))(*handles), owners
 
@@ -533,7 +551,7 @@ class Program(_Closed):
         path (which also reports what is wrong). What is checked once per
         input shape (ranks, no empty dim) is checked in _shapes_for."""
         names = self.input_names
-        if len(inputs) != len(names) or not self._handle:
+        if len(inputs) != len(names) or not self._handle or not self._all_float32:
             return None
         if len(names) == 1:  # the usual case, without the loops
             a = inputs.get(names[0])

@@ -20,10 +20,20 @@ _lib = _capi.lib
 _F32 = np.dtype(np.float32)
 _new = object.__new__
 
+# numpy dtype -> the library's mkc_dtype, for every dtype a tensor may hold
+# (the operators compute on float32; the others hold indices and masks).
+DTYPES = {np.dtype(np.float32): _capi.enum_value("mkc_dtype", "f32"),
+          np.dtype(np.int32): _capi.enum_value("mkc_dtype", "s32"),
+          np.dtype(np.int64): _capi.enum_value("mkc_dtype", "s64"),
+          np.dtype(np.bool_): _capi.enum_value("mkc_dtype", "bool")}
+NUMPY_DTYPES = {value: dtype for dtype, value in DTYPES.items()}
+FLOAT32_ONLY = (_F32,)
+ANY_DTYPE = tuple(DTYPES)
 
-def check_array(array, argument: str) -> np.ndarray:
-    """Checks a numpy argument before any C call: float32, C-contiguous,
-    rank 1..6, no zero-size dims."""
+
+def check_array(array, argument: str, dtypes: tuple = FLOAT32_ONLY) -> np.ndarray:
+    """Checks a numpy argument before any C call: of one of `dtypes`
+    (float32 unless told), C-contiguous, rank 1..6, no zero-size dims."""
     if (type(array) is np.ndarray and array.dtype is _F32 and array.flags.c_contiguous
             and 0 < array.ndim <= _capi.MAX_NDIMS and array.size):
         return array  # the common case, checked cheaply
@@ -37,8 +47,9 @@ def check_array(array, argument: str) -> np.ndarray:
     if not isinstance(array, np.ndarray):
         raise DTypeError(
             f"{argument} must be a numpy.ndarray or mkcache.Tensor, got {type(array).__name__}")
-    if array.dtype != np.float32:
-        raise DTypeError(f"{argument} must be float32, got {array.dtype}")
+    if array.dtype not in dtypes:
+        allowed = " or ".join(str(d) for d in dtypes)
+        raise DTypeError(f"{argument} must be {allowed}, got {array.dtype}")
     if not array.flags.c_contiguous:
         raise InvalidArgumentError(
             f"{argument} must be C-contiguous (use numpy.ascontiguousarray)")
@@ -108,7 +119,7 @@ def wrap_handle(array: np.ndarray, layout_value: int):
     ndim = array.ndim
     dims = _dims_types[ndim](*array.shape)
     handle = _capi.tensor_p()
-    status = _wrap(_capi.DTYPE_F32, ndim, dims, layout_value,
+    status = _wrap(DTYPES[array.dtype], ndim, dims, layout_value,
                    ctypes.c_void_p(data_pointer(array)), ctypes.byref(handle))
     if status:
         _capi.raise_for(status)
@@ -162,7 +173,8 @@ _INPUTS_MAX = 1024
 _read_pointer = ctypes.c_void_p.from_address
 
 
-def input_owner(value, argument: str, layout_value: int) -> "_Owner":
+def input_owner(value, argument: str, layout_value: int,
+                dtypes: tuple = FLOAT32_ONLY) -> "_Owner":
     """The owner of a handle for reading `value`, a numpy array checked here
     as check_array does, in one call (the caller holds the owner until the
     call returns and never writes through the handle, nor marks it
@@ -171,12 +183,14 @@ def input_owner(value, argument: str, layout_value: int) -> "_Owner":
     # check_array's common case, tested here: one Python call less per array.
     if not (type(value) is np.ndarray and value.dtype is _F32 and value.flags.c_contiguous
             and 0 < value.ndim <= _capi.MAX_NDIMS and value.size):
-        value = check_array(value, argument)  # raises what is wrong
+        value = check_array(value, argument, dtypes)  # raises what is wrong
     if _DATA_FIELD is not None:
         address = _read_pointer(id(value) + _DATA_FIELD).value
     else:  # pragma: no cover - CPython and NumPy keep the data field's place
         address = data_pointer(value)
     key = (address, value.shape, layout_value)
+    if value.dtype is not _F32:  # the same bytes read as another dtype: another handle
+        key += (value.dtype,)
     owner = _INPUTS.get(key)
     if owner is None:
         owner = _Owner(wrap_handle(value, layout_value))
@@ -187,7 +201,8 @@ def input_owner(value, argument: str, layout_value: int) -> "_Owner":
 
 
 class Tensor:
-    """A float32 tensor held by libmkcache.
+    """A tensor held by libmkcache: float32, or int32, int64 or bool data
+    (indices and masks) that graphs take as inputs and constants.
 
     ``Tensor(array, layout=None, constant=False)`` wraps a C-contiguous
     float32 numpy array without copying. `layout` ("NCHW"/"NHWC", ...) says
@@ -201,7 +216,7 @@ class Tensor:
 
     def __init__(self, array, layout=None, *, constant: bool = False):
         self._owner = None
-        array = check_array(array, "array")
+        array = check_array(array, "array", ANY_DTYPE)
         if layout is None:
             # Not the C thread-local target: operators with a data_format
             # change that, and a wrapped array must not change meaning.
@@ -258,7 +273,11 @@ class Tensor:
 
     @property
     def dtype(self) -> np.dtype:
-        return np.dtype(np.float32)
+        if self._base is not None:
+            return self._base.dtype
+        value = ctypes.c_int()
+        _lib.mkc_tensor_get_dtype(self.handle, ctypes.byref(value))
+        return NUMPY_DTYPES[value.value]
 
     @property
     def layout(self) -> str:
@@ -310,7 +329,7 @@ class Tensor:
                 shape = (shape[0],) + shape[2:] + (shape[1],)
             else:
                 shape = (shape[0], shape[-1]) + shape[1:-1]
-        out = np.empty(shape, dtype=np.float32)
+        out = np.empty(shape, dtype=self.dtype)
         status = _export(self.handle, value, ctypes.c_void_p(data_pointer(out)),
                          ctypes.c_size_t(out.nbytes))
         if status:

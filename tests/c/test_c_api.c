@@ -252,6 +252,57 @@ static void test_op_run(void) {
     OK(mkc_tensor_destroy(tx));
 }
 
+/* Typed tensors and graph values: int32, int64 and bool data keep their
+ * dtype; a node that takes float32 refuses them at compile, naming the
+ * node, the port and the dtype; int64 is never rearranged. */
+static void test_typed_values(void) {
+    int64_t ids[6] = {0, 1, 2, 3, 4, 1ll << 40};
+    int64_t back[6] = {0};
+    const int64_t d[2] = {2, 3};
+    mkc_tensor *t = NULL;
+    OK(mkc_tensor_wrap(MKC_DTYPE_S64, 2, d, MKC_LAYOUT_NCHW, ids, &t));
+    mkc_dtype dt = MKC_DTYPE_F32;
+    OK(mkc_tensor_get_dtype(t, &dt));
+    CHECK(dt == MKC_DTYPE_S64);
+    size_t nbytes = 0;
+    OK(mkc_tensor_get_nbytes(t, &nbytes));
+    CHECK(nbytes == sizeof ids);
+    OK(mkc_tensor_export(t, MKC_LAYOUT_NCHW, back, sizeof back));
+    CHECK(memcmp(ids, back, sizeof ids) == 0);
+    const int64_t d4[4] = {1, 2, 3, 1};
+    mkc_tensor *t4 = NULL;
+    OK(mkc_tensor_wrap(MKC_DTYPE_S64, 4, d4, MKC_LAYOUT_NCHW, ids, &t4));
+    CHECK(mkc_tensor_export(t4, MKC_LAYOUT_NHWC, back, sizeof back) == MKC_STATUS_UNSUPPORTED);
+    CHECK(strstr(mkc_last_error(), "int64 data cannot be rearranged") != NULL);
+    mkc_tensor *b = NULL;
+    unsigned char mask[6] = {1, 0, 1, 1, 0, 0};
+    OK(mkc_tensor_wrap(MKC_DTYPE_BOOL, 2, d, MKC_LAYOUT_NCHW, mask, &b));
+    OK(mkc_tensor_get_nbytes(b, &nbytes));
+    CHECK(nbytes == 6);
+    CHECK(mkc_tensor_wrap((mkc_dtype)99, 2, d, MKC_LAYOUT_NCHW, mask, &b) != MKC_STATUS_OK);
+
+    mkc_graph *g = NULL;
+    OK(mkc_graph_create(&g));
+    int x = -1, i = -1, y = -1;
+    OK(mkc_graph_input(g, "x", MKC_DTYPE_F32, 2, d, MKC_LAYOUT_NCHW, &x));
+    OK(mkc_graph_input(g, "ids", MKC_DTYPE_S64, 2, d, MKC_LAYOUT_NCHW, &i));
+    CHECK(mkc_graph_input(g, "bad", (mkc_dtype)99, 2, d, MKC_LAYOUT_NCHW, &y) ==
+          MKC_STATUS_INVALID_ARGUMENT);
+    mkc_binary_params bp;
+    OK(mkc_binary_params_init(&bp));
+    const int in[2] = {x, i};
+    OK(mkc_graph_node(g, MKC_OP_BINARY, &bp, 2, in, &y));
+    OK(mkc_graph_output(g, y, "y"));
+    mkc_program *p = NULL;
+    CHECK(mkc_program_compile(g, NULL, &p) == MKC_STATUS_INVALID_ARGUMENT && p == NULL);
+    CHECK(strstr(mkc_last_error(), "node 0 (binary): input 1 (b) is int64; binary takes float32") !=
+          NULL);
+    OK(mkc_graph_destroy(g));
+    OK(mkc_tensor_destroy(b));
+    OK(mkc_tensor_destroy(t4));
+    OK(mkc_tensor_destroy(t));
+}
+
 static void test_core_api(void) {
     mkc_layout layout = MKC_LAYOUT_TARGET;
     OK(mkc_get_target_layout(&layout));
@@ -1322,6 +1373,7 @@ int main(void) {
     test_version();
     test_core_api();
     test_op_run();
+    test_typed_values();
     test_conv_and_relu();
     test_activation_plain();
     test_handles_and_buffers_across_calls();

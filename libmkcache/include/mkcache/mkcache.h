@@ -209,8 +209,17 @@ MKC_API mkc_status mkc_enum_name(const char *enum_name, int32_t value, const cha
 /* Data types and layouts                                                   */
 /* ------------------------------------------------------------------------ */
 
+/* The data types a tensor or a graph value may hold. The operators of this
+ * version compute on F32 and refuse the others naming the input and its
+ * dtype; S32, S64 and BOOL (one byte, 0 or 1) tensors and graph values hold
+ * indices and masks for the operators that take them. S64 data is never
+ * rearranged (oneDNN has no 64-bit integer type): it is exported in its own
+ * layout only. */
 typedef enum mkc_dtype {
     MKC_DTYPE_F32 = 1,
+    MKC_DTYPE_S32 = 2,
+    MKC_DTYPE_S64 = 3,
+    MKC_DTYPE_BOOL = 4,
     MKC_DTYPE_MAX_ENUM = 0x7fffffff
 } mkc_dtype;
 

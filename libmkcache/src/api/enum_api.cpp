@@ -58,6 +58,9 @@ constexpr Named kStructId[] = {
 
 constexpr Named kDtype[] = {
     {"f32", MKC_DTYPE_F32},
+    {"s32", MKC_DTYPE_S32},
+    {"s64", MKC_DTYPE_S64},
+    {"bool", MKC_DTYPE_BOOL},
 };
 
 constexpr Named kLayout[] = {

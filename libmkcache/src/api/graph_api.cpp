@@ -64,8 +64,11 @@ void run_program(mkc_program *program, int ninputs, const mkc_tensor *const *inp
     require(ninputs == 0 || inputs != nullptr, "run: inputs is NULL");
     require(outputs != nullptr, "run: outputs is NULL");
     for (int k = 0; k < ninputs; ++k) {
-        const std::string what = "input '" + g.values[p.input_values()[k]].name + "'";
-        api::tensor_arg(inputs[k], "run", what.c_str());
+        const graph::Value &value = g.values[p.input_values()[k]];
+        const std::string what = "input '" + value.name + "'";
+        const Tensor &t = api::tensor_arg(inputs[k], "run", what.c_str());
+        require(t.dtype == value.dtype, "run: ", what, " is ", dtype_name(t.dtype),
+                ", the graph's input is ", dtype_name(value.dtype));
     }
     for (int k = 0; k < noutputs; ++k) {
         if (outputs[k] == nullptr)

@@ -63,6 +63,9 @@ void run_op(const graph::OpRow &row, const void *params, int ninputs,
     node.outputs = {ninputs};
 
     const CacheScope &scope = api::eager_scope();
+    // The operator's own errors as they are (the implementations' verdicts
+    // would wrap them in their names).
+    graph::infer_node(node, in);
     const graph::Choice choice = graph::choose(node, in, graph::Overrides{}, op);
     const ops::Prepared p = choice.impl->prepare(scope, node, in, nullptr);
     std::vector<std::shared_ptr<void>> temps;

@@ -188,6 +188,10 @@ public:
         for (size_t k = 0; k < g_.outputs.size(); ++k) {
             const int v = g_.outputs[k].value;
             const ValueDesc &have = desc_[v];
+            // The runs hand out float32 buffers (a caller's typed output
+            // comes with the operators that make one).
+            require(have.dtype == MKC_DTYPE_F32, "graph output '", g_.outputs[k].name, "' is ",
+                    dtype_name(have.dtype), ": a program's outputs are float32 in this version");
             const ValueDesc plain = ops::plain_value(have.dtype, have.layout, have.dims);
             plan_.outputs.push_back(plain);
             const BufferRef out{BufferRef::Kind::output, static_cast<int>(k), 0};

@@ -16,7 +16,8 @@ int Graph::add_input(const std::string &name, mkc_dtype dtype, const std::vector
     for (const Value &v : values)
         require(!(v.kind == Value::Kind::input && v.name == name), "graph input '", name,
                 "': an input of that name exists");
-    require(dtype == MKC_DTYPE_F32, "graph input '", name, "': dtype must be float32");
+    require(known_dtype(dtype), "graph input '", name,
+            "': dtype must be f32, s32, s64 or bool, got ", static_cast<int>(dtype));
     const int rank = static_cast<int>(dims.size());
     require(rank >= 1 && rank <= MKC_MAX_NDIMS, "graph input '", name, "': rank must be 1..",
             MKC_MAX_NDIMS, ", got ", rank);

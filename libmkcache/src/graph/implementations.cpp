@@ -12,10 +12,11 @@ namespace {
 // ------------------------------------------------------------------ onednn
 
 ops::Verdict onednn_supports(const Node &node, const NodeInputs &inputs) {
-    if (!row(node).prepare)
-        return {MKC_STATUS_UNSUPPORTED, std::string("oneDNN has no ") + row(node).name +
-                                            " primitive"};
-    return ops::verdict_of([&] { infer_node(node, inputs); });
+    // The operator's own errors first: they are the node's, whoever runs it.
+    ops::Verdict v = ops::verdict_of([&] { infer_node(node, inputs); });
+    if (v.ok() && !row(node).prepare)
+        v = {MKC_STATUS_UNSUPPORTED, std::string("oneDNN has no ") + row(node).name + " primitive"};
+    return v;
 }
 
 ops::Prepared onednn_prepare(const CacheScope &scope, const Node &node, const NodeInputs &inputs,

@@ -518,138 +518,176 @@ constexpr char kPool[] = "pool", kLinear[] = "linear", kMatmul[] = "matmul",
                kConv2d[] = "conv2d", kConv3d[] = "conv3d", kConv2dT[] = "conv2d_transpose",
                kErf[] = "erf", kReduce[] = "reduce";
 
-// Row pieces shared by operators of one kind.
-struct Traits {
-    bool convolution = false, channel_axis = false, view = false;
-    bool onednn_in_place = false, reference_in_place = false, onednn_reads_views = false;
+// A row written as a sequence of named parts, so the table below reads as
+// one: what an operator is (its name, ports, shaping), what it may do, and
+// the functions behind it.
+class Row {
+public:
+    Row(NodeOp op, const char *name) {
+        r_.op = op;
+        r_.name = name;
+        r_.dtypes = dtype_bit(MKC_DTYPE_F32);
+        r_.residual_port = no_residual;
+        r_.attrs_text = no_attrs_text;
+    }
+    // Its ports' names, how many it takes (at least, at most) and from
+    // which port they may be absent.
+    Row &ports(const char *names, int min, int max, int first_optional) {
+        r_.ports = names;
+        r_.arity = {min, max, 1};
+        r_.first_optional = first_optional;
+        return *this;
+    }
+    Row &shaping(Shaping s) {
+        r_.shaping = s;
+        return *this;
+    }
+    Row &params(NodeParams (*read)(const void *, std::string &, const char *)) {
+        r_.read_params = read;
+        return *this;
+    }
+    // Its phases on oneDNN through the ops/ family `W::with` names.
+    template <typename W> Row &onednn(NodeRun run) {
+        r_.infer = infer_with<W>;
+        r_.attrs_text = attrs_text_with<W>;
+        r_.prepare = prepare_with<W>;
+        r_.run = run;
+        return *this;
+    }
+    // Its inference where oneDNN has no phases for it.
+    Row &infer(std::vector<ValueDesc> (*f)(const Node &, const NodeInputs &)) {
+        r_.infer = f;
+        return *this;
+    }
+    Row &reference(void (*kernel)(const ReferenceCall &)) {
+        r_.reference = kernel;
+        return *this;
+    }
+    // Writes dst over its first input (oneDNN and reference kernels alike).
+    Row &in_place() {
+        r_.onednn_in_place = r_.reference_in_place = true;
+        return *this;
+    }
+    // A data_format in params struct T: its data is read in that order.
+    template <typename T> Row &channel_axis() {
+        r_.channel_axis = true;
+        r_.data_format = data_format_of<T>;
+        return *this;
+    }
+    template <typename T> Row &post_op_activation() {
+        r_.set_activation = set_activation_of<T>;
+        return *this;
+    }
+    Row &window(const int64_t *(*stride)(const NodeParams &, bool &)) {
+        r_.window_stride = stride;
+        return *this;
+    }
+    Row &convolution() {
+        r_.convolution = true;
+        r_.residual_port = conv_residual;
+        return channel_axis<mkc_conv_params>()
+            .post_op_activation<mkc_conv_params>()
+            .window(conv_stride);
+    }
+    Row &strided_operands() {
+        r_.onednn_reads_views = true;
+        return *this;
+    }
+    Row &view(bool (*of)(const Node &, const ValueDesc &, const ValueDesc &, ValueDesc &),
+              std::string (*text)(const Node &, const NodeInputs &),
+              const std::vector<int> *(*permutation)(const Node &) = nullptr) {
+        r_.view = true;
+        r_.view_of = of;
+        r_.attrs_text = text;
+        r_.permutation = permutation;
+        return *this;
+    }
+    operator OpRow() const { return r_; }
+
+private:
+    OpRow r_{};
 };
-constexpr Traits kPlain{};
-constexpr Traits kConvolution{true, true};
-constexpr Traits kChannelAxis{false, true};
-constexpr Traits kInPlace{false, false, false, true, true};
-constexpr Traits kInPlaceChannelAxis{false, true, false, true, true};
-constexpr Traits kView{false, false, true};
-constexpr Traits kStridedOperands{false, false, false, false, false, true};
-
-template <typename W>
-OpRow make(NodeOp op, const char *name, Arity arity, int first_optional, Shaping shaping,
-           Traits t, NodeParams (*read)(const void *, std::string &, const char *), NodeRun run,
-           void (*reference)(const ReferenceCall &)) {
-    OpRow r{};
-    r.op = op;
-    r.name = name;
-    r.arity = arity;
-    r.first_optional = first_optional;
-    r.shaping = shaping;
-    r.convolution = t.convolution;
-    r.channel_axis = t.channel_axis;
-    r.view = t.view;
-    r.onednn_in_place = t.onednn_in_place;
-    r.reference_in_place = t.reference_in_place;
-    r.onednn_reads_views = t.onednn_reads_views;
-    r.read_params = read;
-    r.residual_port = no_residual;
-    r.infer = infer_with<W>;
-    r.attrs_text = attrs_text_with<W>;
-    r.prepare = prepare_with<W>;
-    r.run = run;
-    r.reference = reference;
-    return r;
-}
-
-OpRow convolution(OpRow r) {
-    r.data_format = data_format_of<mkc_conv_params>;
-    r.window_stride = conv_stride;
-    r.set_activation = set_activation_of<mkc_conv_params>;
-    r.residual_port = conv_residual;
-    return r;
-}
-
-template <typename T> OpRow with_data_format(OpRow r) {
-    r.data_format = data_format_of<T>;
-    return r;
-}
-template <typename T> OpRow with_activation(OpRow r) {
-    r.set_activation = set_activation_of<T>;
-    return r;
-}
 
 std::vector<OpRow> build_rows() {
     using S = Shaping;
-    const Arity unary{1, 1, 1}, biased{2, 3, 1};
+    constexpr int kAll = 4096; // concat's inputs: none optional
     std::vector<OpRow> rows = {
-        convolution(                    make<Conv<2, false>>(NodeOp::conv2d, kConv2d, biased, 2, S::spatial,
-                                         kConvolution, read_conv_as<kConv2d>, ops::ConvOp::run,
-                                         ref_conv<false>)),
-        convolution(                    make<Conv<3, false>>(NodeOp::conv3d, kConv3d, biased, 2, S::spatial,
-                                         kConvolution, read_conv_as<kConv3d>, ops::ConvOp::run,
-                                         ref_conv<false>)),
-        convolution(                    make<Conv<2, true>>(NodeOp::conv2d_transpose, kConv2dT, biased, 2, S::spatial,
-                                        kConvolution, read_conv_as<kConv2dT>, ops::ConvOp::run,
-                                        ref_conv<true>)),
-        make<Activation>(NodeOp::activation, "activation", unary, 1, S::same_as_input, kInPlace,
-                         read_activation, ops::ActivationOp::run, ref_activation),
-        make<Softmax>(NodeOp::softmax, "softmax", unary, 1, S::same_as_input, kInPlace,
-                      read_softmax, ops::SoftmaxOp::run, ref_softmax),
-        make<Binary>(NodeOp::binary, "binary", {2, 2, 1}, 2, S::broadcast, kInPlace, read_binary,
-                     ops::BinaryOp::run, ref_binary),
-        [&] {
-            OpRow r = with_data_format<mkc_pool_params>(
-                make<Pool>(NodeOp::pool, kPool, unary, 1, S::spatial, kChannelAxis,
-                           read_as_is<mkc_pool_params, kPool>, ops::PoolOp::run, ref_pool));
-            r.window_stride = pool_stride;
-            return r;
-        }(),
-        with_activation<mkc_linear_params>(make<Linear>(
-            NodeOp::linear, kLinear, biased, 2, S::none, kPlain,
-            read_as_is<mkc_linear_params, kLinear>, ops::LinearOp::run, ref_linear)),
-        with_activation<mkc_matmul_params>(make<Matmul>(
-            NodeOp::matmul, kMatmul, biased, 2, S::none, kStridedOperands,
-            read_as_is<mkc_matmul_params, kMatmul>, ops::MatmulOp::run, ref_matmul)),
-        make<LayerNorm>(NodeOp::layer_norm, kLayerNorm, {1, 3, 1}, 1, S::same_as_input, kInPlace,
-                        read_as_is<mkc_layer_norm_params, kLayerNorm>, ops::LayerNormOp::run,
-                        ref_layer_norm),
-        with_data_format<mkc_batch_norm_params>(make<BatchNorm>(
-            NodeOp::batch_norm, kBatchNorm, {3, 5, 1}, 3, S::same_as_input, kInPlaceChannelAxis,
-            read_as_is<mkc_batch_norm_params, kBatchNorm>, ops::BatchNormOp::run, ref_batch_norm)),
-        with_data_format<mkc_lrn_params>(make<Lrn>(NodeOp::lrn, kLrn, unary, 1, S::none,
-                                                   kChannelAxis, read_as_is<mkc_lrn_params, kLrn>,
-                                                   ops::LrnOp::run, ref_lrn)),
-        make<Concat>(NodeOp::concat, "concat", {1, 4096, 1}, 4096, S::none, kPlain, read_concat,
-                     ops::ConcatOp::run, ref_concat),
-        [&] {
-            OpRow r = make<Transpose>(NodeOp::transpose, "transpose", unary, 1, S::none, kView,
-                                      read_transpose, ops::TransposeOp::run, ref_transpose);
-            r.view_of = transpose_view;
-            r.attrs_text = transpose_text;
-            r.permutation = transpose_perm;
-            return r;
-        }(),
-        [&] {
-            OpRow r = make<Reshape>(NodeOp::reshape, "reshape", unary, 1, S::none, kView,
-                                    read_reshape, ops::ReshapeOp::run, ref_reshape);
-            r.view_of = reshape_view;
-            r.attrs_text = reshape_text;
-            return r;
-        }(),
-        [&] {
-            // No oneDNN primitive computes erf alone: the reference kernel.
-            OpRow r{};
-            r.op = NodeOp(MKC_OP_ERF);
-            r.name = kErf;
-            r.arity = unary;
-            r.first_optional = 1;
-            r.shaping = S::same_as_input;
-            r.reference_in_place = true;
-            r.read_params = read_none<kErf>;
-            r.residual_port = no_residual;
-            r.infer = infer_float_elementwise<kErf>;
-            r.attrs_text = no_attrs_text;
-            r.reference = ref_erf;
-            return r;
-        }(),
-        make<Reduce>(NodeOp(MKC_OP_REDUCE), kReduce, unary, 1, S::none, kPlain,
-                     read_as_is<mkc_reduce_params, kReduce>, ops::ReduceOp::run, ref_reduce),
+        Row(NodeOp::conv2d, kConv2d)
+            .ports("src,weights,bias", 2, 3, 2).shaping(S::spatial).convolution()
+            .params(read_conv_as<kConv2d>).onednn<Conv<2, false>>(ops::ConvOp::run)
+            .reference(ref_conv<false>),
+        Row(NodeOp::conv3d, kConv3d)
+            .ports("src,weights,bias", 2, 3, 2).shaping(S::spatial).convolution()
+            .params(read_conv_as<kConv3d>).onednn<Conv<3, false>>(ops::ConvOp::run)
+            .reference(ref_conv<false>),
+        Row(NodeOp::conv2d_transpose, kConv2dT)
+            .ports("src,weights,bias", 2, 3, 2).shaping(S::spatial).convolution()
+            .params(read_conv_as<kConv2dT>).onednn<Conv<2, true>>(ops::ConvOp::run)
+            .reference(ref_conv<true>),
+        Row(NodeOp::activation, "activation")
+            .ports("src", 1, 1, 1).shaping(S::same_as_input).in_place()
+            .params(read_activation).onednn<Activation>(ops::ActivationOp::run)
+            .reference(ref_activation),
+        Row(NodeOp::softmax, "softmax")
+            .ports("src", 1, 1, 1).shaping(S::same_as_input).in_place()
+            .params(read_softmax).onednn<Softmax>(ops::SoftmaxOp::run)
+            .reference(ref_softmax),
+        Row(NodeOp::binary, "binary")
+            .ports("a,b", 2, 2, 2).shaping(S::broadcast).in_place()
+            .params(read_binary).onednn<Binary>(ops::BinaryOp::run)
+            .reference(ref_binary),
+        Row(NodeOp::pool, kPool)
+            .ports("src", 1, 1, 1).shaping(S::spatial).channel_axis<mkc_pool_params>()
+            .window(pool_stride)
+            .params(read_as_is<mkc_pool_params, kPool>).onednn<Pool>(ops::PoolOp::run)
+            .reference(ref_pool),
+        Row(NodeOp::linear, kLinear)
+            .ports("src,weights,bias", 2, 3, 2).post_op_activation<mkc_linear_params>()
+            .params(read_as_is<mkc_linear_params, kLinear>).onednn<Linear>(ops::LinearOp::run)
+            .reference(ref_linear),
+        Row(NodeOp::matmul, kMatmul)
+            .ports("a,b,bias", 2, 3, 2).post_op_activation<mkc_matmul_params>()
+            .strided_operands()
+            .params(read_as_is<mkc_matmul_params, kMatmul>).onednn<Matmul>(ops::MatmulOp::run)
+            .reference(ref_matmul),
+        Row(NodeOp::layer_norm, kLayerNorm)
+            .ports("src,scale,shift", 1, 3, 1).shaping(S::same_as_input).in_place()
+            .params(read_as_is<mkc_layer_norm_params, kLayerNorm>)
+            .onednn<LayerNorm>(ops::LayerNormOp::run)
+            .reference(ref_layer_norm),
+        Row(NodeOp::batch_norm, kBatchNorm) // inference: the running statistics are inputs
+            .ports("src,mean,variance,scale,shift", 3, 5, 3).shaping(S::same_as_input)
+            .in_place().channel_axis<mkc_batch_norm_params>()
+            .params(read_as_is<mkc_batch_norm_params, kBatchNorm>)
+            .onednn<BatchNorm>(ops::BatchNormOp::run)
+            .reference(ref_batch_norm),
+        Row(NodeOp::lrn, kLrn)
+            .ports("src", 1, 1, 1).channel_axis<mkc_lrn_params>()
+            .params(read_as_is<mkc_lrn_params, kLrn>).onednn<Lrn>(ops::LrnOp::run)
+            .reference(ref_lrn),
+        Row(NodeOp::concat, "concat")
+            .ports(nullptr, 1, kAll, kAll)
+            .params(read_concat).onednn<Concat>(ops::ConcatOp::run)
+            .reference(ref_concat),
+        Row(NodeOp::transpose, "transpose")
+            .ports("src", 1, 1, 1)
+            .params(read_transpose).onednn<Transpose>(ops::TransposeOp::run)
+            .view(transpose_view, transpose_text, transpose_perm)
+            .reference(ref_transpose),
+        Row(NodeOp::reshape, "reshape")
+            .ports("src", 1, 1, 1)
+            .params(read_reshape).onednn<Reshape>(ops::ReshapeOp::run)
+            .view(reshape_view, reshape_text)
+            .reference(ref_reshape),
+        // No oneDNN primitive computes erf alone: the reference kernel.
+        Row(NodeOp(MKC_OP_ERF), kErf)
+            .ports("src", 1, 1, 1).shaping(S::same_as_input).in_place()
+            .params(read_none<kErf>).infer(infer_float_elementwise<kErf>)
+            .reference(ref_erf),
+        Row(NodeOp(MKC_OP_REDUCE), kReduce)
+            .ports("src", 1, 1, 1)
+            .params(read_as_is<mkc_reduce_params, kReduce>).onednn<Reduce>(ops::ReduceOp::run)
+            .reference(ref_reduce),
     };
     std::sort(rows.begin(), rows.end(),
               [](const OpRow &a, const OpRow &b) { return a.op < b.op; });
@@ -675,6 +713,43 @@ const OpRow &op_row(NodeOp op) {
     if (!r)
         fail(MKC_STATUS_INTERNAL_ERROR, "no operator row for ", static_cast<int>(op));
     return *r;
+}
+
+namespace {
+
+// The `port`-th name of a row's comma-separated port list ("" past it).
+std::string port_name(const OpRow &r, size_t port) {
+    std::string names = r.ports ? r.ports : "";
+    size_t at = 0;
+    for (size_t i = 0; i < port; ++i) {
+        at = names.find(',', at);
+        if (at == std::string::npos)
+            return {};
+        ++at;
+    }
+    return names.substr(at, names.find(',', at) - at);
+}
+
+std::string dtype_list(uint32_t dtypes) {
+    std::string s;
+    for (mkc_dtype d : {MKC_DTYPE_F32, MKC_DTYPE_S32, MKC_DTYPE_S64, MKC_DTYPE_BOOL})
+        if (dtypes & dtype_bit(d))
+            s += std::string(s.empty() ? "" : " or ") + dtype_name(d);
+    return s;
+}
+
+} // namespace
+
+std::vector<ValueDesc> infer_node(const Node &node, const NodeInputs &inputs) {
+    const OpRow &r = row(node);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+        if (!inputs[i] || (r.dtypes & dtype_bit(inputs[i]->dtype)))
+            continue;
+        const std::string name = port_name(r, i);
+        fail(MKC_STATUS_INVALID_ARGUMENT, "input ", i, name.empty() ? "" : " (" + name + ")",
+             " is ", dtype_name(inputs[i]->dtype), "; ", r.name, " takes ", dtype_list(r.dtypes));
+    }
+    return r.infer(node, inputs);
 }
 
 ops::Prepared prepare_node(const CacheScope &scope, const Node &node, const NodeInputs &inputs,

@@ -53,6 +53,8 @@ struct OpRow {
     const char *name; // in messages, plan text, overrides and choice keys
     Arity arity;
     int first_optional; // ports from here up to max_inputs may be absent
+    const char *ports;  // the ports' names, "src,weights,bias" (messages)
+    uint32_t dtypes;    // the dtypes its inputs may have: a bit per mkc_dtype
     Shaping shaping;
 
     // Traits the passes ask about.
@@ -108,12 +110,15 @@ const std::vector<OpRow> &op_rows();
 
 inline const OpRow &row(const Node &node) { return op_row(node.op); }
 
-// The node's phases on oneDNN: its outputs' descriptions (or its
-// operator's error), and its prepared step (`y_strides`: a matmul writes
-// its result with these strides, caller order; see ops::MatmulOp).
-inline std::vector<ops::ValueDesc> infer_node(const Node &node, const NodeInputs &inputs) {
-    return row(node).infer(node, inputs);
-}
+// A bit of OpRow::dtypes.
+constexpr uint32_t dtype_bit(mkc_dtype dtype) { return 1u << static_cast<unsigned>(dtype); }
+
+// The node's outputs' descriptions, or its error: an input of a dtype its
+// row does not take ("input 0 (src) is int64; conv2d takes float32"), else
+// its operator's checks. And its prepared step on oneDNN (`y_strides`: a
+// matmul writes its result with these strides, caller order; see
+// ops::MatmulOp).
+std::vector<ops::ValueDesc> infer_node(const Node &node, const NodeInputs &inputs);
 ops::Prepared prepare_node(const CacheScope &scope, const Node &node, const NodeInputs &inputs,
                            const Dims *y_strides = nullptr);
 

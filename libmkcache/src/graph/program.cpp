@@ -157,7 +157,8 @@ std::shared_ptr<const Plan> Program::plan_for_dims(const int64_t *dims) {
         Dims cd(d, d + rank);
         d += rank;
         check_input_dims(k, cd);
-        check_dims("run: input", static_cast<int>(rank), cd.data(), MKC_DTYPE_F32);
+        check_dims("run: input", static_cast<int>(rank), cd.data(),
+                   graph_.values[input_values_[k]].dtype);
         all.push_back(std::move(cd));
     }
     return find_or_compile(all);

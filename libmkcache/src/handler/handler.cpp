@@ -108,9 +108,20 @@ const Tensor &row_major(const CacheScope &scope, const Tensor &t, std::unique_pt
 
 uint64_t reorder_count() { return reorders_executed.load(std::memory_order_relaxed); }
 
+void check_rearrangeable(const dnnl::memory::desc &from, const dnnl::memory::desc &to) {
+    // f64 descriptions stand for int64 bytes (to_onednn): a oneDNN kernel
+    // would read them as doubles, which is not a copy.
+    const auto f64 = dnnl::memory::data_type::f64;
+    if (from.get_data_type() == f64 || to.get_data_type() == f64)
+        fail(MKC_STATUS_UNSUPPORTED,
+             "int64 data cannot be rearranged (oneDNN has no 64-bit integer type): "
+             "use it in its own plain layout");
+}
+
 std::shared_ptr<PrimitiveEntry> reorder_entry(const CacheScope &scope,
                                               const dnnl::memory::desc &from,
                                               const dnnl::memory::desc &to) {
+    check_rearrangeable(from, to);
     // The default name, "reorder:<from>-><to>", built without allocating:
     // this runs on every conversion (and every export of a blocked tensor).
     char name[2 * kFormatNameSize + 16] = "reorder:";
@@ -142,6 +153,7 @@ void run_reorder(const CacheScope &scope, PrimitiveEntry &entry, const void *src
 
 void reorder(const CacheScope &scope, const dnnl::memory::desc &from, const void *src_data,
              const dnnl::memory::desc &to, void *dst_data) {
+    check_rearrangeable(from, to);
     run_reorder(scope, *reorder_entry(scope, from, to), src_data, dst_data);
 }
 

@@ -125,6 +125,9 @@ void execute(ThreadState &state, dnnl_primitive_t primitive, int nargs,
 // can prove a chain of operators performs none between them.
 uint64_t reorder_count();
 
+// Refuses (UNSUPPORTED) a rearrangement of int64 data, which oneDNN cannot
+// copy as it is.
+void check_rearrangeable(const dnnl::memory::desc &from, const dnnl::memory::desc &to);
 // Converts `src_data` laid out as `from` into `dst_data` laid out as `to`
 // (same dims) with a reorder primitive cached in `scope`.
 void reorder(const CacheScope &scope, const dnnl::memory::desc &from, const void *src_data,

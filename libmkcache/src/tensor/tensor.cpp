@@ -12,23 +12,36 @@ namespace mkc {
 dnnl::memory::data_type to_onednn(mkc_dtype dtype) {
     switch (dtype) {
     case MKC_DTYPE_F32: return dnnl::memory::data_type::f32;
+    case MKC_DTYPE_S32: return dnnl::memory::data_type::s32;
+    case MKC_DTYPE_BOOL: return dnnl::memory::data_type::u8;
+    // oneDNN has no 64-bit integer type: s64 bytes are described as f64 of
+    // the same size, for their size and strides only. reorder() refuses
+    // them, so no oneDNN kernel ever reads them as doubles.
+    case MKC_DTYPE_S64: return dnnl::memory::data_type::f64;
     default: break;
     }
     fail(MKC_STATUS_UNSUPPORTED, "unsupported dtype ", static_cast<int>(dtype),
-         " (this build supports MKC_DTYPE_F32)");
+         " (f32, s32, s64 or bool)");
 }
 
 size_t dtype_size(mkc_dtype dtype) {
     switch (dtype) {
     case MKC_DTYPE_F32: return 4;
+    case MKC_DTYPE_S32: return 4;
+    case MKC_DTYPE_S64: return 8;
+    case MKC_DTYPE_BOOL: return 1;
     default: break;
     }
-    fail(MKC_STATUS_UNSUPPORTED, "unsupported dtype ", static_cast<int>(dtype));
+    fail(MKC_STATUS_UNSUPPORTED, "unsupported dtype ", static_cast<int>(dtype),
+         " (f32, s32, s64 or bool)");
 }
 
 const char *dtype_name(mkc_dtype dtype) {
     switch (dtype) {
     case MKC_DTYPE_F32: return "float32";
+    case MKC_DTYPE_S32: return "int32";
+    case MKC_DTYPE_S64: return "int64";
+    case MKC_DTYPE_BOOL: return "bool";
     default: break;
     }
     return "an unknown dtype";

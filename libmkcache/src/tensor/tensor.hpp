@@ -89,6 +89,11 @@ dnnl::memory::data_type to_onednn(mkc_dtype dtype);
 size_t dtype_size(mkc_dtype dtype);
 // "float32", ... for messages and dumps.
 const char *dtype_name(mkc_dtype dtype);
+// Whether `dtype` is one of mkc_dtype's values.
+inline bool known_dtype(mkc_dtype dtype) {
+    return dtype == MKC_DTYPE_F32 || dtype == MKC_DTYPE_S32 || dtype == MKC_DTYPE_S64 ||
+           dtype == MKC_DTYPE_BOOL;
+}
 
 // Checks rank, dims >= 1 and that the element count * size fits in memory;
 // `what` names the argument in messages.
