@@ -228,3 +228,22 @@ def test_op_run_refuses_bad_calls():
     # Other operators of the table run through it too, as their nodes do.
     rc, dst = _op_run(_capi.OPS["activation"], None, [t])
     assert rc != 0 and "op_run (activation): params is NULL" in _capi.lib.mkc_last_error().decode()
+
+
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_reduce_in_a_graph_channels_last(keepdims):
+    a = rand(2, 17, 5, 3)  # NCHW values
+    w = rand(6, 17, 3, 3)
+    x_in = np.ascontiguousarray(np.moveaxis(a, 1, -1))  # [N, H, W, C]
+    with mkcache.Graph() as g:
+        x = g.input("x", x_in.shape, layout="NHWC")
+        # After a channels-last conv, whose output may be blocked: the
+        # reduction reads it plain in its label (a converter if need be).
+        y = g.conv2d(x, w, padding=1, data_format="NHWC")
+        g.output(g.reduce_mean(y, axes=(1, 2), keepdims=keepdims), "y")
+        with g.compile() as prog:
+            got = prog.run(x=x_in)["y"]
+    conv = mkcache.conv2d(nhwc(a), w, padding=1, data_format="NHWC").numpy()  # NHWC
+    ref = conv.astype(np.float64).mean(axis=(1, 2), keepdims=keepdims)
+    assert got.shape == ref.shape == ((2, 1, 1, 6) if keepdims else (2, 6))
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)

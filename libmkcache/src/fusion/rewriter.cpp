@@ -1,8 +1,11 @@
+// The rewriter the fusions work through (fusion/fusions.hpp), and the
+// constants' helpers the batch_norm fold and the scale use.
+#include "fusion/fusions.hpp"
+
 #include <cstring>
 #include <utility>
 
 #include "common/thread_state.hpp"
-#include "fusion/fusions.hpp"
 #include "layout/layout.hpp"
 
 namespace mkc::graph::fusion {
