@@ -146,18 +146,11 @@ _REDUCE_DOC = ("The {what} of x over `axes` (an int or a sequence of x's axes as
 TABLE_OP_TABLE = {
     "erf": TableOp("erf", doc="The error function, 2/sqrt(pi) * integral of exp(-t^2) from 0 "
                               "to x, element by element."),
-    "reduce_sum": TableOp("reduce", ("axes=None", "keepdims=False"),
-                          "reduce_params('sum', axes, keepdims, name)",
-                          _REDUCE_DOC.format(what="sum")),
-    "reduce_mean": TableOp("reduce", ("axes=None", "keepdims=False"),
-                           "reduce_params('mean', axes, keepdims, name)",
-                           _REDUCE_DOC.format(what="mean")),
-    "reduce_max": TableOp("reduce", ("axes=None", "keepdims=False"),
-                          "reduce_params('max', axes, keepdims, name)",
-                          _REDUCE_DOC.format(what="maximum")),
-    "reduce_min": TableOp("reduce", ("axes=None", "keepdims=False"),
-                          "reduce_params('min', axes, keepdims, name)",
-                          _REDUCE_DOC.format(what="minimum")),
+    **{f"reduce_{kind}": TableOp("reduce", ("axes=None", "keepdims=False"),
+                                 f"reduce_params({kind!r}, axes, keepdims, name)",
+                                 _REDUCE_DOC.format(what=what))
+       for kind, what in (("sum", "sum"), ("mean", "mean"), ("max", "maximum"),
+                          ("min", "minimum"))},
 }
 
 # The rows' kinds as the library numbers them, read once at import.

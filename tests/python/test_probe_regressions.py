@@ -451,3 +451,16 @@ def test_constant_tensors_are_never_written(rng):
         mkcache.batch_norm(rng.standard_normal((2, 4, 3, 3)).astype(np.float32), m,
                            np.ones(4, np.float32), training=True)
     np.testing.assert_array_equal(kept, x)
+
+
+def test_concat_node_with_an_absent_input_is_refused():
+    # An absent concat input was taken as optional, and the compile then
+    # read through the missing value (a segfault).
+    with mkcache.Graph() as g:
+        x = g.input("x", (2, 3))
+        with pytest.raises(mkcache.InvalidArgumentError,
+                           match=r"node 0 \(concat\): input 1 is required"):
+            g.concat([x, None], axis=0)
+        g.output(g.concat([x, x], axis=0), "y")  # nothing was lost
+        with g.compile() as prog:
+            assert prog.run(x=np.ones((2, 3), np.float32))["y"].shape == (4, 3)
