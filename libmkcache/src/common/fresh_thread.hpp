@@ -15,6 +15,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "common/headroom.hpp"
 #include "common/serial.hpp"
 
 namespace mkc {
@@ -23,9 +24,11 @@ namespace detail {
 bool &creation_failed_here(); // this thread's flag
 } // namespace detail
 
-// build() on this thread, or on a fresh one after a failure here.
+// build() on this thread, or on a fresh one after a failure here; never
+// without the address-space headroom oneDNN's unchecked allocations need.
 template <typename Build>
 auto create_isolated(Build &&build) -> decltype(build()) {
+    require_headroom("creating a primitive");
     bool &failed = detail::creation_failed_here();
     if (!failed) {
         try {

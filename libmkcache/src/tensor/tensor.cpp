@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "common/error.hpp"
+#include "common/headroom.hpp"
 
 namespace mkc {
 
@@ -98,6 +99,14 @@ void aligned_free(void *p) {
 std::shared_ptr<void> allocate(size_t nbytes, bool zero) {
     void *p = aligned_malloc(nbytes == 0 ? 64 : nbytes);
     if (p == nullptr) fail(MKC_STATUS_OUT_OF_MEMORY, "cannot allocate ", nbytes, " bytes");
+    if (nbytes >= kHeadroomCheckedAllocation) {
+        try {
+            require_headroom("allocating a buffer");
+        } catch (...) {
+            aligned_free(p);
+            throw;
+        }
+    }
     if (zero) std::memset(p, 0, nbytes);
     return std::shared_ptr<void>(p, aligned_free);
 }
