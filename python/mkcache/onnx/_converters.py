@@ -1,0 +1,568 @@
+"""The converters: one function per (ONNX operator, opset range), in one
+table. Each takes the import context and the node and gives the node's
+outputs: graph values, or numpy arrays where every input is known when the
+model is loaded (shape arithmetic). A case a converter cannot take raises
+Refusal with the reason; the importer lists every refused node at once."""
+from __future__ import annotations
+
+import numpy as np
+
+from ._base import KNOWN_TYPES, Refusal, attributes
+
+# op type -> [(first opset, last opset, converter)]
+TABLE: dict = {}
+LAST_OPSET = 22
+
+
+def converter(op_type: str, since: int = 1, until: int = LAST_OPSET):
+    def register(fn):
+        TABLE.setdefault(op_type, []).append((since, until, fn))
+        return fn
+    return register
+
+
+def find(op_type: str, opset: int):
+    for lo, hi, fn in TABLE.get(op_type, ()):
+        if lo <= opset <= hi:
+            return fn
+    return None
+
+
+def _known(ctx, node) -> list | None:
+    """The node's inputs as arrays when every one is known, else None."""
+    if all(not n or n in ctx.known for n in node.input):
+        return [ctx.known[n] if n else None for n in node.input]
+    return None
+
+
+def _only_first_output(node, what: str = "") -> None:
+    if len(node.output) > 1 and any(node.output[1:]):
+        raise Refusal(f"its optional outputs{what} are not supported (only the first)")
+
+
+def _axis(axis: int, rank: int) -> int:
+    if not -rank <= axis < rank:
+        raise Refusal(f"axis {axis} is out of range for rank {rank}")
+    return axis + rank if axis < 0 else axis
+
+
+# ----------------------------------------------------------- known values
+
+@converter("Constant")
+def constant(ctx, node):
+    a = attributes(node)
+    for key in ("value", "value_float", "value_floats", "value_int", "value_ints"):
+        if key in a:
+            v = a[key]
+            if key == "value":
+                return [v]
+            dtype = np.float32 if "float" in key else np.int64
+            return [np.array(v, dtype=dtype)]
+    raise Refusal(f"a Constant with {sorted(a)} is not supported")
+
+
+@converter("Identity")
+def identity(ctx, node):
+    name = node.input[0]
+    return [ctx.known[name] if name in ctx.known else ctx.value(name)]
+
+
+@converter("Dropout")
+def dropout(ctx, node):
+    # Inference: the identity; a mask or training mode is not.
+    _only_first_output(node, " (the mask)")
+    if len(node.input) > 2 and node.input[2]:
+        training = ctx.constant(node.input[2], "training_mode")
+        if bool(np.asarray(training).reshape(-1)[0]):
+            raise Refusal("training_mode is not supported (programs infer)")
+    return identity(ctx, node)
+
+
+@converter("Shape")
+def shape(ctx, node):
+    dims = ctx.shape(node.input[0])
+    if dims is None or any(d is None for d in dims):
+        raise Refusal("the shape depends on a dim bound at run time (not in this version)")
+    a = attributes(node)
+    start, end = a.get("start", 0), a.get("end", len(dims))
+    return [np.array(dims, dtype=np.int64)[start:end]]
+
+
+@converter("Cast")
+def cast(ctx, node):
+    to = attributes(node)["to"]
+    known = _known(ctx, node)
+    if known is not None and to in KNOWN_TYPES:
+        return [known[0].astype(KNOWN_TYPES[to])]
+    if to == 1 and node.input[0] in ctx.values:
+        return [ctx.value(node.input[0])]  # float32 already: graph values are
+    raise Refusal(f"a cast to ONNX element type {to} of a value computed at run time")
+
+
+@converter("Gather")
+def gather(ctx, node):
+    known = _known(ctx, node)
+    if known is None:
+        raise Refusal("a gather of values computed at run time (an embedding) is not "
+                      "supported in this version")
+    axis = attributes(node).get("axis", 0)
+    return [np.take(known[0], known[1], axis=axis)]
+
+
+@converter("Unsqueeze")
+def unsqueeze(ctx, node):
+    axes = _axes_of(ctx, node, 13)
+    return _restack(ctx, node, axes, insert=True)
+
+
+@converter("Squeeze")
+def squeeze(ctx, node):
+    axes = _axes_of(ctx, node, 13)
+    return _restack(ctx, node, axes, insert=False)
+
+
+def _axes_of(ctx, node, input_since: int):
+    if ctx.opset >= input_since:
+        if len(node.input) > 1 and node.input[1]:
+            return [int(a) for a in ctx.constant(node.input[1], "axes").reshape(-1)]
+        return None
+    return attributes(node).get("axes")
+
+
+def _restack(ctx, node, axes, insert: bool):
+    name = node.input[0]
+    known = _known(ctx, node)
+    if known is not None:
+        x = known[0]
+        if insert:
+            out_rank = x.ndim + len(axes)
+            return [np.expand_dims(x, tuple(_axis(a, out_rank) for a in axes))]
+        if axes is None:
+            return [np.squeeze(x)]
+        return [np.squeeze(x, tuple(_axis(a, x.ndim) for a in axes))]
+    dims = ctx.shape(name)
+    if dims is None:
+        raise Refusal("the input's shape is not known")
+    dims = list(dims)
+    if insert:
+        out_rank = len(dims) + len(axes)
+        at = sorted(_axis(a, out_rank) for a in axes)
+        out = list(dims)
+        for a in at:
+            out.insert(a, 1)
+    else:
+        at = [i for i, d in enumerate(dims) if d == 1] if axes is None else \
+            sorted(_axis(a, len(dims)) for a in axes)
+        out = [d for i, d in enumerate(dims) if i not in at]
+    return [ctx.graph.reshape(ctx.value(name), _reshape_target(dims, out))]
+
+
+def _reshape_target(src: list, out: list) -> tuple:
+    """Reshape dims for `out` from `src` (None: a dim bound at run time): a
+    dynamic dim kept at its own index is 0 (the input's dim there), one
+    other may be -1."""
+    target, free = [], 0
+    for i, d in enumerate(out):
+        if d is not None:
+            target.append(d)
+        elif i < len(src) and src[i] is None:
+            target.append(0)
+        else:
+            target.append(-1)
+            free += 1
+    if free > 1:
+        raise Refusal("the new shape has more than one dim bound at run time out of place")
+    return tuple(target)
+
+
+@converter("Reshape", since=5)
+def reshape(ctx, node):
+    target = [int(d) for d in ctx.constant(node.input[1], "the shape").reshape(-1)]
+    if attributes(node).get("allowzero", 0) and 0 in target:
+        raise Refusal("allowzero with a 0 in the shape is not supported")
+    known = _known(ctx, node)
+    if known is not None:
+        x = known[0]
+        target = [x.shape[i] if d == 0 else d for i, d in enumerate(target)]
+        return [x.reshape(target)]
+    return [ctx.graph.reshape(ctx.value(node.input[0]), tuple(target))]
+
+
+@converter("Flatten")
+def flatten(ctx, node):
+    name = node.input[0]
+    dims = ctx.shape(name)
+    if dims is None:
+        raise Refusal("the input's shape is not known")
+    axis = _axis(attributes(node).get("axis", 1), len(dims) + 1)
+    head, tail = dims[:axis], dims[axis:]
+
+    def size(part):
+        return None if any(d is None for d in part) else int(np.prod(part, dtype=np.int64))
+    out = [size(head), size(tail)]
+    if axis == 1 and dims[0] is None:
+        out[0] = None  # the batch, at its own index
+    return [ctx.graph.reshape(ctx.value(name), _reshape_target(list(dims), out))]
+
+
+@converter("Transpose")
+def transpose(ctx, node):
+    name = node.input[0]
+    perm = attributes(node).get("perm")
+    known = _known(ctx, node)
+    if known is not None:
+        return [np.transpose(known[0], perm)]
+    if perm is None:
+        perm = list(reversed(range(ctx.rank(name, "the input"))))
+    return [ctx.graph.transpose(ctx.value(name), tuple(perm))]
+
+
+@converter("Concat", since=4)
+def concat(ctx, node):
+    axis = attributes(node)["axis"]
+    known = _known(ctx, node)
+    if known is not None:
+        return [np.concatenate(known, axis=axis)]
+    rank = ctx.rank(node.input[0], "the first input")
+    return [ctx.graph.concat([ctx.value(n) for n in node.input], axis=_axis(axis, rank))]
+
+
+# --------------------------------------------------------------- element-wise
+
+_NUMPY_BINARY = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": None}
+_GRAPH_BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div"}
+
+
+def _binary(op_type):
+    def convert(ctx, node):
+        known = _known(ctx, node)
+        if known is not None:
+            a, b = known
+            if op_type == "Div":
+                if np.issubdtype(a.dtype, np.integer) and np.issubdtype(b.dtype, np.integer):
+                    return [np.trunc(a / b).astype(a.dtype)]
+                return [(a / b).astype(a.dtype)]
+            return [_NUMPY_BINARY[op_type](a, b).astype(a.dtype)]
+        method = getattr(ctx.graph, _GRAPH_BINARY[op_type])
+        return [method(ctx.value(node.input[0]), ctx.value(node.input[1]))]
+    return convert
+
+
+for _op in _GRAPH_BINARY:
+    converter(_op, since=7)(_binary(_op))
+
+
+def _variadic(method):
+    def convert(ctx, node):
+        values = [ctx.value(n) for n in node.input]
+        out = values[0]
+        for v in values[1:]:
+            out = getattr(ctx.graph, method)(out, v)
+        return [out]
+    return convert
+
+
+converter("Max", since=8)(_variadic("maximum"))
+converter("Min", since=8)(_variadic("minimum"))
+converter("Sum", since=8)(_variadic("add"))
+
+# ONNX activation -> (Graph method, {attribute: (parameter, default)}).
+_ACTIVATIONS = {
+    "Relu": ("relu", {}, 6), "Sigmoid": ("sigmoid", {}, 6), "Tanh": ("tanh", {}, 6),
+    "Sqrt": ("sqrt", {}, 6), "Abs": ("abs", {}, 6), "Exp": ("exp", {}, 6),
+    "Log": ("log", {}, 6), "Erf": ("erf", {}, 9), "HardSwish": ("hardswish", {}, 14),
+    "Mish": ("mish", {}, 18),
+    "LeakyRelu": ("leaky_relu", {"alpha": ("negative_slope", 0.01)}, 6),
+    "Elu": ("elu", {"alpha": ("alpha", 1.0)}, 6),
+}
+
+
+def _activation(method, params):
+    def convert(ctx, node):
+        a = attributes(node)
+        kwargs = {p: float(a.get(attr, default)) for attr, (p, default) in params.items()}
+        return [getattr(ctx.graph, method)(ctx.value(node.input[0]), **kwargs)]
+    return convert
+
+
+for _op, (_method, _params, _since) in _ACTIVATIONS.items():
+    converter(_op, since=_since)(_activation(_method, _params))
+
+
+@converter("Gelu", since=20)
+def gelu(ctx, node):
+    approximate = attributes(node).get("approximate", "none")
+    return [ctx.graph.gelu(ctx.value(node.input[0]), approximate=approximate)]
+
+
+@converter("Neg", since=6)
+def neg(ctx, node):
+    known = _known(ctx, node)
+    if known is not None:
+        return [-known[0]]
+    return [ctx.graph.mul(ctx.value(node.input[0]), -1.0)]
+
+
+@converter("Reciprocal", since=6)
+def reciprocal(ctx, node):
+    return [ctx.graph.div(1.0, ctx.value(node.input[0]))]
+
+
+@converter("Pow", since=7)
+def pow_(ctx, node):
+    exponent = float(np.asarray(ctx.constant(node.input[1], "the exponent")).reshape(-1)[0])
+    x = ctx.value(node.input[0])
+    if exponent == 2.0:
+        return [ctx.graph.square(x)]
+    if exponent == 0.5:
+        return [ctx.graph.sqrt(x)]
+    if exponent == 1.0:
+        return [x]
+    raise Refusal(f"an exponent of {exponent} (this version takes 0.5, 1 and 2)")
+
+
+@converter("Clip", since=6)
+def clip(ctx, node):
+    big = float(np.finfo(np.float32).max)
+    if ctx.opset < 11:
+        a = attributes(node)
+        low, high = a.get("min", -big), a.get("max", big)
+    else:
+        def bound(i, default):
+            if len(node.input) > i and node.input[i]:
+                return float(np.asarray(ctx.constant(node.input[i], "a bound")).reshape(-1)[0])
+            return default
+        low, high = bound(1, -big), bound(2, big)
+    low, high = max(low, -big), min(high, big)
+    return [ctx.graph.clip(ctx.value(node.input[0]), low, high)]
+
+
+def _softmax(method):
+    def convert(ctx, node):
+        name = node.input[0]
+        rank = ctx.rank(name, "the input")
+        default = -1 if ctx.opset >= 13 else 1
+        axis = _axis(attributes(node).get("axis", default), rank)
+        x = ctx.value(name)
+        if ctx.opset >= 13 or axis == rank - 1:
+            return [getattr(ctx.graph, method)(x, axis=axis)]
+        # Before opset 13: over the input flattened to 2-D at `axis`.
+        dims = list(ctx.shape(name))
+        tail = dims[axis:]
+        if any(d is None for d in tail):
+            raise Refusal("the softmax's flattened dims are bound at run time")
+        flat = dims[:axis] + [int(np.prod(tail))]
+        y = getattr(ctx.graph, method)(
+            ctx.graph.reshape(x, _reshape_target(dims, flat)), axis=-1)
+        return [ctx.graph.reshape(y, _reshape_target(flat, dims))]
+    return convert
+
+
+converter("Softmax")(_softmax("softmax"))
+converter("LogSoftmax")(_softmax("log_softmax"))
+
+
+# ------------------------------------------------------------- linear algebra
+
+@converter("MatMul")
+def matmul(ctx, node):
+    a, b = node.input[0], node.input[1]
+    for n, what in ((a, "A"), (b, "B")):
+        if ctx.rank(n, what) < 2:
+            raise Refusal("a 1-D operand is not supported")
+    return [ctx.graph.matmul(ctx.value(a), ctx.value(b))]
+
+
+@converter("Gemm", since=7)
+def gemm(ctx, node):
+    at = attributes(node)
+    alpha, beta = float(at.get("alpha", 1.0)), float(at.get("beta", 1.0))
+    trans_a, trans_b = bool(at.get("transA", 0)), bool(at.get("transB", 0))
+    a, b = node.input[0], node.input[1]
+    c = node.input[2] if len(node.input) > 2 and node.input[2] else None
+    n_out = ctx.shape(b)[0 if trans_b else 1] if ctx.shape(b) else None
+    bias = None
+    if c is not None and c in ctx.known:
+        cv = np.asarray(ctx.known[c], dtype=np.float32) * beta
+        if cv.size == n_out and cv.ndim <= 2 and (cv.ndim < 2 or cv.shape[0] == 1):
+            bias = cv.reshape(-1)
+    x = ctx.value(a)
+    if b in ctx.known and not trans_a and alpha == 1.0:
+        w = np.asarray(ctx.known[b], dtype=np.float32)
+        weight = np.ascontiguousarray(w if trans_b else w.T)  # [N, K]
+        y = ctx.graph.linear(x, weight, bias)
+    else:
+        y = ctx.graph.matmul(x, ctx.value(b), bias, transpose_a=trans_a, transpose_b=trans_b,
+                             scale=alpha)
+    if c is not None and bias is None and beta != 0.0:
+        cv = ctx.value(c) if beta == 1.0 else ctx.graph.mul(ctx.value(c), beta)
+        y = ctx.graph.add(y, cv)
+    return [y]
+
+
+# ------------------------------------------------------------- convolutions
+
+def _spatial(ctx, node, k: int, kernel: list):
+    """(strides, dilations, pads as (begin, end) per dim) of a conv or pool."""
+    a = attributes(node)
+    strides = list(a.get("strides", [1] * k))
+    dilations = list(a.get("dilations", [1] * k))
+    pads = list(a.get("pads", [0] * (2 * k)))
+    auto_pad = a.get("auto_pad", "NOTSET")
+    if isinstance(auto_pad, bytes):
+        auto_pad = auto_pad.decode()
+    if auto_pad == "VALID":
+        pads = [0] * (2 * k)
+    elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        dims = ctx.shape(node.input[0])
+        if dims is None or any(d is None for d in dims[2:]):
+            raise Refusal(f"auto_pad {auto_pad} on spatial dims bound at run time")
+        begins, ends = [], []
+        for i in range(k):
+            size = dims[2 + i]
+            out = -(-size // strides[i])
+            total = max(0, (out - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1 - size)
+            small, large = total // 2, total - total // 2
+            begins.append(large if auto_pad == "SAME_LOWER" else small)
+            ends.append(small if auto_pad == "SAME_LOWER" else large)
+        pads = begins + ends
+    elif auto_pad != "NOTSET":
+        raise Refusal(f"auto_pad {auto_pad!r}")
+    # ONNX: all begins, then all ends; mkcache: (begin, end) per dim.
+    padding = tuple(v for i in range(k) for v in (pads[i], pads[k + i]))
+    return strides, dilations, padding
+
+
+@converter("Conv")
+def conv(ctx, node):
+    x, w = node.input[0], node.input[1]
+    rank = ctx.rank(x, "the input")
+    if rank not in (4, 5):
+        raise Refusal(f"a {rank - 2}-D convolution (this version takes 2-D and 3-D)")
+    k = rank - 2
+    wshape = ctx.shape(w)
+    if wshape is None or any(d is None for d in wshape):
+        raise Refusal("the weights' shape is not known")
+    strides, dilations, padding = _spatial(ctx, node, k, list(wshape[2:]))
+    bias = ctx.value(node.input[2]) if len(node.input) > 2 and node.input[2] else None
+    method = ctx.graph.conv2d if k == 2 else ctx.graph.conv3d
+    return [method(ctx.value(x), ctx.value(w), bias, stride=tuple(strides), padding=padding,
+                   dilation=tuple(dilations), groups=attributes(node).get("group", 1),
+                   name=node.name or None)]
+
+
+def _pool(kind):
+    def convert(ctx, node):
+        _only_first_output(node, " (the indices)")
+        x = node.input[0]
+        rank = ctx.rank(x, "the input")
+        if rank not in (4, 5):
+            raise Refusal(f"{rank - 2}-D pooling (this version takes 2-D and 3-D)")
+        k = rank - 2
+        a = attributes(node)
+        kernel = list(a["kernel_shape"])
+        strides, dilations, padding = _spatial(ctx, node, k, kernel)
+        if any(d != 1 for d in dilations):
+            raise Refusal("pooling with dilations is not supported in this version")
+        kwargs = {"ceil_mode": bool(a.get("ceil_mode", 0))}
+        if kind == "avg":
+            kwargs["count_include_pad"] = bool(a.get("count_include_pad", 0))
+        method = getattr(ctx.graph, f"{kind}_pool{k}d")
+        return [method(ctx.value(x), tuple(kernel), tuple(strides), padding,
+                       name=node.name or None, **kwargs)]
+    return convert
+
+
+converter("MaxPool")(_pool("max"))
+converter("AveragePool")(_pool("avg"))
+
+
+def _global_pool(kind):
+    def convert(ctx, node):
+        x = node.input[0]
+        rank = ctx.rank(x, "the input")
+        if rank not in (4, 5):
+            raise Refusal(f"{rank - 2}-D global pooling (this version takes 2-D and 3-D)")
+        fmt = "NCHW" if rank == 4 else "NCDHW"
+        return [getattr(ctx.graph, f"global_{kind}_pool")(ctx.value(x), data_format=fmt)]
+    return convert
+
+
+converter("GlobalMaxPool")(_global_pool("max"))
+converter("GlobalAveragePool")(_global_pool("avg"))
+
+
+# ------------------------------------------------------------- normalisation
+
+@converter("BatchNormalization", since=9)
+def batch_norm(ctx, node):
+    _only_first_output(node, " (training statistics)")
+    a = attributes(node)
+    if a.get("training_mode", 0):
+        raise Refusal("training_mode is not supported (programs infer)")
+    x, scale, shift, mean, var = node.input[:5]
+    rank = ctx.rank(x, "the input")
+    fmt = {4: "NCHW", 5: "NCDHW"}.get(rank)
+    if fmt is None:
+        raise Refusal(f"a rank-{rank} input (this version takes 4-D and 5-D)")
+    return [ctx.graph.batch_norm(ctx.value(x), ctx.value(mean), ctx.value(var),
+                                 ctx.value(scale), ctx.value(shift),
+                                 epsilon=float(a.get("epsilon", 1e-5)), data_format=fmt,
+                                 name=node.name or None)]
+
+
+@converter("LayerNormalization", since=17)
+def layer_norm(ctx, node):
+    _only_first_output(node, " (Mean, InvStdDev)")
+    a = attributes(node)
+    x = node.input[0]
+    rank = ctx.rank(x, "the input")
+    axis = _axis(a.get("axis", -1), rank)
+
+    def flat(i):
+        if len(node.input) <= i or not node.input[i]:
+            return None
+        name = node.input[i]
+        if name in ctx.known:
+            return ctx.graph.constant(np.ascontiguousarray(
+                np.asarray(ctx.known[name], dtype=np.float32).reshape(-1)))
+        if ctx.rank(name, "the scale") != 1:
+            raise Refusal("a scale or bias of rank > 1 computed at run time")
+        return ctx.value(name)
+    return [ctx.graph.layer_norm(ctx.value(x), flat(1), flat(2), begin_norm_axis=axis,
+                                 epsilon=float(a.get("epsilon", 1e-5)), name=node.name or None)]
+
+
+@converter("LRN")
+def lrn(ctx, node):
+    a = attributes(node)
+    if ctx.rank(node.input[0], "the input") != 4:
+        raise Refusal("LRN on an input of rank other than 4")
+    return [ctx.graph.lrn(ctx.value(node.input[0]), int(a["size"]), float(a.get("alpha", 1e-4)),
+                          float(a.get("beta", 0.75)), float(a.get("bias", 1.0)),
+                          name=node.name or None)]
+
+
+# ---------------------------------------------------------------- reductions
+
+def _reduce(kind, numpy_fn, axes_input_since):
+    def convert(ctx, node):
+        a = attributes(node)
+        axes = _axes_of(ctx, node, axes_input_since)
+        keepdims = bool(a.get("keepdims", 1))
+        if not axes and a.get("noop_with_empty_axes", 0):
+            return identity(ctx, node)
+        known = _known(ctx, node)
+        if known is not None:
+            return [numpy_fn(known[0], axis=None if not axes else tuple(axes),
+                             keepdims=keepdims)]
+        method = getattr(ctx.graph, f"reduce_{kind}")
+        return [method(ctx.value(node.input[0]), axes=None if not axes else tuple(axes),
+                       keepdims=keepdims, name=node.name or None)]
+    return convert
+
+
+converter("ReduceSum")(_reduce("sum", np.sum, 13))
+converter("ReduceMean")(_reduce("mean", np.mean, 18))
+converter("ReduceMax")(_reduce("max", np.max, 18))
+converter("ReduceMin")(_reduce("min", np.min, 18))

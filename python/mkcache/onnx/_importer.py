@@ -1,0 +1,243 @@
+"""Reading an ONNX model into a mkcache.Graph: the values, the walk over the
+nodes, and what is computed at load time. The operators themselves are the
+converters' (``_converters.py``)."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from .. import errors
+from ..graph import Graph
+from . import _converters
+from ._base import INPUT_TYPES, Refusal
+# Declared shapes past this many elements are refused before anything is
+# allocated (a hostile or broken file).
+_MAX_ELEMENTS = 1 << 40
+
+
+def _onnx():
+    try:
+        import onnx  # noqa: PLC0415 (the optional dependency, imported when used)
+    except ImportError as e:
+        raise errors.UnsupportedError(
+            "mkcache.onnx needs the onnx package: pip install 'mkcache[onnx]'") from e
+    return onnx
+
+
+def supported() -> dict:
+    """{ONNX operator: [(first opset, last opset), ...]} this version converts."""
+    return {op: [(lo, hi) for lo, hi, _ in ranges]
+            for op, ranges in sorted(_converters.TABLE.items())}
+
+
+class Context:
+    """What a converter works with: the graph being built, the ONNX values
+    made so far (graph values, or numpy arrays known at load time), their
+    static shapes from ONNX's shape inference, and the model's opset."""
+
+    def __init__(self, graph: Graph, opset: int, shapes: dict):
+        self.graph = graph
+        self.opset = opset
+        self.shapes = shapes   # name -> tuple of dims (None: symbolic), or absent
+        self.values = {}       # name -> graph Value
+        self.known = {}        # name -> numpy array (known when the model is loaded)
+
+    def has(self, name: str) -> bool:
+        return name in self.values or name in self.known
+
+    def value(self, name: str):
+        """The graph value of `name` (a known array becomes a constant)."""
+        if name in self.values:
+            return self.values[name]
+        array = self.known[name]
+        if array.dtype == np.float64:
+            array = array.astype(np.float32)
+        if array.ndim == 0:
+            array = array.reshape(1)
+        v = self.values[name] = self.graph.constant(np.ascontiguousarray(array), name=name)
+        return v
+
+    def constant(self, name: str, what: str) -> np.ndarray:
+        """The array `name` holds, which must be known at load time."""
+        if name not in self.known:
+            raise Refusal(f"{what} must be a constant (an initializer or computed from them)")
+        return self.known[name]
+
+    def shape(self, name: str):
+        """The static shape of `name` (dims may be None), or None if unknown."""
+        if name in self.known:
+            return tuple(self.known[name].shape)
+        return self.shapes.get(name)
+
+    def rank(self, name: str, what: str) -> int:
+        shape = self.shape(name)
+        if shape is None:
+            raise Refusal(f"the rank of {what} is not known (ONNX shape inference gave none)")
+        return len(shape)
+
+
+def _model_of(path_or_model):
+    onnx = _onnx()
+    if isinstance(path_or_model, onnx.ModelProto):
+        return path_or_model, None
+    if isinstance(path_or_model, (bytes, bytearray)):
+        try:
+            return onnx.load_model_from_string(bytes(path_or_model)), None
+        except Exception as e:  # noqa: BLE001 (protobuf raises its own kinds)
+            raise errors.InvalidArgumentError(f"onnx: not an ONNX model: {e}") from e
+    if not isinstance(path_or_model, (str, os.PathLike)):
+        raise errors.InvalidArgumentError(
+            "onnx.load takes a path, the model's bytes or an onnx.ModelProto, got "
+            f"{type(path_or_model).__name__}")
+    path = os.fspath(path_or_model)
+    try:
+        model = onnx.load(path, load_external_data=False)
+    except OSError as e:
+        raise errors.InvalidArgumentError(f"onnx: cannot read {path!r}: {e}") from e
+    except Exception as e:  # noqa: BLE001 (a truncated or foreign file)
+        raise errors.InvalidArgumentError(f"onnx: {path!r} is not an ONNX model: {e}") from e
+    return model, os.path.dirname(os.path.abspath(path))
+
+
+def _opset(model) -> int:
+    for entry in model.opset_import:
+        if entry.domain in ("", "ai.onnx"):
+            return entry.version
+    raise errors.InvalidArgumentError("onnx: the model imports no opset of the default domain")
+
+
+def _static_shapes(onnx, model) -> dict:
+    """name -> dims (None for a symbolic one) of every value ONNX's shape
+    inference gives a shape."""
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model)
+    except Exception:  # noqa: BLE001 (inference refuses some valid models)
+        inferred = model
+    shapes = {}
+    for info in list(inferred.graph.value_info) + list(inferred.graph.input) + \
+            list(inferred.graph.output):
+        t = info.type.tensor_type
+        if not t.HasField("shape"):
+            continue
+        shapes[info.name] = tuple(d.dim_value if d.HasField("dim_value") else None
+                                  for d in t.shape.dim)
+    return shapes
+
+
+def _input_dims(info, input_shapes: dict) -> tuple:
+    name = info.name
+    t = info.type.tensor_type
+    if name in input_shapes:
+        dims = tuple(input_shapes[name])
+        declared = [d for d in t.shape.dim] if t.HasField("shape") else None
+        if declared is not None and len(declared) != len(dims):
+            raise errors.InvalidArgumentError(
+                f"onnx: input_shapes[{name!r}] has rank {len(dims)}, the model's input "
+                f"{len(declared)}")
+        return tuple(None if d is None or d == -1 else int(d) for d in dims)
+    if not t.HasField("shape"):
+        raise errors.InvalidArgumentError(
+            f"onnx: input {name!r} has no declared shape: give it in input_shapes")
+    dims = tuple(d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None
+                 for d in t.shape.dim)
+    static = [d for d in dims if d is not None]
+    if static and int(np.prod(static, dtype=np.float64)) > _MAX_ELEMENTS:
+        raise errors.InvalidArgumentError(
+            f"onnx: input {name!r} declares {dims}: more than 2^40 elements")
+    return dims
+
+
+def load(path_or_model, *, input_shapes: dict | None = None, **compile_options):
+    """A compiled Program of an ONNX model: a path, the model's bytes or an
+    onnx.ModelProto. input_shapes: {input name: shape} pinning dims (None
+    keeps a dim bound at run time). compile_options go to Graph.compile
+    (fuse, inplace, impl, choose, dump, ...)."""
+    onnx = _onnx()
+    model, _ = _model_of(path_or_model)
+    if input_shapes is not None and not isinstance(input_shapes, dict):
+        raise errors.InvalidArgumentError("input_shapes must be a dict {input name: shape}")
+    input_shapes = dict(input_shapes or {})
+    opset = _opset(model)
+    graph_proto = model.graph
+    for init in graph_proto.initializer:
+        if init.data_location == onnx.TensorProto.EXTERNAL:
+            raise errors.UnsupportedError(
+                f"onnx: initializer {init.name!r} is stored outside the model file "
+                "(external data): load the model with its data first")
+    shapes = _static_shapes(onnx, model)
+    g = Graph()
+    try:
+        ctx = Context(g, opset, shapes)
+        for init in graph_proto.initializer:
+            ctx.known[init.name] = onnx.numpy_helper.to_array(init)
+        inputs = [i for i in graph_proto.input if i.name not in ctx.known]
+        unknown = set(input_shapes) - {i.name for i in inputs}
+        if unknown:
+            raise errors.InvalidArgumentError(
+                f"onnx: input_shapes names {sorted(unknown)}, which are not the model's inputs "
+                f"({[i.name for i in inputs]})")
+        for info in inputs:
+            elem = info.type.tensor_type.elem_type
+            if elem not in INPUT_TYPES:
+                raise errors.UnsupportedError(
+                    f"onnx: input {info.name!r} has ONNX element type {elem}; this version "
+                    "takes float32, int32, int64 and bool")
+            dims = _input_dims(info, input_shapes)
+            layout = "NCHW"
+            ctx.values[info.name] = g.input(info.name, dims, layout=layout,
+                                           dtype=INPUT_TYPES[elem])
+        _convert_nodes(ctx, graph_proto.node)
+        for out in graph_proto.output:
+            if not ctx.has(out.name):
+                raise errors.InvalidArgumentError(f"onnx: output {out.name!r} is never made")
+            g.output(ctx.value(out.name), out.name)
+        return g.compile(**compile_options)
+    finally:
+        g.close()
+
+
+def _convert_nodes(ctx: Context, nodes) -> None:
+    """Converts every node in order; refusals are collected and raised
+    together, so a model's every problem is told at once."""
+    refusals = []
+    for index, node in enumerate(nodes):
+        what = f"node {index} ({node.op_type} {node.name!r})" if node.name else \
+            f"node {index} ({node.op_type})"
+        if node.domain not in ("", "ai.onnx"):
+            refusals.append(f"{what}: operator domain {node.domain!r} is not supported")
+            continue
+        entry = _converters.find(node.op_type, ctx.opset)
+        if entry is None:
+            known = _converters.TABLE.get(node.op_type)
+            refusals.append(f"{what}: " + (
+                f"not supported at opset {ctx.opset} (supported: "
+                f"{', '.join(f'{lo}..{hi}' for lo, hi, _ in known)})" if known
+                else "operator not supported"))
+            continue
+        missing = [n for n in node.input if n and not ctx.has(n)]
+        if missing:
+            if not refusals:  # a graph out of order, not the echo of a refusal
+                raise errors.InvalidArgumentError(
+                    f"onnx: {what} reads {missing} before any node makes them (the nodes are "
+                    "not in topological order, or the graph has a cycle)")
+            refusals.append(f"{what}: reads the output of a node refused above")
+            continue
+        try:
+            outputs = entry(ctx, node)
+        except Refusal as r:
+            refusals.append(f"{what}: {r}")
+            continue
+        except errors.Error as e:
+            raise type(e)(f"onnx: {what}: {e}") from e
+        for name, value in zip(node.output, outputs):
+            if not name:
+                continue
+            if isinstance(value, (np.ndarray, np.generic)):  # numpy gives scalars as np.generic
+                ctx.known[name] = np.asarray(value)
+            else:
+                ctx.values[name] = value
+    if refusals:
+        raise errors.UnsupportedError(
+            f"onnx: {len(refusals)} node{'s' if len(refusals) > 1 else ''} cannot be "
+            "converted:\n  " + "\n  ".join(refusals))

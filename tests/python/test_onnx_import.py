@@ -1,0 +1,386 @@
+"""ONNX models as programs (mkcache.onnx.load): each converter on small
+models built with onnx.helper (odd sizes, batch > 1, both opset forms where
+ONNX changed an operator), checked against onnx's reference evaluator and
+ONNX Runtime; whole models against ONNX Runtime; bad files and unsupported
+operators refused before anything runs."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from onnx.reference import ReferenceEvaluator  # noqa: E402
+
+import mkcache  # noqa: E402
+import mkcache.onnx  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
+
+RNG = np.random.default_rng(41)
+F = TensorProto.FLOAT
+
+
+def rand(*shape, scale=1.0):
+    return (RNG.standard_normal(shape) * scale).astype(np.float32)
+
+
+def model(nodes, inputs, outputs, initializers=(), opset=17):
+    """A model of `nodes`; inputs/outputs as (name, dims) (float32)."""
+    g = helper.make_graph(
+        nodes, "test",
+        [helper.make_tensor_value_info(n, F, d) for n, d in inputs],
+        [helper.make_tensor_value_info(n, F, d) for n, d in outputs],
+        [numpy_helper.from_array(np.asarray(a), name) for name, a in initializers])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = min(m.ir_version, 10)  # what onnxruntime reads
+    # Outputs' shapes are left to shape inference, which the checker does
+    # not run: check the inferred model.
+    onnx.checker.check_model(onnx.shape_inference.infer_shapes(m))
+    return m
+
+
+def check(m, feeds, rtol=1e-5, evaluator=True, **load_options):
+    """mkcache's outputs against the reference evaluator's (unless told:
+    it does not implement every opset's semantics) and, when installed, ONNX
+    Runtime's, relative to each output's largest value. A result of no dims
+    comes out as [1]."""
+    with mkcache.onnx.load(m, **load_options) as prog:
+        got = prog.run(**feeds)
+    names = [o.name for o in m.graph.output]
+    references = [ReferenceEvaluator(m).run(None, feeds)] if evaluator else []
+    try:
+        import onnxruntime as ort  # noqa: PLC0415
+        sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+        references.append(sess.run(None, feeds))
+    except ImportError:
+        if not evaluator:
+            pytest.skip("onnxruntime is not installed")
+    for ref in references:
+        for name, w in zip(names, ref):
+            g = got[name]
+            w = w.reshape(1) if w.ndim == 0 else w
+            assert g.shape == w.shape, (name, g.shape, w.shape)
+            scale = max(1.0, float(np.abs(w).max()))
+            np.testing.assert_allclose(g, w, rtol=0, atol=rtol * scale, err_msg=name)
+    return got
+
+
+# ------------------------------------------------------------ convolutions
+
+@pytest.mark.parametrize("attrs", [
+    dict(pads=[1, 1, 1, 1]),
+    dict(strides=[2, 1], pads=[0, 2, 1, 0], dilations=[1, 2]),
+    dict(auto_pad="SAME_UPPER", strides=[2, 2]),
+    dict(auto_pad="SAME_LOWER", strides=[2, 3]),
+    dict(auto_pad="VALID", group=3),
+])
+def test_conv(attrs):
+    groups = attrs.get("group", 1)
+    w = rand(6, 6 // groups, 3, 3, scale=0.3)
+    m = model([helper.make_node("Conv", ["x", "w", "b"], ["y"], **attrs)],
+              [("x", [2, 6, 11, 9])], [("y", None)], [("w", w), ("b", rand(6))])
+    check(m, {"x": rand(2, 6, 11, 9)})
+
+
+def test_conv3d_and_dynamic_batch():
+    m = model([helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 0, 1, 1, 0, 1]),
+               helper.make_node("Relu", ["y"], ["z"])],
+              [("x", ["N", 3, 5, 6, 7])], [("z", None)], [("w", rand(4, 3, 3, 2, 3, scale=0.3))])
+    with mkcache.onnx.load(m) as prog:
+        for n in (1, 3):
+            x = rand(n, 3, 5, 6, 7)
+            want = ReferenceEvaluator(m).run(None, {"x": x})[0]
+            np.testing.assert_allclose(prog.run(x=x)["z"], want, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("op,attrs", [
+    ("MaxPool", dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),
+    ("MaxPool", dict(kernel_shape=[2, 3], ceil_mode=1)),
+    ("AveragePool", dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 0, 1, 2],
+                         count_include_pad=1)),
+    ("AveragePool", dict(kernel_shape=[3, 2], strides=[2, 2], pads=[1, 1, 1, 1])),
+    ("AveragePool", dict(kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1)),
+    ("MaxPool", dict(kernel_shape=[3, 3], auto_pad="SAME_UPPER", strides=[2, 2])),
+])
+def test_pools(op, attrs):
+    m = model([helper.make_node(op, ["x"], ["y"], **attrs)],
+              [("x", [2, 5, 11, 10])], [("y", None)])
+    check(m, {"x": rand(2, 5, 11, 10)})
+
+
+@pytest.mark.parametrize("op", ["GlobalAveragePool", "GlobalMaxPool"])
+def test_global_pools(op):
+    m = model([helper.make_node(op, ["x"], ["y"])], [("x", [3, 7, 5, 6])], [("y", None)])
+    check(m, {"x": rand(3, 7, 5, 6)})
+
+
+# --------------------------------------------------------- linear algebra
+
+@pytest.mark.parametrize("attrs,c_shape,b_const", [
+    (dict(transB=1), (7,), True),
+    (dict(), (1, 7), True),
+    (dict(transA=1, alpha=0.5, beta=2.0), (5, 7), True),
+    (dict(transB=1, beta=0.0), (7,), False),
+    (dict(alpha=1.5), None, False),
+])
+def test_gemm(attrs, c_shape, b_const):
+    a_shape = (9, 5) if attrs.get("transA") else (5, 9)
+    b_shape = (7, 9) if attrs.get("transB") else (9, 7)
+    inputs = [("a", list(a_shape))]
+    inits = []
+    names = ["a", "b"]
+    if b_const:
+        inits.append(("b", rand(*b_shape)))
+    else:
+        inputs.append(("b", list(b_shape)))
+    if c_shape is not None:
+        inits.append(("c", rand(*c_shape)))
+        names.append("c")
+    m = model([helper.make_node("Gemm", names, ["y"], **attrs)], inputs, [("y", None)], inits)
+    feeds = {"a": rand(*a_shape)}
+    if not b_const:
+        feeds["b"] = rand(*b_shape)
+    check(m, feeds)
+
+
+def test_matmul_batched_and_constant():
+    m = model([helper.make_node("MatMul", ["a", "b"], ["ab"]),
+               helper.make_node("MatMul", ["ab", "w"], ["y"])],
+              [("a", [2, 3, 5, 7]), ("b", [2, 3, 7, 4])], [("y", None)], [("w", rand(4, 6))])
+    check(m, {"a": rand(2, 3, 5, 7), "b": rand(2, 3, 7, 4)})
+
+
+# ------------------------------------------------------------- element-wise
+
+@pytest.mark.parametrize("op,attrs,opset", [
+    ("Relu", {}, 17), ("Sigmoid", {}, 17), ("Tanh", {}, 17), ("Exp", {}, 17),
+    ("Abs", {}, 17), ("Erf", {}, 17), ("LeakyRelu", dict(alpha=0.2), 17),
+    ("Elu", dict(alpha=0.7), 17), ("HardSwish", {}, 17), ("Mish", {}, 18),
+    ("Gelu", {}, 20), ("Gelu", dict(approximate="tanh"), 20), ("Neg", {}, 17),
+])
+def test_activations(op, attrs, opset):
+    m = model([helper.make_node(op, ["x"], ["y"], **attrs)], [("x", [3, 5, 7])], [("y", None)],
+              opset=opset)
+    check(m, {"x": rand(3, 5, 7, scale=2)})
+
+
+def test_sqrt_log_reciprocal_pow():
+    m = model([helper.make_node("Sqrt", ["x"], ["s"]), helper.make_node("Log", ["s"], ["l"]),
+               helper.make_node("Reciprocal", ["x"], ["r"]),
+               helper.make_node("Pow", ["x", "two"], ["p"]),
+               helper.make_node("Pow", ["x", "half"], ["q"])],
+              [("x", [4, 9])], [("l", None), ("r", None), ("p", None), ("q", None)],
+              [("two", np.array(2.0, np.float32)), ("half", np.array(0.5, np.float32))])
+    check(m, {"x": np.abs(rand(4, 9)) + 0.1})
+
+
+@pytest.mark.parametrize("opset", [6, 13])
+def test_clip_both_forms(opset):
+    if opset == 6:
+        node = helper.make_node("Clip", ["x"], ["y"], min=-0.5, max=0.7)
+        inits = []
+    else:
+        node = helper.make_node("Clip", ["x", "lo", "hi"], ["y"])
+        inits = [("lo", np.array(-0.5, np.float32)), ("hi", np.array(0.7, np.float32))]
+    m = model([node], [("x", [5, 6])], [("y", None)], inits, opset=opset)
+    check(m, {"x": rand(5, 6)})
+
+
+def test_binaries_broadcast_and_fold():
+    # (c + d) * 2 is computed when the model is loaded; the rest at run time.
+    m = model([helper.make_node("Add", ["c", "d"], ["cd"]),
+               helper.make_node("Mul", ["cd", "two"], ["k"]),
+               helper.make_node("Add", ["x", "k"], ["a"]),
+               helper.make_node("Sub", ["a", "y"], ["s"]),
+               helper.make_node("Div", ["s", "k"], ["q"]),
+               helper.make_node("Max", ["q", "x", "y"], ["m"]),
+               helper.make_node("Min", ["m", "k"], ["out"])],
+              [("x", [2, 3, 4]), ("y", [4])], [("out", None)],
+              [("c", rand(3, 1)), ("d", rand(1, 4)), ("two", np.array(2.0, np.float32))])
+    check(m, {"x": rand(2, 3, 4), "y": rand(4)})
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+@pytest.mark.parametrize("opset,axis", [(11, 1), (11, -1), (13, 1), (13, -1)])
+def test_softmax_axis_rules(op, opset, axis):
+    # Before opset 13 the input is flattened to 2-D at the axis.
+    m = model([helper.make_node(op, ["x"], ["y"], axis=axis)], [("x", [2, 3, 5])],
+              [("y", None)], opset=opset)
+    # onnx's reference evaluator applies opset 13's rule to every opset:
+    # ONNX Runtime is the reference there.
+    check(m, {"x": rand(2, 3, 5)}, evaluator=opset >= 13)
+
+
+# ------------------------------------------------------------ normalisation
+
+def test_batch_norm():
+    m = model([helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"],
+                                epsilon=1e-3)],
+              [("x", [2, 5, 4, 3])], [("y", None)],
+              [("s", rand(5)), ("b", rand(5)), ("m", rand(5)), ("v", np.abs(rand(5)) + 0.5)])
+    check(m, {"x": rand(2, 5, 4, 3)})
+
+
+@pytest.mark.parametrize("axis", [-1, -2])
+def test_layer_norm(axis):
+    shape = [5] if axis == -1 else [4, 5]
+    m = model([helper.make_node("LayerNormalization", ["x", "s", "b"], ["y"], axis=axis,
+                                epsilon=1e-4)],
+              [("x", [2, 3, 4, 5])], [("y", None)], [("s", rand(*shape)), ("b", rand(*shape))])
+    check(m, {"x": rand(2, 3, 4, 5)})
+
+
+def test_lrn():
+    m = model([helper.make_node("LRN", ["x"], ["y"], size=3, alpha=1e-3, beta=0.7, bias=1.5)],
+              [("x", [2, 7, 4, 5])], [("y", None)])
+    # onnx's reference evaluator disagrees with ONNX Runtime here (by up to
+    # 0.2%), which agrees with mkcache: ONNX Runtime is the reference.
+    check(m, {"x": rand(2, 7, 4, 5)}, evaluator=False)
+
+
+def test_reductions_both_forms():
+    m13 = model([helper.make_node("ReduceMean", ["x"], ["a"], axes=[1], keepdims=0),
+                 helper.make_node("ReduceMax", ["x"], ["b"], axes=[-1, 0]),
+                 helper.make_node("ReduceSum", ["x", "ax"], ["c"], keepdims=0)],
+                [("x", [3, 5, 7])], [("a", None), ("b", None), ("c", None)],
+                [("ax", np.array([2], np.int64))], opset=13)
+    check(m13, {"x": rand(3, 5, 7)})
+    m18 = model([helper.make_node("ReduceMean", ["x", "ax"], ["a"]),
+                 helper.make_node("ReduceMin", ["x"], ["b"], keepdims=0)],
+                [("x", [3, 5, 7])], [("a", None), ("b", None)],
+                [("ax", np.array([0, 2], np.int64))], opset=18)
+    check(m18, {"x": rand(3, 5, 7)})
+
+
+# ------------------------------------------------------------- data movement
+
+def test_shape_subgraph_folds_at_load():
+    # Shape -> Gather -> Unsqueeze -> Concat -> Reshape, as exporters write
+    # a flatten: all known at load, so the plan has no step for them.
+    m = model([helper.make_node("Shape", ["x"], ["shape"]),
+               helper.make_node("Gather", ["shape", "zero"], ["n"], axis=0),
+               helper.make_node("Unsqueeze", ["n", "axes"], ["n1"]),
+               helper.make_node("Concat", ["n1", "minus1"], ["target"], axis=0),
+               helper.make_node("Reshape", ["x", "target"], ["y"]),
+               helper.make_node("Transpose", ["y"], ["t"], perm=[1, 0]),
+               helper.make_node("Identity", ["t"], ["out"])],
+              [("x", [3, 4, 5])], [("out", [20, 3])],
+              [("zero", np.array(0, np.int64)), ("axes", np.array([0], np.int64)),
+               ("minus1", np.array([-1], np.int64))], opset=13)
+    got = check(m, {"x": rand(3, 4, 5)})
+    assert got["out"].shape == (20, 3)
+
+
+@pytest.mark.parametrize("opset", [11, 13])
+def test_squeeze_unsqueeze_flatten_concat(opset):
+    if opset == 11:
+        un = helper.make_node("Unsqueeze", ["x"], ["u"], axes=[1, -1])
+        sq = helper.make_node("Squeeze", ["u"], ["s"], axes=[1])
+        inits = []
+    else:
+        un = helper.make_node("Unsqueeze", ["x", "ua"], ["u"])
+        sq = helper.make_node("Squeeze", ["u", "sa"], ["s"])
+        inits = [("ua", np.array([1, -1], np.int64)), ("sa", np.array([1], np.int64))]
+    m = model([un, sq, helper.make_node("Flatten", ["s"], ["f"], axis=2),
+               helper.make_node("Concat", ["f", "f"], ["c"], axis=-1),
+               helper.make_node("Dropout", ["c"], ["out"])],
+              [("x", [2, 3, 4])], [("out", None)], inits, opset=opset)
+    check(m, {"x": rand(2, 3, 4)})
+
+
+def test_flatten_with_a_dynamic_batch():
+    m = model([helper.make_node("Flatten", ["x"], ["y"], axis=1)], [("x", ["N", 3, 4])],
+              [("y", None)])
+    with mkcache.onnx.load(m) as prog:
+        for n in (1, 5):
+            x = rand(n, 3, 4)
+            np.testing.assert_array_equal(prog.run(x=x)["y"], x.reshape(n, 12))
+
+
+# ------------------------------------------------------------ whole models
+
+@pytest.mark.parametrize("which", ["resnet18", "bert"])
+def test_models_against_onnxruntime(which):
+    ort = pytest.importorskip("onnxruntime")
+    from models import BertLayer, ResNet18  # noqa: PLC0415 (examples/)
+    if which == "resnet18":
+        m, x = ResNet18(0).onnx_model(image=64), rand(2, 3, 64, 64)
+    else:
+        m, x = BertLayer(0).onnx_model(), rand(2, 9, 768)
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = sess.run(None, {"x": x})[0]
+    with mkcache.onnx.load(m) as prog:
+        got = prog.run(x=x)[m.graph.output[0].name]
+    assert float(np.abs(got - want).max() / np.abs(want).max()) < 1e-4
+
+
+def test_input_shapes_pin_dims(tmp_path):
+    m = model([helper.make_node("Relu", ["x"], ["y"])], [("x", ["N", "S", 4])], [("y", None)])
+    path = tmp_path / "m.onnx"
+    onnx.save(m, path)
+    with mkcache.onnx.load(str(path), input_shapes={"x": (2, None, 4)}) as prog:
+        x = rand(2, 7, 4)
+        np.testing.assert_array_equal(prog.run(x=x)["y"], np.maximum(x, 0))
+        with pytest.raises(mkcache.InvalidArgumentError, match="dim 0 must be 2"):
+            prog.run(x=rand(3, 7, 4))
+
+
+# ------------------------------------------------------------------ errors
+
+def test_unsupported_operators_are_all_listed():
+    m = model([helper.make_node("Relu", ["x"], ["a"]),
+               helper.make_node("Celu", ["a"], ["b"], name="first"),
+               helper.make_node("Relu", ["b"], ["c"]),
+               helper.make_node("MaxPool", ["a"], ["d", "idx"], kernel_shape=[2, 2], name="p"),
+               helper.make_node("Hardmax", ["x"], ["e"])],
+              [("x", [1, 2, 4, 4])], [("d", None), ("e", None)], opset=17)
+    with pytest.raises(mkcache.UnsupportedError) as e:
+        mkcache.onnx.load(m)
+    text = str(e.value)
+    assert "4 nodes cannot be converted" in text
+    assert "node 1 (Celu 'first'): operator not supported" in text
+    assert "node 2 (Relu): reads the output of a node refused above" in text
+    assert "node 3 (MaxPool 'p'): its optional outputs (the indices) are not supported" in text
+    assert "node 4 (Hardmax): operator not supported" in text
+
+
+def test_bad_files_are_clear_errors(tmp_path):
+    good = model([helper.make_node("Relu", ["x"], ["y"])], [("x", [2, 3])], [("y", None)])
+    data = good.SerializeToString()
+    truncated = tmp_path / "truncated.onnx"
+    truncated.write_bytes(data[: len(data) // 2])
+    with pytest.raises(mkcache.InvalidArgumentError, match="is not an ONNX model"):
+        mkcache.onnx.load(truncated)
+    with pytest.raises(mkcache.InvalidArgumentError, match="not an ONNX model"):
+        mkcache.onnx.load(b"\x00\xffnot a model at all" * 10)
+    with pytest.raises(mkcache.InvalidArgumentError, match="cannot read"):
+        mkcache.onnx.load(tmp_path / "missing.onnx")
+    with pytest.raises(mkcache.InvalidArgumentError, match="takes a path"):
+        mkcache.onnx.load(42)
+    huge = model([helper.make_node("Relu", ["x"], ["y"])], [("x", [1 << 20, 1 << 20, 4])],
+                 [("y", None)])
+    with pytest.raises(mkcache.InvalidArgumentError, match="more than 2\\^40 elements"):
+        mkcache.onnx.load(huge)
+    with pytest.raises(mkcache.InvalidArgumentError, match="not the model's inputs"):
+        mkcache.onnx.load(good, input_shapes={"nope": (1,)})
+    # Nothing was lost: the good model still loads and runs.
+    with mkcache.onnx.load(good) as prog:
+        assert prog.run(x=np.ones((2, 3), np.float32))["y"].shape == (2, 3)
+
+
+def test_supported_lists_the_table():
+    table = mkcache.onnx.supported()
+    assert table["Conv"] == [(1, 22)] and table["Gelu"] == [(20, 22)]
+    assert "Gemm" in table and "ReduceMean" in table
+
+
+def test_the_core_package_never_imports_onnx():
+    import subprocess  # noqa: PLC0415
+    code = ("import sys, numpy as np, mkcache; mkcache.relu(np.ones(3, np.float32)); "
+            "assert 'onnx' not in sys.modules, 'onnx imported'")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
