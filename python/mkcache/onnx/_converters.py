@@ -9,9 +9,12 @@ import numpy as np
 
 from ._base import KNOWN_TYPES, Refusal, attributes
 
-# op type -> [(first opset, last opset, converter)]
+# op type -> [(first opset, last opset, converter)]: the versions of the
+# operator's definition (ONNX's since_version) each converter implements.
 TABLE: dict = {}
-LAST_OPSET = 22
+# The newest opset whose definitions were read for this table (those after
+# 22 only add element types to the operators here).
+LAST_OPSET = 28
 
 
 def converter(op_type: str, since: int = 1, until: int = LAST_OPSET):
@@ -22,8 +25,17 @@ def converter(op_type: str, since: int = 1, until: int = LAST_OPSET):
 
 
 def find(op_type: str, opset: int):
+    """The converter of `op_type` as the model's opset defines it: the
+    version of its definition in force at that opset (ONNX's since_version)
+    must lie in a converter's range, so an opset that left the operator as
+    it was needs no new entry."""
+    try:
+        from onnx import defs  # noqa: PLC0415 (the optional dependency)
+        version = defs.get_schema(op_type, opset, "").since_version
+    except Exception:  # noqa: BLE001 (an operator unknown to this onnx)
+        version = opset
     for lo, hi, fn in TABLE.get(op_type, ()):
-        if lo <= opset <= hi:
+        if lo <= version <= hi:
             return fn
     return None
 
@@ -194,7 +206,10 @@ def flatten(ctx, node):
     dims = ctx.shape(name)
     if dims is None:
         raise Refusal("the input's shape is not known")
-    axis = _axis(attributes(node).get("axis", 1), len(dims) + 1)
+    axis = attributes(node).get("axis", 1)  # in [-rank, rank]
+    if not -len(dims) <= axis <= len(dims):
+        raise Refusal(f"axis {axis} is out of range for rank {len(dims)}")
+    axis = axis + len(dims) if axis < 0 else axis
     head, tail = dims[:axis], dims[axis:]
 
     def size(part):
