@@ -391,3 +391,58 @@ def test_flatten_every_axis(axis):
     m = model([helper.make_node("Flatten", ["x"], ["y"], axis=axis)], [("x", [2, 3, 4, 5])],
               [("y", None)])
     check(m, {"x": rand(2, 3, 4, 5)})
+
+
+def _gelu_nodes(form):
+    """The erf GELU of x as exporters write it, ending in output 'y'."""
+    c = helper.make_node
+    if form == "torch":  # x * (erf(x / sqrt2) + 1) * 0.5
+        return [c("Div", ["x", "sqrt2"], ["d"]), c("Erf", ["d"], ["e"]),
+                c("Add", ["e", "one"], ["s"]), c("Mul", ["x", "s"], ["m"]),
+                c("Mul", ["m", "half"], ["y"])]
+    if form == "half_first":  # (x * 0.5) * (1 + erf(x * 1/sqrt2))
+        return [c("Mul", ["x", "inv_sqrt2"], ["d"]), c("Erf", ["d"], ["e"]),
+                c("Add", ["one", "e"], ["s"]), c("Mul", ["x", "half"], ["h"]),
+                c("Mul", ["h", "s"], ["y"])]
+    return [c("Mul", ["inv_sqrt2", "x"], ["d"]), c("Erf", ["d"], ["e"]),  # x * ((1 + erf) * 0.5)
+            c("Add", ["e", "one"], ["s"]), c("Mul", ["s", "half"], ["m"]),
+            c("Mul", ["x", "m"], ["y"])]
+
+
+GELU_CONSTANTS = [("sqrt2", np.array(np.sqrt(2), np.float32)),
+                  ("inv_sqrt2", np.array(1 / np.sqrt(2), np.float32)),
+                  ("one", np.array(1.0, np.float32)), ("half", np.array(0.5, np.float32))]
+
+
+@pytest.mark.parametrize("form", ["torch", "half_first", "half_on_sum"])
+def test_erf_gelu_is_folded_into_one_step(form):
+    m = model(_gelu_nodes(form), [("x", [3, 17])], [("y", None)], GELU_CONSTANTS)
+    check(m, {"x": rand(3, 17, scale=3)})
+    with mkcache.onnx.load(m, fuse=False) as prog:
+        plan = prog.plan()
+    assert plan.count("(activation") == 1 and "(erf)" not in plan, plan
+
+
+def test_a_gelu_whose_parts_are_read_elsewhere_is_not_folded():
+    nodes = _gelu_nodes("torch") + [helper.make_node("Relu", ["e"], ["other"])]
+    m = model(nodes, [("x", [3, 5])], [("y", None), ("other", None)], GELU_CONSTANTS)
+    check(m, {"x": rand(3, 5)})
+    with mkcache.onnx.load(m) as prog:
+        assert "(erf)" in prog.plan()
+
+
+def test_matmul_and_bias_fold_with_the_activation_after():
+    m = model([helper.make_node("MatMul", ["x", "w"], ["xw"]),
+               helper.make_node("Add", ["xw", "b"], ["y"]),
+               helper.make_node("Relu", ["y"], ["r"]),
+               helper.make_node("MatMul", ["r", "w2"], ["z"]),
+               helper.make_node("Add", ["bm", "z"], ["out"])],
+              [("x", [2, 3, 9])], [("out", None)],
+              [("w", rand(9, 7)), ("b", rand(7)), ("w2", rand(7, 5)), ("bm", rand(1, 1, 5))])
+    check(m, {"x": rand(2, 3, 9)})
+    with mkcache.onnx.load(m) as prog:
+        plan = prog.plan()
+    steps = [line for line in plan.splitlines() if line[:1].isdigit()]
+    # Two matmuls with their biases, the relu fused into the first.
+    assert len(steps) == 2 and all("(matmul" in line for line in steps), plan
+    assert "node 1 (activation) fused into node 0 (matmul)" in plan

@@ -310,6 +310,17 @@ def gelu(ctx, node):
     return [ctx.graph.gelu(ctx.value(node.input[0]), approximate=approximate)]
 
 
+def _matmul_bias(ctx, node):
+    a, w, b = node.input
+    bias = np.ascontiguousarray(np.asarray(ctx.known[b], dtype=np.float32).reshape(-1))
+    return [ctx.graph.matmul(ctx.value(a), ctx.value(w), bias)]
+
+
+# The operators folded patterns become (_patterns.py), by name.
+INTERNAL = {"Gelu": lambda ctx, node: [ctx.graph.gelu(ctx.value(node.input[0]))],
+            "MatMulBias": _matmul_bias}
+
+
 @converter("Neg", since=6)
 def neg(ctx, node):
     known = _known(ctx, node)

@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import errors
 from ..graph import Graph
-from . import _converters
+from . import _converters, _patterns
 from ._base import INPUT_TYPES, Refusal
 # Declared shapes past this many elements are refused before anything is
 # allocated (a hostile or broken file).
@@ -187,7 +187,9 @@ def load(path_or_model, *, input_shapes: dict | None = None, **compile_options):
             layout = "NCHW"
             ctx.values[info.name] = g.input(info.name, dims, layout=layout,
                                            dtype=INPUT_TYPES[elem])
-        _convert_nodes(ctx, graph_proto.node)
+        nodes, _ = _patterns.fold(graph_proto.node, ctx.known,
+                                  [o.name for o in graph_proto.output])
+        _convert_nodes(ctx, nodes)
         for out in graph_proto.output:
             if not ctx.has(out.name):
                 raise errors.InvalidArgumentError(f"onnx: output {out.name!r} is never made")
@@ -204,10 +206,13 @@ def _convert_nodes(ctx: Context, nodes) -> None:
     for index, node in enumerate(nodes):
         what = f"node {index} ({node.op_type} {node.name!r})" if node.name else \
             f"node {index} ({node.op_type})"
-        if node.domain not in ("", "ai.onnx"):
+        if node.domain == _patterns.DOMAIN:  # a pattern folded back into one operator
+            entry = _converters.INTERNAL[node.op_type]
+        elif node.domain not in ("", "ai.onnx"):
             refusals.append(f"{what}: operator domain {node.domain!r} is not supported")
             continue
-        entry = _converters.find(node.op_type, ctx.opset)
+        else:
+            entry = _converters.find(node.op_type, ctx.opset)
         if entry is None:
             known = _converters.TABLE.get(node.op_type)
             refusals.append(f"{what}: " + (

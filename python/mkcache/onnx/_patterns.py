@@ -1,0 +1,157 @@
+"""Patterns exporters write an operator as, folded back into the operator
+before the nodes are converted. Each pattern is a matcher over the ONNX
+nodes; a match becomes one node of the "mkcache" domain, which only the
+importer reads.
+
+    erf GELU   x * 0.5 * (1 + erf(x / sqrt 2)), in the orders torch and
+               hand-written models use (x / sqrt 2 or x * (1 / sqrt 2); the
+               0.5 on x, on the sum or on the product)
+    linear     MatMul by constant weights [K, N], then Add of a constant bias
+               of N values: one matmul with its bias (which an activation
+               after it then fuses into)
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from onnx import helper
+
+DOMAIN = "mkcache"
+
+
+class _Graph:
+    """Producers and consumers of the values of a node list."""
+
+    def __init__(self, nodes, known, outputs):
+        self.nodes = list(nodes)
+        self.known = known
+        self.outputs = set(outputs)
+        self.producer = {}
+        self.consumers = {}
+        for i, n in enumerate(self.nodes):
+            for o in n.output:
+                self.producer[o] = i
+            for name in n.input:
+                self.consumers.setdefault(name, []).append(i)
+
+    def scalar(self, name):
+        """The value of a known one-element constant, else None."""
+        a = self.known.get(name)
+        if a is None or np.size(a) != 1:
+            return None
+        return float(np.asarray(a).reshape(-1)[0])
+
+    def only_consumer(self, name):
+        """The one node reading `name` (not a graph output), else None."""
+        users = self.consumers.get(name, [])
+        if len(users) != 1 or name in self.outputs:
+            return None
+        return users[0]
+
+    def op(self, i):
+        return self.nodes[i].op_type if i is not None and self.nodes[i].domain in ("", "ai.onnx") \
+            else None
+
+    def other(self, i, name):
+        """The input of binary node i that is not `name` (None if both are)."""
+        a, b = self.nodes[i].input[0], self.nodes[i].input[1]
+        if a == name and b != name:
+            return b
+        if b == name and a != name:
+            return a
+        return None
+
+
+def _close(value, want):
+    return value is not None and math.isclose(value, want, rel_tol=1e-5)
+
+
+def _erf_gelu(g: _Graph, e: int):
+    """(nodes matched, x, output) of the erf GELU around Erf node e, or None."""
+    scaled = g.nodes[e].input[0]
+    p = g.producer.get(scaled)
+    if g.op(p) not in ("Mul", "Div") or g.only_consumer(scaled) != e:
+        return None
+    pn = g.nodes[p]
+    if g.op(p) == "Div":
+        x, c = pn.input[0], g.scalar(pn.input[1])
+        if not _close(c, math.sqrt(2)):
+            return None
+    else:
+        x = next((n for n in pn.input if g.scalar(n) is None), None)
+        if x is None or not _close(g.scalar(g.other(p, x)), 1 / math.sqrt(2)):
+            return None
+    a = g.only_consumer(g.nodes[e].output[0])
+    if g.op(a) != "Add" or not _close(g.scalar(g.other(a, g.nodes[e].output[0])), 1.0):
+        return None
+    s = g.nodes[a].output[0]
+    m1 = g.only_consumer(s)
+    if g.op(m1) != "Mul":
+        return None
+    other = g.other(m1, s)
+    matched = [p, e, a, m1]
+    if other == x:  # x * s, then * 0.5
+        m2 = g.only_consumer(g.nodes[m1].output[0])
+        if g.op(m2) != "Mul" or not _close(g.scalar(g.other(m2, g.nodes[m1].output[0])), 0.5):
+            return None
+        return matched + [m2], x, g.nodes[m2].output[0]
+    if _close(g.scalar(other), 0.5):  # s * 0.5, then * x
+        m2 = g.only_consumer(g.nodes[m1].output[0])
+        if g.op(m2) != "Mul" or g.other(m2, g.nodes[m1].output[0]) != x:
+            return None
+        return matched + [m2], x, g.nodes[m2].output[0]
+    h = g.producer.get(other)  # (x * 0.5) * s
+    if g.op(h) != "Mul" or g.only_consumer(other) != m1 or g.other(h, x) is None or \
+            not _close(g.scalar(g.other(h, x)), 0.5):
+        return None
+    return matched + [h], x, g.nodes[m1].output[0]
+
+
+def _linear(g: _Graph, m: int):
+    """(nodes matched, inputs, output) of a MatMul by constant weights and
+    the Add of its bias, or None."""
+    a, w = g.nodes[m].input[0], g.nodes[m].input[1]
+    weights = g.known.get(w)
+    if weights is None or np.ndim(weights) != 2 or a in g.known:
+        return None
+    y = g.nodes[m].output[0]
+    add = g.only_consumer(y)
+    if g.op(add) != "Add":
+        return None
+    bias = g.other(add, y)
+    b = g.known.get(bias)
+    if b is None or np.size(b) != np.shape(weights)[1] or \
+            any(d != 1 for d in np.shape(b)[:-1]):
+        return None
+    return [m, add], [a, w, bias], g.nodes[add].output[0]
+
+
+# Pattern -> (the op type whose nodes start a match, the matcher, the
+# folded operator), tried in this order.
+_PATTERNS = [("Erf", _erf_gelu, "Gelu"), ("MatMul", _linear, "MatMulBias")]
+
+
+def fold(nodes, known: dict, outputs) -> tuple:
+    """The nodes with every pattern folded, and how many were."""
+    count = 0
+    for start, matcher, op in _PATTERNS:
+        g = _Graph(nodes, known, outputs)
+        gone, replaced = set(), {}
+        for i in range(len(g.nodes)):
+            if g.op(i) != start or i in gone:
+                continue
+            match = matcher(g, i)
+            if match is None or gone.intersection(match[0]):
+                continue
+            matched, inputs, out = match
+            gone.update(matched)
+            # The folded node stands where the last matched node stood, so
+            # every value it reads exists by then.
+            inputs = [inputs] if isinstance(inputs, str) else inputs
+            replaced[max(matched)] = helper.make_node(
+                op, inputs, [out], domain=DOMAIN, name=g.nodes[i].name or out)
+            count += 1
+        nodes = [replaced.get(i, n) for i, n in enumerate(g.nodes)
+                 if i not in gone or i in replaced]
+    return nodes, count
