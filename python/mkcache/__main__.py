@@ -1,4 +1,4 @@
-"""python -m mkcache info | demo | bench"""
+"""python -m mkcache info | demo | bench | run MODEL.onnx"""
 from __future__ import annotations
 
 import argparse
@@ -106,6 +106,116 @@ def bench(args) -> int:
     return 0
 
 
+def _parse_inputs(items) -> dict:
+    """--input name=2x3x224x224 (a ? or -1 keeps a dim bound at run time)."""
+    shapes = {}
+    for item in items or []:
+        name, sep, dims = item.rpartition("=")
+        if not sep or not name:
+            raise SystemExit(f"--input {item!r}: expected name=shape, as x=1x3x224x224")
+        try:
+            shapes[name] = tuple(None if d in ("?", "-1") else int(d) for d in dims.split("x"))
+        except ValueError:
+            raise SystemExit(f"--input {item!r}: dims must be integers joined by x") from None
+    return shapes
+
+
+def _random_feeds(model, shapes: dict, rng) -> dict:
+    """Inputs of the model's dtypes and shapes: a symbolic dim 1 unless
+    --input gave it."""
+    from .onnx._base import INPUT_TYPES  # noqa: PLC0415 (needs the onnx extra)
+    initializers = {i.name for i in model.graph.initializer}
+    feeds = {}
+    for info in model.graph.input:
+        if info.name in initializers:
+            continue
+        t = info.type.tensor_type
+        given = shapes.get(info.name)
+        dims = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else 1
+                for d in t.shape.dim]
+        if given is not None:
+            dims = [g if g is not None else d for g, d in zip(given, dims)]
+        dtype = INPUT_TYPES.get(t.elem_type, np.float32)
+        if dtype == np.float32:
+            feeds[info.name] = rng.standard_normal(dims, dtype=np.float32)
+        else:
+            feeds[info.name] = np.zeros(dims, dtype=dtype)  # valid indices and masks
+    return feeds
+
+
+def run(args) -> int:
+    """Loads an ONNX model, compiles it, runs it on random inputs and tells
+    how it went (and, with --compare, against ONNX Runtime)."""
+    try:
+        import onnx  # noqa: PLC0415
+        import mkcache.onnx as mkonnx  # noqa: PLC0415
+    except ImportError:
+        print("run needs the onnx package: pip install 'mkcache[onnx]'", file=sys.stderr)
+        return 1
+    shapes = _parse_inputs(args.input)
+    model = onnx.load(args.model)
+    feeds = _random_feeds(model, shapes, np.random.default_rng(args.seed))
+    print(f"{args.model}: opset {model.opset_import[0].version}, {len(model.graph.node)} nodes, "
+          f"mkcache {mkcache.__version__}, ISA {mkcache.build_info().get('isa')}, "
+          f"{mkcache.build_info()['max_threads']} threads")
+    print("  compiling ...", end="", flush=True)
+    t0 = time.perf_counter()
+    prog = mkonnx.load(model, input_shapes=shapes or None,
+                       choose="measure" if args.measure else "priority")
+    first = prog.run(**feeds)
+    t1 = time.perf_counter()
+    print(f"\r  load + compile + first run: {(t1 - t0) * 1e3:.1f} ms")
+    plan = prog.plan()
+    totals = [line for line in plan.splitlines() if line.startswith(("plan ", "converters "))]
+    print("  " + "\n  ".join(totals))
+    if args.plan:
+        print(plan)
+
+    def timed(fn):
+        fn()
+        ts = []
+        for _ in range(args.runs):
+            start = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - start)
+        return statistics.median(ts) * 1e3
+
+    mine = timed(lambda: prog.run(**feeds))
+    print(f"  run: {mine:.3f} ms (median of {args.runs})")
+    if args.profile:
+        steps = sorted(prog.profile(**feeds), key=lambda s: -s["us"])
+        total = sum(s["us"] for s in steps) or 1.0
+        print("  slowest steps:")
+        for s in steps[:15]:
+            print(f"    {s['us']:9.1f} us {100 * s['us'] / total:5.1f}%  {s['what']}  {s['impl']}")
+    if args.compare:
+        try:
+            import onnxruntime as ort  # noqa: PLC0415
+        except ImportError:
+            print("--compare needs onnxruntime (pip install onnxruntime)", file=sys.stderr)
+            return 1
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = mkcache.build_info()["max_threads"]
+        sess = ort.InferenceSession(model.SerializeToString(), so,
+                                    providers=["CPUExecutionProvider"])
+        want = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
+        for name, got in first.items():
+            w = want[name].reshape(got.shape) if want[name].ndim == 0 else want[name]
+            diff = float(np.abs(got - w).max())
+            scale = float(np.abs(w).max()) or 1.0
+            print(f"  {name}: max |difference| {diff:.3g} ({diff / scale:.3g} of the largest)")
+        # Interleaved, so a drift of the machine hits both alike.
+        a, b = [], []
+        for _ in range(5):
+            a.append(timed(lambda: prog.run(**feeds)))
+            b.append(timed(lambda: sess.run(None, feeds)))
+        ratio = statistics.median(x / y for x, y in zip(a, b))
+        print(f"  onnxruntime: {statistics.median(b):.3f} ms; mkcache / onnxruntime "
+              f"{ratio:.3f} (median of 5 interleaved rounds)")
+    prog.close()
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m mkcache")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -116,8 +226,19 @@ def main(argv=None) -> int:
     bp.add_argument("--budget", type=float, default=0.15, help="seconds per measurement")
     bp.add_argument("--markdown", help="also write the table to this file")
     bp.add_argument("--plot", help="also draw the ratios to this PNG (needs matplotlib)")
+    rp = sub.add_parser("run", help="load an ONNX model, compile it and run random inputs")
+    rp.add_argument("model", help="the .onnx file")
+    rp.add_argument("--input", action="append", metavar="NAME=SHAPE",
+                    help="an input's shape, as x=1x3x224x224 (? keeps a dim open); repeat")
+    rp.add_argument("--plan", action="store_true", help="print the whole plan")
+    rp.add_argument("--profile", action="store_true", help="time every step once")
+    rp.add_argument("--runs", type=int, default=20, help="timed runs (median)")
+    rp.add_argument("--measure", action="store_true", help='compile with choose="measure"')
+    rp.add_argument("--compare", choices=["onnxruntime"],
+                    help="check the outputs and time against ONNX Runtime")
+    rp.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    return {"info": info, "demo": demo, "bench": bench}[args.command](args)
+    return {"info": info, "demo": demo, "bench": bench, "run": run}[args.command](args)
 
 
 if __name__ == "__main__":

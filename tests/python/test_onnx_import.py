@@ -446,3 +446,28 @@ def test_matmul_and_bias_fold_with_the_activation_after():
     # Two matmuls with their biases, the relu fused into the first.
     assert len(steps) == 2 and all("(matmul" in line for line in steps), plan
     assert "node 1 (activation) fused into node 0 (matmul)" in plan
+
+
+def test_the_run_command(tmp_path):
+    import subprocess  # noqa: PLC0415
+    m = model([helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+               helper.make_node("Relu", ["c"], ["y"])],
+              [("x", ["N", 3, 8, 8])], [("y", None)], [("w", rand(4, 3, 3, 3))])
+    path = tmp_path / "m.onnx"
+    onnx.save(m, path)
+    args = [sys.executable, "-m", "mkcache", "run", str(path), "--input", "x=2x3x8x8",
+            "--plan", "--profile", "--runs", "3"]
+    try:
+        import onnxruntime  # noqa: F401,PLC0415
+        args += ["--compare", "onnxruntime"]
+    except ImportError:
+        pass
+    out = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "plan program:2x3x8x8" in out.stdout and "slowest steps:" in out.stdout
+    assert "run: " in out.stdout
+    if "--compare" in args:
+        assert "y: max |difference|" in out.stdout and "mkcache / onnxruntime" in out.stdout
+    bad = subprocess.run([sys.executable, "-m", "mkcache", "run", str(path), "--input", "x"],
+                         capture_output=True, text=True, timeout=300)
+    assert bad.returncode != 0 and "expected name=shape" in bad.stderr
