@@ -75,10 +75,11 @@ class TableOp(NamedTuple):
     """An operator run through the library's operator table: eagerly by
     mkc_op_run, in a graph by mkc_graph_node (one row serves both)."""
     op: str              # its mkc_op name
-    params: tuple = ()   # its parameters after x, as source ("axes=None")
+    params: tuple = ()   # its parameters after its inputs, as source ("axes=None")
     build: str = ""      # source of its params struct from them and `name`, a call
                          # of a function of this module ("": the operator has none)
     doc: str = ""
+    inputs: tuple = ("x",)  # its inputs' names, in port order
 
 
 # Every name mkcache.activation(x, kind) takes; with `function`, also an
@@ -146,6 +147,12 @@ _REDUCE_DOC = ("The {what} of x over `axes` (an int or a sequence of x's axes as
 TABLE_OP_TABLE = {
     "erf": TableOp("erf", doc="The error function, 2/sqrt(pi) * integral of exp(-t^2) from 0 "
                               "to x, element by element."),
+    "gather": TableOp("gather", ("axis=0",), "gather_params(axis, name)",
+                      "The slices of float32 `data` along `axis` picked by int32 or int64 "
+                      "`indices` (negative ones count from the end): data's dims before the "
+                      "axis, then the indices', then data's after it - ONNX's Gather; an "
+                      "embedding lookup is axis 0. An index out of range is an error.",
+                      inputs=("data", "indices")),
     **{f"reduce_{kind}": TableOp("reduce", ("axes=None", "keepdims=False"),
                                  f"reduce_params({kind!r}, axes, keepdims, name)",
                                  _REDUCE_DOC.format(what=what))
@@ -161,6 +168,16 @@ BINARY = {name: _capi.enum_value("mkc_binary_kind", row.kind)
           for name, row in BINARY_TABLE.items()}
 POOL_KINDS = _capi.enum_values("mkc_pool_kind", ("max", "avg_include_pad", "avg_exclude_pad"))
 REDUCE_KINDS = _capi.enum_values("mkc_reduce_kind", ("sum", "mean", "max", "min"))
+
+
+def gather_params(axis, name):
+    """The mkc_gather_params of a gather call."""
+    from . import _checks  # noqa: PLC0415 (kept local, as reduce_params')
+    p = _capi.GatherParams()
+    _capi.lib.mkc_gather_params_init(ctypes.byref(p))
+    p.axis = _checks.integer(axis, "axis", _checks.INT32)
+    p.name = None if name is None else name.encode() if isinstance(name, str) else name
+    return p
 
 
 def reduce_params(kind: str, axes, keepdims, name):
@@ -281,9 +298,10 @@ def _softmax_code(name: str, row: Softmax, graph: bool):
 def _table_op_code(name: str, row: TableOp, graph: bool):
     op = _capi.OPS[row.op]
     params = f"_operators.{row.build}" if row.build else "None"
-    body = (f"return self._table_node({op}, {params}, (x,))" if graph
-            else f"return _op_run({op}, {params}, (x,), out)")
-    return ["x"] + list(row.params), [], [body], row.doc
+    inputs = "(" + "".join(f"{name}, " for name in row.inputs) + ")"
+    body = (f"return self._table_node({op}, {params}, {inputs})" if graph
+            else f"return _op_run({op}, {params}, {inputs}, out)")
+    return list(row.inputs) + list(row.params), [], [body], row.doc
 
 
 def _rows():

@@ -132,13 +132,14 @@ class _Args:
         self.held = []
         self.temporaries = []
 
-    def handle(self, value, argument: str, layout_value: int = _capi.LAYOUT_CHANNELS_FIRST):
-        """A handle the library only reads."""
+    def handle(self, value, argument: str, layout_value: int = _capi.LAYOUT_CHANNELS_FIRST,
+               dtypes: tuple = tensor_module.FLOAT32_ONLY):
+        """A handle the library only reads (an array of one of `dtypes`)."""
         if isinstance(value, Tensor):
             return value.handle
         if layout_value == _capi.LAYOUT_TARGET:
-            return self._own(value, argument, layout_value)
-        owner = input_owner(value, argument, layout_value)
+            return self._own(value, argument, layout_value, dtypes)
+        owner = input_owner(value, argument, layout_value, dtypes)
         self.held.append(owner)
         return owner.handle
 
@@ -148,10 +149,11 @@ class _Args:
         check_writable(value, argument)
         return self._own(value, argument, layout_value)
 
-    def _own(self, value, argument: str, layout_value: int):
+    def _own(self, value, argument: str, layout_value: int,
+             dtypes: tuple = tensor_module.FLOAT32_ONLY):
         if isinstance(value, Tensor):
             return value.handle
-        h = wrap_handle(check_array(value, argument), layout_value)
+        h = wrap_handle(check_array(value, argument, dtypes), layout_value)
         self.temporaries.append(h)
         return h
 
@@ -516,8 +518,10 @@ def _op_run(op: int, params, inputs, out) -> Tensor:
     args = _Args()
     try:
         layout_value = _default_layout()
+        # Any dtype a tensor may hold: the operator's row says which it takes.
         handles = (_capi.tensor_p * len(inputs))(*(
-            None if v is None else args.handle(v, f"input {i}", layout_value)
+            None if v is None else args.handle(v, f"input {i}", layout_value,
+                                               tensor_module.ANY_DTYPE)
             for i, v in enumerate(inputs)))
         dst = _out_handle(out)
         _lib.mkc_op_run(op, None if params is None else ctypes.byref(params), len(inputs),

@@ -234,7 +234,25 @@ static void test_op_run(void) {
     OK(mkc_op_run(MKC_OP_REDUCE, &rp, 1, in, &ta));
     for (int r = 0; r < 3; ++r) CHECK(again[r] == mean[r]);
 
+    /* An embedding lookup: int64 indices into float32 rows. */
+    int64_t ids[2] = {2, -3};
+    const int64_t d_ids[1] = {2};
+    float rows[10];
+    mkc_tensor *tids = NULL, *picked = NULL;
+    OK(mkc_tensor_wrap(MKC_DTYPE_S64, 1, d_ids, MKC_LAYOUT_NCHW, ids, &tids));
+    mkc_gather_params gp;
+    OK(mkc_gather_params_init(&gp));
+    CHECK(gp.axis == 0);
+    const mkc_tensor *gin[2] = {tx, tids};
+    OK(mkc_op_run(MKC_OP_GATHER, &gp, 2, gin, &picked));
+    OK(mkc_tensor_export(picked, MKC_LAYOUT_NCHW, rows, sizeof rows));
+    for (int c = 0; c < 5; ++c) CHECK(rows[c] == x[2 * 5 + c] && rows[5 + c] == x[0 * 5 + c]);
+    ids[0] = 3;
     mkc_tensor *none = NULL;
+    CHECK(mkc_op_run(MKC_OP_GATHER, &gp, 2, gin, &none) == MKC_STATUS_INVALID_ARGUMENT);
+    CHECK(strstr(mkc_last_error(), "gather: index 3 is out of range") != NULL && none == NULL);
+    OK(mkc_tensor_destroy(picked));
+    OK(mkc_tensor_destroy(tids));
     CHECK(mkc_op_run((mkc_op)999, NULL, 1, in, &none) == MKC_STATUS_INVALID_ARGUMENT);
     CHECK(strstr(mkc_last_error(), "unknown operator 999") != NULL && none == NULL);
     CHECK(mkc_op_run(MKC_OP_ERF, &rp, 1, in, &none) == MKC_STATUS_INVALID_ARGUMENT);
@@ -887,7 +905,8 @@ static void test_struct_sizes(void) {
                    {MKC_STRUCT_RESHAPE_PARAMS, sizeof(mkc_reshape_params)},
                    {MKC_STRUCT_PROGRAM_OPTIONS, sizeof(mkc_program_options)},
                    {MKC_STRUCT_PROGRAM_MEMORY, sizeof(mkc_program_memory)},
-                   {MKC_STRUCT_REDUCE_PARAMS, sizeof(mkc_reduce_params)}};
+                   {MKC_STRUCT_REDUCE_PARAMS, sizeof(mkc_reduce_params)},
+                   {MKC_STRUCT_GATHER_PARAMS, sizeof(mkc_gather_params)}};
     size_t size = 0;
     for (size_t i = 0; i < sizeof structs / sizeof structs[0]; ++i) {
         size = 0;
@@ -896,7 +915,7 @@ static void test_struct_sizes(void) {
     }
     size = 5;
     REFUSED(mkc_get_struct_size((mkc_struct_id)0, &size), "unknown struct id 0");
-    REFUSED(mkc_get_struct_size((mkc_struct_id)19, &size), "unknown struct id 19");
+    REFUSED(mkc_get_struct_size((mkc_struct_id)20, &size), "unknown struct id 20");
     CHECK(size == 5);
     CHECK(mkc_get_struct_size(MKC_STRUCT_CONV_PARAMS, NULL) == MKC_STATUS_INVALID_ARGUMENT);
 

@@ -471,3 +471,15 @@ def test_the_run_command(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "mkcache", "run", str(path), "--input", "x"],
                          capture_output=True, text=True, timeout=300)
     assert bad.returncode != 0 and "expected name=shape" in bad.stderr
+
+
+def test_embedding_gather_with_int64_ids():
+    table = rand(13, 8)
+    g = helper.make_graph(
+        [helper.make_node("Gather", ["table", "ids"], ["e"], axis=0),
+         helper.make_node("ReduceMean", ["e"], ["y"], axes=[1], keepdims=0)],
+        "embed", [helper.make_tensor_value_info("ids", TensorProto.INT64, ["B", "S"])],
+        [helper.make_tensor_value_info("y", F, None)], [numpy_helper.from_array(table, "table")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = min(m.ir_version, 10)
+    check(m, {"ids": RNG.integers(0, 13, size=(2, 5)).astype(np.int64)})

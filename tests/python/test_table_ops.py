@@ -247,3 +247,52 @@ def test_reduce_in_a_graph_channels_last(keepdims):
     ref = conv.astype(np.float64).mean(axis=(1, 2), keepdims=keepdims)
     assert got.shape == ref.shape == ((2, 1, 1, 6) if keepdims else (2, 6))
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+
+
+# ------------------------------------------------------------------ gather
+
+@pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("axis,indices", [(0, [[3, 0, 3], [-1, 1, 2]]), (1, [2, -5]),
+                                          (-1, [[0], [6]]), (2, 0)])
+def test_gather_matches_numpy(index_dtype, axis, indices):
+    data = rand(4, 5, 7)
+    idx = np.array(indices, dtype=index_dtype)
+    want = np.take(data, idx, axis=axis)
+    got = mkcache.gather(data, idx if idx.ndim else idx.reshape(1), axis=axis).numpy()
+    np.testing.assert_array_equal(got, want if idx.ndim else np.take(data, idx.reshape(1),
+                                                                      axis=axis))
+
+
+def test_gather_embedding_in_a_graph():
+    table = rand(11, 6)
+    with mkcache.Graph() as g:
+        ids = g.input("ids", (None, None), dtype="int64")
+        e = g.gather(table, ids, name="embed")
+        g.output(g.layer_norm(e), "y")
+        with g.compile() as prog:
+            for shape in ((1, 4), (3, 9)):
+                i = RNG.integers(-11, 11, size=shape)
+                e_ref = table[i].astype(np.float64)
+                mean = e_ref.mean(-1, keepdims=True)
+                ref = (e_ref - mean) / np.sqrt(e_ref.var(-1, keepdims=True) + 1e-5)
+                np.testing.assert_allclose(prog.run(ids=i)["y"], ref, rtol=1e-5, atol=1e-5)
+            assert "(gather 'embed') reference" in prog.plan()
+            # An index out of range fails the run, naming it; the next run works.
+            with pytest.raises(mkcache.InvalidArgumentError,
+                               match="gather: index 11 is out of range for a dim of 11"):
+                prog.run(ids=np.array([[0, 11]]))
+            assert prog.run(ids=np.array([[0, 10]]))["y"].shape == (1, 2, 6)
+
+
+def test_gather_refuses_float_indices_naming_the_port():
+    with pytest.raises(mkcache.InvalidArgumentError,
+                       match=r"input 1 \(indices\) is float32; gather takes int32 or int64 there"):
+        mkcache.gather(rand(4, 3), np.array([1.0], np.float32))
+    with mkcache.Graph() as g:
+        x = g.input("x", (2,))
+        g.output(g.gather(rand(4, 3), x), "y")
+        with pytest.raises(mkcache.InvalidArgumentError,
+                           match=r"node 0 \(gather\): input 1 \(indices\) is float32"):
+            g.compile()
+    with pytest.raises(mkcache.InvalidArgumentError, match="gather: axis 2 is out of range"):
+        mkcache.gather(rand(4, 3), np.array([1]), axis=2)

@@ -160,6 +160,7 @@ typedef enum mkc_struct_id {
     MKC_STRUCT_PROGRAM_OPTIONS = 16,
     MKC_STRUCT_PROGRAM_MEMORY = 17,
     MKC_STRUCT_REDUCE_PARAMS = 18,
+    MKC_STRUCT_GATHER_PARAMS = 19,
     MKC_STRUCT_MAX_ENUM = 0x7fffffff
 } mkc_struct_id;
 
@@ -943,6 +944,7 @@ typedef enum mkc_op {
     MKC_OP_RESHAPE = 15,         /* mkc_reshape_params: src                  */
     MKC_OP_ERF = 16,             /* no params (NULL): src                    */
     MKC_OP_REDUCE = 17,          /* mkc_reduce_params: src                   */
+    MKC_OP_GATHER = 18,          /* mkc_gather_params: data, indices         */
     MKC_OP_MAX_ENUM = 0x7fffffff
 } mkc_op;
 
@@ -1011,6 +1013,18 @@ typedef struct mkc_reduce_params {
     const char *name;      /* cache name; may be NULL */
 } mkc_reduce_params;
 MKC_API mkc_status mkc_reduce_params_init(mkc_reduce_params *params);
+
+/* Slices of float32 `data` picked along `axis` by int32 or int64 `indices`
+ * (negative ones count from the end; one out of range fails the call or
+ * the run with INVALID_ARGUMENT): the result's dims are data's before the
+ * axis, then the indices', then data's after it (ONNX's Gather; an
+ * embedding lookup is axis 0). Channels-first; a result of no dims is [1]. */
+typedef struct mkc_gather_params {
+    size_t struct_size; /* sizeof; set by mkc_gather_params_init */
+    int axis;           /* default 0 */
+    const char *name;   /* cache name; may be NULL */
+} mkc_gather_params;
+MKC_API mkc_status mkc_gather_params_init(mkc_gather_params *params);
 
 /* Runs operator `op` once on tensors, as a one-node program would: the
  * implementation is the best one that supports the call (onednn, then

@@ -54,6 +54,7 @@ constexpr Named kStructId[] = {
     {"program_options", MKC_STRUCT_PROGRAM_OPTIONS},
     {"program_memory", MKC_STRUCT_PROGRAM_MEMORY},
     {"reduce_params", MKC_STRUCT_REDUCE_PARAMS},
+    {"gather_params", MKC_STRUCT_GATHER_PARAMS},
 };
 
 constexpr Named kDtype[] = {

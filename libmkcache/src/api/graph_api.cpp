@@ -129,6 +129,7 @@ MKC_PARAMS_INIT(mkc_concat_params, params->axis = 1)
 MKC_PARAMS_INIT(mkc_transpose_params, (void)0)
 MKC_PARAMS_INIT(mkc_reshape_params, (void)0)
 MKC_PARAMS_INIT(mkc_reduce_params, params->kind = MKC_REDUCE_SUM)
+MKC_PARAMS_INIT(mkc_gather_params, (void)0)
 MKC_PARAMS_INIT(mkc_program_options, params->fuse = params->inplace = params->reuse = 1)
 #undef MKC_PARAMS_INIT
 

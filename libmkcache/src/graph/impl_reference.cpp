@@ -21,11 +21,12 @@ using ops::ValueDesc;
 struct ReferenceEntry : PrimitiveEntry {
     Node node;
     std::vector<Dims> in;
+    std::vector<mkc_dtype> dtypes;
     Dims out;
     bool channels_last = false;
 };
 
-// Every node its operator's checks accept (float32, the only dtype).
+// Every node its row's dtypes and its operator's checks accept.
 ops::Verdict reference_supports(const Node &node, const NodeInputs &inputs) {
     return ops::verdict_of([&] { infer_node(node, inputs); });
 }
@@ -47,12 +48,14 @@ ops::Prepared reference_prepare(const CacheScope &, const Node &node, const Node
         if (!v) {
             p.takes.push_back({});
             e->in.push_back({});
+            e->dtypes.push_back(MKC_DTYPE_F32);
             continue;
         }
+        e->dtypes.push_back(v->dtype);
         // The data (port 0) of an operator with a channel axis in its data
         // format's order; everything else in its own label's.
         const mkc_layout order = op.channel_axis && i == 0 ? y.layout : v->layout;
-        p.takes.push_back(layout::plain_desc(v->dims, dnnl::memory::data_type::f32, order));
+        p.takes.push_back(layout::plain_desc(v->dims, to_onednn(v->dtype), order));
         e->in.push_back(layout::to_caller_order(v->dims, order));
     }
     e->out = layout::to_caller_order(y.dims, y.layout);
@@ -63,7 +66,7 @@ ops::Prepared reference_prepare(const CacheScope &, const Node &node, const Node
 
 void reference_run(const CacheScope &, PrimitiveEntry &entry, const ops::Buffers &b) {
     const auto &e = static_cast<const ReferenceEntry &>(entry);
-    row(e.node).reference({e.node, e.in, e.out, e.channels_last, b});
+    row(e.node).reference({e.node, e.in, e.dtypes, e.out, e.channels_last, b});
 }
 
 NodeRun reference_runner(const OpRow &) { return reference_run; }

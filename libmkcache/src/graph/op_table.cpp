@@ -503,6 +503,33 @@ std::string no_attrs_text(const Node &, const NodeInputs &) { return {}; }
 
 void ref_erf(const ReferenceCall &c) { reference::erf(in_f(c, 0), out_f(c), count(c.out)); }
 
+// gather: float32 data, int32 or int64 indices (the row's dtypes); the
+// result channels-first, data's dims around the indices' at the axis.
+int gather_axis(const Node &node, size_t rank) {
+    const int axis = std::get<mkc_gather_params>(node.params).axis;
+    const int r = static_cast<int>(rank);
+    require(axis >= -r && axis < r, "gather: axis ", axis, " is out of range for rank ", r);
+    return axis < 0 ? axis + r : axis;
+}
+std::vector<ValueDesc> infer_gather(const Node &node, const NodeInputs &in) {
+    const Dims data = caller_dims(*in[0]), indices = caller_dims(*in[1]);
+    const int axis = gather_axis(node, data.size());
+    Dims out(data.begin(), data.begin() + axis);
+    out.insert(out.end(), indices.begin(), indices.end());
+    out.insert(out.end(), data.begin() + axis + 1, data.end());
+    require(out.size() <= MKC_MAX_NDIMS, "gather: the result's rank ", out.size(),
+            " is past ", MKC_MAX_NDIMS);
+    check_dims("gather: the result", static_cast<int>(out.size()), out.data(), MKC_DTYPE_F32);
+    return {ops::plain_value(MKC_DTYPE_F32, MKC_LAYOUT_CHANNELS_FIRST, out)};
+}
+std::string gather_text(const Node &node, const NodeInputs &) {
+    return ":axis" + std::to_string(std::get<mkc_gather_params>(node.params).axis);
+}
+void ref_gather(const ReferenceCall &c) {
+    reference::gather(c.in[0], in_f(c, 0), gather_axis(c.node, c.in[0].size()), c.in[1],
+                      c.buffers.in[1], c.dtypes[1] == MKC_DTYPE_S64, out_f(c));
+}
+
 void ref_reduce(const ReferenceCall &c) {
     const auto &p = std::get<mkc_reduce_params>(c.node.params);
     const Dims &src = c.in[0];
@@ -516,7 +543,7 @@ void ref_reduce(const ReferenceCall &c) {
 constexpr char kPool[] = "pool", kLinear[] = "linear", kMatmul[] = "matmul",
                kLayerNorm[] = "layer_norm", kBatchNorm[] = "batch_norm", kLrn[] = "lrn",
                kConv2d[] = "conv2d", kConv3d[] = "conv3d", kConv2dT[] = "conv2d_transpose",
-               kErf[] = "erf", kReduce[] = "reduce";
+               kErf[] = "erf", kReduce[] = "reduce", kGather[] = "gather";
 
 // A row written as a sequence of named parts, so the table below reads as
 // one: what an operator is (its name, ports, shaping), what it may do, and
@@ -526,7 +553,7 @@ public:
     Row(NodeOp op, const char *name) {
         r_.op = op;
         r_.name = name;
-        r_.dtypes = dtype_bit(MKC_DTYPE_F32);
+        r_.dtypes.fill(dtype_bit(MKC_DTYPE_F32));
         r_.residual_port = no_residual;
         r_.attrs_text = no_attrs_text;
     }
@@ -536,6 +563,12 @@ public:
         r_.ports = names;
         r_.arity = {min, max, 1};
         r_.first_optional = first_optional;
+        return *this;
+    }
+    // The dtypes port `port` and every later one take.
+    Row &port_dtypes(size_t port, uint32_t dtypes) {
+        for (size_t i = port; i < r_.dtypes.size(); ++i)
+            r_.dtypes[i] = dtypes;
         return *this;
     }
     Row &shaping(Shaping s) {
@@ -557,6 +590,10 @@ public:
     // Its inference where oneDNN has no phases for it.
     Row &infer(std::vector<ValueDesc> (*f)(const Node &, const NodeInputs &)) {
         r_.infer = f;
+        return *this;
+    }
+    Row &attrs(std::string (*text)(const Node &, const NodeInputs &)) {
+        r_.attrs_text = text;
         return *this;
     }
     Row &reference(void (*kernel)(const ReferenceCall &)) {
@@ -684,6 +721,13 @@ std::vector<OpRow> build_rows() {
             .ports("src", 1, 1, 1).shaping(S::same_as_input).in_place()
             .params(read_none<kErf>).infer(infer_float_elementwise<kErf>)
             .reference(ref_erf),
+        // No oneDNN primitive in this version: rows copied by the reference
+        // kernel (an embedding lookup).
+        Row(NodeOp(MKC_OP_GATHER), kGather)
+            .ports("data,indices", 2, 2, 2)
+            .port_dtypes(1, dtype_bit(MKC_DTYPE_S32) | dtype_bit(MKC_DTYPE_S64))
+            .params(read_as_is<mkc_gather_params, kGather>).infer(infer_gather)
+            .attrs(gather_text).reference(ref_gather),
         Row(NodeOp(MKC_OP_REDUCE), kReduce)
             .ports("src", 1, 1, 1)
             .params(read_as_is<mkc_reduce_params, kReduce>).onednn<Reduce>(ops::ReduceOp::run)
@@ -743,11 +787,13 @@ std::string dtype_list(uint32_t dtypes) {
 std::vector<ValueDesc> infer_node(const Node &node, const NodeInputs &inputs) {
     const OpRow &r = row(node);
     for (size_t i = 0; i < inputs.size(); ++i) {
-        if (!inputs[i] || (r.dtypes & dtype_bit(inputs[i]->dtype)))
+        const uint32_t takes = port_dtypes(r, i);
+        if (!inputs[i] || (takes & dtype_bit(inputs[i]->dtype)))
             continue;
         const std::string name = port_name(r, i);
         fail(MKC_STATUS_INVALID_ARGUMENT, "input ", i, name.empty() ? "" : " (" + name + ")",
-             " is ", dtype_name(inputs[i]->dtype), "; ", r.name, " takes ", dtype_list(r.dtypes));
+             " is ", dtype_name(inputs[i]->dtype), "; ", r.name, " takes ", dtype_list(takes),
+             i ? " there" : "");
     }
     return r.infer(node, inputs);
 }

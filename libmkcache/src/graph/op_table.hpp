@@ -11,6 +11,7 @@
 // (op_table.cpp) and its kernels.
 #pragma once
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -24,11 +25,12 @@ using NodeInputs = std::vector<const ops::ValueDesc *>;
 using NodeRun = void (*)(const CacheScope &, PrimitiveEntry &, const ops::Buffers &);
 
 // What a reference kernel is given: the node (its params), the caller-order
-// dims of its inputs (per port; empty: absent) and of its result, whether
-// its data is channels-last, and the plain buffers.
+// dims and the dtype of its inputs (per port; empty: absent) and the dims of
+// its result, whether its data is channels-last, and the plain buffers.
 struct ReferenceCall {
     const Node &node;
     const std::vector<Dims> &in;
+    const std::vector<mkc_dtype> &dtypes;
     const Dims &out;
     bool channels_last;
     const ops::Buffers &buffers;
@@ -54,7 +56,9 @@ struct OpRow {
     Arity arity;
     int first_optional; // ports from here up to max_inputs may be absent
     const char *ports;  // the ports' names, "src,weights,bias" (messages)
-    uint32_t dtypes;    // the dtypes its inputs may have: a bit per mkc_dtype
+    // The dtypes each input may have, a bit per mkc_dtype: port i's is
+    // dtypes[min(i, last)] (so one entry serves every port).
+    std::array<uint32_t, 4> dtypes;
     Shaping shaping;
 
     // Traits the passes ask about.
@@ -112,6 +116,10 @@ inline const OpRow &row(const Node &node) { return op_row(node.op); }
 
 // A bit of OpRow::dtypes.
 constexpr uint32_t dtype_bit(mkc_dtype dtype) { return 1u << static_cast<unsigned>(dtype); }
+// The dtypes port `port` of `row` takes.
+inline uint32_t port_dtypes(const OpRow &row, size_t port) {
+    return row.dtypes[port < row.dtypes.size() ? port : row.dtypes.size() - 1];
+}
 
 // The node's outputs' descriptions, or its error: an input of a dtype its
 // row does not take ("input 0 (src) is int64; conv2d takes float32"), else

@@ -1,6 +1,7 @@
 #include "keys/keys.hpp"
 
 #include "common/thread_state.hpp"
+#include "tensor/tensor.hpp"
 
 #include <charconv>
 
@@ -39,9 +40,8 @@ void append_shape(std::string &out, const int64_t *dims, int ndims) {
 
 void append_dtype(std::string &out, mkc_dtype dtype) {
     if (dtype == MKC_DTYPE_F32) return;
-    // No other type is public yet: one added to mkc_dtype gets its name here.
-    out += ":dtype";
-    append_int(out, static_cast<int64_t>(dtype));
+    out += ':';
+    out += known_dtype(dtype) ? dtype_name(dtype) : "dtype" + std::to_string(static_cast<int>(dtype));
 }
 
 void append_dtype(std::string &out, dnnl::memory::data_type dtype) {

@@ -108,6 +108,15 @@ void concat(int axis, const std::vector<Dims> &dims, const std::vector<const flo
 // dst's axis i is src's axis perm[i].
 void transpose(const Dims &dims, const std::vector<int> &perm, const float *src, float *dst);
 
+// ---------------------------------------------------------------- gather
+
+// out = data's slices along `axis` (0 <= axis < rank) picked by `indices`
+// (int32, or int64 when `int64`; negative ones count from the end), as
+// ONNX's Gather. Throws INVALID_ARGUMENT (mkc::Error) naming an index out
+// of range before writing anything.
+void gather(const Dims &data_dims, const float *data, int axis, const Dims &index_dims,
+            const void *indices, bool int64, float *out);
+
 // ---------------------------------------------------------------- reduce
 
 // The sum, mean, max or min of src (caller dims `dims`) over the axes in

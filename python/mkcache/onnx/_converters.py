@@ -114,11 +114,11 @@ def cast(ctx, node):
 @converter("Gather")
 def gather(ctx, node):
     known = _known(ctx, node)
-    if known is None:
-        raise Refusal("a gather of values computed at run time (an embedding) is not "
-                      "supported in this version")
     axis = attributes(node).get("axis", 0)
-    return [np.take(known[0], known[1], axis=axis)]
+    if known is not None:
+        return [np.take(known[0], known[1], axis=axis)]
+    return [ctx.graph.gather(ctx.value(node.input[0]), ctx.value(node.input[1]), axis=axis,
+                             name=node.name or None)]
 
 
 @converter("Unsqueeze")

@@ -53,6 +53,8 @@ class Context:
         array = self.known[name]
         if array.dtype == np.float64:
             array = array.astype(np.float32)
+        elif array.dtype not in (np.float32, np.int32, np.int64, np.bool_):
+            raise Refusal(f"a constant of dtype {array.dtype}")
         if array.ndim == 0:
             array = array.reshape(1)
         v = self.values[name] = self.graph.constant(np.ascontiguousarray(array), name=name)
