@@ -483,3 +483,25 @@ def test_embedding_gather_with_int64_ids():
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
     m.ir_version = min(m.ir_version, 10)
     check(m, {"ids": RNG.integers(0, 13, size=(2, 5)).astype(np.int64)})
+
+
+@pytest.mark.parametrize("square", ["Pow", "Mul"])
+@pytest.mark.parametrize("affine", [True, False])
+def test_decomposed_layer_norm_is_folded(square, affine):
+    c = helper.make_node
+    nodes = [c("ReduceMean", ["x"], ["mean"], axes=[-1]), c("Sub", ["x", "mean"], ["d"]),
+             c("Pow", ["d", "two"], ["sq"]) if square == "Pow" else c("Mul", ["d", "d"], ["sq"]),
+             c("ReduceMean", ["sq"], ["var"], axes=[-1]), c("Add", ["var", "eps"], ["ve"]),
+             c("Sqrt", ["ve"], ["std"]), c("Div", ["d", "std"], ["n"])]
+    if affine:
+        nodes += [c("Mul", ["n", "gamma"], ["g"]), c("Add", ["g", "beta"], ["y"])]
+    else:
+        nodes += [c("Identity", ["n"], ["y"])]
+    m = model(nodes, [("x", [2, 5, 16])], [("y", None)],
+              [("two", np.array(2.0, np.float32)), ("eps", np.array(1e-5, np.float32)),
+               ("gamma", rand(16)), ("beta", rand(16))], opset=13)
+    check(m, {"x": rand(2, 5, 16, scale=3)}, rtol=2e-5)
+    with mkcache.onnx.load(m) as prog:
+        plan = prog.plan()
+    steps = [line for line in plan.splitlines() if line[:1].isdigit()]
+    assert len(steps) == 1 and "(layer_norm" in steps[0], plan

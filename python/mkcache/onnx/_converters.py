@@ -316,9 +316,21 @@ def _matmul_bias(ctx, node):
     return [ctx.graph.matmul(ctx.value(a), ctx.value(w), bias)]
 
 
+def _folded_layer_norm(ctx, node):
+    a = attributes(node)
+
+    def flat(i):
+        if len(node.input) <= i:
+            return None
+        return ctx.graph.constant(np.ascontiguousarray(
+            np.asarray(ctx.known[node.input[i]], dtype=np.float32).reshape(-1)))
+    return [ctx.graph.layer_norm(ctx.value(node.input[0]), flat(1), flat(2),
+                                 begin_norm_axis=a["axis"], epsilon=a["epsilon"])]
+
+
 # The operators folded patterns become (_patterns.py), by name.
 INTERNAL = {"Gelu": lambda ctx, node: [ctx.graph.gelu(ctx.value(node.input[0]))],
-            "MatMulBias": _matmul_bias}
+            "MatMulBias": _matmul_bias, "LayerNorm": _folded_layer_norm}
 
 
 @converter("Neg", since=6)

@@ -9,6 +9,10 @@ importer reads.
     linear     MatMul by constant weights [K, N], then Add of a constant bias
                of N values: one matmul with its bias (which an activation
                after it then fuses into)
+    layer norm ReduceMean, Sub, Pow 2 (or Mul by itself), ReduceMean, Add eps,
+               Sqrt, Div over the last axes (then Mul by a constant scale and
+               Add of a constant shift, when there): one layer_norm, as
+               exporters before LayerNormalization (opset 17) write it
 """
 from __future__ import annotations
 
@@ -127,9 +131,76 @@ def _linear(g: _Graph, m: int):
     return [m, add], [a, w, bias], g.nodes[add].output[0]
 
 
+def _reduce_axes(g: _Graph, i: int):
+    """A ReduceMean's axes (attribute, or a known input from opset 18), or
+    None; and whether it keeps its dims."""
+    node = g.nodes[i]
+    keep, axes = 1, None
+    for a in node.attribute:
+        if a.name == "keepdims":
+            keep = a.i
+        elif a.name == "axes":
+            axes = list(a.ints)
+    if len(node.input) > 1 and node.input[1] in g.known:
+        axes = [int(v) for v in np.asarray(g.known[node.input[1]]).reshape(-1)]
+    return axes, bool(keep)
+
+
+def _layer_norm(g: _Graph, r1: int):
+    """(nodes matched, inputs, output, attributes) of a decomposed layer
+    norm starting at ReduceMean r1, or None."""
+    x = g.nodes[r1].input[0]
+    axes, keep = _reduce_axes(g, r1)
+    if not keep or not axes or sorted(axes) != list(range(-len(axes), 0)):
+        return None  # the last axes, counted from the end
+    mean = g.nodes[r1].output[0]
+    sub = g.only_consumer(mean)
+    if g.op(sub) != "Sub" or g.nodes[sub].input[0] != x or g.nodes[sub].input[1] != mean:
+        return None
+    d = g.nodes[sub].output[0]
+    readers = sorted(set(g.consumers.get(d, [])))  # Mul(d, d) reads it twice
+    if len(readers) != 2 or d in g.outputs:
+        return None
+    square = next((i for i in readers if g.op(i) in ("Pow", "Mul")), None)
+    div = next((i for i in readers if g.op(i) == "Div"), None)
+    if square is None or div is None or g.nodes[div].input[0] != d:
+        return None
+    sq = g.nodes[square]
+    if not (sq.op_type == "Pow" and sq.input[0] == d and _close(g.scalar(sq.input[1]), 2.0)) and \
+            not (sq.op_type == "Mul" and list(sq.input) == [d, d]):
+        return None
+    r2 = g.only_consumer(sq.output[0])
+    if g.op(r2) != "ReduceMean" or _reduce_axes(g, r2) != (axes, True):
+        return None
+    add = g.only_consumer(g.nodes[r2].output[0])
+    if g.op(add) != "Add":
+        return None
+    eps = g.scalar(g.other(add, g.nodes[r2].output[0]))
+    if eps is None or eps < 0:
+        return None
+    sqrt = g.only_consumer(g.nodes[add].output[0])
+    if g.op(sqrt) != "Sqrt" or g.only_consumer(g.nodes[sqrt].output[0]) != div or \
+            g.nodes[div].input[1] != g.nodes[sqrt].output[0]:
+        return None
+    matched, inputs, out = [r1, sub, square, r2, add, sqrt, div], [x], g.nodes[div].output[0]
+    for op in ("Mul", "Add"):  # the scale, then the shift, when constant
+        nxt = g.only_consumer(out)
+        other = g.other(nxt, out) if g.op(nxt) == op else None
+        # Per normalised element: a vector over the reduced axes (a layer
+        # norm's scale and shift read one value per element).
+        if other is None or other not in g.known or \
+                np.ndim(g.known[other]) != len(axes) or np.size(g.known[other]) < 2:
+            break
+        matched.append(nxt)
+        inputs.append(other)
+        out = g.nodes[nxt].output[0]
+    return matched, inputs, out, {"axis": -len(axes), "epsilon": eps}
+
+
 # Pattern -> (the op type whose nodes start a match, the matcher, the
 # folded operator), tried in this order.
-_PATTERNS = [("Erf", _erf_gelu, "Gelu"), ("MatMul", _linear, "MatMulBias")]
+_PATTERNS = [("Erf", _erf_gelu, "Gelu"), ("MatMul", _linear, "MatMulBias"),
+             ("ReduceMean", _layer_norm, "LayerNorm")]
 
 
 def fold(nodes, known: dict, outputs) -> tuple:
@@ -144,13 +215,14 @@ def fold(nodes, known: dict, outputs) -> tuple:
             match = matcher(g, i)
             if match is None or gone.intersection(match[0]):
                 continue
-            matched, inputs, out = match
+            matched, inputs, out = match[:3]
+            attrs = match[3] if len(match) > 3 else {}
             gone.update(matched)
             # The folded node stands where the last matched node stood, so
             # every value it reads exists by then.
             inputs = [inputs] if isinstance(inputs, str) else inputs
             replaced[max(matched)] = helper.make_node(
-                op, inputs, [out], domain=DOMAIN, name=g.nodes[i].name or out)
+                op, inputs, [out], domain=DOMAIN, name=g.nodes[i].name or out, **attrs)
             count += 1
         nodes = [replaced.get(i, n) for i, n in enumerate(g.nodes)
                  if i not in gone or i in replaced]
