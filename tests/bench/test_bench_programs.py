@@ -46,9 +46,10 @@ CASES = {
     "BERT layer seq 32": ("bert", 32, 25),
     "BERT layer seq 128": ("bert", 128, 15),
 }
-MODES = ["program", "unfused", "eager", "onnxruntime", "torch", "openvino"]
-FRAMEWORKS = MODES[3:]
+MODES = ["program", "unfused", "eager", "imported", "onnxruntime", "torch", "openvino"]
+FRAMEWORKS = MODES[4:]
 MODE_TITLES = {"program": "mkcache program (ms)", "unfused": "program, fuse=False",
+               "imported": "the ONNX model imported (mkcache.onnx)",
                "eager": "eager op by op", "onnxruntime": "onnxruntime", "torch": "torch",
                "openvino": "OpenVINO"}
 # case -> mode -> seconds per run (median); case -> notes
@@ -65,7 +66,8 @@ NODES = 200
 # belongs to another runtime (a BERT layer program run after onnxruntime's
 # took twice as long), so a repetition lets them settle between runtimes.
 SETTLE = 0.25  # seconds
-RUNTIME = {"program": "mkcache", "unfused": "mkcache", "eager": "mkcache"}  # others: their own
+RUNTIME = {"program": "mkcache", "unfused": "mkcache", "eager": "mkcache",
+           "imported": "mkcache"}  # others: their own
 
 
 def _rand(*shape):
@@ -156,6 +158,17 @@ def _program(kind, size, fuse=True):
     return _PROGRAMS[key]
 
 
+def _imported(kind):
+    """The model's ONNX export loaded back through mkcache.onnx (its batch
+    or sequence bound at run time)."""
+    key = (kind, "imported")
+    if key not in _PROGRAMS:
+        import mkcache.onnx  # noqa: PLC0415 (needs the onnx extra)
+        model = _model(kind)
+        _PROGRAMS[key] = mkcache.onnx.load(model.onnx_model())
+    return _PROGRAMS[key]
+
+
 def _input(kind, size):
     return _rand(size, 3, 224, 224) if kind == "resnet" else _rand(1, size, 768)
 
@@ -169,6 +182,11 @@ def _columns(case):
     fns = {"program": lambda: prog.run(x=x)[out], "unfused": lambda: unfused.run(x=x)[out],
            "eager": lambda: model.eager(x)}
     skipped = {}
+    if _installed("onnx") is None:
+        skipped["imported"] = "onnx is not installed"
+    else:
+        imported = _imported(kind)
+        fns["imported"] = lambda: imported.run(x=x)[out]
     for name in FRAMEWORKS:
         make, reason = _framework(name, kind)
         if make is None:
