@@ -147,6 +147,10 @@ class ReshapeParams(_Sized):
     _fields_ = [("ndims", c_int), ("dims", c_int64 * MAX_NDIMS)]
 
 
+class CastParams(_Sized):
+    _fields_ = [("to", c_int), ("name", c_char_p)]
+
+
 class GatherParams(_Sized):
     _fields_ = [("axis", c_int), ("name", c_char_p)]
 
@@ -177,7 +181,8 @@ _MIRRORS = {"conv_params": ConvParams, "pool_params": PoolParams, "linear_params
             "binary_params": BinaryParams, "concat_params": ConcatParams,
             "transpose_params": TransposeParams, "reshape_params": ReshapeParams,
             "program_options": ProgramOptions, "program_memory": ProgramMemory,
-            "reduce_params": ReduceParams, "gather_params": GatherParams}
+            "reduce_params": ReduceParams, "gather_params": GatherParams,
+            "cast_params": CastParams}
 
 
 lib.mkc_status_string.argtypes = [status_t]
@@ -309,6 +314,7 @@ _SIGNATURES = {
     "mkc_graph_node": [c_void_p, c_int, c_void_p, c_int, POINTER(c_int), POINTER(c_int)],
     "mkc_reduce_params_init": [POINTER(ReduceParams)],
     "mkc_gather_params_init": [POINTER(GatherParams)],
+    "mkc_cast_params_init": [POINTER(CastParams)],
     "mkc_op_run": [c_int, c_void_p, c_int, POINTER(tensor_p), POINTER(tensor_p)],
     "mkc_graph_output": [c_void_p, c_int, c_char_p],
     "mkc_program_compile": [c_void_p, POINTER(ProgramOptions), POINTER(c_void_p)],

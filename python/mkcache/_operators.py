@@ -153,6 +153,13 @@ TABLE_OP_TABLE = {
                       "axis, then the indices', then data's after it - ONNX's Gather; an "
                       "embedding lookup is axis 0. An index out of range is an error.",
                       inputs=("data", "indices")),
+    "cast": TableOp("cast", ("dtype",), "cast_params(dtype, name)",
+                    "x converted element by element to `dtype` (float32, int32, int64 or "
+                    "bool; a numpy dtype or its name): floats to integers truncated toward "
+                    "zero, saturated at the integer's range (NaN to 0); to bool: not zero."),
+    "where": TableOp("where", doc="condition ? x : y element by element (condition bool, x "
+                                  "and y float32), the three broadcast as numpy does.",
+                     inputs=("condition", "x", "y")),
     **{f"reduce_{kind}": TableOp("reduce", ("axes=None", "keepdims=False"),
                                  f"reduce_params({kind!r}, axes, keepdims, name)",
                                  _REDUCE_DOC.format(what=what))
@@ -168,6 +175,24 @@ BINARY = {name: _capi.enum_value("mkc_binary_kind", row.kind)
           for name, row in BINARY_TABLE.items()}
 POOL_KINDS = _capi.enum_values("mkc_pool_kind", ("max", "avg_include_pad", "avg_exclude_pad"))
 REDUCE_KINDS = _capi.enum_values("mkc_reduce_kind", ("sum", "mean", "max", "min"))
+
+
+def cast_params(dtype, name):
+    """The mkc_cast_params of a cast call."""
+    from . import tensor  # noqa: PLC0415 (tensor imports this module's users)
+    from .errors import InvalidArgumentError  # noqa: PLC0415
+    try:
+        np_dtype = np.dtype(dtype)
+    except TypeError:
+        np_dtype = None
+    if np_dtype not in tensor.DTYPES:
+        raise InvalidArgumentError(f"cast: dtype must be float32, int32, int64 or bool, got "
+                                   f"{dtype!r}")
+    p = _capi.CastParams()
+    _capi.lib.mkc_cast_params_init(ctypes.byref(p))
+    p.to = tensor.DTYPES[np_dtype]
+    p.name = None if name is None else name.encode() if isinstance(name, str) else name
+    return p
 
 
 def gather_params(axis, name):

@@ -252,6 +252,17 @@ static void test_op_run(void) {
     CHECK(mkc_op_run(MKC_OP_GATHER, &gp, 2, gin, &none) == MKC_STATUS_INVALID_ARGUMENT);
     CHECK(strstr(mkc_last_error(), "gather: index 3 is out of range") != NULL && none == NULL);
     OK(mkc_tensor_destroy(picked));
+    /* The ids cast to float32. */
+    mkc_cast_params cp;
+    OK(mkc_cast_params_init(&cp));
+    CHECK(cp.to == MKC_DTYPE_F32);
+    mkc_tensor *as_float = NULL;
+    const mkc_tensor *cin[1] = {tids};
+    OK(mkc_op_run(MKC_OP_CAST, &cp, 1, cin, &as_float));
+    float back[2];
+    OK(mkc_tensor_export(as_float, MKC_LAYOUT_NCHW, back, sizeof back));
+    CHECK(back[0] == 3.0f && back[1] == -3.0f);
+    OK(mkc_tensor_destroy(as_float));
     OK(mkc_tensor_destroy(tids));
     CHECK(mkc_op_run((mkc_op)999, NULL, 1, in, &none) == MKC_STATUS_INVALID_ARGUMENT);
     CHECK(strstr(mkc_last_error(), "unknown operator 999") != NULL && none == NULL);
@@ -906,7 +917,8 @@ static void test_struct_sizes(void) {
                    {MKC_STRUCT_PROGRAM_OPTIONS, sizeof(mkc_program_options)},
                    {MKC_STRUCT_PROGRAM_MEMORY, sizeof(mkc_program_memory)},
                    {MKC_STRUCT_REDUCE_PARAMS, sizeof(mkc_reduce_params)},
-                   {MKC_STRUCT_GATHER_PARAMS, sizeof(mkc_gather_params)}};
+                   {MKC_STRUCT_GATHER_PARAMS, sizeof(mkc_gather_params)},
+                   {MKC_STRUCT_CAST_PARAMS, sizeof(mkc_cast_params)}};
     size_t size = 0;
     for (size_t i = 0; i < sizeof structs / sizeof structs[0]; ++i) {
         size = 0;
@@ -915,7 +927,7 @@ static void test_struct_sizes(void) {
     }
     size = 5;
     REFUSED(mkc_get_struct_size((mkc_struct_id)0, &size), "unknown struct id 0");
-    REFUSED(mkc_get_struct_size((mkc_struct_id)20, &size), "unknown struct id 20");
+    REFUSED(mkc_get_struct_size((mkc_struct_id)21, &size), "unknown struct id 21");
     CHECK(size == 5);
     CHECK(mkc_get_struct_size(MKC_STRUCT_CONV_PARAMS, NULL) == MKC_STATUS_INVALID_ARGUMENT);
 

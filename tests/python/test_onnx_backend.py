@@ -23,7 +23,7 @@ OPERATOR_TESTS = [
     "leakyrelu", "log", "logsoftmax", "lrn", "matmul", "max", "maxpool", "min", "mish", "mul",
     "neg", "pow", "reciprocal", "reduce_max", "reduce_mean", "reduce_min", "reduce_sum",
     "relu", "reshape", "shape", "sigmoid", "softmax", "sqrt", "squeeze", "sub", "sum", "tanh",
-    "transpose", "unsqueeze",
+    "transpose", "unsqueeze", "where",
 ]
 
 EXCLUDED_FILE = Path(__file__).with_name("onnx_backend_excluded.txt")

@@ -505,3 +505,30 @@ def test_decomposed_layer_norm_is_folded(square, affine):
         plan = prog.plan()
     steps = [line for line in plan.splitlines() if line[:1].isdigit()]
     assert len(steps) == 1 and "(layer_norm" in steps[0], plan
+
+
+def test_attention_mask_and_where():
+    # BERT's additive mask as exporters write it: int64 mask -> Unsqueeze ->
+    # Cast -> (1 - m) * -10000 -> added to the scores; and a Where.
+    c = helper.make_node
+    nodes = [c("Unsqueeze", ["mask", "axes12"], ["m4"]), c("Cast", ["m4"], ["mf"], to=F),
+             c("Sub", ["one", "mf"], ["inv"]), c("Mul", ["inv", "big"], ["add_mask"]),
+             c("Add", ["scores", "add_mask"], ["masked"]),
+             c("Softmax", ["masked"], ["probs"], axis=-1),
+             c("Cast", ["keep"], ["keep_b"], to=TensorProto.BOOL),
+             c("Where", ["keep_b", "probs", "zero"], ["y"])]
+    g = helper.make_graph(
+        nodes, "mask",
+        [helper.make_tensor_value_info("scores", F, [2, 3, 5, 5]),
+         helper.make_tensor_value_info("mask", TensorProto.INT64, [2, 5]),
+         helper.make_tensor_value_info("keep", TensorProto.INT64, [2, 3, 5, 5])],
+        [helper.make_tensor_value_info("y", F, None)],
+        [numpy_helper.from_array(np.array([1, 2], np.int64), "axes12"),
+         numpy_helper.from_array(np.array(1.0, np.float32), "one"),
+         numpy_helper.from_array(np.array(-10000.0, np.float32), "big"),
+         numpy_helper.from_array(np.array(0.0, np.float32), "zero")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = min(m.ir_version, 10)
+    mask = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], np.int64)
+    check(m, {"scores": rand(2, 3, 5, 5), "mask": mask,
+              "keep": RNG.integers(0, 2, size=(2, 3, 5, 5)).astype(np.int64)})

@@ -296,3 +296,75 @@ def test_gather_refuses_float_indices_naming_the_port():
             g.compile()
     with pytest.raises(mkcache.InvalidArgumentError, match="gather: axis 2 is out of range"):
         mkcache.gather(rand(4, 3), np.array([1]), axis=2)
+
+
+# ------------------------------------------------------------- cast, where
+
+CAST_VALUES = np.array([-2.7, -0.5, -0.0, 0.5, 3.9, np.nan, 1e20, -1e20, 2.5e9], np.float32)
+
+
+def _numpy_cast(a, dtype):
+    """The library's rule in numpy: truncation toward zero, saturated, NaN
+    to 0; to bool: not zero (NaN is not zero)."""
+    if np.dtype(dtype) == np.bool_:
+        return (a != 0) | np.isnan(a) if a.dtype.kind == "f" else a != 0
+    if np.dtype(dtype).kind == "i" and a.dtype.kind == "f":
+        info = np.iinfo(dtype)
+        # Element by element in Python ints: float64 cannot hold int64's max.
+        return np.array([0 if np.isnan(v) else max(info.min, min(info.max, int(v)))
+                         for v in a.astype(np.float64)], dtype=dtype)
+    return a.astype(dtype)
+
+
+@pytest.mark.parametrize("to", [np.float32, np.int32, np.int64, np.bool_])
+@pytest.mark.parametrize("source", ["float32", "int32", "int64", "bool"])
+def test_cast_every_pair(source, to):
+    if source == "float32":
+        a = CAST_VALUES
+    elif source == "bool":
+        a = np.array([True, False, True])
+    else:
+        a = np.array([-7, 0, 3, 2 ** 31 - 1, -2 ** 31], dtype=source)
+    got = mkcache.cast(a, to).numpy()
+    assert got.dtype == np.dtype(to)
+    np.testing.assert_array_equal(got, _numpy_cast(a, to))
+
+
+def test_int64_survives_cast_to_itself_exactly():
+    a = np.array([2 ** 62 + 1, -(2 ** 53) - 1], np.int64)
+    np.testing.assert_array_equal(mkcache.cast(a, np.int64).numpy(), a)
+
+
+def test_where_broadcasts_three_ways():
+    cond = RNG.random((3, 1, 5)) > 0.5
+    x, y = rand(4, 5), rand(3, 4, 1)
+    np.testing.assert_array_equal(mkcache.where(cond, x, y).numpy(), np.where(cond, x, y))
+    with pytest.raises(mkcache.InvalidArgumentError,
+                       match=r"input 0 \(condition\) is float32; where takes bool"):
+        mkcache.where(x, x, y)
+    with pytest.raises(mkcache.InvalidArgumentError, match="do not broadcast"):
+        mkcache.where(cond, rand(4, 6), y)
+
+
+def test_typed_values_flow_through_a_graph():
+    # An attention mask as exporters write it (int64 -> float), ids cast to
+    # indices, a bool mask choosing values: typed values between nodes.
+    table = rand(10, 4)
+    with mkcache.Graph() as g:
+        mask = g.input("mask", (2, 4), dtype="int64")
+        ids = g.input("ids", (2, 4))                      # float ids, cast to int64
+        keep = g.input("keep", (2, 4, 1), dtype=np.bool_)
+        m = g.mul(g.sub(1.0, g.cast(mask, "float32")), -10000.0)
+        e = g.gather(table, g.cast(ids, "int64"))
+        g.output(g.add(g.where(keep, e, g.reduce_mean(e, axes=-1, keepdims=True)),
+                       g.reshape(m, (2, 4, 1))), "y")
+        with g.compile() as prog:
+            mk = np.array([[1, 1, 0, 0], [1, 1, 1, 0]], np.int64)
+            fi = np.array([[0, 3.7, 9, 2], [1, 1, 5.2, 8]], np.float32)
+            kp = RNG.random((2, 4, 1)) > 0.5
+            got = prog.run(mask=mk, ids=fi, keep=kp)["y"]
+    e = table[np.trunc(fi).astype(np.int64)]
+    want = np.where(kp, e, e.mean(-1, keepdims=True)) + ((1 - mk) * -10000.0)[..., None]
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-4)
+    with pytest.raises(mkcache.InvalidArgumentError, match="cast: dtype must be"):
+        mkcache.cast(rand(3), np.float64)

@@ -161,6 +161,7 @@ typedef enum mkc_struct_id {
     MKC_STRUCT_PROGRAM_MEMORY = 17,
     MKC_STRUCT_REDUCE_PARAMS = 18,
     MKC_STRUCT_GATHER_PARAMS = 19,
+    MKC_STRUCT_CAST_PARAMS = 20,
     MKC_STRUCT_MAX_ENUM = 0x7fffffff
 } mkc_struct_id;
 
@@ -945,6 +946,8 @@ typedef enum mkc_op {
     MKC_OP_ERF = 16,             /* no params (NULL): src                    */
     MKC_OP_REDUCE = 17,          /* mkc_reduce_params: src                   */
     MKC_OP_GATHER = 18,          /* mkc_gather_params: data, indices         */
+    MKC_OP_CAST = 19,            /* mkc_cast_params: src                     */
+    MKC_OP_WHERE = 20,           /* no params (NULL): condition, x, y        */
     MKC_OP_MAX_ENUM = 0x7fffffff
 } mkc_op;
 
@@ -1025,6 +1028,20 @@ typedef struct mkc_gather_params {
     const char *name;   /* cache name; may be NULL */
 } mkc_gather_params;
 MKC_API mkc_status mkc_gather_params_init(mkc_gather_params *params);
+
+/* src (any mkc_dtype) converted element by element to `to`: floats to
+ * integers truncated toward zero (saturated at the integer's range, NaN to
+ * 0), to BOOL "not zero", BOOL to 0 or 1. Same dims and layout. */
+typedef struct mkc_cast_params {
+    size_t struct_size; /* sizeof; set by mkc_cast_params_init */
+    mkc_dtype to;       /* default F32 */
+    const char *name;   /* cache name; may be NULL */
+} mkc_cast_params;
+MKC_API mkc_status mkc_cast_params_init(mkc_cast_params *params);
+
+/* MKC_OP_WHERE: condition (BOOL) ? x : y (float32), element by element,
+ * the three broadcast as numpy does (in their caller orders); the result
+ * channels-first. */
 
 /* Runs operator `op` once on tensors, as a one-node program would: the
  * implementation is the best one that supports the call (onednn, then

@@ -55,6 +55,7 @@ constexpr Named kStructId[] = {
     {"program_memory", MKC_STRUCT_PROGRAM_MEMORY},
     {"reduce_params", MKC_STRUCT_REDUCE_PARAMS},
     {"gather_params", MKC_STRUCT_GATHER_PARAMS},
+    {"cast_params", MKC_STRUCT_CAST_PARAMS},
 };
 
 constexpr Named kDtype[] = {

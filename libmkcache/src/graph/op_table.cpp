@@ -488,7 +488,8 @@ void ref_transpose(const ReferenceCall &c) {
                          out_f(c));
 }
 void ref_reshape(const ReferenceCall &c) {
-    std::memcpy(out_f(c), in_f(c, 0), static_cast<size_t>(count(c.out)) * sizeof(float));
+    std::memcpy(c.buffers.out[0], c.buffers.in[0],
+                static_cast<size_t>(count(c.out)) * dtype_size(c.dtypes[0]));
 }
 
 // Element-wise operators without oneDNN phases: float32 in, the same
@@ -522,6 +523,44 @@ std::vector<ValueDesc> infer_gather(const Node &node, const NodeInputs &in) {
     check_dims("gather: the result", static_cast<int>(out.size()), out.data(), MKC_DTYPE_F32);
     return {ops::plain_value(MKC_DTYPE_F32, MKC_LAYOUT_CHANNELS_FIRST, out)};
 }
+// cast: any dtype in, `to` out; the same dims and label.
+std::vector<ValueDesc> infer_cast(const Node &node, const NodeInputs &in) {
+    const mkc_dtype to = std::get<mkc_cast_params>(node.params).to;
+    require(known_dtype(to), "cast: to must be f32, s32, s64 or bool, got ", static_cast<int>(to));
+    return {ops::plain_value(to, in[0]->layout, in[0]->dims)};
+}
+std::string cast_text(const Node &node, const NodeInputs &) {
+    return std::string(":to_") + dtype_name(std::get<mkc_cast_params>(node.params).to);
+}
+void ref_cast(const ReferenceCall &c) {
+    reference::cast(c.dtypes[0], c.buffers.in[0], std::get<mkc_cast_params>(c.node.params).to,
+                    c.buffers.out[0], count(c.out));
+}
+
+// where: numpy broadcasting of condition, x and y in their caller orders.
+std::vector<ValueDesc> infer_where(const Node &, const NodeInputs &in) {
+    size_t rank = 0;
+    for (const ValueDesc *v : in)
+        rank = std::max(rank, v->dims.size());
+    Dims out(rank, 1);
+    for (const ValueDesc *v : in) {
+        const Dims d = caller_dims(*v);
+        for (size_t i = 0; i < d.size(); ++i) {
+            int64_t &o = out[rank - d.size() + i];
+            const int64_t x = d[i];
+            require(x == o || x == 1 || o == 1, "where: shapes ", shape_text(caller_dims(*in[0])),
+                    ", ", shape_text(caller_dims(*in[1])), " and ", shape_text(caller_dims(*in[2])),
+                    " do not broadcast");
+            o = std::max(o, x);
+        }
+    }
+    return {ops::plain_value(MKC_DTYPE_F32, MKC_LAYOUT_CHANNELS_FIRST, out)};
+}
+void ref_where(const ReferenceCall &c) {
+    reference::where(c.in[0], static_cast<const uint8_t *>(c.buffers.in[0]), c.in[1], in_f(c, 1),
+                     c.in[2], in_f(c, 2), c.out, out_f(c));
+}
+
 std::string gather_text(const Node &node, const NodeInputs &) {
     return ":axis" + std::to_string(std::get<mkc_gather_params>(node.params).axis);
 }
@@ -543,7 +582,8 @@ void ref_reduce(const ReferenceCall &c) {
 constexpr char kPool[] = "pool", kLinear[] = "linear", kMatmul[] = "matmul",
                kLayerNorm[] = "layer_norm", kBatchNorm[] = "batch_norm", kLrn[] = "lrn",
                kConv2d[] = "conv2d", kConv3d[] = "conv3d", kConv2dT[] = "conv2d_transpose",
-               kErf[] = "erf", kReduce[] = "reduce", kGather[] = "gather";
+               kErf[] = "erf", kReduce[] = "reduce", kGather[] = "gather", kCast[] = "cast",
+               kWhere[] = "where";
 
 // A row written as a sequence of named parts, so the table below reads as
 // one: what an operator is (its name, ports, shaping), what it may do, and
@@ -711,8 +751,12 @@ std::vector<OpRow> build_rows() {
             .params(read_transpose).onednn<Transpose>(ops::TransposeOp::run)
             .view(transpose_view, transpose_text, transpose_perm)
             .reference(ref_transpose),
+        // Any dtype: a view of the bytes, or a copy of them (int64 by the
+        // reference kernel: oneDNN cannot copy it).
         Row(NodeOp::reshape, "reshape")
             .ports("src", 1, 1, 1)
+            .port_dtypes(0, dtype_bit(MKC_DTYPE_F32) | dtype_bit(MKC_DTYPE_S32) |
+                                dtype_bit(MKC_DTYPE_S64) | dtype_bit(MKC_DTYPE_BOOL))
             .params(read_reshape).onednn<Reshape>(ops::ReshapeOp::run)
             .view(reshape_view, reshape_text)
             .reference(ref_reshape),
@@ -728,6 +772,16 @@ std::vector<OpRow> build_rows() {
             .port_dtypes(1, dtype_bit(MKC_DTYPE_S32) | dtype_bit(MKC_DTYPE_S64))
             .params(read_as_is<mkc_gather_params, kGather>).infer(infer_gather)
             .attrs(gather_text).reference(ref_gather),
+        Row(NodeOp(MKC_OP_CAST), kCast)
+            .ports("src", 1, 1, 1)
+            .port_dtypes(0, dtype_bit(MKC_DTYPE_F32) | dtype_bit(MKC_DTYPE_S32) |
+                                dtype_bit(MKC_DTYPE_S64) | dtype_bit(MKC_DTYPE_BOOL))
+            .params(read_as_is<mkc_cast_params, kCast>).infer(infer_cast).attrs(cast_text)
+            .reference(ref_cast),
+        Row(NodeOp(MKC_OP_WHERE), kWhere)
+            .ports("condition,x,y", 3, 3, 3)
+            .port_dtypes(0, dtype_bit(MKC_DTYPE_BOOL)).port_dtypes(1, dtype_bit(MKC_DTYPE_F32))
+            .params(read_none<kWhere>).infer(infer_where).reference(ref_where),
         Row(NodeOp(MKC_OP_REDUCE), kReduce)
             .ports("src", 1, 1, 1)
             .params(read_as_is<mkc_reduce_params, kReduce>).onednn<Reduce>(ops::ReduceOp::run)

@@ -38,6 +38,16 @@ void activation(mkc_activation_kind kind, float alpha, float beta, const float *
 // dst[i] = erf(src[i]) for n elements; dst may be src.
 void erf(const float *src, float *dst, int64_t n);
 
+// dst = cond ? x : y element by element with numpy broadcasting of the
+// three (cond one byte per element, 0 or not).
+void where(const Dims &cond_dims, const uint8_t *cond, const Dims &x_dims, const float *x,
+           const Dims &y_dims, const float *y, const Dims &dst_dims, float *dst);
+
+// dst = src converted element by element from `from` to `to` (mkc_dtype
+// values): floats to integers truncated toward zero (saturated at the
+// integer's range; NaN to 0), to bool "not zero", bool to 0 or 1.
+void cast(mkc_dtype from, const void *src, mkc_dtype to, void *dst, int64_t n);
+
 // dst = a (op) b with numpy broadcasting: a's and b's dims right-aligned
 // against dst's, size-1 dims stretched. dst may be a when a has dst's dims.
 void binary(mkc_binary_kind kind, const Dims &a_dims, const float *a, const Dims &b_dims,

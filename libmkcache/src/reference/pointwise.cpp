@@ -4,6 +4,8 @@
 // eager operators.
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
+#include <limits>
 
 #include "reference/kernels.hpp"
 
@@ -142,6 +144,74 @@ void binary(mkc_binary_kind kind, const Dims &a_dims, const float *a, const Dims
             b_at += at * b_strides[axis];
         }
         dst[i] = apply(kind, a[a_at], b[b_at]);
+    }
+}
+
+void where(const Dims &cond_dims, const uint8_t *cond, const Dims &x_dims, const float *x,
+           const Dims &y_dims, const float *y, const Dims &dst_dims, float *dst) {
+    const size_t rank = dst_dims.size();
+    const Dims c_strides = broadcast_strides(cond_dims, rank);
+    const Dims x_strides = broadcast_strides(x_dims, rank);
+    const Dims y_strides = broadcast_strides(y_dims, rank);
+    int64_t total = 1;
+    for (int64_t d : dst_dims)
+        total *= d;
+    for (int64_t i = 0; i < total; ++i) {
+        int64_t rest = i, c_at = 0, x_at = 0, y_at = 0;
+        for (size_t axis = rank; axis-- > 0;) {
+            const int64_t at = rest % dst_dims[axis];
+            rest /= dst_dims[axis];
+            c_at += at * c_strides[axis];
+            x_at += at * x_strides[axis];
+            y_at += at * y_strides[axis];
+        }
+        dst[i] = cond[c_at] ? x[x_at] : y[y_at];
+    }
+}
+
+namespace {
+
+// An element as double (every int32 and int64 up to 2^53 exactly).
+double load(mkc_dtype dtype, const void *src, int64_t i) {
+    switch (dtype) {
+    case MKC_DTYPE_F32: return static_cast<const float *>(src)[i];
+    case MKC_DTYPE_S32: return static_cast<const int32_t *>(src)[i];
+    case MKC_DTYPE_S64: return static_cast<double>(static_cast<const int64_t *>(src)[i]);
+    default: return static_cast<const uint8_t *>(src)[i] != 0 ? 1.0 : 0.0;
+    }
+}
+
+template <typename T> T truncated(double v) {
+    if (std::isnan(v))
+        return 0;
+    const double lo = static_cast<double>(std::numeric_limits<T>::min());
+    const double hi = static_cast<double>(std::numeric_limits<T>::max());
+    if (v <= lo)
+        return std::numeric_limits<T>::min();
+    if (v >= hi)
+        return std::numeric_limits<T>::max();
+    return static_cast<T>(v); // toward zero
+}
+
+} // namespace
+
+void cast(mkc_dtype from, const void *src, mkc_dtype to, void *dst, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+        // int64 to int64 (and int32 to int32) keeps every value exactly.
+        if (from == to && from == MKC_DTYPE_S64) {
+            static_cast<int64_t *>(dst)[i] = static_cast<const int64_t *>(src)[i];
+            continue;
+        }
+        const double v = load(from, src, i);
+        switch (to) {
+        case MKC_DTYPE_F32: static_cast<float *>(dst)[i] = static_cast<float>(v); break;
+        case MKC_DTYPE_S32: static_cast<int32_t *>(dst)[i] = truncated<int32_t>(v); break;
+        case MKC_DTYPE_S64:
+            static_cast<int64_t *>(dst)[i] =
+                from == MKC_DTYPE_S32 ? static_cast<const int32_t *>(src)[i] : truncated<int64_t>(v);
+            break;
+        default: static_cast<uint8_t *>(dst)[i] = v != 0.0 || std::isnan(v) ? 1 : 0; break;
+        }
     }
 }
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._base import KNOWN_TYPES, Refusal, attributes
+from ._base import INPUT_TYPES, KNOWN_TYPES, Refusal, attributes
 
 # op type -> [(first opset, last opset, converter)]: the versions of the
 # operator's definition (ONNX's since_version) each converter implements.
@@ -106,9 +106,18 @@ def cast(ctx, node):
     known = _known(ctx, node)
     if known is not None and to in KNOWN_TYPES:
         return [known[0].astype(KNOWN_TYPES[to])]
-    if to == 1 and node.input[0] in ctx.values:
-        return [ctx.value(node.input[0])]  # float32 already: graph values are
-    raise Refusal(f"a cast to ONNX element type {to} of a value computed at run time")
+    if to not in INPUT_TYPES:
+        raise Refusal(f"a cast to ONNX element type {to} (this version casts to float32, "
+                      "int32, int64 and bool)")
+    return [ctx.graph.cast(ctx.value(node.input[0]), INPUT_TYPES[to], name=node.name or None)]
+
+
+@converter("Where", since=9)
+def where(ctx, node):
+    known = _known(ctx, node)
+    if known is not None:
+        return [np.where(*known)]
+    return [ctx.graph.where(*(ctx.value(n) for n in node.input))]
 
 
 @converter("Gather")
