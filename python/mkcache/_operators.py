@@ -157,6 +157,12 @@ TABLE_OP_TABLE = {
                     "x converted element by element to `dtype` (float32, int32, int64 or "
                     "bool; a numpy dtype or its name): floats to integers truncated toward "
                     "zero, saturated at the integer's range (NaN to 0); to bool: not zero."),
+    "slice": TableOp("slice", ("starts", "ends", "axes=None", "steps=None"),
+                     "slice_params(starts, ends, axes, steps, name)",
+                     "x[start:end:step] along each of `axes` (default 0, 1, ... as many as "
+                     "`starts`), numpy's slicing with ONNX's rules: negative starts and ends "
+                     "count from the end, both clamped to the dim; any dtype. An empty "
+                     "slice is an error."),
     "where": TableOp("where", doc="condition ? x : y element by element (condition bool, x "
                                   "and y float32), the three broadcast as numpy does.",
                      inputs=("condition", "x", "y")),
@@ -191,6 +197,34 @@ def cast_params(dtype, name):
     p = _capi.CastParams()
     _capi.lib.mkc_cast_params_init(ctypes.byref(p))
     p.to = tensor.DTYPES[np_dtype]
+    p.name = None if name is None else name.encode() if isinstance(name, str) else name
+    return p
+
+
+def slice_params(starts, ends, axes, steps, name):
+    """The mkc_slice_params of a slice call."""
+    from . import _checks  # noqa: PLC0415 (kept local, as reduce_params')
+    from .errors import InvalidArgumentError  # noqa: PLC0415
+
+    def ints(v, what, kind):
+        items = (v,) if isinstance(v, numbers.Integral) and not isinstance(v, bool) else \
+            tuple(v) if isinstance(v, (tuple, list, np.ndarray)) else None
+        if items is None or not 1 <= len(items) <= _capi.MAX_NDIMS:
+            raise InvalidArgumentError(f"slice: {what} must be an int or 1..{_capi.MAX_NDIMS} "
+                                       f"ints, got {v!r}")
+        return [_checks.integer(i, what, kind) for i in items]
+    starts = ints(starts, "starts", _checks.INT64)
+    ends = ints(ends, "ends", _checks.INT64)
+    axes = list(range(len(starts))) if axes is None else ints(axes, "axes", _checks.INT32)
+    steps = [1] * len(starts) if steps is None else ints(steps, "steps", _checks.INT64)
+    if not len(starts) == len(ends) == len(axes) == len(steps):
+        raise InvalidArgumentError("slice: starts, ends, axes and steps must have one entry "
+                                   "per sliced axis")
+    p = _capi.SliceParams()
+    _capi.lib.mkc_slice_params_init(ctypes.byref(p))
+    p.naxes = len(starts)
+    for k in range(len(starts)):
+        p.axes[k], p.starts[k], p.ends[k], p.steps[k] = axes[k], starts[k], ends[k], steps[k]
     p.name = None if name is None else name.encode() if isinstance(name, str) else name
     return p
 

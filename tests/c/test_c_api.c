@@ -918,7 +918,8 @@ static void test_struct_sizes(void) {
                    {MKC_STRUCT_PROGRAM_MEMORY, sizeof(mkc_program_memory)},
                    {MKC_STRUCT_REDUCE_PARAMS, sizeof(mkc_reduce_params)},
                    {MKC_STRUCT_GATHER_PARAMS, sizeof(mkc_gather_params)},
-                   {MKC_STRUCT_CAST_PARAMS, sizeof(mkc_cast_params)}};
+                   {MKC_STRUCT_CAST_PARAMS, sizeof(mkc_cast_params)},
+                   {MKC_STRUCT_SLICE_PARAMS, sizeof(mkc_slice_params)}};
     size_t size = 0;
     for (size_t i = 0; i < sizeof structs / sizeof structs[0]; ++i) {
         size = 0;
@@ -927,7 +928,7 @@ static void test_struct_sizes(void) {
     }
     size = 5;
     REFUSED(mkc_get_struct_size((mkc_struct_id)0, &size), "unknown struct id 0");
-    REFUSED(mkc_get_struct_size((mkc_struct_id)21, &size), "unknown struct id 21");
+    REFUSED(mkc_get_struct_size((mkc_struct_id)22, &size), "unknown struct id 22");
     CHECK(size == 5);
     CHECK(mkc_get_struct_size(MKC_STRUCT_CONV_PARAMS, NULL) == MKC_STATUS_INVALID_ARGUMENT);
 

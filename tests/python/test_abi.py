@@ -49,7 +49,7 @@ def test_every_struct_has_struct_size_an_id_and_a_matching_mirror():
         "layer_norm_params", "batch_norm_params", "lrn_params", "cache_stats",
         "activation_call", "activation_params", "softmax_params", "binary_params",
         "concat_params", "transpose_params", "reshape_params", "program_options",
-        "program_memory", "reduce_params", "gather_params", "cast_params")}
+        "program_memory", "reduce_params", "gather_params", "cast_params", "slice_params")}
     assert set(_capi.STRUCTS) == set(ids.values())
     for name, struct_id in ids.items():
         mirror = _capi.STRUCTS[struct_id]

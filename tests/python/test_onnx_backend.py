@@ -17,7 +17,8 @@ import mkcache.onnx.backend as backend  # noqa: E402
 # The node tests of each operator the importer converts (ONNX's test names:
 # the operator in lower case, words joined by '_' for some).
 OPERATOR_TESTS = [
-    "abs", "add", "averagepool", "batchnorm", "cast", "clip", "concat", "constant", "conv",
+    "abs", "add", "averagepool", "batchnorm", "cast", "clip", "concat", "constant",
+    "constantofshape", "conv", "range", "slice", "split",
     "div", "dropout", "elu", "erf", "exp", "flatten", "gather", "gelu", "gemm",
     "globalaveragepool", "globalmaxpool", "hardswish", "identity", "layer_normalization",
     "leakyrelu", "log", "logsoftmax", "lrn", "matmul", "max", "maxpool", "min", "mish", "mul",

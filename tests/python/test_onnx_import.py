@@ -532,3 +532,22 @@ def test_attention_mask_and_where():
     mask = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], np.int64)
     check(m, {"scores": rand(2, 3, 5, 5), "mask": mask,
               "keep": RNG.integers(0, 2, size=(2, 3, 5, 5)).astype(np.int64)})
+
+
+def test_slice_split_and_shape_constants():
+    c = helper.make_node
+    nodes = [c("Slice", ["x", "st", "en", "ax", "sp"], ["s"]),
+             c("Split", ["s", "sizes"], ["p0", "p1"], axis=2),
+             c("Add", ["p0", "p1"], ["q"]),
+             c("ConstantOfShape", ["shp"], ["ones"], value=numpy_helper.from_array(
+                 np.array([2.0], np.float32))),
+             c("Mul", ["q", "ones"], ["y"]),
+             c("Range", ["r0", "r1", "r2"], ["idx"]),
+             c("Gather", ["x", "idx"], ["g"], axis=1)]
+    m = model(nodes, [("x", [2, 9, 8])], [("y", None), ("g", None)],
+              [("st", np.array([1, 0], np.int64)), ("en", np.array([-1, 8], np.int64)),
+               ("ax", np.array([1, 2], np.int64)), ("sp", np.array([2, 1], np.int64)),
+               ("sizes", np.array([4, 4], np.int64)), ("shp", np.array([1, 1, 4], np.int64)),
+               ("r0", np.array(8, np.int64)), ("r1", np.array(0, np.int64)),
+               ("r2", np.array(-3, np.int64))], opset=13)
+    check(m, {"x": rand(2, 9, 8)})

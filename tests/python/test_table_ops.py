@@ -368,3 +368,35 @@ def test_typed_values_flow_through_a_graph():
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-4)
     with pytest.raises(mkcache.InvalidArgumentError, match="cast: dtype must be"):
         mkcache.cast(rand(3), np.float64)
+
+
+# ------------------------------------------------------------------- slice
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.int64, np.bool_])
+@pytest.mark.parametrize("spec", [
+    ([1], [3], [1], [1]),                   # a[:, 1:3]
+    ([-1, 4], [0, 0], [2, 1], [-2, -1]),    # a[:, 4:0:-1, -1:0:-2]
+    ([0, 2], [2 ** 62, 3], [0, 2], [2, 1]),  # a[::2, :, 2:3], an end past the dim
+    ([-100], [100], [-1], [3]),             # starts and ends clamped
+])
+def test_slice_matches_numpy(dtype, spec):
+    a = (np.arange(5 * 6 * 7).reshape(5, 6, 7) % 11).astype(dtype)
+    starts, ends, axes, steps = spec
+    index = [slice(None)] * 3
+    for s, e, ax, st in zip(starts, ends, axes, steps):
+        index[ax] = slice(s, e, st)
+    got = mkcache.slice(a, starts, ends, axes, steps).numpy()
+    np.testing.assert_array_equal(got, a[tuple(index)])
+    assert got.dtype == a.dtype
+
+
+def test_slice_bad_arguments():
+    a = rand(3, 4)
+    with pytest.raises(mkcache.InvalidArgumentError, match="slice: a step is 0"):
+        mkcache.slice(a, [0], [2], [1], [0])
+    with pytest.raises(mkcache.InvalidArgumentError, match="slice: axis 1 is empty"):
+        mkcache.slice(a, [3], [1], [1])
+    with pytest.raises(mkcache.InvalidArgumentError, match="slice: axis 2 is out of range"):
+        mkcache.slice(a, [0], [1], [2])
+    with pytest.raises(mkcache.InvalidArgumentError, match="one entry per sliced axis"):
+        mkcache.slice(a, [0, 1], [1], [0, 1])

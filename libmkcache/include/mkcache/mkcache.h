@@ -162,6 +162,7 @@ typedef enum mkc_struct_id {
     MKC_STRUCT_REDUCE_PARAMS = 18,
     MKC_STRUCT_GATHER_PARAMS = 19,
     MKC_STRUCT_CAST_PARAMS = 20,
+    MKC_STRUCT_SLICE_PARAMS = 21,
     MKC_STRUCT_MAX_ENUM = 0x7fffffff
 } mkc_struct_id;
 
@@ -948,6 +949,7 @@ typedef enum mkc_op {
     MKC_OP_GATHER = 18,          /* mkc_gather_params: data, indices         */
     MKC_OP_CAST = 19,            /* mkc_cast_params: src                     */
     MKC_OP_WHERE = 20,           /* no params (NULL): condition, x, y        */
+    MKC_OP_SLICE = 21,           /* mkc_slice_params: src                    */
     MKC_OP_MAX_ENUM = 0x7fffffff
 } mkc_op;
 
@@ -1038,6 +1040,22 @@ typedef struct mkc_cast_params {
     const char *name;   /* cache name; may be NULL */
 } mkc_cast_params;
 MKC_API mkc_status mkc_cast_params_init(mkc_cast_params *params);
+
+/* src's elements start, start + step, ... (before end) along each of
+ * `axes`, as numpy's a[start:end:step] and ONNX's Slice: negative starts and
+ * ends count from the end, both are clamped to the dim (end to -1 for a
+ * negative step), a step is not 0. Any dtype; the result keeps src's dtype
+ * and is channels-first (a slice that is empty is an error). */
+typedef struct mkc_slice_params {
+    size_t struct_size;            /* sizeof; set by mkc_slice_params_init */
+    int naxes;                     /* default 0: must be set */
+    int axes[MKC_MAX_NDIMS];       /* caller order, negative from the end, each once */
+    int64_t starts[MKC_MAX_NDIMS];
+    int64_t ends[MKC_MAX_NDIMS];
+    int64_t steps[MKC_MAX_NDIMS];  /* default 1 */
+    const char *name;              /* cache name; may be NULL */
+} mkc_slice_params;
+MKC_API mkc_status mkc_slice_params_init(mkc_slice_params *params);
 
 /* MKC_OP_WHERE: condition (BOOL) ? x : y (float32), element by element,
  * the three broadcast as numpy does (in their caller orders); the result

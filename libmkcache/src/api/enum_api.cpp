@@ -56,6 +56,7 @@ constexpr Named kStructId[] = {
     {"reduce_params", MKC_STRUCT_REDUCE_PARAMS},
     {"gather_params", MKC_STRUCT_GATHER_PARAMS},
     {"cast_params", MKC_STRUCT_CAST_PARAMS},
+    {"slice_params", MKC_STRUCT_SLICE_PARAMS},
 };
 
 constexpr Named kDtype[] = {

@@ -243,6 +243,16 @@ struct Sized<mkc_cast_params> {
 };
 
 template <>
+struct Sized<mkc_slice_params> {
+    using T = mkc_slice_params;
+    static constexpr size_t sizes[] = {MKC_FIELD_END(T, name)};
+    static constexpr SizeRule rule{"mkc_slice_params",
+                                   "initialise params with mkc_slice_params_init", sizes,
+                                   std::size(sizes)};
+    static void defaults(T *p) { mkc_slice_params_init(p); }
+};
+
+template <>
 struct Sized<mkc_program_options> {
     using T = mkc_program_options;
     static constexpr size_t sizes[] = {MKC_FIELD_END(T, fuse), MKC_FIELD_END(T, inplace),

@@ -67,7 +67,8 @@ using NodeParams =
     std::variant<std::monostate, mkc_conv_params, ActivationParams, SoftmaxParams, BinaryParams,
                  mkc_pool_params, mkc_linear_params, mkc_matmul_params, mkc_layer_norm_params,
                  mkc_batch_norm_params, mkc_lrn_params, ConcatParams, TransposeParams,
-                 ReshapeParams, mkc_reduce_params, mkc_gather_params, mkc_cast_params>;
+                 ReshapeParams, mkc_reduce_params, mkc_gather_params, mkc_cast_params,
+                 mkc_slice_params>;
 
 constexpr int kNoValue = -1; // an absent optional input
 

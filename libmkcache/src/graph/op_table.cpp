@@ -561,6 +561,65 @@ void ref_where(const ReferenceCall &c) {
                      c.in[2], in_f(c, 2), c.out, out_f(c));
 }
 
+// slice: numpy's a[start:end:step] per axis, with ONNX's clamping.
+struct SliceGeometry {
+    Dims start, step, out;
+};
+SliceGeometry slice_geometry(const Node &node, const Dims &src) {
+    const auto &p = std::get<mkc_slice_params>(node.params);
+    const int rank = static_cast<int>(src.size());
+    require(p.naxes >= 1 && p.naxes <= rank, "slice: naxes must be 1..", rank, ", got ", p.naxes);
+    SliceGeometry g{Dims(src.size(), 0), Dims(src.size(), 1), src};
+    std::vector<bool> seen(src.size(), false);
+    for (int k = 0; k < p.naxes; ++k) {
+        const int axis = p.axes[k];
+        require(axis >= -rank && axis < rank, "slice: axis ", axis, " is out of range for rank ",
+                rank);
+        const size_t a = static_cast<size_t>(axis < 0 ? axis + rank : axis);
+        require(!seen[a], "slice: axis ", axis, " is given twice");
+        seen[a] = true;
+        const int64_t n = src[a], step = p.steps[k];
+        require(step != 0, "slice: a step is 0 (axis ", axis, ")");
+        int64_t begin = p.starts[k], end = p.ends[k];
+        if (begin < 0)
+            begin += n;
+        if (end < 0)
+            end += n;
+        if (step > 0) {
+            begin = std::clamp<int64_t>(begin, 0, n);
+            end = std::clamp<int64_t>(end, 0, n);
+        } else {
+            begin = std::clamp<int64_t>(begin, 0, n - 1);
+            end = std::clamp<int64_t>(end, -1, n - 1);
+        }
+        const int64_t count = step > 0 ? (end - begin + step - 1) / step
+                                       : (begin - end - step - 1) / -step;
+        require(count > 0, "slice: axis ", axis, " is empty (start ", p.starts[k], ", end ",
+                p.ends[k], ", step ", step, " of ", n, ")");
+        g.start[a] = begin;
+        g.step[a] = step;
+        g.out[a] = count;
+    }
+    return g;
+}
+std::vector<ValueDesc> infer_slice(const Node &node, const NodeInputs &in) {
+    const SliceGeometry g = slice_geometry(node, caller_dims(*in[0]));
+    return {ops::plain_value(in[0]->dtype, MKC_LAYOUT_CHANNELS_FIRST, g.out)};
+}
+void ref_slice(const ReferenceCall &c) {
+    const SliceGeometry g = slice_geometry(c.node, c.in[0]);
+    reference::slice(c.in[0], c.buffers.in[0], g.start, g.step, g.out, dtype_size(c.dtypes[0]),
+                     c.buffers.out[0]);
+}
+std::string slice_text(const Node &node, const NodeInputs &) {
+    const auto &p = std::get<mkc_slice_params>(node.params);
+    std::string s;
+    for (int k = 0; k < p.naxes && k < MKC_MAX_NDIMS; ++k)
+        s += ":a" + std::to_string(p.axes[k]) + "[" + std::to_string(p.starts[k]) + ":" +
+             std::to_string(p.ends[k]) + ":" + std::to_string(p.steps[k]) + "]";
+    return s;
+}
+
 std::string gather_text(const Node &node, const NodeInputs &) {
     return ":axis" + std::to_string(std::get<mkc_gather_params>(node.params).axis);
 }
@@ -583,7 +642,7 @@ constexpr char kPool[] = "pool", kLinear[] = "linear", kMatmul[] = "matmul",
                kLayerNorm[] = "layer_norm", kBatchNorm[] = "batch_norm", kLrn[] = "lrn",
                kConv2d[] = "conv2d", kConv3d[] = "conv3d", kConv2dT[] = "conv2d_transpose",
                kErf[] = "erf", kReduce[] = "reduce", kGather[] = "gather", kCast[] = "cast",
-               kWhere[] = "where";
+               kWhere[] = "where", kSlice[] = "slice";
 
 // A row written as a sequence of named parts, so the table below reads as
 // one: what an operator is (its name, ports, shaping), what it may do, and
@@ -782,6 +841,12 @@ std::vector<OpRow> build_rows() {
             .ports("condition,x,y", 3, 3, 3)
             .port_dtypes(0, dtype_bit(MKC_DTYPE_BOOL)).port_dtypes(1, dtype_bit(MKC_DTYPE_F32))
             .params(read_none<kWhere>).infer(infer_where).reference(ref_where),
+        Row(NodeOp(MKC_OP_SLICE), kSlice)
+            .ports("src", 1, 1, 1)
+            .port_dtypes(0, dtype_bit(MKC_DTYPE_F32) | dtype_bit(MKC_DTYPE_S32) |
+                                dtype_bit(MKC_DTYPE_S64) | dtype_bit(MKC_DTYPE_BOOL))
+            .params(read_as_is<mkc_slice_params, kSlice>).infer(infer_slice).attrs(slice_text)
+            .reference(ref_slice),
         Row(NodeOp(MKC_OP_REDUCE), kReduce)
             .ports("src", 1, 1, 1)
             .params(read_as_is<mkc_reduce_params, kReduce>).onednn<Reduce>(ops::ReduceOp::run)

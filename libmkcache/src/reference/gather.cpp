@@ -1,5 +1,6 @@
-// The gather kernel: whole rows copied (an embedding lookup copies one
-// table row per index), every index checked before any is copied.
+// The indexing kernels. gather copies whole rows (an embedding lookup copies
+// one table row per index), every index checked before any is copied;
+// slice copies element by element.
 #include <cstring>
 #include <vector>
 
@@ -32,6 +33,29 @@ void gather(const Dims &data_dims, const float *data, int axis, const Dims &inde
         for (int64_t k = 0; k < count; ++k)
             std::memcpy(out + (o * count + k) * inner,
                         data + (o * extent + at[static_cast<size_t>(k)]) * inner, row);
+}
+
+void slice(const Dims &src_dims, const void *src, const Dims &start, const Dims &step,
+           const Dims &out_dims, size_t bytes, void *out) {
+    const size_t rank = src_dims.size();
+    Dims src_strides(rank, 1);
+    for (size_t i = rank - 1; i-- > 0;)
+        src_strides[i] = src_strides[i + 1] * src_dims[i + 1];
+    int64_t total = 1;
+    for (int64_t d : out_dims)
+        total *= d;
+    const auto *from = static_cast<const char *>(src);
+    auto *to = static_cast<char *>(out);
+    for (int64_t k = 0; k < total; ++k) {
+        int64_t rest = k, at = 0;
+        for (size_t a = rank; a-- > 0;) {
+            const int64_t i = rest % out_dims[a];
+            rest /= out_dims[a];
+            at += (start[a] + i * step[a]) * src_strides[a];
+        }
+        std::memcpy(to + k * static_cast<int64_t>(bytes), from + at * static_cast<int64_t>(bytes),
+                    bytes);
+    }
 }
 
 } // namespace mkc::reference

@@ -127,6 +127,11 @@ void transpose(const Dims &dims, const std::vector<int> &perm, const float *src,
 void gather(const Dims &data_dims, const float *data, int axis, const Dims &index_dims,
             const void *indices, bool int64, float *out);
 
+// out[i...] = src[start[a] + i[a] * step[a], ...] for every axis a (dims as
+// given; an axis not sliced has start 0, step 1), `bytes` per element.
+void slice(const Dims &src_dims, const void *src, const Dims &start, const Dims &step,
+           const Dims &out_dims, size_t bytes, void *out);
+
 // ---------------------------------------------------------------- reduce
 
 // The sum, mean, max or min of src (caller dims `dims`) over the axes in

@@ -229,6 +229,78 @@ def flatten(ctx, node):
     return [ctx.graph.reshape(ctx.value(name), _reshape_target(list(dims), out))]
 
 
+@converter("Slice", since=10)
+def slice_(ctx, node):
+    def ints(i, what):
+        if len(node.input) <= i or not node.input[i]:
+            return None
+        return [int(v) for v in np.asarray(ctx.constant(node.input[i], what)).reshape(-1)]
+    starts, ends = ints(1, "starts"), ints(2, "ends")
+    axes, steps = ints(3, "axes"), ints(4, "steps")
+    axes = axes if axes is not None else list(range(len(starts)))
+    steps = steps if steps is not None else [1] * len(starts)
+    known = _known(ctx, node)
+    if known is not None:
+        index = [slice(None)] * known[0].ndim
+        for a, b, e, st in zip(axes, starts, ends, steps):
+            index[a] = slice(b, e, st)
+        return [known[0][tuple(index)]]
+    return [_graph_slice(ctx, ctx.value(node.input[0]), starts, ends, axes, steps, node.name)]
+
+
+def _graph_slice(ctx, x, starts, ends, axes, steps, name=None):
+    # ONNX's ends run past int64 in both directions: the library's int64
+    # fields take them clamped (any end past the dim is clamped again there).
+    big = 1 << 62
+    clamp = [max(-big, min(big, e)) for e in ends]
+    return ctx.graph.slice(x, starts, clamp, axes, steps, name=name or None)
+
+
+@converter("Split", since=13)
+def split(ctx, node):
+    a = attributes(node)
+    name = node.input[0]
+    dims = ctx.shape(name)
+    if dims is None:
+        raise Refusal("the input's shape is not known")
+    axis = _axis(a.get("axis", 0), len(dims))
+    n = dims[axis]
+    if n is None:
+        raise Refusal("splitting a dim bound at run time")
+    if len(node.input) > 1 and node.input[1]:
+        sizes = [int(v) for v in np.asarray(ctx.constant(node.input[1], "split")).reshape(-1)]
+    else:
+        parts = a.get("num_outputs", len(node.output))
+        each = -(-n // parts)
+        sizes = [min(each, n - i * each) for i in range(parts)]
+    if sum(sizes) != n or len(sizes) != len(node.output):
+        raise Refusal(f"split sizes {sizes} do not cover the dim of {n} in {len(node.output)} "
+                      "parts")
+    known = _known(ctx, node)
+    outs, at = [], 0
+    for size in sizes:
+        if known is not None:
+            outs.append(np.take(known[0], range(at, at + size), axis=axis))
+        else:
+            outs.append(_graph_slice(ctx, ctx.value(name), [at], [at + size], [axis], [1]))
+        at += size
+    return outs
+
+
+@converter("ConstantOfShape", since=9)
+def constant_of_shape(ctx, node):
+    shape = [int(v) for v in np.asarray(ctx.constant(node.input[0], "the shape")).reshape(-1)]
+    value = attributes(node).get("value")
+    fill = np.zeros(1, np.float32) if value is None else np.asarray(value).reshape(-1)
+    return [np.full(shape, fill[0], dtype=fill.dtype)]
+
+
+@converter("Range", since=11)
+def range_(ctx, node):
+    start, limit, delta = (np.asarray(ctx.constant(n, "a bound")).reshape(()) for n in node.input)
+    return [np.arange(start, limit, delta, dtype=np.result_type(start, limit, delta))]
+
+
 @converter("Transpose")
 def transpose(ctx, node):
     name = node.input[0]
