@@ -213,44 +213,18 @@ struct Sized<mkc_reshape_params> {
     static void defaults(T *p) { mkc_reshape_params_init(p); }
 };
 
-template <>
-struct Sized<mkc_reduce_params> {
-    using T = mkc_reduce_params;
-    static constexpr size_t sizes[] = {MKC_FIELD_END(T, name)};
-    static constexpr SizeRule rule{"mkc_reduce_params",
-                                   "initialise params with mkc_reduce_params_init", sizes,
-                                   std::size(sizes)};
-    static void defaults(T *p) { mkc_reduce_params_init(p); }
-};
-
-template <>
-struct Sized<mkc_gather_params> {
-    using T = mkc_gather_params;
-    static constexpr size_t sizes[] = {MKC_FIELD_END(T, name)};
-    static constexpr SizeRule rule{"mkc_gather_params",
-                                   "initialise params with mkc_gather_params_init", sizes,
-                                   std::size(sizes)};
-    static void defaults(T *p) { mkc_gather_params_init(p); }
-};
-
-template <>
-struct Sized<mkc_cast_params> {
-    using T = mkc_cast_params;
-    static constexpr size_t sizes[] = {MKC_FIELD_END(T, name)};
-    static constexpr SizeRule rule{"mkc_cast_params", "initialise params with mkc_cast_params_init",
-                                   sizes, std::size(sizes)};
-    static void defaults(T *p) { mkc_cast_params_init(p); }
-};
-
-template <>
-struct Sized<mkc_slice_params> {
-    using T = mkc_slice_params;
-    static constexpr size_t sizes[] = {MKC_FIELD_END(T, name)};
-    static constexpr SizeRule rule{"mkc_slice_params",
-                                   "initialise params with mkc_slice_params_init", sizes,
-                                   std::size(sizes)};
-    static void defaults(T *p) { mkc_slice_params_init(p); }
-};
+// A params struct that came in one piece: its one size is sizeof.
+#define MKC_SIZED_IN_ONE_PIECE(T)                                                                  \
+    template <> struct Sized<T> {                                                                  \
+        static constexpr size_t sizes[] = {sizeof(T)};                                             \
+        static constexpr SizeRule rule{#T, "initialise params with " #T "_init", sizes, 1};        \
+        static void defaults(T *p) { T##_init(p); }                                                \
+    };
+MKC_SIZED_IN_ONE_PIECE(mkc_reduce_params)
+MKC_SIZED_IN_ONE_PIECE(mkc_gather_params)
+MKC_SIZED_IN_ONE_PIECE(mkc_cast_params)
+MKC_SIZED_IN_ONE_PIECE(mkc_slice_params)
+#undef MKC_SIZED_IN_ONE_PIECE
 
 template <>
 struct Sized<mkc_program_options> {
