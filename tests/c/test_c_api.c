@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 #include <math.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -264,6 +265,22 @@ static void test_op_run(void) {
     CHECK(back[0] == 3.0f && back[1] == -3.0f);
     OK(mkc_tensor_destroy(as_float));
     OK(mkc_tensor_destroy(tids));
+    /* Every other column, reversed: x[:, 4::-2]. */
+    mkc_slice_params sp;
+    OK(mkc_slice_params_init(&sp));
+    CHECK(sp.naxes == 0 && sp.steps[0] == 1 && sp.steps[MKC_MAX_NDIMS - 1] == 1);
+    sp.naxes = 1;
+    sp.axes[0] = 1;
+    sp.starts[0] = 4;
+    sp.ends[0] = INT64_MIN;
+    sp.steps[0] = -2;
+    mkc_tensor *sliced = NULL;
+    OK(mkc_op_run(MKC_OP_SLICE, &sp, 1, in, &sliced));
+    float cols[9];
+    OK(mkc_tensor_export(sliced, MKC_LAYOUT_NCHW, cols, sizeof cols));
+    for (int r = 0; r < 3; ++r)
+        for (int c = 0; c < 3; ++c) CHECK(cols[r * 3 + c] == x[r * 5 + 4 - 2 * c]);
+    OK(mkc_tensor_destroy(sliced));
     CHECK(mkc_op_run((mkc_op)999, NULL, 1, in, &none) == MKC_STATUS_INVALID_ARGUMENT);
     CHECK(strstr(mkc_last_error(), "unknown operator 999") != NULL && none == NULL);
     CHECK(mkc_op_run(MKC_OP_ERF, &rp, 1, in, &none) == MKC_STATUS_INVALID_ARGUMENT);
