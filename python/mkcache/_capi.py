@@ -147,6 +147,14 @@ class ReshapeParams(_Sized):
     _fields_ = [("ndims", c_int), ("dims", c_int64 * MAX_NDIMS)]
 
 
+class ExpandParams(_Sized):
+    _fields_ = [("ndims", c_int), ("dims", c_int64 * MAX_NDIMS), ("name", c_char_p)]
+
+
+class CompareParams(_Sized):
+    _fields_ = [("kind", c_int), ("name", c_char_p)]
+
+
 class SliceParams(_Sized):
     _fields_ = [("naxes", c_int), ("axes", c_int * MAX_NDIMS), ("starts", c_int64 * MAX_NDIMS),
                 ("ends", c_int64 * MAX_NDIMS), ("steps", c_int64 * MAX_NDIMS),
@@ -188,7 +196,8 @@ _MIRRORS = {"conv_params": ConvParams, "pool_params": PoolParams, "linear_params
             "transpose_params": TransposeParams, "reshape_params": ReshapeParams,
             "program_options": ProgramOptions, "program_memory": ProgramMemory,
             "reduce_params": ReduceParams, "gather_params": GatherParams,
-            "cast_params": CastParams, "slice_params": SliceParams}
+            "cast_params": CastParams, "slice_params": SliceParams,
+            "expand_params": ExpandParams, "compare_params": CompareParams}
 
 
 lib.mkc_status_string.argtypes = [status_t]
@@ -322,6 +331,8 @@ _SIGNATURES = {
     "mkc_gather_params_init": [POINTER(GatherParams)],
     "mkc_cast_params_init": [POINTER(CastParams)],
     "mkc_slice_params_init": [POINTER(SliceParams)],
+    "mkc_expand_params_init": [POINTER(ExpandParams)],
+    "mkc_compare_params_init": [POINTER(CompareParams)],
     "mkc_op_run": [c_int, c_void_p, c_int, POINTER(tensor_p), POINTER(tensor_p)],
     "mkc_graph_output": [c_void_p, c_int, c_char_p],
     "mkc_program_compile": [c_void_p, POINTER(ProgramOptions), POINTER(c_void_p)],

@@ -163,6 +163,14 @@ TABLE_OP_TABLE = {
                      "`starts`), numpy's slicing with ONNX's rules: negative starts and ends "
                      "count from the end, both clamped to the dim; any dtype. An empty "
                      "slice is an error."),
+    "expand": TableOp("expand", ("shape",), "expand_params(shape, name)",
+                      "x broadcast with `shape` as numpy broadcasts (ONNX's Expand): the "
+                      "result has the broadcast of both; any dtype."),
+    **{name: TableOp("compare", (), f"compare_params({name!r}, name)",
+                     f"a {sign} b element by element with numpy broadcasting: a bool result "
+                     "(a and b of one dtype, float32, int32 or int64).", inputs=("a", "b"))
+       for name, sign in (("equal", "=="), ("less", "<"), ("less_equal", "<="),
+                          ("greater", ">"), ("greater_equal", ">="))},
     "where": TableOp("where", doc="condition ? x : y element by element (condition bool, x "
                                   "and y float32), the three broadcast as numpy does.",
                      inputs=("condition", "x", "y")),
@@ -181,6 +189,8 @@ BINARY = {name: _capi.enum_value("mkc_binary_kind", row.kind)
           for name, row in BINARY_TABLE.items()}
 POOL_KINDS = _capi.enum_values("mkc_pool_kind", ("max", "avg_include_pad", "avg_exclude_pad"))
 REDUCE_KINDS = _capi.enum_values("mkc_reduce_kind", ("sum", "mean", "max", "min"))
+COMPARE_KINDS = _capi.enum_values("mkc_compare_kind", ("equal", "less", "less_equal", "greater",
+                                                       "greater_equal"))
 
 
 def cast_params(dtype, name):
@@ -198,6 +208,36 @@ def cast_params(dtype, name):
     _capi.lib.mkc_cast_params_init(ctypes.byref(p))
     p.to = tensor.DTYPES[np_dtype]
     p.name = None if name is None else name.encode() if isinstance(name, str) else name
+    return p
+
+
+def _name_bytes(name):
+    return None if name is None else name.encode() if isinstance(name, str) else name
+
+
+def expand_params(shape, name):
+    """The mkc_expand_params of an expand call."""
+    from . import _checks  # noqa: PLC0415 (kept local, as reduce_params')
+    from .errors import InvalidArgumentError  # noqa: PLC0415
+    items = tuple(shape) if isinstance(shape, (tuple, list, np.ndarray)) else None
+    if items is None or not 1 <= len(items) <= _capi.MAX_NDIMS:
+        raise InvalidArgumentError(f"expand: shape must be 1..{_capi.MAX_NDIMS} ints, got "
+                                   f"{shape!r}")
+    p = _capi.ExpandParams()
+    _capi.lib.mkc_expand_params_init(ctypes.byref(p))
+    p.ndims = len(items)
+    for i, d in enumerate(items):
+        p.dims[i] = _checks.integer(d, "shape")
+    p.name = _name_bytes(name)
+    return p
+
+
+def compare_params(kind: str, name):
+    """The mkc_compare_params of an equal, less, ... call."""
+    p = _capi.CompareParams()
+    _capi.lib.mkc_compare_params_init(ctypes.byref(p))
+    p.kind = COMPARE_KINDS[kind]
+    p.name = _name_bytes(name)
     return p
 
 

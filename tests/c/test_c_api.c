@@ -281,6 +281,29 @@ static void test_op_run(void) {
     for (int r = 0; r < 3; ++r)
         for (int c = 0; c < 3; ++c) CHECK(cols[r * 3 + c] == x[r * 5 + 4 - 2 * c]);
     OK(mkc_tensor_destroy(sliced));
+    /* x > 0 (broadcast against one value), then expanded to [2, 3, 5]. */
+    mkc_compare_params kp;
+    OK(mkc_compare_params_init(&kp));
+    CHECK(kp.kind == MKC_COMPARE_EQUAL);
+    kp.kind = MKC_COMPARE_GREATER;
+    float zero = 0.0f;
+    const int64_t d1[1] = {1};
+    mkc_tensor *tzero = NULL, *positive = NULL, *wide = NULL;
+    OK(mkc_tensor_wrap(MKC_DTYPE_F32, 1, d1, MKC_LAYOUT_NCHW, &zero, &tzero));
+    const mkc_tensor *kin[2] = {tx, tzero};
+    OK(mkc_op_run(MKC_OP_COMPARE, &kp, 2, kin, &positive));
+    mkc_expand_params ep;
+    OK(mkc_expand_params_init(&ep));
+    ep.ndims = 3;
+    ep.dims[0] = 2, ep.dims[1] = 1, ep.dims[2] = 1;
+    const mkc_tensor *ein[1] = {positive};
+    OK(mkc_op_run(MKC_OP_EXPAND, &ep, 1, ein, &wide));
+    unsigned char flags[30];
+    OK(mkc_tensor_export(wide, MKC_LAYOUT_NCHW, flags, sizeof flags));
+    for (int i = 0; i < 30; ++i) CHECK(flags[i] == (x[i % 15] > 0.0f));
+    OK(mkc_tensor_destroy(wide));
+    OK(mkc_tensor_destroy(positive));
+    OK(mkc_tensor_destroy(tzero));
     CHECK(mkc_op_run((mkc_op)999, NULL, 1, in, &none) == MKC_STATUS_INVALID_ARGUMENT);
     CHECK(strstr(mkc_last_error(), "unknown operator 999") != NULL && none == NULL);
     CHECK(mkc_op_run(MKC_OP_ERF, &rp, 1, in, &none) == MKC_STATUS_INVALID_ARGUMENT);
@@ -936,7 +959,9 @@ static void test_struct_sizes(void) {
                    {MKC_STRUCT_REDUCE_PARAMS, sizeof(mkc_reduce_params)},
                    {MKC_STRUCT_GATHER_PARAMS, sizeof(mkc_gather_params)},
                    {MKC_STRUCT_CAST_PARAMS, sizeof(mkc_cast_params)},
-                   {MKC_STRUCT_SLICE_PARAMS, sizeof(mkc_slice_params)}};
+                   {MKC_STRUCT_SLICE_PARAMS, sizeof(mkc_slice_params)},
+                   {MKC_STRUCT_EXPAND_PARAMS, sizeof(mkc_expand_params)},
+                   {MKC_STRUCT_COMPARE_PARAMS, sizeof(mkc_compare_params)}};
     size_t size = 0;
     for (size_t i = 0; i < sizeof structs / sizeof structs[0]; ++i) {
         size = 0;
@@ -945,7 +970,7 @@ static void test_struct_sizes(void) {
     }
     size = 5;
     REFUSED(mkc_get_struct_size((mkc_struct_id)0, &size), "unknown struct id 0");
-    REFUSED(mkc_get_struct_size((mkc_struct_id)22, &size), "unknown struct id 22");
+    REFUSED(mkc_get_struct_size((mkc_struct_id)24, &size), "unknown struct id 24");
     CHECK(size == 5);
     CHECK(mkc_get_struct_size(MKC_STRUCT_CONV_PARAMS, NULL) == MKC_STATUS_INVALID_ARGUMENT);
 

@@ -18,7 +18,8 @@ import mkcache.onnx.backend as backend  # noqa: E402
 # the operator in lower case, words joined by '_' for some).
 OPERATOR_TESTS = [
     "abs", "add", "averagepool", "batchnorm", "cast", "clip", "concat", "constant",
-    "constantofshape", "conv", "range", "slice", "split",
+    "constantofshape", "conv", "range", "slice", "split", "expand", "equal", "less",
+    "less_equal", "greater", "greater_equal",
     "div", "dropout", "elu", "erf", "exp", "flatten", "gather", "gelu", "gemm",
     "globalaveragepool", "globalmaxpool", "hardswish", "identity", "layer_normalization",
     "leakyrelu", "log", "logsoftmax", "lrn", "matmul", "max", "maxpool", "min", "mish", "mul",

@@ -551,3 +551,25 @@ def test_slice_split_and_shape_constants():
                ("r0", np.array(8, np.int64)), ("r1", np.array(0, np.int64)),
                ("r2", np.array(-3, np.int64))], opset=13)
     check(m, {"x": rand(2, 9, 8)})
+
+
+def test_mask_by_equal_where_and_expand():
+    c = helper.make_node
+    nodes = [c("Equal", ["mask", "zero_i"], ["pad"]),
+             c("Unsqueeze", ["pad", "axes12"], ["pad4"]),
+             c("Expand", ["pad4", "shape"], ["padx"]),
+             c("Where", ["padx", "neg", "scores"], ["masked"]),
+             c("Softmax", ["masked"], ["y"], axis=-1)]
+    g = helper.make_graph(
+        nodes, "mask",
+        [helper.make_tensor_value_info("scores", F, [2, 3, 4, 4]),
+         helper.make_tensor_value_info("mask", TensorProto.INT64, [2, 4])],
+        [helper.make_tensor_value_info("y", F, None)],
+        [numpy_helper.from_array(np.array(0, np.int64), "zero_i"),
+         numpy_helper.from_array(np.array([1, 2], np.int64), "axes12"),
+         numpy_helper.from_array(np.array([2, 3, 4, 4], np.int64), "shape"),
+         numpy_helper.from_array(np.array(-1e9, np.float32), "neg")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = min(m.ir_version, 10)
+    mask = np.array([[1, 1, 1, 0], [1, 1, 0, 0]], np.int64)
+    check(m, {"scores": rand(2, 3, 4, 4), "mask": mask})

@@ -400,3 +400,41 @@ def test_slice_bad_arguments():
         mkcache.slice(a, [0], [1], [2])
     with pytest.raises(mkcache.InvalidArgumentError, match="one entry per sliced axis"):
         mkcache.slice(a, [0, 1], [1], [0, 1])
+
+
+# -------------------------------------------------------- expand, compare
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.bool_])
+def test_expand_matches_numpy(dtype):
+    a = (np.arange(3 * 1 * 4).reshape(3, 1, 4) % 5).astype(dtype)
+    for shape in ((2, 3, 5, 4), (1, 6, 1), (4,)):
+        want = np.broadcast_to(a, np.broadcast_shapes(a.shape, shape))
+        got = mkcache.expand(a, shape).numpy()
+        assert got.dtype == a.dtype
+        np.testing.assert_array_equal(got, want)
+    with pytest.raises(mkcache.InvalidArgumentError, match="do not broadcast"):
+        mkcache.expand(a, (2, 5))
+
+
+COMPARE = {"equal": np.equal, "less": np.less, "less_equal": np.less_equal,
+           "greater": np.greater, "greater_equal": np.greater_equal}
+
+
+@pytest.mark.parametrize("name", list(COMPARE))
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.int64])
+def test_comparisons_match_numpy(name, dtype):
+    a = RNG.integers(-3, 3, size=(4, 1, 5)).astype(dtype)
+    b = RNG.integers(-3, 3, size=(3, 1)).astype(dtype)
+    if dtype == np.float32:
+        a[0, 0, 0] = np.nan
+    got = getattr(mkcache, name)(a, b).numpy()
+    assert got.dtype == np.bool_
+    np.testing.assert_array_equal(got, COMPARE[name](a, b))
+
+
+def test_int64_compares_exactly_and_dtypes_must_match():
+    a = np.array([2 ** 62 + 1], np.int64)
+    b = np.array([2 ** 62], np.int64)  # equal as doubles
+    assert not mkcache.equal(a, b).numpy()[0] and mkcache.greater(a, b).numpy()[0]
+    with pytest.raises(mkcache.InvalidArgumentError, match="compare: a is int64, b float32"):
+        mkcache.less(a, rand(1))

@@ -163,6 +163,8 @@ typedef enum mkc_struct_id {
     MKC_STRUCT_GATHER_PARAMS = 19,
     MKC_STRUCT_CAST_PARAMS = 20,
     MKC_STRUCT_SLICE_PARAMS = 21,
+    MKC_STRUCT_EXPAND_PARAMS = 22,
+    MKC_STRUCT_COMPARE_PARAMS = 23,
     MKC_STRUCT_MAX_ENUM = 0x7fffffff
 } mkc_struct_id;
 
@@ -182,7 +184,7 @@ MKC_API mkc_status mkc_get_struct_size(mkc_struct_id id, size_t *size);
  *
  * `enum_name` is the enum's type name: "mkc_status", "mkc_struct_id",
  * "mkc_dtype", "mkc_layout", "mkc_activation_kind", "mkc_binary_kind",
- * "mkc_pool_kind", "mkc_reduce_kind" or "mkc_op". A value's name is its enumerator's name
+ * "mkc_pool_kind", "mkc_reduce_kind", "mkc_compare_kind" or "mkc_op". A value's name is its enumerator's name
  * after the enum's prefix, in lowercase:
  *   MKC_STATUS_INVALID_ARGUMENT   "invalid_argument"
  *   MKC_STRUCT_CONV_PARAMS        "conv_params"
@@ -950,6 +952,8 @@ typedef enum mkc_op {
     MKC_OP_CAST = 19,            /* mkc_cast_params: src                     */
     MKC_OP_WHERE = 20,           /* no params (NULL): condition, x, y        */
     MKC_OP_SLICE = 21,           /* mkc_slice_params: src                    */
+    MKC_OP_EXPAND = 22,          /* mkc_expand_params: src                   */
+    MKC_OP_COMPARE = 23,         /* mkc_compare_params: a, b                 */
     MKC_OP_MAX_ENUM = 0x7fffffff
 } mkc_op;
 
@@ -1056,6 +1060,34 @@ typedef struct mkc_slice_params {
     const char *name;              /* cache name; may be NULL */
 } mkc_slice_params;
 MKC_API mkc_status mkc_slice_params_init(mkc_slice_params *params);
+
+/* src broadcast to `dims` as numpy broadcasts (ONNX's Expand: the result
+ * has the broadcast of src's dims and these). Any dtype; channels-first. */
+typedef struct mkc_expand_params {
+    size_t struct_size;           /* sizeof; set by mkc_expand_params_init */
+    int ndims;                    /* default 0: must be set */
+    int64_t dims[MKC_MAX_NDIMS];  /* 1 keeps src's dim there */
+    const char *name;             /* cache name; may be NULL */
+} mkc_expand_params;
+MKC_API mkc_status mkc_expand_params_init(mkc_expand_params *params);
+
+/* a (kind) b element by element with numpy broadcasting, a BOOL result
+ * (channels-first): a and b of one dtype, F32, S32 or S64 (integers
+ * compared exactly). NaN compares unequal to everything. */
+typedef enum mkc_compare_kind {
+    MKC_COMPARE_EQUAL = 1,
+    MKC_COMPARE_LESS = 2,
+    MKC_COMPARE_LESS_EQUAL = 3,
+    MKC_COMPARE_GREATER = 4,
+    MKC_COMPARE_GREATER_EQUAL = 5,
+    MKC_COMPARE_MAX_ENUM = 0x7fffffff
+} mkc_compare_kind;
+typedef struct mkc_compare_params {
+    size_t struct_size;    /* sizeof; set by mkc_compare_params_init */
+    mkc_compare_kind kind; /* default EQUAL */
+    const char *name;      /* cache name; may be NULL */
+} mkc_compare_params;
+MKC_API mkc_status mkc_compare_params_init(mkc_compare_params *params);
 
 /* MKC_OP_WHERE: condition (BOOL) ? x : y (float32), element by element,
  * the three broadcast as numpy does (in their caller orders); the result

@@ -57,6 +57,8 @@ constexpr Named kStructId[] = {
     {"gather_params", MKC_STRUCT_GATHER_PARAMS},
     {"cast_params", MKC_STRUCT_CAST_PARAMS},
     {"slice_params", MKC_STRUCT_SLICE_PARAMS},
+    {"expand_params", MKC_STRUCT_EXPAND_PARAMS},
+    {"compare_params", MKC_STRUCT_COMPARE_PARAMS},
 };
 
 constexpr Named kDtype[] = {
@@ -113,6 +115,14 @@ constexpr Named kReduceKind[] = {
     {"min", MKC_REDUCE_MIN},
 };
 
+constexpr Named kCompareKind[] = {
+    {"equal", MKC_COMPARE_EQUAL},
+    {"less", MKC_COMPARE_LESS},
+    {"less_equal", MKC_COMPARE_LESS_EQUAL},
+    {"greater", MKC_COMPARE_GREATER},
+    {"greater_equal", MKC_COMPARE_GREATER_EQUAL},
+};
+
 // An enum's values: a table above, or (null table) the operator table's rows.
 struct Enum {
     const char *name;
@@ -134,6 +144,7 @@ constexpr Enum kEnums[] = {
     table("mkc_binary_kind", kBinaryKind),
     table("mkc_pool_kind", kPoolKind),
     table("mkc_reduce_kind", kReduceKind),
+    table("mkc_compare_kind", kCompareKind),
     {"mkc_op", nullptr, 0},
 };
 

@@ -132,6 +132,8 @@ MKC_PARAMS_INIT(mkc_reduce_params, params->kind = MKC_REDUCE_SUM)
 MKC_PARAMS_INIT(mkc_gather_params, (void)0)
 MKC_PARAMS_INIT(mkc_cast_params, params->to = MKC_DTYPE_F32)
 MKC_PARAMS_INIT(mkc_slice_params, for (int64_t &s : params->steps) s = 1)
+MKC_PARAMS_INIT(mkc_expand_params, (void)0)
+MKC_PARAMS_INIT(mkc_compare_params, params->kind = MKC_COMPARE_EQUAL)
 MKC_PARAMS_INIT(mkc_program_options, params->fuse = params->inplace = params->reuse = 1)
 #undef MKC_PARAMS_INIT
 

@@ -224,6 +224,8 @@ MKC_SIZED_IN_ONE_PIECE(mkc_reduce_params)
 MKC_SIZED_IN_ONE_PIECE(mkc_gather_params)
 MKC_SIZED_IN_ONE_PIECE(mkc_cast_params)
 MKC_SIZED_IN_ONE_PIECE(mkc_slice_params)
+MKC_SIZED_IN_ONE_PIECE(mkc_expand_params)
+MKC_SIZED_IN_ONE_PIECE(mkc_compare_params)
 #undef MKC_SIZED_IN_ONE_PIECE
 
 template <>

@@ -537,25 +537,71 @@ void ref_cast(const ReferenceCall &c) {
                     c.buffers.out[0], count(c.out));
 }
 
-// where: numpy broadcasting of condition, x and y in their caller orders.
-std::vector<ValueDesc> infer_where(const Node &, const NodeInputs &in) {
+// numpy's broadcast of several caller-order shapes; `op` names the caller
+// in the error.
+Dims broadcast(const std::vector<Dims> &shapes, const char *op) {
     size_t rank = 0;
-    for (const ValueDesc *v : in)
-        rank = std::max(rank, v->dims.size());
+    for (const Dims &d : shapes)
+        rank = std::max(rank, d.size());
     Dims out(rank, 1);
-    for (const ValueDesc *v : in) {
-        const Dims d = caller_dims(*v);
+    for (const Dims &d : shapes) {
         for (size_t i = 0; i < d.size(); ++i) {
             int64_t &o = out[rank - d.size() + i];
-            const int64_t x = d[i];
-            require(x == o || x == 1 || o == 1, "where: shapes ", shape_text(caller_dims(*in[0])),
-                    ", ", shape_text(caller_dims(*in[1])), " and ", shape_text(caller_dims(*in[2])),
-                    " do not broadcast");
-            o = std::max(o, x);
+            if (d[i] != o && d[i] != 1 && o != 1) {
+                std::string text;
+                for (const Dims &e : shapes)
+                    text += (text.empty() ? "" : ", ") + shape_text(e);
+                fail(MKC_STATUS_INVALID_ARGUMENT, op, ": shapes ", text, " do not broadcast");
+            }
+            o = std::max(o, d[i]);
         }
     }
+    return out;
+}
+
+// where: numpy broadcasting of condition, x and y in their caller orders.
+std::vector<ValueDesc> infer_where(const Node &, const NodeInputs &in) {
+    const Dims out = broadcast({caller_dims(*in[0]), caller_dims(*in[1]), caller_dims(*in[2])},
+                               "where");
     return {ops::plain_value(MKC_DTYPE_F32, MKC_LAYOUT_CHANNELS_FIRST, out)};
 }
+
+// expand: src broadcast with the params' dims, src's dtype.
+Dims expand_target(const Node &node) {
+    const auto &p = std::get<mkc_expand_params>(node.params);
+    require(p.ndims >= 1 && p.ndims <= MKC_MAX_NDIMS, "expand: ndims must be 1..",
+            MKC_MAX_NDIMS, ", got ", p.ndims);
+    return Dims(p.dims, p.dims + p.ndims);
+}
+std::vector<ValueDesc> infer_expand(const Node &node, const NodeInputs &in) {
+    const Dims target = expand_target(node);
+    for (int64_t d : target)
+        require(d >= 1, "expand: dims must be >= 1, got ", shape_text(target));
+    const Dims out = broadcast({caller_dims(*in[0]), target}, "expand");
+    check_dims("expand: the result", static_cast<int>(out.size()), out.data(), in[0]->dtype);
+    return {ops::plain_value(in[0]->dtype, MKC_LAYOUT_CHANNELS_FIRST, out)};
+}
+void ref_expand(const ReferenceCall &c) {
+    reference::expand(c.in[0], c.buffers.in[0], c.out, dtype_size(c.dtypes[0]), c.buffers.out[0]);
+}
+
+// compare: a and b of one dtype, broadcast; a bool result.
+std::vector<ValueDesc> infer_compare(const Node &node, const NodeInputs &in) {
+    const mkc_compare_kind kind = std::get<mkc_compare_params>(node.params).kind;
+    require(kind >= MKC_COMPARE_EQUAL && kind <= MKC_COMPARE_GREATER_EQUAL,
+            "compare: kind must be EQUAL, LESS, LESS_EQUAL, GREATER or GREATER_EQUAL, got ",
+            static_cast<int>(kind));
+    require(in[0]->dtype == in[1]->dtype, "compare: a is ", dtype_name(in[0]->dtype), ", b ",
+            dtype_name(in[1]->dtype), " (both of one dtype)");
+    const Dims out = broadcast({caller_dims(*in[0]), caller_dims(*in[1])}, "compare");
+    return {ops::plain_value(MKC_DTYPE_BOOL, MKC_LAYOUT_CHANNELS_FIRST, out)};
+}
+void ref_compare(const ReferenceCall &c) {
+    reference::compare(std::get<mkc_compare_params>(c.node.params).kind, c.dtypes[0], c.in[0],
+                       c.buffers.in[0], c.in[1], c.buffers.in[1], c.out,
+                       static_cast<uint8_t *>(c.buffers.out[0]));
+}
+
 void ref_where(const ReferenceCall &c) {
     reference::where(c.in[0], static_cast<const uint8_t *>(c.buffers.in[0]), c.in[1], in_f(c, 1),
                      c.in[2], in_f(c, 2), c.out, out_f(c));
@@ -642,7 +688,8 @@ constexpr char kPool[] = "pool", kLinear[] = "linear", kMatmul[] = "matmul",
                kLayerNorm[] = "layer_norm", kBatchNorm[] = "batch_norm", kLrn[] = "lrn",
                kConv2d[] = "conv2d", kConv3d[] = "conv3d", kConv2dT[] = "conv2d_transpose",
                kErf[] = "erf", kReduce[] = "reduce", kGather[] = "gather", kCast[] = "cast",
-               kWhere[] = "where", kSlice[] = "slice";
+               kWhere[] = "where", kSlice[] = "slice", kExpand[] = "expand",
+               kCompare[] = "compare";
 
 // A row written as a sequence of named parts, so the table below reads as
 // one: what an operator is (its name, ports, shaping), what it may do, and
@@ -847,6 +894,18 @@ std::vector<OpRow> build_rows() {
                                 dtype_bit(MKC_DTYPE_S64) | dtype_bit(MKC_DTYPE_BOOL))
             .params(read_as_is<mkc_slice_params, kSlice>).infer(infer_slice).attrs(slice_text)
             .reference(ref_slice),
+        Row(NodeOp(MKC_OP_EXPAND), kExpand)
+            .ports("src", 1, 1, 1)
+            .port_dtypes(0, dtype_bit(MKC_DTYPE_F32) | dtype_bit(MKC_DTYPE_S32) |
+                                dtype_bit(MKC_DTYPE_S64) | dtype_bit(MKC_DTYPE_BOOL))
+            .params(read_as_is<mkc_expand_params, kExpand>).infer(infer_expand)
+            .reference(ref_expand),
+        Row(NodeOp(MKC_OP_COMPARE), kCompare)
+            .ports("a,b", 2, 2, 2)
+            .port_dtypes(0, dtype_bit(MKC_DTYPE_F32) | dtype_bit(MKC_DTYPE_S32) |
+                                dtype_bit(MKC_DTYPE_S64))
+            .params(read_as_is<mkc_compare_params, kCompare>).infer(infer_compare)
+            .reference(ref_compare),
         Row(NodeOp(MKC_OP_REDUCE), kReduce)
             .ports("src", 1, 1, 1)
             .params(read_as_is<mkc_reduce_params, kReduce>).onednn<Reduce>(ops::ReduceOp::run)

@@ -38,6 +38,14 @@ void activation(mkc_activation_kind kind, float alpha, float beta, const float *
 // dst[i] = erf(src[i]) for n elements; dst may be src.
 void erf(const float *src, float *dst, int64_t n);
 
+// dst = src broadcast to dst_dims (numpy's rule), `bytes` per element.
+void expand(const Dims &src_dims, const void *src, const Dims &dst_dims, size_t bytes, void *dst);
+
+// dst = a (kind) b with numpy broadcasting, one byte (0 or 1) per element;
+// a and b of `dtype` (F32, S32 or S64).
+void compare(mkc_compare_kind kind, mkc_dtype dtype, const Dims &a_dims, const void *a,
+             const Dims &b_dims, const void *b, const Dims &dst_dims, uint8_t *dst);
+
 // dst = cond ? x : y element by element with numpy broadcasting of the
 // three (cond one byte per element, 0 or not).
 void where(const Dims &cond_dims, const uint8_t *cond, const Dims &x_dims, const float *x,

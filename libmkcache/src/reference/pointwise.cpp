@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 
 #include "reference/kernels.hpp"
@@ -144,6 +145,76 @@ void binary(mkc_binary_kind kind, const Dims &a_dims, const float *a, const Dims
             b_at += at * b_strides[axis];
         }
         dst[i] = apply(kind, a[a_at], b[b_at]);
+    }
+}
+
+void expand(const Dims &src_dims, const void *src, const Dims &dst_dims, size_t bytes,
+            void *dst) {
+    const size_t rank = dst_dims.size();
+    const Dims strides = broadcast_strides(src_dims, rank);
+    int64_t total = 1;
+    for (int64_t d : dst_dims)
+        total *= d;
+    const auto *from = static_cast<const char *>(src);
+    auto *to = static_cast<char *>(dst);
+    const auto n = static_cast<int64_t>(bytes);
+    for (int64_t i = 0; i < total; ++i) {
+        int64_t rest = i, at = 0;
+        for (size_t axis = rank; axis-- > 0;) {
+            at += rest % dst_dims[axis] * strides[axis];
+            rest /= dst_dims[axis];
+        }
+        std::memcpy(to + i * n, from + at * n, bytes);
+    }
+}
+
+namespace {
+
+template <typename T> bool compared(mkc_compare_kind kind, T a, T b) {
+    switch (kind) {
+    case MKC_COMPARE_EQUAL: return a == b;
+    case MKC_COMPARE_LESS: return a < b;
+    case MKC_COMPARE_LESS_EQUAL: return a <= b;
+    case MKC_COMPARE_GREATER: return a > b;
+    default: return a >= b;
+    }
+}
+
+template <typename T>
+void compare_as(mkc_compare_kind kind, const Dims &a_dims, const T *a, const Dims &b_dims,
+                const T *b, const Dims &dst_dims, uint8_t *dst) {
+    const size_t rank = dst_dims.size();
+    const Dims a_strides = broadcast_strides(a_dims, rank);
+    const Dims b_strides = broadcast_strides(b_dims, rank);
+    int64_t total = 1;
+    for (int64_t d : dst_dims)
+        total *= d;
+    for (int64_t i = 0; i < total; ++i) {
+        int64_t rest = i, a_at = 0, b_at = 0;
+        for (size_t axis = rank; axis-- > 0;) {
+            const int64_t at = rest % dst_dims[axis];
+            rest /= dst_dims[axis];
+            a_at += at * a_strides[axis];
+            b_at += at * b_strides[axis];
+        }
+        dst[i] = compared(kind, a[a_at], b[b_at]) ? 1 : 0;
+    }
+}
+
+} // namespace
+
+void compare(mkc_compare_kind kind, mkc_dtype dtype, const Dims &a_dims, const void *a,
+             const Dims &b_dims, const void *b, const Dims &dst_dims, uint8_t *dst) {
+    switch (dtype) {
+    case MKC_DTYPE_S32:
+        return compare_as(kind, a_dims, static_cast<const int32_t *>(a), b_dims,
+                          static_cast<const int32_t *>(b), dst_dims, dst);
+    case MKC_DTYPE_S64:
+        return compare_as(kind, a_dims, static_cast<const int64_t *>(a), b_dims,
+                          static_cast<const int64_t *>(b), dst_dims, dst);
+    default:
+        return compare_as(kind, a_dims, static_cast<const float *>(a), b_dims,
+                          static_cast<const float *>(b), dst_dims, dst);
     }
 }
 

@@ -112,6 +112,35 @@ def cast(ctx, node):
     return [ctx.graph.cast(ctx.value(node.input[0]), INPUT_TYPES[to], name=node.name or None)]
 
 
+@converter("Expand", since=8)
+def expand(ctx, node):
+    shape = [int(v) for v in np.asarray(ctx.constant(node.input[1], "the shape")).reshape(-1)]
+    known = _known(ctx, node)
+    if known is not None:
+        x = known[0]
+        return [np.ascontiguousarray(np.broadcast_to(x, np.broadcast_shapes(x.shape, tuple(shape))))]
+    return [ctx.graph.expand(ctx.value(node.input[0]), tuple(shape), name=node.name or None)]
+
+
+_COMPARISONS = {"Equal": ("equal", np.equal, 11), "Less": ("less", np.less, 9),
+                "LessOrEqual": ("less_equal", np.less_equal, 12),
+                "Greater": ("greater", np.greater, 9),
+                "GreaterOrEqual": ("greater_equal", np.greater_equal, 12)}
+
+
+def _comparison(method, numpy_fn):
+    def convert(ctx, node):
+        known = _known(ctx, node)
+        if known is not None:
+            return [numpy_fn(*known)]
+        return [getattr(ctx.graph, method)(ctx.value(node.input[0]), ctx.value(node.input[1]))]
+    return convert
+
+
+for _op, (_method, _fn, _since) in _COMPARISONS.items():
+    converter(_op, since=_since)(_comparison(_method, _fn))
+
+
 @converter("Where", since=9)
 def where(ctx, node):
     known = _known(ctx, node)
