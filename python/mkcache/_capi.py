@@ -334,6 +334,7 @@ _SIGNATURES = {
     "mkc_expand_params_init": [POINTER(ExpandParams)],
     "mkc_compare_params_init": [POINTER(CompareParams)],
     "mkc_op_run": [c_int, c_void_p, c_int, POINTER(tensor_p), POINTER(tensor_p)],
+    "mkc_program_output_dtype": [c_void_p, POINTER(c_int64), c_int, POINTER(c_int)],
     "mkc_graph_output": [c_void_p, c_int, c_char_p],
     "mkc_program_compile": [c_void_p, POINTER(ProgramOptions), POINTER(c_void_p)],
     "mkc_program_destroy": [c_void_p],

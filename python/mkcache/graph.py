@@ -466,9 +466,10 @@ class Program(_Closed):
 
     def run(self, outputs: dict | None = None, **inputs) -> dict:
         """Runs the program on the inputs (numpy arrays or Tensors, by name)
-        and returns {output name: numpy array}. outputs: {name: array} to
-        fill preallocated float32 C-contiguous arrays instead (returned as
-        they are)."""
+        and returns {output name: numpy array}, each of its output's dtype
+        (float32, or bool, int32, int64 where the model computes one).
+        outputs: {name: array} to fill preallocated C-contiguous arrays of
+        those dtypes instead (returned as they are)."""
         fast = self._run_arrays(inputs, outputs)
         if fast is not None:
             return fast
@@ -490,10 +491,11 @@ class Program(_Closed):
         for i, n in enumerate(self.output_names):
             if n in given:
                 arr = given[n]
-                if not (isinstance(arr, np.ndarray) and arr.dtype == np.float32
+                if not (isinstance(arr, np.ndarray) and arr.dtype in _tensor.DTYPES
                         and arr.flags.c_contiguous and arr.flags.writeable):
                     raise InvalidArgumentError(
-                        f"run: outputs[{n!r}] must be a writable C-contiguous float32 array")
+                        f"run: outputs[{n!r}] must be a writable C-contiguous array of the "
+                        "output's dtype")
                 # Labelled channels-first: an output in channels-last order is
                 # filled through a Tensor of that layout instead.
                 out_owners[n] = _Owner(wrap_handle(arr, _capi.LAYOUT_CHANNELS_FIRST))
@@ -536,13 +538,16 @@ class Program(_Closed):
         dims = (ctypes.c_int64 * max(len(flat), 1))(*flat)
         out = []
         nd = ctypes.c_int()
+        dtype = ctypes.c_int()
         buf = (ctypes.c_int64 * _capi.MAX_NDIMS)()
         for i in range(len(self.output_names)):
             _lib.mkc_program_output_shape(self.handle, dims, i, ctypes.byref(nd), buf)
-            out.append(tuple(buf[:nd.value]))
+            _lib.mkc_program_output_dtype(self.handle, dims, i, ctypes.byref(dtype))
+            out.append((tuple(buf[:nd.value]), _tensor.NUMPY_DTYPES[dtype.value]))
         if len(self._shapes) >= 1024:
             self._shapes.clear()
-        entry = self._shapes[key] = (dims, tuple(zip(self.output_names, out)))
+        entry = self._shapes[key] = (dims, tuple((n, s, d) for n, (s, d) in
+                                                 zip(self.output_names, out)))
         return entry
 
     def _run_arrays(self, inputs: dict, outputs):
@@ -577,17 +582,17 @@ class Program(_Closed):
             out_ptrs = local.out_ptrs = (ctypes.c_void_p * max(len(self.output_names), 1))()
         result = {}
         if outputs is None:
-            for i, (n, shape) in enumerate(out_shapes):
-                y = result[n] = _empty(shape, _F32)
+            for i, (n, shape, dtype) in enumerate(out_shapes):
+                y = result[n] = _empty(shape, dtype)
                 out_ptrs[i] = _slot(y)
         else:
             if not outputs.keys() <= self._output_set:
                 return None
-            for i, (n, shape) in enumerate(out_shapes):
+            for i, (n, shape, dtype) in enumerate(out_shapes):
                 y = outputs.get(n)
                 if y is None:
-                    y = _empty(shape, _F32)
-                elif not (type(y) is _ndarray and y.dtype is _F32 and y.shape == shape
+                    y = _empty(shape, dtype)
+                elif not (type(y) is _ndarray and y.dtype == dtype and y.shape == shape
                           and y.flags.c_contiguous and y.flags.writeable):
                     return None
                 result[n] = y

@@ -366,6 +366,37 @@ static void test_typed_values(void) {
     CHECK(mkc_program_compile(g, NULL, &p) == MKC_STATUS_INVALID_ARGUMENT && p == NULL);
     CHECK(strstr(mkc_last_error(), "node 0 (binary): input 1 (b) is int64; binary takes float32") !=
           NULL);
+    /* A program's output keeps its dtype: ids > 2, a BOOL output. */
+    mkc_graph *g2 = NULL;
+    OK(mkc_graph_create(&g2));
+    int ids_in = -1, two = -1, gt = -1;
+    OK(mkc_graph_input(g2, "ids", MKC_DTYPE_S64, 2, d, MKC_LAYOUT_NCHW, &ids_in));
+    int64_t two_value = 2;
+    const int64_t d1[1] = {1};
+    mkc_tensor *t2 = NULL;
+    OK(mkc_tensor_wrap(MKC_DTYPE_S64, 1, d1, MKC_LAYOUT_NCHW, &two_value, &t2));
+    OK(mkc_graph_constant(g2, t2, "two", &two));
+    mkc_compare_params kp;
+    OK(mkc_compare_params_init(&kp));
+    kp.kind = MKC_COMPARE_GREATER;
+    const int gin[2] = {ids_in, two};
+    OK(mkc_graph_node(g2, MKC_OP_COMPARE, &kp, 2, gin, &gt));
+    OK(mkc_graph_output(g2, gt, "big"));
+    mkc_program *p2 = NULL;
+    OK(mkc_program_compile(g2, NULL, &p2));
+    mkc_dtype out_dtype = MKC_DTYPE_F32;
+    OK(mkc_program_output_dtype(p2, d, 0, &out_dtype));
+    CHECK(out_dtype == MKC_DTYPE_BOOL);
+    CHECK(mkc_program_output_dtype(p2, d, 1, &out_dtype) == MKC_STATUS_INVALID_ARGUMENT);
+    CHECK(mkc_program_output_dtype(p2, d, 0, NULL) == MKC_STATUS_INVALID_ARGUMENT);
+    unsigned char big[6];
+    const void *ins2[1] = {ids};
+    void *outs2[1] = {big};
+    OK(mkc_program_run_plain(p2, d, ins2, outs2));
+    for (int k = 0; k < 6; ++k) CHECK(big[k] == (ids[k] > 2));
+    OK(mkc_program_destroy(p2));
+    OK(mkc_graph_destroy(g2));
+    OK(mkc_tensor_destroy(t2));
     OK(mkc_graph_destroy(g));
     OK(mkc_tensor_destroy(b));
     OK(mkc_tensor_destroy(t4));

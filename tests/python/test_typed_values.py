@@ -103,13 +103,34 @@ def test_typed_inputs_are_checked_at_run():
                 prog.run(mask=mkcache.Tensor(np.ones(4, np.int32)), x=np.ones(4, np.float32))
 
 
-def test_typed_outputs_are_refused_at_compile():
+def test_typed_outputs_keep_their_dtype():
     with mkcache.Graph() as g:
-        i = g.input("i", (4,), dtype="int32")
-        g.output(i, "o")
-        with pytest.raises(mkcache.InvalidArgumentError,
-                           match="graph output 'o' is int32: a program's outputs are float32"):
-            g.compile()
+        x = g.input("x", (None, 4))
+        g.output(g.greater(x, 0.0), "positive")
+        g.output(g.cast(x, "int64"), "truncated")
+        g.output(g.relu(x), "relu")
+        with g.compile() as prog:
+            x1 = np.array([[-1.5, 2.5, 0.0, 3.0]], np.float32)
+            out = prog.run(x=x1)  # the numpy fast path
+            assert out["positive"].dtype == np.bool_ and out["truncated"].dtype == np.int64
+            np.testing.assert_array_equal(out["positive"], x1 > 0)
+            np.testing.assert_array_equal(out["truncated"], np.trunc(x1).astype(np.int64))
+            # Through Tensors (the general path), and into arrays given.
+            t = prog.run(x=mkcache.Tensor(x1))
+            np.testing.assert_array_equal(t["truncated"], out["truncated"])
+            given = {"positive": np.zeros((1, 4), np.bool_)}
+            assert prog.run(x=x1, outputs=given)["positive"] is given["positive"]
+            np.testing.assert_array_equal(given["positive"], x1 > 0)
+            with pytest.raises(mkcache.Error, match="must be a plain"):
+                prog.run(x=x1, outputs={"positive": np.zeros((1, 4), np.float32)})
+    # An int64 input given back as it is: copied, never read as doubles.
+    with mkcache.Graph() as g:
+        i = g.input("i", (3,), dtype="int64")
+        g.output(i, "same")
+        with g.compile() as prog:
+            ids = np.array([5, 2 ** 62 + 1, -3], np.int64)
+            np.testing.assert_array_equal(prog.run(i=ids)["same"], ids)
+            assert "convert copy" in prog.plan()
 
 
 def test_bad_dtypes_are_refused():

@@ -1326,6 +1326,12 @@ MKC_API mkc_status mkc_activation_plain_ref(const mkc_activation_call *call,
  * mkc_program_run. */
 MKC_API mkc_status mkc_program_output_shape(mkc_program *program, const int64_t *input_dims,
                                             int index, int *ndims, int64_t *dims);
+/* The dtype of program output `index` (float32, or another where the
+ * model computes one: a comparison's BOOL, a cast's, a Shape's S64), taking
+ * input_dims and compiling as mkc_program_output_shape does. Any thread, as
+ * mkc_program_run. */
+MKC_API mkc_status mkc_program_output_dtype(mkc_program *program, const int64_t *input_dims,
+                                            int index, mkc_dtype *dtype);
 
 /* mkc_program_run on dense buffers without tensor handles: input i holds
  * its dims (from input_dims, as mkc_program_output_shape takes them)

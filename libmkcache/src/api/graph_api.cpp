@@ -387,9 +387,22 @@ MKC_API mkc_status mkc_program_output_shape(mkc_program *program, const int64_t 
         require_out(ndims, "ndims");
         require_out(dims, "dims");
         require(index >= 0, "program: output index ", index, " is negative");
-        const Dims d = p.output_dims(input_dims, static_cast<size_t>(index));
+        const ops::ValueDesc o = p.output_desc(input_dims, static_cast<size_t>(index));
+        const Dims d = layout::to_caller_order(o.dims, o.layout);
         std::copy(d.begin(), d.end(), dims);
         *ndims = static_cast<int>(d.size());
+    });
+}
+
+MKC_API mkc_status mkc_program_output_dtype(mkc_program *program, const int64_t *input_dims,
+                                            int index, mkc_dtype *dtype) {
+    return guard([&] {
+        const ProgramUse use(program);
+        graph::Program &p = *use;
+        require(input_dims != nullptr, "program_output_dtype: input_dims is NULL");
+        require_out(dtype, "dtype");
+        require(index >= 0, "program: output index ", index, " is negative");
+        *dtype = p.output_desc(input_dims, static_cast<size_t>(index)).dtype;
     });
 }
 

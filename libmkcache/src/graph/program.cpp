@@ -310,8 +310,8 @@ void Program::run_tensors(const Tensor *const *inputs, mkc_tensor **outputs,
         const Tensor &t = *outputs[k];
         if (!(t.dtype == want.dtype && t.layout == want.layout && t.desc == want.desc))
             fail(MKC_STATUS_INVALID_ARGUMENT, "run: output '", graph_.outputs[k].name,
-                 "' must be a plain ", layout::name(want.layout), " tensor of shape ",
-                 shape_text(layout::to_caller_order(want.dims, want.layout)));
+                 "' must be a plain ", layout::name(want.layout), " ", dtype_name(want.dtype),
+                 " tensor of shape ", shape_text(layout::to_caller_order(want.dims, want.layout)));
         out_data[k] = t.data;
     }
 
@@ -377,12 +377,11 @@ void Program::run_plain(const int64_t *dims, const void *const *inputs, void *co
     run_plan(*plan, scope, inputs, outputs);
 }
 
-Dims Program::output_dims(const int64_t *input_dims, size_t index) {
+ops::ValueDesc Program::output_desc(const int64_t *input_dims, size_t index) {
     const std::shared_ptr<const Plan> plan = plan_for_dims(input_dims);
     require(index < plan->outputs.size(), "program: output index ", index, " is not in 0..",
             plan->outputs.size() - 1);
-    const ops::ValueDesc &o = plan->outputs[index];
-    return layout::to_caller_order(o.dims, o.layout);
+    return plan->outputs[index];
 }
 
 } // namespace mkc::graph

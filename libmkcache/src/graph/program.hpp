@@ -68,12 +68,12 @@ public:
     void compile_static();
     // run() on plain buffers: `dims` holds every input's caller dims one
     // after another (each input's rank as the graph gives it); inputs are
-    // dense in their graph layout, outputs dense in theirs (output_dims).
+    // dense in their graph layout, outputs dense in theirs (output_desc).
     // The buffers' sizes are the caller's to get right.
     void run_plain(const int64_t *dims, const void *const *inputs, void *const *outputs);
-    // The caller dims of output `index` for inputs of these dims (as
-    // run_plain takes them); compiles the plan if new.
-    Dims output_dims(const int64_t *input_dims, size_t index);
+    // Output `index` for inputs of these dims (as run_plain takes them):
+    // its dims, dtype and layout label; compiles the plan if new.
+    ops::ValueDesc output_desc(const int64_t *input_dims, size_t index);
 
     // The plan for these inputs' shapes (compiled if new).
     std::shared_ptr<const Plan> plan_for(const Tensor *const *inputs);
