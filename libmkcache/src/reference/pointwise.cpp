@@ -2,6 +2,7 @@
 // broadcasting, and softmax. Each element is computed in double and rounded
 // once to float, so the kernels stay an independent, accurate check of the
 // eager operators.
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -30,6 +31,34 @@ Dims broadcast_strides(const Dims &dims, size_t rank) {
     }
     return strides;
 }
+
+// Where each element of a broadcast result reads each of N operands: the
+// result's flat index taken apart axis by axis from the last.
+template <size_t N> class Broadcast {
+public:
+    Broadcast(const Dims &dst, const std::array<const Dims *, N> &operands) : dst_(dst) {
+        for (size_t k = 0; k < N; ++k)
+            strides_[k] = broadcast_strides(*operands[k], dst.size());
+        for (int64_t d : dst)
+            total_ *= d;
+    }
+    int64_t total() const { return total_; }
+    std::array<int64_t, N> at(int64_t i) const {
+        std::array<int64_t, N> offset{};
+        for (size_t axis = dst_.size(); axis-- > 0;) {
+            const int64_t place = i % dst_[axis];
+            i /= dst_[axis];
+            for (size_t k = 0; k < N; ++k)
+                offset[k] += place * strides_[k][axis];
+        }
+        return offset;
+    }
+
+private:
+    const Dims &dst_;
+    std::array<Dims, N> strides_;
+    int64_t total_ = 1;
+};
 
 float apply(mkc_binary_kind kind, float a, float b) {
     switch (kind) {
@@ -126,46 +155,23 @@ void activation(mkc_activation_kind kind, float alpha, float beta, const float *
 
 void binary(mkc_binary_kind kind, const Dims &a_dims, const float *a, const Dims &b_dims,
             const float *b, const Dims &dst_dims, float *dst) {
-    const size_t rank = dst_dims.size();
-    const Dims a_strides = broadcast_strides(a_dims, rank);
-    const Dims b_strides = broadcast_strides(b_dims, rank);
-    int64_t total = 1;
-    for (int64_t d : dst_dims)
-        total *= d;
-
-    // Each dst element's position, taken apart axis by axis from the last,
-    // gives a's and b's offsets. dst[i] is written after a's element at the
-    // same place is read, so dst may be a when a has dst's dims.
-    for (int64_t i = 0; i < total; ++i) {
-        int64_t rest = i, a_at = 0, b_at = 0;
-        for (size_t axis = rank; axis-- > 0;) {
-            const int64_t at = rest % dst_dims[axis];
-            rest /= dst_dims[axis];
-            a_at += at * a_strides[axis];
-            b_at += at * b_strides[axis];
-        }
-        dst[i] = apply(kind, a[a_at], b[b_at]);
+    // dst[i] is written after a's element at the same place is read, so dst
+    // may be a when a has dst's dims.
+    const Broadcast<2> walk(dst_dims, {&a_dims, &b_dims});
+    for (int64_t i = 0; i < walk.total(); ++i) {
+        const auto at = walk.at(i);
+        dst[i] = apply(kind, a[at[0]], b[at[1]]);
     }
 }
 
 void expand(const Dims &src_dims, const void *src, const Dims &dst_dims, size_t bytes,
             void *dst) {
-    const size_t rank = dst_dims.size();
-    const Dims strides = broadcast_strides(src_dims, rank);
-    int64_t total = 1;
-    for (int64_t d : dst_dims)
-        total *= d;
+    const Broadcast<1> walk(dst_dims, {&src_dims});
     const auto *from = static_cast<const char *>(src);
     auto *to = static_cast<char *>(dst);
     const auto n = static_cast<int64_t>(bytes);
-    for (int64_t i = 0; i < total; ++i) {
-        int64_t rest = i, at = 0;
-        for (size_t axis = rank; axis-- > 0;) {
-            at += rest % dst_dims[axis] * strides[axis];
-            rest /= dst_dims[axis];
-        }
-        std::memcpy(to + i * n, from + at * n, bytes);
-    }
+    for (int64_t i = 0; i < walk.total(); ++i)
+        std::memcpy(to + i * n, from + walk.at(i)[0] * n, bytes);
 }
 
 namespace {
@@ -183,21 +189,10 @@ template <typename T> bool compared(mkc_compare_kind kind, T a, T b) {
 template <typename T>
 void compare_as(mkc_compare_kind kind, const Dims &a_dims, const T *a, const Dims &b_dims,
                 const T *b, const Dims &dst_dims, uint8_t *dst) {
-    const size_t rank = dst_dims.size();
-    const Dims a_strides = broadcast_strides(a_dims, rank);
-    const Dims b_strides = broadcast_strides(b_dims, rank);
-    int64_t total = 1;
-    for (int64_t d : dst_dims)
-        total *= d;
-    for (int64_t i = 0; i < total; ++i) {
-        int64_t rest = i, a_at = 0, b_at = 0;
-        for (size_t axis = rank; axis-- > 0;) {
-            const int64_t at = rest % dst_dims[axis];
-            rest /= dst_dims[axis];
-            a_at += at * a_strides[axis];
-            b_at += at * b_strides[axis];
-        }
-        dst[i] = compared(kind, a[a_at], b[b_at]) ? 1 : 0;
+    const Broadcast<2> walk(dst_dims, {&a_dims, &b_dims});
+    for (int64_t i = 0; i < walk.total(); ++i) {
+        const auto at = walk.at(i);
+        dst[i] = compared(kind, a[at[0]], b[at[1]]) ? 1 : 0;
     }
 }
 
@@ -220,23 +215,10 @@ void compare(mkc_compare_kind kind, mkc_dtype dtype, const Dims &a_dims, const v
 
 void where(const Dims &cond_dims, const uint8_t *cond, const Dims &x_dims, const float *x,
            const Dims &y_dims, const float *y, const Dims &dst_dims, float *dst) {
-    const size_t rank = dst_dims.size();
-    const Dims c_strides = broadcast_strides(cond_dims, rank);
-    const Dims x_strides = broadcast_strides(x_dims, rank);
-    const Dims y_strides = broadcast_strides(y_dims, rank);
-    int64_t total = 1;
-    for (int64_t d : dst_dims)
-        total *= d;
-    for (int64_t i = 0; i < total; ++i) {
-        int64_t rest = i, c_at = 0, x_at = 0, y_at = 0;
-        for (size_t axis = rank; axis-- > 0;) {
-            const int64_t at = rest % dst_dims[axis];
-            rest /= dst_dims[axis];
-            c_at += at * c_strides[axis];
-            x_at += at * x_strides[axis];
-            y_at += at * y_strides[axis];
-        }
-        dst[i] = cond[c_at] ? x[x_at] : y[y_at];
+    const Broadcast<3> walk(dst_dims, {&cond_dims, &x_dims, &y_dims});
+    for (int64_t i = 0; i < walk.total(); ++i) {
+        const auto at = walk.at(i);
+        dst[i] = cond[at[0]] ? x[at[1]] : y[at[2]];
     }
 }
 
