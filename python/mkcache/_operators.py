@@ -24,7 +24,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import _capi
+from . import _capi, _checks, tensor
+from .errors import InvalidArgumentError
 
 
 class _Required:
@@ -193,10 +194,12 @@ COMPARE_KINDS = _capi.enum_values("mkc_compare_kind", ("equal", "less", "less_eq
                                                        "greater_equal"))
 
 
+def _name_bytes(name):
+    return None if name is None else name.encode() if isinstance(name, str) else name
+
+
 def cast_params(dtype, name):
     """The mkc_cast_params of a cast call."""
-    from . import tensor  # noqa: PLC0415 (tensor imports this module's users)
-    from .errors import InvalidArgumentError  # noqa: PLC0415
     try:
         np_dtype = np.dtype(dtype)
     except TypeError:
@@ -207,18 +210,12 @@ def cast_params(dtype, name):
     p = _capi.CastParams()
     _capi.lib.mkc_cast_params_init(ctypes.byref(p))
     p.to = tensor.DTYPES[np_dtype]
-    p.name = None if name is None else name.encode() if isinstance(name, str) else name
+    p.name = _name_bytes(name)
     return p
-
-
-def _name_bytes(name):
-    return None if name is None else name.encode() if isinstance(name, str) else name
 
 
 def expand_params(shape, name):
     """The mkc_expand_params of an expand call."""
-    from . import _checks  # noqa: PLC0415 (kept local, as reduce_params')
-    from .errors import InvalidArgumentError  # noqa: PLC0415
     items = tuple(shape) if isinstance(shape, (tuple, list, np.ndarray)) else None
     if items is None or not 1 <= len(items) <= _capi.MAX_NDIMS:
         raise InvalidArgumentError(f"expand: shape must be 1..{_capi.MAX_NDIMS} ints, got "
@@ -243,8 +240,6 @@ def compare_params(kind: str, name):
 
 def slice_params(starts, ends, axes, steps, name):
     """The mkc_slice_params of a slice call."""
-    from . import _checks  # noqa: PLC0415 (kept local, as reduce_params')
-    from .errors import InvalidArgumentError  # noqa: PLC0415
 
     def ints(v, what, kind):
         items = (v,) if isinstance(v, numbers.Integral) and not isinstance(v, bool) else \
@@ -265,24 +260,21 @@ def slice_params(starts, ends, axes, steps, name):
     p.naxes = len(starts)
     for k in range(len(starts)):
         p.axes[k], p.starts[k], p.ends[k], p.steps[k] = axes[k], starts[k], ends[k], steps[k]
-    p.name = None if name is None else name.encode() if isinstance(name, str) else name
+    p.name = _name_bytes(name)
     return p
 
 
 def gather_params(axis, name):
     """The mkc_gather_params of a gather call."""
-    from . import _checks  # noqa: PLC0415 (kept local, as reduce_params')
     p = _capi.GatherParams()
     _capi.lib.mkc_gather_params_init(ctypes.byref(p))
     p.axis = _checks.integer(axis, "axis", _checks.INT32)
-    p.name = None if name is None else name.encode() if isinstance(name, str) else name
+    p.name = _name_bytes(name)
     return p
 
 
 def reduce_params(kind: str, axes, keepdims, name):
     """The mkc_reduce_params of a reduce_<kind> call."""
-    from . import _checks  # noqa: PLC0415 (_checks imports nothing of ours; kept local)
-    from .errors import InvalidArgumentError  # noqa: PLC0415
     p = _capi.ReduceParams()
     _capi.lib.mkc_reduce_params_init(ctypes.byref(p))
     p.kind = REDUCE_KINDS[kind]
@@ -300,7 +292,7 @@ def reduce_params(kind: str, axes, keepdims, name):
     if not isinstance(keepdims, (bool, np.bool_)):
         raise InvalidArgumentError(f"reduce_{kind}: keepdims must be a bool, got {keepdims!r}")
     p.keepdims = int(keepdims)
-    p.name = None if name is None else name.encode() if isinstance(name, str) else name
+    p.name = _name_bytes(name)
     return p
 
 

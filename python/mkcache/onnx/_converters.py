@@ -528,7 +528,8 @@ def gemm(ctx, node):
     trans_a, trans_b = bool(at.get("transA", 0)), bool(at.get("transB", 0))
     a, b = node.input[0], node.input[1]
     c = node.input[2] if len(node.input) > 2 and node.input[2] else None
-    n_out = ctx.shape(b)[0 if trans_b else 1] if ctx.shape(b) else None
+    b_shape = ctx.shape(b)
+    n_out = b_shape[0 if trans_b else 1] if b_shape else None
     bias = None
     if c is not None and c in ctx.known:
         cv = np.asarray(ctx.known[c], dtype=np.float32) * beta

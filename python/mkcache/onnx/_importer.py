@@ -82,10 +82,10 @@ class Context:
 def _model_of(path_or_model):
     onnx = _onnx()
     if isinstance(path_or_model, onnx.ModelProto):
-        return path_or_model, None
+        return path_or_model
     if isinstance(path_or_model, (bytes, bytearray)):
         try:
-            return onnx.load_model_from_string(bytes(path_or_model)), None
+            return onnx.load_model_from_string(bytes(path_or_model))
         except Exception as e:  # noqa: BLE001 (protobuf raises its own kinds)
             raise errors.InvalidArgumentError(f"onnx: not an ONNX model: {e}") from e
     if not isinstance(path_or_model, (str, os.PathLike)):
@@ -99,7 +99,7 @@ def _model_of(path_or_model):
         raise errors.InvalidArgumentError(f"onnx: cannot read {path!r}: {e}") from e
     except Exception as e:  # noqa: BLE001 (a truncated or foreign file)
         raise errors.InvalidArgumentError(f"onnx: {path!r} is not an ONNX model: {e}") from e
-    return model, os.path.dirname(os.path.abspath(path))
+    return model
 
 
 def _opset(model) -> int:
@@ -156,7 +156,7 @@ def load(path_or_model, *, input_shapes: dict | None = None, **compile_options):
     keeps a dim bound at run time). compile_options go to Graph.compile
     (fuse, inplace, impl, choose, dump, ...)."""
     onnx = _onnx()
-    model, _ = _model_of(path_or_model)
+    model = _model_of(path_or_model)
     if input_shapes is not None and not isinstance(input_shapes, dict):
         raise errors.InvalidArgumentError("input_shapes must be a dict {input name: shape}")
     input_shapes = dict(input_shapes or {})
