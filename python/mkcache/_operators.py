@@ -110,6 +110,8 @@ ACTIVATION_TABLE = {
     "exp": Activation("exp", doc="exp(x)."),
     "log": Activation("log", doc="The natural logarithm of x."),
     "square": Activation("square", doc="x * x."),
+    "softplus": Activation("softplus", 1.0, params=(Param("beta", 1.0, "alpha"),),
+                           doc="log(1 + exp(beta * x)) / beta (beta > 0)."),
 }
 
 POOL_TABLE = {

@@ -232,7 +232,7 @@ def _make_activation_grad(kind: str):
 
 
 for _kind in ("relu", "elu", "gelu", "gelu_tanh", "tanh", "sigmoid", "swish", "silu",
-              "hardswish", "mish", "relu6", "sqrt", "abs", "exp", "log", "square"):
+              "hardswish", "mish", "relu6", "sqrt", "abs", "exp", "log", "square", "softplus"):
     globals()[_kind] = _make_activation_grad(_kind)
     __all__.append(_kind)
 

@@ -49,6 +49,7 @@ EXACT = {
     "elu": _exact(lambda v: np.where(v > 0, v, np.expm1(v))),
     "swish": _exact(lambda v: v * _sigmoid(v)),
     "mish": _exact(lambda v: v * np.tanh(np.log1p(np.exp(v)))),
+    "softplus": _exact(lambda v: np.logaddexp(0.0, v)),
 }
 
 
@@ -80,6 +81,7 @@ GRAD = {
     "elu": _exact(lambda v: np.where(v > 0, 1.0, np.exp(v))),
     "swish": _exact(lambda v: _sigmoid(v) + v * _sigmoid(v) * _sigmoid(-v)),
     "mish": _exact(_mish_grad),
+    "softplus": _exact(_sigmoid),
 }
 
 
@@ -103,6 +105,7 @@ NUMPY = {
     "elu": _float32(lambda x: np.where(x > 0, x, np.expm1(x))),
     "swish": _float32(lambda x: x / (1 + np.exp(-x))),
     "mish": _float32(lambda x: x * np.tanh(np.log1p(np.exp(x)))),
+    "softplus": _float32(lambda x: np.log1p(np.exp(x))),
 }
 
 

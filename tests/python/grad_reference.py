@@ -147,6 +147,8 @@ def activation_backward(kind, x, dy, alpha=0.0, beta=0.0):
     elif kind == "hardswish":
         u = alpha * x + beta
         d = np.where(u <= 0, 0.0, np.where(u >= 1, 1.0, u + alpha * x))
+    elif kind == "softplus":
+        d = sig(alpha * x)
     elif kind == "mish":
         sp = np.log1p(np.exp(x))
         t = np.tanh(sp)

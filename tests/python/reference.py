@@ -117,6 +117,8 @@ def activation(kind, x, alpha=0.0, beta=0.0):
         return np.log(x)
     if kind == "square":
         return x * x
+    if kind == "softplus":
+        return np.logaddexp(0.0, alpha * x) / alpha
     raise ValueError(kind)
 
 

@@ -93,10 +93,10 @@ def test_gradient_within_bound(op):
 
 
 @pytest.mark.parametrize("op", ["exp", "log", "sigmoid", "swish", "mish", "elu", "gelu",
-                                "gelu_tanh"])
+                                "gelu_tanh", "softplus"])
 def test_infinities_give_the_limits(op):
     x = np.float32([-np.inf, np.inf])
-    want = {"exp": [0, np.inf], "log": [np.nan, np.inf], "sigmoid": [0, 1],
+    want = {"exp": [0, np.inf], "log": [np.nan, np.inf], "sigmoid": [0, 1], "softplus": [0, np.inf],
             "swish": [0, np.inf], "mish": [0, np.inf], "elu": [-1, np.inf],
             "gelu": [0, np.inf], "gelu_tanh": [0, np.inf]}[op]
     np.testing.assert_array_equal(np.asarray(mkcache.activation(x, op)), np.float32(want))

@@ -58,7 +58,8 @@ def test_activation_on_blocked_conv_output(kind, data_format, rng):
 
 
 @pytest.mark.parametrize("kind", ["relu", "leaky_relu", "gelu", "gelu_tanh", "relu6",
-                                  "sigmoid", "swish", "hardswish", "elu", "tanh", "mish"])
+                                  "sigmoid", "swish", "hardswish", "elu", "tanh", "mish",
+                                  "softplus"])
 def test_conv2d_fused_activation(kind, rng):
     x = rng.standard_normal((2, 5, 9, 8), dtype=np.float32)
     w = rng.standard_normal((11, 5, 3, 3), dtype=np.float32) * 0.3
@@ -79,10 +80,12 @@ def test_named_helpers_and_parameters(rng):
     assert_close_elementwise(np.asarray(mkcache.clip(x, -1.5, 2.0)),
                              ref_activation("clip", x, -1.5, 2.0))
     assert_close_elementwise(np.asarray(mkcache.swish(x, 2.0)), ref_activation("swish", x, 2.0))
+    assert_close_elementwise(np.asarray(mkcache.softplus(x, beta=2.5)),
+                             ref_activation("softplus", x, 2.5))
     assert_close_elementwise(np.asarray(mkcache.gelu(x, approximate="tanh")),
                              ref_activation("gelu_tanh", x))
     for fn in ("relu", "tanh", "sigmoid", "silu", "hardswish", "mish", "relu6", "abs",
-               "exp", "square"):
+               "exp", "square", "softplus"):
         assert_close_elementwise(np.asarray(getattr(mkcache, fn)(x)),
                                  ref_activation(fn, x, *_params(fn)), fn)
     pos = np.abs(x) + np.float32(0.1)

@@ -68,7 +68,8 @@ def test_references_match_finite_differences(rng):
     for kind, a, b in (("relu", 0.1, 0.0), ("elu", 1.0, 0.0), ("gelu", 0, 0), ("gelu_tanh", 0, 0),
                        ("tanh", 0, 0), ("sigmoid", 0, 0), ("swish", 1.5, 0),
                        ("hardswish", 1 / 6, 0.5), ("mish", 0, 0), ("clip", -0.5, 0.7),
-                       ("abs", 0, 0), ("exp", 0, 0), ("square", 0, 0)):
+                       ("abs", 0, 0), ("exp", 0, 0), ("square", 0, 0),
+                       ("softplus", 1.5, 0)):
         dy = rng.standard_normal(xa.shape)
         close(gref.activation_backward(kind, xa, dy, a, b),
               gref.numeric_gradient(lambda v: ref.activation(kind, v, a, b), xa, dy))
@@ -301,7 +302,8 @@ ACTIVATIONS = [("relu", {}), ("leaky_relu", {"alpha": 0.2}), ("elu", {}), ("gelu
                ("gelu_tanh", {}), ("tanh", {}), ("sigmoid", {}), ("swish", {}), ("silu", {}),
                ("hardswish", {}), ("mish", {}), ("relu6", {}), ("clip", {"alpha": -0.4,
                                                                           "beta": 0.9}),
-               ("sqrt", {}), ("abs", {}), ("exp", {}), ("log", {}), ("square", {})]
+               ("sqrt", {}), ("abs", {}), ("exp", {}), ("log", {}), ("square", {}),
+               ("softplus", {})]
 
 
 @pytest.mark.parametrize("kind,params", ACTIVATIONS, ids=[a[0] for a in ACTIVATIONS])

@@ -39,7 +39,7 @@ def test_arithmetic_propagates_nan(rng):
 
 
 KINDS = ["relu", "leaky_relu", "elu", "gelu", "tanh", "sigmoid", "swish", "hardswish", "mish",
-         "relu6", "clip", "sqrt", "abs", "exp", "log", "square"]
+         "relu6", "clip", "sqrt", "abs", "exp", "log", "square", "softplus"]
 
 
 @pytest.mark.parametrize("kind", KINDS)

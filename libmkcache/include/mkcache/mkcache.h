@@ -492,6 +492,8 @@ typedef enum mkc_activation_kind {
     MKC_ACTIVATION_EXP = 13,
     MKC_ACTIVATION_LOG = 14,
     MKC_ACTIVATION_SQUARE = 15,
+    MKC_ACTIVATION_SOFTPLUS = 16, /* log(1 + exp(alpha * x)) / alpha (alpha 1:  */
+                                  /* softplus; alpha > 0)                    */
     MKC_ACTIVATION_MAX_ENUM = 0x7fffffff
 } mkc_activation_kind;
 

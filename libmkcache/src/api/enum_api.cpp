@@ -95,6 +95,7 @@ constexpr Named kActivationKind[] = {
     {"exp", MKC_ACTIVATION_EXP},
     {"log", MKC_ACTIVATION_LOG},
     {"square", MKC_ACTIVATION_SQUARE},
+    {"softplus", MKC_ACTIVATION_SOFTPLUS},
 };
 
 constexpr Named kBinaryKind[] = {

@@ -54,6 +54,7 @@ MKC_ACTIVATION_LOOP(elu_loop, x > 0 ? x : alpha * expm1_double(x))
 MKC_ACTIVATION_LOOP(gelu_erf_loop, vanishing(x, gelu_erf_double(x)))
 MKC_ACTIVATION_LOOP(gelu_tanh_loop, vanishing(x, gelu_tanh_double(x)))
 MKC_ACTIVATION_LOOP(mish_loop, vanishing(x, mish_double(x)))
+MKC_ACTIVATION_LOOP(softplus_loop, softplus_double(x, alpha))
 
 #undef MKC_ACTIVATION_LOOP
 
@@ -76,6 +77,7 @@ MKC_GRADIENT_LOOP(elu_grad_loop, elu_grad(x, alpha))
 MKC_GRADIENT_LOOP(gelu_erf_grad_loop, gelu_erf_grad(x))
 MKC_GRADIENT_LOOP(gelu_tanh_grad_loop, gelu_tanh_grad(x))
 MKC_GRADIENT_LOOP(mish_grad_loop, mish_grad(x))
+MKC_GRADIENT_LOOP(softplus_grad_loop, softplus_grad(x, alpha))
 
 #undef MKC_GRADIENT_LOOP
 
@@ -127,6 +129,7 @@ bool own_activation_backward_kernel(mkc_activation_kind kind) {
     case MKC_ACTIVATION_SIGMOID:
     case MKC_ACTIVATION_SWISH:
     case MKC_ACTIVATION_MISH:
+    case MKC_ACTIVATION_SOFTPLUS:
     case MKC_ACTIVATION_EXP:
         return true;
     default: // log's and sqrt's are accurate
@@ -142,6 +145,7 @@ bool own_activation_kernel(mkc_activation_kind kind) {
     case MKC_ACTIVATION_SIGMOID:
     case MKC_ACTIVATION_SWISH:
     case MKC_ACTIVATION_MISH:
+    case MKC_ACTIVATION_SOFTPLUS:
     case MKC_ACTIVATION_EXP:
     case MKC_ACTIVATION_LOG:
         return true;
@@ -174,6 +178,7 @@ void run_gradient_part(void *context, int64_t begin, int64_t end) {
     case MKC_ACTIVATION_SIGMOID: sigmoid_grad_loop(src, diff_dst, diff_src, n, alpha); break;
     case MKC_ACTIVATION_SWISH: swish_grad_loop(src, diff_dst, diff_src, n, alpha); break;
     case MKC_ACTIVATION_MISH: mish_grad_loop(src, diff_dst, diff_src, n, alpha); break;
+    case MKC_ACTIVATION_SOFTPLUS: softplus_grad_loop(src, diff_dst, diff_src, n, alpha); break;
     case MKC_ACTIVATION_EXP: exp_grad_loop(src, diff_dst, diff_src, n, alpha); break;
     default: break; // own_activation_backward_kernel said no
     }
@@ -192,6 +197,7 @@ void run_part(void *context, int64_t begin, int64_t end) {
     case MKC_ACTIVATION_SIGMOID: sigmoid_loop(src, dst, n, alpha); break;
     case MKC_ACTIVATION_SWISH: swish_loop(src, dst, n, alpha); break;
     case MKC_ACTIVATION_MISH: mish_loop(src, dst, n, alpha); break;
+    case MKC_ACTIVATION_SOFTPLUS: softplus_loop(src, dst, n, alpha); break;
     case MKC_ACTIVATION_EXP: exp_loop(src, dst, n, alpha); break;
     case MKC_ACTIVATION_LOG: log_loop(src, dst, n, alpha); break;
     default: break; // own_activation_kernel said no

@@ -136,7 +136,7 @@ void check_params(const char *op, const mkc_conv_params &p, int k, bool transpos
             require(p.output_padding[i] == 0, op, ": output_padding is for conv2d_transpose only");
     }
     require(p.groups >= 1, op, ": groups must be >= 1, got ", p.groups);
-    if (p.activation != MKC_ACTIVATION_NONE) activation_info(p.activation); // validates
+    if (p.activation != MKC_ACTIVATION_NONE) activation_info(p.activation, p.activation_alpha); // validates
 }
 
 template <typename V>
@@ -331,7 +331,7 @@ std::shared_ptr<ConvEntry> forward_descriptor(const mkc_conv_params &p, const Ge
     dnnl::post_ops ops;
     if (p.sum) ops.append_sum(1.f);
     if (p.activation != MKC_ACTIVATION_NONE)
-        ops.append_eltwise(activation_info(p.activation).alg, p.activation_alpha,
+        ops.append_eltwise(activation_info(p.activation, p.activation_alpha).alg, p.activation_alpha,
                            p.activation_beta);
     dnnl::primitive_attr attr = user_scratchpad_attr();
     attr.set_post_ops(ops);

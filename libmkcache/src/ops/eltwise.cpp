@@ -52,8 +52,11 @@ struct EltwiseBackwardEntry : PrimitiveEntry {
 
 } // namespace
 
-ActivationInfo activation_info(mkc_activation_kind kind) {
+ActivationInfo activation_info(mkc_activation_kind kind, float alpha) {
     using a = dnnl::algorithm;
+    // softplus divides by alpha (and oneDNN's kernel too).
+    require(kind != MKC_ACTIVATION_SOFTPLUS || alpha > 0,
+            "activation: softplus takes alpha > 0, got ", alpha);
     switch (kind) {
     case MKC_ACTIVATION_RELU: return {a::eltwise_relu, "relu"};
     case MKC_ACTIVATION_ELU: return {a::eltwise_elu, "elu"};
@@ -70,13 +73,14 @@ ActivationInfo activation_info(mkc_activation_kind kind) {
     case MKC_ACTIVATION_EXP: return {a::eltwise_exp, "exp"};
     case MKC_ACTIVATION_LOG: return {a::eltwise_log, "log"};
     case MKC_ACTIVATION_SQUARE: return {a::eltwise_square, "square"};
+    case MKC_ACTIVATION_SOFTPLUS: return {a::eltwise_soft_relu, "softplus"};
     default: break;
     }
     fail(MKC_STATUS_INVALID_ARGUMENT, "activation: unsupported kind ", static_cast<int>(kind));
 }
 
 const char *activation_name(mkc_activation_kind kind) {
-    return kind == MKC_ACTIVATION_NONE ? "" : activation_info(kind).name;
+    return kind == MKC_ACTIVATION_NONE ? "" : activation_info(kind, 1.f).name;
 }
 
 namespace {
@@ -106,7 +110,7 @@ std::shared_ptr<EltwiseEntry> prepare_activation(const CacheScope &scope,
                                                  const ActivationAttrs &attrs, const char *name,
                                                  const V &src, BlobCache::HitTicket &ticket,
                                                  bool &hit) {
-    const ActivationInfo a = activation_info(attrs.kind);
+    const ActivationInfo a = activation_info(attrs.kind, attrs.alpha);
     const Dims &x = onednn_dims(src);
     const KeyText key = key_text("", "", attrs);
     Handler handler(scope, "activation", name, key.name, key.suffix, x);
@@ -135,7 +139,7 @@ std::shared_ptr<EltwiseEntry> prepare_activation(const CacheScope &scope,
 
 ValueDesc ActivationOp::infer(const Attrs &attrs, const ValueDesc &src) {
     check_activation(src);
-    activation_info(attrs.kind); // validates the kind
+    activation_info(attrs.kind, attrs.alpha); // validates the kind
     return src;
 }
 
@@ -207,7 +211,7 @@ template <typename V>
 std::shared_ptr<EltwiseBackwardEntry>
 prepare_activation_backward(const CacheScope &scope, const ActivationAttrs &attrs, const char *name,
                             const V &src) {
-    const ActivationInfo a = activation_info(attrs.kind);
+    const ActivationInfo a = activation_info(attrs.kind, attrs.alpha);
     const KeyText key = key_text("", "bwd", attrs);
     Handler handler(scope, "activation", name, key.name, key.suffix, onednn_dims(src));
     handler.sign(OpKind::activation_backward);
@@ -237,7 +241,7 @@ prepare_activation_backward(const CacheScope &scope, const ActivationAttrs &attr
 ValueDesc ActivationBackwardOp::infer(const Attrs &attrs, const ValueDesc &src,
                                       const ValueDesc &diff_dst) {
     check_activation_backward(src, diff_dst);
-    activation_info(attrs.kind);
+    activation_info(attrs.kind, attrs.alpha);
     return src;
 }
 

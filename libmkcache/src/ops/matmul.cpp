@@ -38,7 +38,7 @@ dnnl::primitive_attr activation_attr(mkc_activation_kind kind, float alpha, floa
     dnnl::primitive_attr attr = user_scratchpad_attr();
     dnnl::post_ops ops;
     if (scale != 1.f) ops.append_eltwise(dnnl::algorithm::eltwise_linear, scale, 0.f);
-    if (kind != MKC_ACTIVATION_NONE) ops.append_eltwise(activation_info(kind).alg, alpha, beta);
+    if (kind != MKC_ACTIVATION_NONE) ops.append_eltwise(activation_info(kind, alpha).alg, alpha, beta);
     if (ops.len() > 0) attr.set_post_ops(ops);
     return attr;
 }
@@ -70,7 +70,7 @@ LinearGeometry linear_geometry(const char *op, const mkc_linear_params &p, const
     if (g.xc.back() != w[1])
         fail(MKC_STATUS_INVALID_ARGUMENT, op, ": src has ", g.xc.back(),
              " input features but weights expect ", w[1], " (weights shape ", shape_text(w), ")");
-    if (p.activation != MKC_ACTIVATION_NONE) activation_info(p.activation);
+    if (p.activation != MKC_ACTIVATION_NONE) activation_info(p.activation, p.activation_alpha);
     g.rows = 1;
     for (size_t i = 0; i + 1 < g.xc.size(); ++i) g.rows *= g.xc[i];
     check_result_dims(op, Dims{g.rows, w[0]}, MKC_DTYPE_F32); // rows: bounded by src's size
@@ -507,7 +507,7 @@ MatmulGeometry matmul_geometry(const mkc_matmul_params &p, const V &a, const V &
         const Dims &bd = onednn_dims(*bias);
         require(bd.size() == 1 && bd[0] == N, "matmul: bias must have shape [", N, "]");
     }
-    if (p.activation != MKC_ACTIVATION_NONE) activation_info(p.activation);
+    if (p.activation != MKC_ACTIVATION_NONE) activation_info(p.activation, p.activation_alpha);
     return g;
 }
 

@@ -11,12 +11,12 @@
 namespace mkc::ops {
 
 // The oneDNN algorithm and a short name of an activation kind (throws for
-// NONE and unknown kinds).
+// NONE, unknown kinds and an alpha the kind cannot take).
 struct ActivationInfo {
     dnnl::algorithm alg;
     const char *name;
 };
-ActivationInfo activation_info(mkc_activation_kind kind);
+ActivationInfo activation_info(mkc_activation_kind kind, float alpha);
 
 // conv2d (k = 2), conv3d (k = 3), conv2d_transpose (k = 2, transposed).
 void convolution(const CacheScope &scope, const char *op, int k, bool transposed,

@@ -139,6 +139,13 @@ float activate(mkc_activation_kind kind, float alpha, float beta, float x) {
     case MKC_ACTIVATION_SQUARE:
         y = v * v;
         break;
+    case MKC_ACTIVATION_SOFTPLUS: {
+        // max(t, 0) + log1p(exp(-|t|)): exp never overflows, and log1p
+        // keeps the tiny values of a very negative t.
+        const double t = a * v;
+        y = (std::fmax(t, 0.0) + std::log1p(std::exp(-std::fabs(t)))) / a;
+        break;
+    }
     default: // infer refused any other kind
         y = NAN;
         break;
