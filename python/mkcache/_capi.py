@@ -65,6 +65,7 @@ class PoolParams(_Sized):
         ("data_format", c_int),
         ("training", c_int),
         ("name", c_char_p),
+        ("dilation", c_int64 * 3),
     ]
 
 

@@ -354,14 +354,14 @@ def _pool_code(name: str, row: Pool, graph: bool):
     fmt = "NCDHW" if row.rank == 3 else "NCHW"
     doc = row.doc
     if windowed:
-        params = ["x", "kernel_size", "stride=None", "padding=0"]
+        params = ["x", "kernel_size", "stride=None", "padding=0", "dilation=1"]
         keywords = ["ceil_mode=False"] + (["count_include_pad=True"] if row.kind == "avg" else [])
         keywords.append(f"data_format={fmt!r}")
         window = "kernel_size, stride, padding, ceil_mode"
         if not graph:
             keywords.append("training=False")
             doc += f"\ntraining: leave the training descriptor for ``mkcache.grad.{name}``."
-        extra = "" if graph else ", training=training"
+        extra = ", dilation=dilation" if graph else ", training=training, dilation=dilation"
     else:
         params, keywords = ["x"], [f"data_format={fmt!r}"]
         window, extra = "None, None, 0, False", ", global_=True"

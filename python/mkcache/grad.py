@@ -142,9 +142,9 @@ _MAX, _AVG, _AVG_EXCLUDE_PAD = (_operators.POOL_KINDS[k]
 
 
 def _pool(kind, k, dy, x, kernel_size, stride, padding, ceil_mode, data_format, name,
-          global_=False) -> Tensor:
+          global_=False, dilation=1) -> Tensor:
     p = ops._pool_params(kind, k, kernel_size, stride, padding, ceil_mode, data_format, name,
-                         global_, training=True)
+                         global_, training=True, dilation=dilation)
     return _dx_of(_lib.mkc_pool_backward, p, x, dy)
 
 
@@ -161,32 +161,34 @@ def _dx_of(backward, p, x, dy) -> Tensor:
         args.close()
 
 
-def max_pool2d(dy, x, kernel_size, stride=None, padding=0, *, ceil_mode=False,
-               data_format="NCHW", name=None) -> Tensor:
+def max_pool2d(dy, x, kernel_size, stride=None, padding=0, dilation=1, *,
+               ceil_mode=False, data_format="NCHW", name=None) -> Tensor:
     """Gradient of ``mkcache.max_pool2d`` with respect to x. Uses the
     indices a ``training=True`` forward of this x left (recomputed when
     there are none)."""
-    return _pool(_MAX, 2, dy, x, kernel_size, stride, padding, ceil_mode, data_format, name)
+    return _pool(_MAX, 2, dy, x, kernel_size, stride, padding, ceil_mode, data_format, name,
+                 dilation=dilation)
 
 
-def avg_pool2d(dy, x, kernel_size, stride=None, padding=0, *, ceil_mode=False,
-               count_include_pad=True, data_format="NCHW", name=None) -> Tensor:
+def avg_pool2d(dy, x, kernel_size, stride=None, padding=0, dilation=1, *,
+               ceil_mode=False, count_include_pad=True, data_format="NCHW", name=None) -> Tensor:
     """Gradient of ``mkcache.avg_pool2d`` with respect to x."""
     return _pool(_AVG if count_include_pad else _AVG_EXCLUDE_PAD, 2, dy, x, kernel_size, stride,
-                 padding, ceil_mode, data_format, name)
+                 padding, ceil_mode, data_format, name, dilation=dilation)
 
 
-def max_pool3d(dy, x, kernel_size, stride=None, padding=0, *, ceil_mode=False,
-               data_format="NCDHW", name=None) -> Tensor:
+def max_pool3d(dy, x, kernel_size, stride=None, padding=0, dilation=1, *,
+               ceil_mode=False, data_format="NCDHW", name=None) -> Tensor:
     """Gradient of ``mkcache.max_pool3d``."""
-    return _pool(_MAX, 3, dy, x, kernel_size, stride, padding, ceil_mode, data_format, name)
+    return _pool(_MAX, 3, dy, x, kernel_size, stride, padding, ceil_mode, data_format, name,
+                 dilation=dilation)
 
 
-def avg_pool3d(dy, x, kernel_size, stride=None, padding=0, *, ceil_mode=False,
-               count_include_pad=True, data_format="NCDHW", name=None) -> Tensor:
+def avg_pool3d(dy, x, kernel_size, stride=None, padding=0, dilation=1, *,
+               ceil_mode=False, count_include_pad=True, data_format="NCDHW", name=None) -> Tensor:
     """Gradient of ``mkcache.avg_pool3d``."""
     return _pool(_AVG if count_include_pad else _AVG_EXCLUDE_PAD, 3, dy, x, kernel_size, stride,
-                 padding, ceil_mode, data_format, name)
+                 padding, ceil_mode, data_format, name, dilation=dilation)
 
 
 def global_max_pool(dy, x, *, data_format="NCHW", name=None) -> Tensor:

@@ -269,9 +269,9 @@ class Graph(_Closed):
         return self._node("binary", p, [self._value(a, "a"), self._value(b, "b")])
 
     def _pool(self, kind, x, k, kernel_size, stride, padding, ceil_mode, data_format, name,
-              global_=False):
+              global_=False, dilation=1):
         p = ops._build_pool_params(kind, k, kernel_size, stride, padding, ceil_mode,
-                                   data_format, name, global_, False)
+                                   data_format, name, global_, False, dilation)
         return self._node("pool", p, [self._value(x, "x")])
 
     def linear(self, x, weight, bias=None, *, activation=None, name=None) -> Value:

@@ -459,16 +459,16 @@ def _pool_padding(padding, k: int) -> tuple:
 
 
 def _pool_params(kind: int, k: int, kernel_size, stride, padding, ceil_mode, data_format, name,
-                 global_=False, training=False):
+                 global_=False, training=False, dilation=1):
     """The mkc_pool_params of a pooling call (shared with mkcache.grad),
     prepared once per distinct arguments (_prepared). Callers must not
     modify it."""
     return _prepared(_build_pool_params, kind, k, kernel_size, stride, padding, ceil_mode,
-                     data_format, name, global_, training)
+                     data_format, name, global_, training, dilation)
 
 
 def _build_pool_params(kind, k, kernel_size, stride, padding, ceil_mode, data_format, name,
-                       global_, training):
+                       global_, training, dilation=1):
     fmt = _layout.to_enum(data_format, "data_format")
     if fmt == _capi.LAYOUT_TARGET:
         raise InvalidArgumentError("data_format must be given")
@@ -483,6 +483,7 @@ def _build_pool_params(kind, k, kernel_size, stride, padding, ceil_mode, data_fo
         p.stride[:k] = strides
         p.pad_begin[:k] = begins
         p.pad_end[:k] = ends
+        p.dilation[:k] = _ntuple(dilation, k, "dilation")
     p.ceil_mode = 1 if ceil_mode else 0
     p.global_ = 1 if global_ else 0
     p.data_format = fmt
@@ -492,9 +493,9 @@ def _build_pool_params(kind, k, kernel_size, stride, padding, ceil_mode, data_fo
 
 
 def _pool(kind: int, x, k: int, kernel_size, stride, padding, ceil_mode, data_format, name,
-          out, global_=False, training=False) -> Tensor:
+          out, global_=False, training=False, dilation=1) -> Tensor:
     p = _pool_params(kind, k, kernel_size, stride, padding, ceil_mode, data_format, name, global_,
-                     training)
+                     training, dilation)
     args = _Args()
     try:
         hx = args.handle(x, "x", p.data_format)

@@ -144,23 +144,26 @@ def softmax(x, axis, log=False):
     return shifted - lse if log else np.exp(shifted - lse)
 
 
-def pool(x, kind, kernel, stride, pad_begin, pad_end, ceil_mode=False):
+def pool(x, kind, kernel, stride, pad_begin, pad_end, ceil_mode=False, dilation=None):
     """Channels-first pooling over the trailing spatial dims. kind: "max",
     "avg_include" (PyTorch count_include_pad=True: explicit padding counts,
-    ceil-mode overhang does not), "avg_exclude". Returns float64."""
+    ceil-mode overhang does not), "avg_exclude"; the kernel's taps every
+    dilation-th cell. Returns float64."""
     x = np.asarray(x, dtype=np.float64)
     k = len(kernel)
+    dilation = tuple(dilation or (1,) * k)
+    extent = [(kernel[i] - 1) * dilation[i] + 1 for i in range(k)]
     spatial = x.shape[2:]
     outs, ends = [], []
     for i in range(k):
-        span = spatial[i] + pad_begin[i] + pad_end[i] - kernel[i]
+        span = spatial[i] + pad_begin[i] + pad_end[i] - extent[i]
         o = span // stride[i] + 1
         if ceil_mode and span % stride[i]:
             o += 1
             if (o - 1) * stride[i] >= spatial[i] + pad_begin[i]:
                 o -= 1
         outs.append(o)
-        ends.append(max(pad_end[i], (o - 1) * stride[i] + kernel[i] - spatial[i] - pad_begin[i]))
+        ends.append(max(pad_end[i], (o - 1) * stride[i] + extent[i] - spatial[i] - pad_begin[i]))
     fill = -np.inf if kind == "max" else 0.0
     pads = [(0, 0), (0, 0)] + [(pad_begin[i], ends[i]) for i in range(k)]
     xp = np.pad(x, pads, constant_values=fill)
@@ -171,7 +174,8 @@ def pool(x, kind, kernel, stride, pad_begin, pad_end, ceil_mode=False):
     explicit = np.pad(explicit, [(0, ends[i] - pad_end[i]) for i in range(k)])
     out = np.empty(x.shape[:2] + tuple(outs))
     for idx in np.ndindex(*outs):
-        sl = tuple(slice(idx[i] * stride[i], idx[i] * stride[i] + kernel[i]) for i in range(k))
+        sl = tuple(slice(idx[i] * stride[i], idx[i] * stride[i] + extent[i], dilation[i])
+                   for i in range(k))
         window = xp[(slice(None), slice(None)) + sl]
         axes = tuple(range(2, 2 + k))
         if kind == "max":

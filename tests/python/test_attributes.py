@@ -129,9 +129,10 @@ CONV_CHANGES = {
 TRANSPOSE_BASE = dict(CONV_BASE, stride=[2, 2], groups=1)
 
 POOL_BASE = dict(kind=1, kernel=[3, 3], stride=[2, 2], pad_begin=[1, 1], pad_end=[1, 1],
-                 ceil_mode=0, global_=0, data_format=1, training=0)
+                 ceil_mode=0, global_=0, data_format=1, training=0, dilation=[1, 1])
 POOL_CHANGES = {"kind": 2, "kernel": [2, 3], "stride": [1, 2], "pad_begin": [0, 1],
-                "pad_end": [0, 1], "ceil_mode": 1, "global_": 1, "data_format": 2, "training": 1}
+                "pad_end": [0, 1], "ceil_mode": 1, "global_": 1, "data_format": 2, "training": 1,
+                "dilation": [2, 1]}
 
 X2 = _tensor(rng.standard_normal((3, 5)))
 W_LINEAR = _tensor(rng.standard_normal((4, 5)))

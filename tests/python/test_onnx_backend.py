@@ -24,7 +24,7 @@ OPERATOR_TESTS = [
     "globalaveragepool", "globalmaxpool", "hardswish", "identity", "layer_normalization",
     "leakyrelu", "log", "logsoftmax", "lrn", "matmul", "max", "maxpool", "min", "mish", "mul",
     "neg", "pow", "reciprocal", "reduce_max", "reduce_mean", "reduce_min", "reduce_sum",
-    "relu", "reshape", "shape", "sigmoid", "softmax", "softplus", "sqrt", "squeeze", "sub", "sum", "tanh",
+    "relu", "reshape", "shape", "sigmoid", "size", "softmax", "softplus", "sqrt", "squeeze", "sub", "sum", "tanh",
     "transpose", "unsqueeze", "where",
 ]
 

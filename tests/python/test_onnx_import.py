@@ -105,6 +105,8 @@ def test_conv3d_and_dynamic_batch():
     ("AveragePool", dict(kernel_shape=[3, 2], strides=[2, 2], pads=[1, 1, 1, 1])),
     ("AveragePool", dict(kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1)),
     ("MaxPool", dict(kernel_shape=[3, 3], auto_pad="SAME_UPPER", strides=[2, 2])),
+    ("MaxPool", dict(kernel_shape=[2, 3], dilations=[3, 2], pads=[1, 2, 0, 1])),
+    ("MaxPool", dict(kernel_shape=[3, 2], dilations=[2, 2], strides=[2, 1], ceil_mode=1)),
 ])
 def test_pools(op, attrs):
     m = model([helper.make_node(op, ["x"], ["y"], **attrs)],
@@ -161,6 +163,7 @@ def test_matmul_batched_and_constant():
     ("Abs", {}, 17), ("Erf", {}, 17), ("LeakyRelu", dict(alpha=0.2), 17),
     ("Elu", dict(alpha=0.7), 17), ("HardSwish", {}, 17), ("Mish", {}, 18),
     ("Gelu", {}, 20), ("Gelu", dict(approximate="tanh"), 20), ("Neg", {}, 17),
+    ("Softplus", {}, 17),
 ])
 def test_activations(op, attrs, opset):
     m = model([helper.make_node(op, ["x"], ["y"], **attrs)], [("x", [3, 5, 7])], [("y", None)],
@@ -176,6 +179,13 @@ def test_sqrt_log_reciprocal_pow():
               [("x", [4, 9])], [("l", None), ("r", None), ("p", None), ("q", None)],
               [("two", np.array(2.0, np.float32)), ("half", np.array(0.5, np.float32))])
     check(m, {"x": np.abs(rand(4, 9)) + 0.1})
+
+
+@pytest.mark.parametrize("exponent", [3.0, 4.0, 7.0, -1.0])
+def test_integer_powers_of_negative_bases(exponent):
+    m = model([helper.make_node("Pow", ["x", "e"], ["y"])], [("x", [3, 8])], [("y", None)],
+              [("e", np.array(exponent, np.float32))])
+    check(m, {"x": rand(3, 8) + np.float32(0.05)})
 
 
 @pytest.mark.parametrize("opset", [6, 13])
@@ -232,6 +242,15 @@ def test_layer_norm(axis):
                                 epsilon=1e-4)],
               [("x", [2, 3, 4, 5])], [("y", None)], [("s", rand(*shape)), ("b", rand(*shape))])
     check(m, {"x": rand(2, 3, 4, 5)})
+
+
+@pytest.mark.parametrize("outputs", [["y", "mean", "inv_std"], ["y", "mean"], ["y", "", "inv_std"]])
+def test_layer_norm_statistics_outputs(outputs):
+    m = model([helper.make_node("LayerNormalization", ["x", "s"], outputs, axis=2,
+                                epsilon=1e-3)],
+              [("x", [2, 3, 4, 5])], [(o, None) for o in outputs if o],
+              [("s", rand(4, 5))])
+    check(m, {"x": rand(2, 3, 4, 5, scale=3) + np.float32(1.5)})
 
 
 def test_lrn():

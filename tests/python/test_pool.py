@@ -235,3 +235,77 @@ def test_avg_pool_ceil_mode_counting_padding_on_a_blocked_input(rng):
     z = mkcache.avg_pool2d(y, (3, 2), (2, 2), (1, 0, 0, 1), ceil_mode=True)
     want = torch_avg_pool(y.numpy("NCHW"), (3, 2), (2, 2), (1, 0), (0, 1), True, True)
     assert_close_elementwise(z.numpy("NCHW"), want, ulps=32)
+
+
+DILATED = [  # (shape, kernel, stride, dilation, pad_begin, pad_end, ceil)
+    ((2, 5, 11, 9), (3, 2), (1, 2), (2, 3), (1, 0), (2, 1), False),
+    ((1, 17, 10, 13), (2, 3), (2, 2), (3, 2), (0, 2), (0, 1), True),
+    ((3, 3, 7, 8), (2, 2), (3, 1), (2, 2), (1, 1), (1, 1), True),
+    ((2, 4, 6, 7, 9), (2, 2, 3), (1, 2, 2), (2, 1, 3), (1, 0, 2), (0, 1, 1), False),
+    ((1, 3, 5, 9, 6), (2, 3, 2), (2, 2, 1), (3, 2, 2), (0, 1, 1), (1, 0, 1), True),
+]
+
+
+def _dilated_call(kind, x, case, fmt, out=None):
+    shape, k, s, d, pb, pe, ceil = case
+    pad = tuple(v for i in range(len(k)) for v in (pb[i], pe[i]))
+    fn = getattr(out or mkcache, f"{'max' if kind == 'max' else 'avg'}_pool{len(k)}d")
+    kwargs = {} if kind == "max" else {"count_include_pad": kind == "avg_include"}
+    return fn(x, k, s, pad, d, ceil_mode=ceil, data_format=fmt, **kwargs)
+
+
+@pytest.mark.parametrize("case", DILATED, ids=[str(c[0]) + str(c[1:]) for c in DILATED])
+@pytest.mark.parametrize("kind", ["max", "avg_include", "avg_exclude"])
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_dilated_pooling(case, kind, channels_last, rng):
+    """Taps every dilation-th cell, eagerly and in a program through both
+    implementations, each layout; ceil mode's last window counts what it
+    covers up to the end padding."""
+    shape, k, s, d, pb, pe, ceil = case
+    x = rng.standard_normal(shape, dtype=np.float32)
+    want = ref_pool(x, kind, k, s, pb, pe, ceil, dilation=d)
+    first = "NCHW" if len(k) == 2 else "NCDHW"
+    fmt = (first[0] + first[2:] + "C") if channels_last else first
+    xin = np.ascontiguousarray(np.moveaxis(x, 1, -1)) if channels_last else x
+    ulps = 4 * int(np.prod(k))
+    assert_close_elementwise(_dilated_call(kind, xin, case, fmt).numpy(first), want, kind,
+                             ulps=ulps)
+    for impl in ("onednn", "reference"):
+        g = mkcache.Graph()
+        xi = g.input("x", xin.shape, layout=fmt)
+        g.output(_dilated_call(kind, xi, case, fmt, out=g), "y")
+        with g.compile(impl={"pool": impl}) as prog:
+            impls = [st["impl"] for st in prog.steps() if st["kind"] == "node"]
+            assert len(impls) == 1 and impls[0].split(":")[0] == impl
+            got = prog.run(x=xin)["y"]
+        got = np.moveaxis(np.asarray(got), -1, 1) if channels_last else np.asarray(got)
+        assert_close_elementwise(got, want, f"{kind} {impl}", ulps=ulps)
+
+
+@pytest.mark.parametrize("kind", ["max", "avg_include", "avg_exclude"])
+def test_dilated_pooling_gradient(kind, rng):
+    import grad_reference as gref
+    x = rng.standard_normal((2, 3, 7, 6), dtype=np.float32)
+    k, s, d, pb, pe = (2, 3), (2, 1), (3, 2), (1, 0), (1, 2)
+    fwd = dict(kernel=k, stride=s, pad_begin=pb, pad_end=pe, dilation=d)
+    y = ref_pool(x, kind, **fwd)
+    dy = rng.standard_normal(y.shape).astype(np.float32)
+    fn = mkcache.grad.max_pool2d if kind == "max" else mkcache.grad.avg_pool2d
+    kwargs = {} if kind == "max" else {"count_include_pad": kind == "avg_include"}
+    got = np.asarray(fn(dy, x, k, s, (pb[0], pe[0], pb[1], pe[1]), d, **kwargs))
+    want = gref.numeric_gradient(lambda v: ref_pool(v, kind, **fwd), x, dy)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_dilated_pooling_bad_input():
+    x = np.ones((1, 2, 5, 5), np.float32)
+    with pytest.raises(mkcache.InvalidArgumentError, match="dilation must be >= 1"):
+        mkcache.max_pool2d(x, 2, 1, 0, 0)
+    with pytest.raises(mkcache.InvalidArgumentError, match="larger than the padded input"):
+        mkcache.max_pool2d(x, 3, 1, 0, 3)  # extent 7 > 5
+    # Padding 2 and dilation 4 over 3 cells: the window over cells -1 and 3
+    # misses the input.
+    with pytest.raises(mkcache.InvalidArgumentError, match="no tap inside the input"):
+        mkcache.max_pool2d(np.ones((1, 2, 3, 3), np.float32), 2, 1, (2, 2, 0, 0), (4, 1))
+    with pytest.raises(mkcache.InvalidArgumentError, match="dilation"):
+        mkcache.max_pool2d(x, 2, 1, 0, (1, 1, 1))

@@ -625,9 +625,12 @@ typedef struct mkc_pool_params {
     int training;           /* != 0: forward_training; max pooling leaves its
                                indices for mkc_pool_backward                 */
     const char *name;       /* cache name; may be NULL                       */
+    int64_t dilation[3];    /* >= 1: the spacing of the kernel's taps (1:
+                               dense); the window spans (kernel - 1) *
+                               dilation + 1 cells                            */
 } mkc_pool_params;
 
-/* Defaults: max pooling, kernel 1, stride 1, no padding, NCHW. */
+/* Defaults: max pooling, kernel 1, stride 1, dilation 1, no padding, NCHW. */
 MKC_API mkc_status mkc_pool_params_init(mkc_pool_params *params);
 
 /* Pooling over the spatial dims. Runs on src's layout. Sets the thread's

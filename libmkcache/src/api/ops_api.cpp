@@ -184,7 +184,8 @@ MKC_API mkc_status mkc_pool_params_init(mkc_pool_params *params) {
         *params = mkc_pool_params{};
         params->struct_size = sizeof(mkc_pool_params);
         params->kind = MKC_POOL_MAX;
-        for (int i = 0; i < 3; ++i) params->kernel[i] = params->stride[i] = 1;
+        for (int i = 0; i < 3; ++i)
+            params->kernel[i] = params->stride[i] = params->dilation[i] = 1;
         params->data_format = MKC_LAYOUT_NCHW;
     });
 }

@@ -67,7 +67,7 @@ struct Sized<mkc_pool_params> {
         MKC_FIELD_END(T, kind),      MKC_FIELD_END(T, kernel),      MKC_FIELD_END(T, stride),
         MKC_FIELD_END(T, pad_begin), MKC_FIELD_END(T, pad_end),     MKC_FIELD_END(T, ceil_mode),
         MKC_FIELD_END(T, global),    MKC_FIELD_END(T, data_format), MKC_FIELD_END(T, training),
-        MKC_FIELD_END(T, name)};
+        MKC_FIELD_END(T, name),      MKC_FIELD_END(T, dilation)};
     static constexpr SizeRule rule{"mkc_pool_params",
                                    "initialise params with mkc_pool_params_init", sizes,
                                    std::size(sizes)};

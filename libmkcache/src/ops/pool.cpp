@@ -5,6 +5,7 @@
 //
 // The eager calls and the phases (ops/pool.hpp) share the checks and the
 // entries: templates over the value type (a tensor or a ValueDesc).
+#include <algorithm>
 #include <atomic>
 #include <initializer_list>
 #include <memory>
@@ -91,6 +92,7 @@ struct PoolGeometry {
     int k;
     mkc_layout data_format;
     Dims x, y, kernel, stride, pb, pe;
+    Dims dilation; // oneDNN's: 0 for dense
     // Per dim, the cells the last window covers up to the caller's end
     // padding when ceil mode takes it past that (0: it does not, or the
     // padding is not counted): see Rescale.
@@ -112,9 +114,11 @@ PoolGeometry pool_geometry(const mkc_pool_params &p, const V &src, mkc_layout ta
             rank);
     const int k = g.k = rank - 2;
     g.data_format = data_format_of(p.data_format, target, rank);
-    Dims kernel(k), stride(k), pb(k), pe(k), last_covered(k, 0), y = {x[0], x[1]};
+    Dims kernel(k), stride(k), pb(k), pe(k), dilation(k, 0), extent(k), last_covered(k, 0),
+        y = {x[0], x[1]};
     for (int i = 0; i < k; ++i) {
         const int64_t in = x[2 + i];
+        int64_t d = 1;
         if (p.global) {
             kernel[i] = in;
             stride[i] = 1;
@@ -122,41 +126,61 @@ PoolGeometry pool_geometry(const mkc_pool_params &p, const V &src, mkc_layout ta
         } else {
             kernel[i] = p.kernel[i];
             stride[i] = p.stride[i];
+            d = p.dilation[i];
             pb[i] = p.pad_begin[i];
             pe[i] = p.pad_end[i];
             require(kernel[i] >= 1 && kernel[i] <= (int64_t(1) << 30), op,
                     ": kernel must be >= 1, got ", kernel[i]);
             require(stride[i] >= 1 && stride[i] <= (int64_t(1) << 30), op,
                     ": stride must be >= 1, got ", stride[i]);
-            require(pb[i] >= 0 && pe[i] >= 0, op, ": padding must be >= 0");
-            require(pb[i] < kernel[i] && pe[i] < kernel[i], op,
-                    ": padding (", pb[i], ", ", pe[i], ") must be smaller than the kernel (",
-                    kernel[i], ")");
+            require(d >= 1 && d <= (int64_t(1) << 30), op, ": dilation must be >= 1, got ", d);
         }
-        const int64_t span = in + pb[i] + pe[i] - kernel[i];
-        require(span >= 0, op, ": kernel (", kernel[i], ") is larger than the padded input (",
-                in + pb[i] + pe[i], ") along spatial dim ", i);
+        extent[i] = (kernel[i] - 1) * d + 1; // below 2^61: both factors are at most 2^30
+        dilation[i] = d - 1;
+        if (!p.global) {
+            require(pb[i] >= 0 && pe[i] >= 0, op, ": padding must be >= 0");
+            require(pb[i] < extent[i] && pe[i] < extent[i], op, ": padding (", pb[i], ", ",
+                    pe[i], ") must be smaller than the kernel's extent (", extent[i], ")");
+        }
+        const int64_t span = in + pb[i] + pe[i] - extent[i];
+        require(span >= 0, op, ": kernel (extent ", extent[i],
+                ") is larger than the padded input (", in + pb[i] + pe[i],
+                ") along spatial dim ", i);
         int64_t out = span / stride[i] + 1;
         if (p.ceil_mode && span % stride[i] != 0) {
             out += 1;
             // As PyTorch: the last window must start inside the input or the
             // begin padding.
             if ((out - 1) * stride[i] >= in + pb[i]) out -= 1;
-            const int64_t overhang = (out - 1) * stride[i] + kernel[i] - (in + pb[i] + pe[i]);
+            const int64_t overhang = (out - 1) * stride[i] + extent[i] - (in + pb[i] + pe[i]);
             if (overhang > 0) {
-                if (p.kind == MKC_POOL_AVG_INCLUDE_PAD) last_covered[i] = kernel[i] - overhang;
+                // The taps of the last window up to the caller's end padding.
+                const int64_t start = (out - 1) * stride[i] - pb[i];
+                if (p.kind == MKC_POOL_AVG_INCLUDE_PAD)
+                    last_covered[i] = std::min(kernel[i], (in + pe[i] - start + d - 1) / d);
                 pe[i] += overhang;
             }
+        }
+        // A dense window always holds an input cell (its padding is
+        // narrower than the kernel); a dilated one may fall between them.
+        for (int64_t o = 0; d > 1 && o < out; ++o) {
+            const int64_t start = o * stride[i] - pb[i];
+            const int64_t first = start >= 0 ? 0 : (-start + d - 1) / d; // first tap inside
+            require(first < kernel[i] && start + first * d < in, op, ": window ", o,
+                    " along spatial dim ", i, " has no tap inside the input (dilation ", d,
+                    ", padding ", pb[i], ")");
         }
         y.push_back(out);
     }
     check_result_dims(op, y, MKC_DTYPE_F32);
     WindowDim dims[3];
-    for (int i = 0; i < k; ++i) dims[i] = {x[2 + i], pb[i], pe[i], stride[i], 1, kernel[i]};
+    for (int i = 0; i < k; ++i)
+        dims[i] = {x[2 + i], pb[i], pe[i], stride[i], dilation[i] + 1, extent[i]};
     check_window_bounds(op, dims, k, x[1]);
     g.y = y;
     g.kernel = kernel;
     g.stride = stride;
+    g.dilation = dilation;
     g.pb = pb;
     g.pe = pe;
     g.last_covered = last_covered;
@@ -246,7 +270,7 @@ std::shared_ptr<PoolEntry> acquire_forward(Handler &h, const mkc_pool_params &p,
         e->pd = dnnl::pooling_forward::primitive_desc(
             cpu_engine(),
             training ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference,
-            pool_algorithm(p.kind), src.desc, dst_md, g.stride, g.kernel, Dims(g.k, 0), g.pb,
+            pool_algorithm(p.kind), src.desc, dst_md, g.stride, g.kernel, g.dilation, g.pb,
             g.pe, user_scratchpad_attr());
         e->primitive = dnnl::pooling_forward(e->pd);
         std::vector<int> args = {DNNL_ARG_SRC, DNNL_ARG_DST};
@@ -309,11 +333,11 @@ std::shared_ptr<PoolBackwardEntry> prepare_backward(const CacheScope &scope,
                  cpu_engine(), dnnl::prop_kind::forward_training, pool_algorithm(p.kind),
                  src.desc, dnnl::memory::desc(g.y, dnnl::memory::data_type::f32,
                                               dnnl::memory::format_tag::any),
-                 g.stride, g.kernel, Dims(g.k, 0), g.pb, g.pe, user_scratchpad_attr());
+                 g.stride, g.kernel, g.dilation, g.pb, g.pe, user_scratchpad_attr());
         auto e = std::make_shared<PoolBackwardEntry>();
         dnnl::pooling_backward::primitive_desc pd(cpu_engine(), pool_algorithm(p.kind), src.desc,
                                                   hint.dst_desc(), g.stride, g.kernel,
-                                                  Dims(g.k, 0), g.pb, g.pe, hint,
+                                                  g.dilation, g.pb, g.pe, hint,
                                                   user_scratchpad_attr());
         e->primitive = dnnl::pooling_backward(pd);
         std::vector<int> args = {DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_SRC};

@@ -24,6 +24,7 @@ struct PoolAttrs {
         v.field("s", Values{p.stride, k});
         v.field("pb", Values{p.pad_begin, k});
         v.field("pe", Values{p.pad_end, k});
+        v.field("d", Values{p.dilation, k});
         v.field("ceil", p.ceil_mode);
         v.field("global", p.global);
         v.field("df", p.data_format);

@@ -1,9 +1,11 @@
-// The reference pooling: each output cell scans its window over the input,
-// skipping the cells that fall outside it (on padding, or past the end where
-// ceil mode added a last window).
+// The reference pooling: each output cell scans its window's taps over the
+// input (every dilation-th cell from the window's start), skipping the taps
+// that fall outside it (on padding, or past the end where ceil mode added a
+// last window).
 //
 // As the reference convolution, it reads the spatial dims through a 3-D
 // frame (d, h, w): a 2-D case is the 3-D one with a leading extent of 1.
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 
@@ -19,6 +21,7 @@ namespace {
 struct Window {
     int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, kernel[3] = {1, 1, 1};
     int64_t stride[3] = {1, 1, 1}, pad_begin[3] = {0, 0, 0}, pad_end[3] = {0, 0, 0};
+    int64_t dilation[3] = {1, 1, 1};
     int64_t in_size = 1, out_size = 1;
 };
 
@@ -37,6 +40,7 @@ Window window_of(const mkc_pool_params &p, bool channels_last, const Dims &src_d
         } else {
             w.kernel[at] = p.kernel[i];
             w.stride[at] = p.stride[i];
+            w.dilation[at] = p.dilation[i];
             w.pad_begin[at] = p.pad_begin[i];
             w.pad_end[at] = p.pad_end[i];
         }
@@ -48,20 +52,23 @@ Window window_of(const mkc_pool_params &p, bool channels_last, const Dims &src_d
     return w;
 }
 
-// The cells [first, last) of one dim a window starting at `start` covers:
-// `inside` within the input, `padded` within the input and its padding
-// (what an average that counts padding divides by).
+// The taps [first, last) of one dim, of a window starting at `start`, whose
+// cells start + tap * dilation lie in [low, high): `inside` the input,
+// `padded` in the input and its padding (what an average that counts
+// padding divides by).
 struct Span {
     int64_t first, last;
 };
-Span inside(const Window &w, int dim, int64_t start) {
-    const int64_t end = start + w.kernel[dim];
-    return {start < 0 ? 0 : start, end > w.in[dim] ? w.in[dim] : end};
+Span taps(const Window &w, int dim, int64_t start, int64_t low, int64_t high) {
+    const int64_t d = w.dilation[dim];
+    // The first tap at or past `bound`.
+    const auto from = [&](int64_t bound) { return start >= bound ? 0 : (bound - start + d - 1) / d; };
+    const int64_t first = std::min(from(low), w.kernel[dim]);
+    return {first, std::max(first, std::min(from(high), w.kernel[dim]))};
 }
+Span inside(const Window &w, int dim, int64_t start) { return taps(w, dim, start, 0, w.in[dim]); }
 Span padded(const Window &w, int dim, int64_t start) {
-    const int64_t end = start + w.kernel[dim];
-    const int64_t limit = w.in[dim] + w.pad_end[dim];
-    return {start < -w.pad_begin[dim] ? -w.pad_begin[dim] : start, end > limit ? limit : end};
+    return taps(w, dim, start, -w.pad_begin[dim], w.in[dim] + w.pad_end[dim]);
 }
 
 } // namespace
@@ -92,9 +99,12 @@ void pool(const mkc_pool_params &p, bool channels_last, const Dims &src_dims, co
                         // every value.
                         double best = -std::numeric_limits<double>::infinity(), sum = 0;
                         int64_t count = 0;
-                        for (int64_t id = d.first; id < d.last; ++id)
-                            for (int64_t ih = h.first; ih < h.last; ++ih)
-                                for (int64_t iw = x.first; iw < x.last; ++iw) {
+                        for (int64_t td = d.first; td < d.last; ++td)
+                            for (int64_t th = h.first; th < h.last; ++th)
+                                for (int64_t tw = x.first; tw < x.last; ++tw) {
+                                    const int64_t id = start[0] + td * w.dilation[0],
+                                                  ih = start[1] + th * w.dilation[1],
+                                                  iw = start[2] + tw * w.dilation[2];
                                     const double v =
                                         src[at(w.in_size, (id * w.in[1] + ih) * w.in[2] + iw)];
                                     if (v > best)

@@ -100,6 +100,14 @@ def shape(ctx, node):
     return [np.array(dims, dtype=np.int64)[start:end]]
 
 
+@converter("Size")
+def size(ctx, node):
+    dims = ctx.shape(node.input[0])
+    if dims is None or any(d is None for d in dims):
+        raise Refusal("the size depends on a dim bound at run time (not in this version)")
+    return [np.array(int(np.prod(dims, dtype=np.int64)), dtype=np.int64)]
+
+
 @converter("Cast")
 def cast(ctx, node):
     to = attributes(node)["to"]
@@ -466,7 +474,19 @@ def pow_(ctx, node):
         return [ctx.graph.sqrt(x)]
     if exponent == 1.0:
         return [x]
-    raise Refusal(f"an exponent of {exponent} (this version takes 0.5, 1 and 2)")
+    if exponent == int(exponent) and 2 < abs(exponent) <= 8 or exponent == -1.0:
+        # A small integer power as products (exact for a negative base,
+        # which a power through exp and log is not).
+        n, result, base = int(abs(exponent)), None, x
+        while n:
+            if n & 1:
+                result = base if result is None else ctx.graph.mul(result, base)
+            n >>= 1
+            if n:
+                base = ctx.graph.square(base)
+        return [result if exponent > 0 else ctx.graph.div(1.0, result)]
+    raise Refusal(f"an exponent of {exponent} (this version takes 0.5 and the integers "
+                  "-1 and 1 to 8)")
 
 
 @converter("Clip", since=6)
@@ -611,9 +631,7 @@ def _pool(kind):
         a = attributes(node)
         kernel = list(a["kernel_shape"])
         strides, dilations, padding = _spatial(ctx, node, k, kernel)
-        if any(d != 1 for d in dilations):
-            raise Refusal("pooling with dilations is not supported in this version")
-        kwargs = {"ceil_mode": bool(a.get("ceil_mode", 0))}
+        kwargs = {"ceil_mode": bool(a.get("ceil_mode", 0)), "dilation": tuple(dilations)}
         if kind == "avg":
             kwargs["count_include_pad"] = bool(a.get("count_include_pad", 0))
         method = getattr(ctx.graph, f"{kind}_pool{k}d")
@@ -662,11 +680,11 @@ def batch_norm(ctx, node):
 
 @converter("LayerNormalization", since=17)
 def layer_norm(ctx, node):
-    _only_first_output(node, " (Mean, InvStdDev)")
     a = attributes(node)
     x = node.input[0]
     rank = ctx.rank(x, "the input")
     axis = _axis(a.get("axis", -1), rank)
+    epsilon = float(a.get("epsilon", 1e-5))
 
     def flat(i):
         if len(node.input) <= i or not node.input[i]:
@@ -675,11 +693,22 @@ def layer_norm(ctx, node):
         if name in ctx.known:
             return ctx.graph.constant(np.ascontiguousarray(
                 np.asarray(ctx.known[name], dtype=np.float32).reshape(-1)))
-        if ctx.rank(name, "the scale") != 1:
-            raise Refusal("a scale or bias of rank > 1 computed at run time")
+        if ctx.rank(name, "the scale") != 1:  # the normalised dims' shape: flattened
+            return ctx.graph.reshape(ctx.value(name), (-1,))
         return ctx.value(name)
-    return [ctx.graph.layer_norm(ctx.value(x), flat(1), flat(2), begin_norm_axis=axis,
-                                 epsilon=float(a.get("epsilon", 1e-5)), name=node.name or None)]
+    y = ctx.graph.layer_norm(ctx.value(x), flat(1), flat(2), begin_norm_axis=axis,
+                             epsilon=epsilon, name=node.name or None)
+    wanted = [bool(n) for n in node.output[1:3]]
+    if not any(wanted):
+        return [y]
+    # The optional statistics, computed beside the fused normalisation (the
+    # library's layer_norm keeps them only in training).
+    g, axes = ctx.graph, tuple(range(axis, rank))
+    mean = g.reduce_mean(ctx.value(x), axes=axes, keepdims=True)
+    centered = g.sub(ctx.value(x), mean)
+    variance = g.reduce_mean(g.square(centered), axes=axes, keepdims=True)
+    inv_std = g.div(1.0, g.sqrt(g.add(variance, epsilon))) if wanted[-1] else None
+    return [y, mean, inv_std]
 
 
 @converter("LRN")
