@@ -189,7 +189,8 @@ TABLE_OP_TABLE = {
                       "`scales` (one entry per dim of x, exactly one of the two given; a "
                       "scale of 1 keeps a dim). mode: 'nearest' or 'linear' (bi-, "
                       "trilinear). coordinates: ONNX's coordinate_transformation_mode, "
-                      "'half_pixel', 'pytorch_half_pixel', 'align_corners' or 'asymmetric'. "
+                      "'half_pixel', 'pytorch_half_pixel', 'align_corners', 'asymmetric' or "
+                      "'half_pixel_symmetric'. "
                       "nearest: ONNX's nearest_mode, 'round_prefer_floor', "
                       "'round_prefer_ceil', 'floor' or 'ceil'. The result keeps x's layout."),
     "where": TableOp("where", doc="condition ? x : y element by element (condition bool, x "
@@ -220,7 +221,7 @@ def _name_bytes(name):
 PAD_MODES = _capi.enum_values("mkc_pad_mode", ("constant", "reflect", "edge", "wrap"))
 RESIZE_MODES = _capi.enum_values("mkc_resize_mode", ("nearest", "linear"))
 RESIZE_COORDINATES = _capi.enum_values("mkc_resize_coordinates", (
-    "half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric"))
+    "half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric", "half_pixel_symmetric"))
 RESIZE_NEAREST = _capi.enum_values("mkc_resize_nearest", (
     "round_prefer_floor", "round_prefer_ceil", "floor", "ceil"))
 

@@ -74,7 +74,6 @@ REFUSED_BOUNDS_TESTS = {
     "cubic": "cubic interpolation is not supported",
     "antialias": "antialias=1 is not supported",
     "tf_crop_and_resize": "'tf_crop_and_resize' is not supported",
-    "half_pixel_symmetric": "'half_pixel_symmetric' is not supported",
     "not_larger": "keep_aspect_ratio_policy='not_larger' is not supported",
     "not_smaller": "keep_aspect_ratio_policy='not_smaller' is not supported",
 }

@@ -628,12 +628,16 @@ RESIZES = [  # attributes, scales, sizes
      [1, 1, 2, 2], None),
     (dict(mode="nearest", coordinate_transformation_mode="align_corners",
           nearest_mode="ceil"), None, [2, 3, 8, 5]),
+    (dict(mode="linear", coordinate_transformation_mode="half_pixel_symmetric"),  # opset 19 on
+     [1, 1, 1.7, 0.7], None),
 ]
 
 
 @pytest.mark.parametrize("attrs,scales,sizes", RESIZES)
 @pytest.mark.parametrize("opset", [11, 13, 19])
 def test_resize(attrs, scales, sizes, opset):
+    if attrs.get("coordinate_transformation_mode") == "half_pixel_symmetric" and opset < 19:
+        pytest.skip("half_pixel_symmetric came in opset 19")
     c = helper.make_node
     init = [("roi", np.array([], np.float32))]
     if scales is not None:

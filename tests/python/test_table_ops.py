@@ -571,6 +571,8 @@ def resize_reference(a, mode="nearest", coordinates="half_pixel", nearest="round
             x = np.full(m, -0.5) if length == 1 else (y + 0.5) / scale - 0.5
         elif coordinates == "align_corners":
             x = np.zeros(m) if length == 1 else y * (n - 1) / (length - 1)
+        elif coordinates == "half_pixel_symmetric":
+            x = n / 2 * (1 - m / length) + (y + 0.5) / scale - 0.5
         else:
             x = y / scale
         if mode == "nearest":
@@ -586,7 +588,8 @@ def resize_reference(a, mode="nearest", coordinates="half_pixel", nearest="round
     return r
 
 
-COORDINATES = ["half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric"]
+COORDINATES = ["half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
+               "half_pixel_symmetric"]
 NEAREST = ["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"]
 RESIZE_CASES = [  # shape, sizes, scales
     ((2, 3, 7), None, [1, 1, 2.5]),                 # 3-D, odd width, a fractional scale
@@ -640,7 +643,8 @@ def test_resize_matches_onnx_reference_evaluator():
             ("linear", "align_corners", "round_prefer_floor", [2, 3, 9, 4], None),
             ("linear", "pytorch_half_pixel", "round_prefer_floor", [2, 3, 1, 10], None),
             ("nearest", "asymmetric", "floor", None, [1, 1, 2.2, 0.5]),
-            ("nearest", "half_pixel", "round_prefer_ceil", None, [1, 1, 0.4, 3])]:
+            ("nearest", "half_pixel", "round_prefer_ceil", None, [1, 1, 0.4, 3]),
+            ("linear", "half_pixel_symmetric", "round_prefer_floor", None, [1, 1, 1.7, 0.7])]:
         inputs = ["x", "", "scales" if scales else "", "sizes" if sizes else ""]
         node = helper.make_node("Resize", [i for i in inputs if i or inputs.index(i) < 2],
                                 ["y"], mode=mode, coordinate_transformation_mode=coordinates,
@@ -676,6 +680,8 @@ ONEDNN_CASES = [  # shape, layout, resize's arguments: what oneDNN computes as d
     ((1, 3, 8, 4), "NCHW", dict(scales=[1, 1, 0.5, 1.25], nearest="round_prefer_ceil")),
     ((2, 17, 4, 3, 5), "NCDHW", dict(sizes=[2, 17, 7, 6, 2], mode="linear",
                                      coordinates="pytorch_half_pixel")),
+    ((2, 3, 6, 4), "NCHW", dict(sizes=[2, 3, 3, 7], mode="linear",
+                                coordinates="half_pixel_symmetric")),
     ((2, 4, 6, 17), "NHWC", dict(scales=[1, 2, 0.5, 1], mode="linear")),  # caller order
     ((2, 4, 6, 17), "NHWC", dict(sizes=[2, 9, 5, 17], nearest="round_prefer_ceil")),
 ]

@@ -1134,6 +1134,8 @@ MKC_API mkc_status mkc_pad_params_init(mkc_pad_params *params);
  *   PYTORCH_HALF_PIXEL  as HALF_PIXEL, but -0.5 where n * s is 1
  *   ALIGN_CORNERS       x * (n - 1) / (n * s - 1), 0 where n * s is 1
  *   ASYMMETRIC          x / s
+ *   HALF_PIXEL_SYMMETRIC  as HALF_PIXEL, plus n / 2 * (1 - m / (n * s)): the
+ *                       result centred on src where m is not n * s
  * NEAREST takes the element there rounded by `nearest`; LINEAR weighs the
  * two elements around it per axis (bi-, trilinear); coordinates outside
  * src read its border. Any axis may be resized (a scale of 1 keeps one).
@@ -1148,6 +1150,7 @@ typedef enum mkc_resize_coordinates {
     MKC_COORDINATES_PYTORCH_HALF_PIXEL = 2,
     MKC_COORDINATES_ALIGN_CORNERS = 3,
     MKC_COORDINATES_ASYMMETRIC = 4,
+    MKC_COORDINATES_HALF_PIXEL_SYMMETRIC = 5,
     MKC_COORDINATES_MAX_ENUM = 0x7fffffff
 } mkc_resize_coordinates;
 typedef enum mkc_resize_nearest {

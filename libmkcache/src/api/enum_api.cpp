@@ -142,6 +142,7 @@ constexpr Named kResizeCoordinates[] = {
     {"pytorch_half_pixel", MKC_COORDINATES_PYTORCH_HALF_PIXEL},
     {"align_corners", MKC_COORDINATES_ALIGN_CORNERS},
     {"asymmetric", MKC_COORDINATES_ASYMMETRIC},
+    {"half_pixel_symmetric", MKC_COORDINATES_HALF_PIXEL_SYMMETRIC},
 };
 
 constexpr Named kResizeNearest[] = {

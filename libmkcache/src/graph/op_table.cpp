@@ -803,8 +803,8 @@ void ref_pad(const ReferenceCall &c) {
 
 constexpr const char *kPadModes[] = {"", "constant", "reflect", "edge", "wrap"};
 constexpr const char *kResizeModes[] = {"", "nearest", "linear"};
-constexpr const char *kCoordinates[] = {"", "half_pixel", "pytorch_half_pixel", "align_corners",
-                                        "asymmetric"};
+constexpr const char *kCoordinates[] = {"",           "half_pixel", "pytorch_half_pixel",
+                                        "align_corners", "asymmetric", "half_pixel_symmetric"};
 constexpr const char *kNearest[] = {"", "round_prefer_floor", "round_prefer_ceil", "floor",
                                     "ceil"};
 // The name of enum value v in `names` (index = value), or its number.
@@ -832,9 +832,9 @@ ResizeGeometry resize_geometry(const Node &node, const Dims &src) {
     require(p.mode == MKC_RESIZE_NEAREST || p.mode == MKC_RESIZE_LINEAR,
             "resize: mode must be NEAREST or LINEAR, got ", static_cast<int>(p.mode));
     require(p.coordinates >= MKC_COORDINATES_HALF_PIXEL &&
-                p.coordinates <= MKC_COORDINATES_ASYMMETRIC,
-            "resize: coordinates must be HALF_PIXEL, PYTORCH_HALF_PIXEL, ALIGN_CORNERS or "
-            "ASYMMETRIC, got ", static_cast<int>(p.coordinates));
+                p.coordinates <= MKC_COORDINATES_HALF_PIXEL_SYMMETRIC,
+            "resize: coordinates must be HALF_PIXEL, PYTORCH_HALF_PIXEL, ALIGN_CORNERS, "
+            "ASYMMETRIC or HALF_PIXEL_SYMMETRIC, got ", static_cast<int>(p.coordinates));
     require(p.nearest >= MKC_NEAREST_ROUND_PREFER_FLOOR && p.nearest <= MKC_NEAREST_CEIL,
             "resize: nearest must be ROUND_PREFER_FLOOR, ROUND_PREFER_CEIL, FLOOR or CEIL, got ",
             static_cast<int>(p.nearest));
@@ -884,11 +884,13 @@ void ref_resize(const ReferenceCall &c) {
 // 0.5 (n, m src's and the result's extents, in float), reads the border
 // outside, and rounds a nearest coordinate half away from zero. That is
 // the operator's HALF_PIXEL (PYTORCH_HALF_PIXEL but where a dim becomes
-// 1) where the mapping length is m - sizes given, or a scale whose product
+// 1, HALF_PIXEL_SYMMETRIC) where the mapping length is m - sizes given, or a scale whose product
 // with the dim is whole - with ROUND_PREFER_CEIL for NEAREST (a coordinate
 // there is never below -0.5), on the spatial dims of a 3-D to 5-D src.
-// Its float coordinate can round the other way near a half past about
-// 2^22 / n: nearest is taken below that.
+// Its float coordinate lies within a float's rounding of n of the exact
+// one, and a coordinate that is not a half lies at least 1 / (2m) from
+// one: nearest is taken while n * m stays below 2^21, where that rounding
+// cannot cross a half.
 ops::Verdict resize_onednn_supports(const Node &node, const NodeInputs &in) {
     return ops::verdict_of([&] {
         const auto &p = std::get<mkc_resize_params>(node.params);
@@ -898,7 +900,8 @@ ops::Verdict resize_onednn_supports(const Node &node, const NodeInputs &in) {
         if (rank < 3 || rank > 5)
             fail(MKC_STATUS_UNSUPPORTED, "oneDNN resizes 3-D to 5-D values, got rank ", rank);
         if (p.coordinates != MKC_COORDINATES_HALF_PIXEL &&
-            p.coordinates != MKC_COORDINATES_PYTORCH_HALF_PIXEL)
+            p.coordinates != MKC_COORDINATES_PYTORCH_HALF_PIXEL &&
+            p.coordinates != MKC_COORDINATES_HALF_PIXEL_SYMMETRIC)
             fail(MKC_STATUS_UNSUPPORTED, "oneDNN maps coordinates as HALF_PIXEL only, got ",
                  enum_text(kCoordinates, p.coordinates));
         if (p.mode == MKC_RESIZE_NEAREST && p.nearest != MKC_NEAREST_ROUND_PREFER_CEIL)

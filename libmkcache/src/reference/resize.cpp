@@ -11,12 +11,17 @@ namespace mkc::reference {
 namespace {
 
 // src's coordinate of result index y along an axis of src extent n mapped
-// with length `length` (mkcache.h, mkc_resize_coordinates). The scale is
-// length / n; dividing by it is written as a product by n over length, the
-// same correctly rounded value, exact where a half-pixel lands on a tie.
-double source_coordinate(mkc_resize_coordinates c, int64_t y, int64_t n, double length) {
+// with length `length`, m the result's extent (mkcache.h,
+// mkc_resize_coordinates). The scale is length / n; dividing by it is
+// written as a product by n over length, the same correctly rounded value,
+// exact where a half-pixel lands on a tie.
+double source_coordinate(mkc_resize_coordinates c, int64_t y, int64_t n, double length,
+                         int64_t m) {
     const double yd = static_cast<double>(y), nd = static_cast<double>(n);
     switch (c) {
+    case MKC_COORDINATES_HALF_PIXEL_SYMMETRIC:
+        return nd / 2.0 * (1.0 - static_cast<double>(m) / length) + (yd + 0.5) * nd / length -
+               0.5;
     case MKC_COORDINATES_PYTORCH_HALF_PIXEL:
         if (length == 1.0)
             return -0.5;
@@ -54,7 +59,7 @@ Taps axis_taps(mkc_resize_mode mode, mkc_resize_coordinates c, mkc_resize_neares
         return static_cast<int64_t>(std::clamp(i, 0.0, static_cast<double>(n - 1)));
     };
     for (int64_t y = 0; y < m; ++y) {
-        const double x = source_coordinate(c, y, n, length);
+        const double x = source_coordinate(c, y, n, length, m);
         if (mode == MKC_RESIZE_NEAREST) {
             const int64_t i = clamp(rounded(r, x));
             t.lo.push_back(i);

@@ -747,7 +747,7 @@ def _pad(ctx, node, pads, value, axes):
     axes = [_axis(a, rank) for a in axes]
     if len(pads) != 2 * len(axes):
         raise Refusal(f"pads has {len(pads)} entries for {len(axes)} axes (two per axis)")
-    if float(value) != value:
+    if isinstance(value, int) and float(value) != value:
         raise Refusal(f"a constant_value {value} that a float64 does not hold exactly")
     if name in ctx.known:
         return [_numpy_pad(ctx.known[name], pads, mode, value, axes)]
@@ -779,7 +779,8 @@ def pad(ctx, node):
     return _pad(ctx, node, pads, value, axes)
 
 
-_RESIZE_COORDINATES = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric")
+_RESIZE_COORDINATES = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
+                       "half_pixel_symmetric")
 _RESIZE_NEAREST = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
 
 
