@@ -726,3 +726,32 @@ def test_pad_and_resize_refusals():
         assert f"(Resize '{name}')" in text or f"(Pad '{name}')" in text or \
             f"(Upsample '{name}')" in text, name
         assert why in text, (name, text)
+
+
+def test_upsample_linear_against_onnxruntime():
+    # The reference evaluator implements Upsample's nearest only.
+    m = model([helper.make_node("Upsample", ["x", "scales"], ["y"], mode="linear")],
+              [("x", [2, 3, 4, 5])], [("y", None)],
+              [("scales", np.array([1, 1, 2.5, 2], np.float32))], opset=9)
+    check(m, {"x": rand(2, 3, 4, 5)}, evaluator=False)
+
+
+def test_decoder_block_as_pytorch_exports_it():
+    # F.interpolate(scale_factor=2) (nearest: asymmetric, floor), a skip
+    # connection, F.pad(mode="reflect") and a 3x3 conv without padding.
+    c = helper.make_node
+    nodes = [c("Conv", ["x", "w1"], ["a"], pads=[1, 1, 1, 1]),
+             c("Relu", ["a"], ["r"]),
+             c("Resize", ["r", "", "scales"], ["up"], mode="nearest",
+               coordinate_transformation_mode="asymmetric", nearest_mode="floor"),
+             c("Concat", ["up", "skip"], ["cat"], axis=1),
+             c("Pad", ["cat", "pads"], ["p"], mode="reflect"),
+             c("Conv", ["p", "w2"], ["c2"]),
+             c("Resize", ["c2", "", "", "sizes"], ["y"], mode="linear",
+               coordinate_transformation_mode="pytorch_half_pixel")]
+    m = model(nodes, [("x", [2, 5, 6, 7]), ("skip", [2, 3, 12, 14])], [("y", None)],
+              [("w1", rand(4, 5, 3, 3, scale=0.3)), ("w2", rand(6, 7, 3, 3, scale=0.3)),
+               ("scales", np.array([1, 1, 2, 2], np.float32)),
+               ("pads", np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64)),
+               ("sizes", np.array([2, 6, 9, 20], np.int64))], opset=13)
+    check(m, {"x": rand(2, 5, 6, 7), "skip": rand(2, 3, 12, 14)})
