@@ -720,8 +720,8 @@ PadGeometry pad_geometry(const Node &node, const Dims &src, mkc_dtype dtype) {
             p.naxes);
     PadGeometry g{Dims(src.size(), 0), Dims(src.size(), 0), src};
     std::vector<bool> seen(src.size(), false);
-    // A result dim past this is refused before it is added up (an int64
-    // pad could overflow the sum).
+    // Growth past this on a side is refused before the dims are added up
+    // (any int64 count could overflow the sum).
     constexpr int64_t kMaxPad = int64_t{1} << 40;
     for (int k = 0; k < p.naxes; ++k) {
         const int axis = p.axes[k];
@@ -733,10 +733,12 @@ PadGeometry pad_geometry(const Node &node, const Dims &src, mkc_dtype dtype) {
         const int64_t n = src[a], b = p.begin[k], e = p.end[k];
         require(b <= kMaxPad && e <= kMaxPad, "pad: axis ", axis, " grows by ", b, " and ", e,
                 " (at most 2^40 on a side)");
-        require(b >= -n && e >= -n && n + std::min<int64_t>(b, 0) + std::min<int64_t>(e, 0) >= 1,
-                "pad: axis ", axis, " removes ", std::max<int64_t>(-b, 0), " before and ",
-                std::max<int64_t>(-e, 0), " after of its ", n, " elements (one must be left)");
+        require(b >= -n && e >= -n, "pad: axis ", axis, " removes more than its ", n,
+                " elements (", b, " before, ", e, " after)");
         const int64_t kept = n + std::min<int64_t>(b, 0) + std::min<int64_t>(e, 0);
+        require(kept >= 1, "pad: axis ", axis, " removes ", -std::min<int64_t>(b, 0),
+                " before and ", -std::min<int64_t>(e, 0), " after of its ", n,
+                " elements (one must be left)");
         if (p.mode == MKC_PAD_REFLECT)
             require(b <= kept - 1 && e <= kept - 1, "pad: REFLECT adds at most ", kept - 1,
                     " on a side of axis ", axis, " (its ", kept, " elements left, less one), got ",
