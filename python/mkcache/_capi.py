@@ -6,8 +6,8 @@ matching :mod:`mkcache.errors` exception with the library's message.
 from __future__ import annotations
 
 import ctypes
-from ctypes import (CFUNCTYPE, POINTER, Structure, c_char, c_char_p, c_float, c_int,
-                    c_int32, c_int64, c_size_t, c_uint64, c_void_p)
+from ctypes import (CFUNCTYPE, POINTER, Structure, c_char, c_char_p, c_double, c_float,
+                    c_int, c_int32, c_int64, c_size_t, c_uint64, c_void_p)
 
 from . import _loader
 from .errors import STATUS_ERRORS, Error
@@ -156,6 +156,18 @@ class CompareParams(_Sized):
     _fields_ = [("kind", c_int), ("name", c_char_p)]
 
 
+class PadParams(_Sized):
+    _fields_ = [("mode", c_int), ("value", c_double), ("naxes", c_int),
+                ("axes", c_int * MAX_NDIMS), ("begin", c_int64 * MAX_NDIMS),
+                ("end", c_int64 * MAX_NDIMS), ("name", c_char_p)]
+
+
+class ResizeParams(_Sized):
+    _fields_ = [("mode", c_int), ("coordinates", c_int), ("nearest", c_int), ("nsizes", c_int),
+                ("sizes", c_int64 * MAX_NDIMS), ("nscales", c_int),
+                ("scales", c_float * MAX_NDIMS), ("name", c_char_p)]
+
+
 class SliceParams(_Sized):
     _fields_ = [("naxes", c_int), ("axes", c_int * MAX_NDIMS), ("starts", c_int64 * MAX_NDIMS),
                 ("ends", c_int64 * MAX_NDIMS), ("steps", c_int64 * MAX_NDIMS),
@@ -198,7 +210,8 @@ _MIRRORS = {"conv_params": ConvParams, "pool_params": PoolParams, "linear_params
             "program_options": ProgramOptions, "program_memory": ProgramMemory,
             "reduce_params": ReduceParams, "gather_params": GatherParams,
             "cast_params": CastParams, "slice_params": SliceParams,
-            "expand_params": ExpandParams, "compare_params": CompareParams}
+            "expand_params": ExpandParams, "compare_params": CompareParams,
+            "pad_params": PadParams, "resize_params": ResizeParams}
 
 
 lib.mkc_status_string.argtypes = [status_t]
@@ -334,6 +347,8 @@ _SIGNATURES = {
     "mkc_slice_params_init": [POINTER(SliceParams)],
     "mkc_expand_params_init": [POINTER(ExpandParams)],
     "mkc_compare_params_init": [POINTER(CompareParams)],
+    "mkc_pad_params_init": [POINTER(PadParams)],
+    "mkc_resize_params_init": [POINTER(ResizeParams)],
     "mkc_op_run": [c_int, c_void_p, c_int, POINTER(tensor_p), POINTER(tensor_p)],
     "mkc_program_output_dtype": [c_void_p, POINTER(c_int64), c_int, POINTER(c_int)],
     "mkc_graph_output": [c_void_p, c_int, c_char_p],

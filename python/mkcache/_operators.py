@@ -174,6 +174,27 @@ TABLE_OP_TABLE = {
                      "(a and b of one dtype, float32, int32 or int64).", inputs=("a", "b"))
        for name, sign in (("equal", "=="), ("less", "<"), ("less_equal", "<="),
                           ("greater", ">"), ("greater_equal", ">="))},
+    "pad": TableOp("pad", ("pads", 'mode="constant"', "value=0.0", "axes=None"),
+                   "pad_params(pads, mode, value, axes, name)",
+                   "x grown along `axes` as ONNX's Pad: `pads` is every axis's count before, "
+                   "then every axis's count after ([b0, b1, ..., e0, e1, ...]; negative "
+                   "counts remove elements, before any is added); `axes` default 0, 1, ... as "
+                   "many as pads gives. mode: 'constant' (`value`, which x's dtype must hold "
+                   "exactly), 'reflect' (mirrored without the border; at most n - 1 on a "
+                   "side), 'edge' (the border repeated) or 'wrap'. Any dtype; the result is "
+                   "channels-first."),
+    "resize": TableOp("resize", ("sizes=None", "scales=None", 'mode="nearest"',
+                                 'coordinates="half_pixel"', 'nearest="round_prefer_floor"'),
+                      "resize_params(sizes, scales, mode, coordinates, nearest, name)",
+                      "float32 x resized as ONNX's Resize (no region of interest, "
+                      "antialiasing or cubic mode): to `sizes`, or to floor(dim * scale) by "
+                      "`scales` (one entry per dim of x, exactly one of the two given; a "
+                      "scale of 1 keeps a dim). mode: 'nearest' or 'linear' (bi-, "
+                      "trilinear). coordinates: ONNX's coordinate_transformation_mode, "
+                      "'half_pixel', 'pytorch_half_pixel', 'align_corners', 'asymmetric' or "
+                      "'half_pixel_symmetric'. "
+                      "nearest: ONNX's nearest_mode, 'round_prefer_floor', "
+                      "'round_prefer_ceil', 'floor' or 'ceil'. The result keeps x's layout."),
     "where": TableOp("where", doc="condition ? x : y element by element (condition bool, x "
                                   "and y float32), the three broadcast as numpy does.",
                      inputs=("condition", "x", "y")),
@@ -198,6 +219,80 @@ COMPARE_KINDS = _capi.enum_values("mkc_compare_kind", ("equal", "less", "less_eq
 
 def _name_bytes(name):
     return None if name is None else name.encode() if isinstance(name, str) else name
+
+PAD_MODES = _capi.enum_values("mkc_pad_mode", ("constant", "reflect", "edge", "wrap"))
+RESIZE_MODES = _capi.enum_values("mkc_resize_mode", ("nearest", "linear"))
+RESIZE_COORDINATES = _capi.enum_values("mkc_resize_coordinates", (
+    "half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric", "half_pixel_symmetric"))
+RESIZE_NEAREST = _capi.enum_values("mkc_resize_nearest", (
+    "round_prefer_floor", "round_prefer_ceil", "floor", "ceil"))
+
+
+def _choice(op: str, what: str, value, choices: dict, extra: str = "") -> int:
+    if not isinstance(value, str) or value not in choices:
+        names = ", ".join(repr(c) for c in choices)
+        raise InvalidArgumentError(f"{op}: {what} must be one of {names}{extra}, got {value!r}")
+    return choices[value]
+
+
+def _int_list(op: str, what: str, v, kind=_checks.INT64) -> list:
+    items = tuple(v) if isinstance(v, (tuple, list, np.ndarray)) else None
+    if items is None or not 1 <= len(items) <= 2 * _capi.MAX_NDIMS:
+        raise InvalidArgumentError(f"{op}: {what} must be a sequence of ints, got {v!r}")
+    return [_checks.integer(i, what, kind) for i in items]
+
+
+def pad_params(pads, mode, value, axes, name):
+    """The mkc_pad_params of a pad call."""
+    pads = _int_list("pad", "pads", pads)
+    if len(pads) % 2 or len(pads) > 2 * _capi.MAX_NDIMS:
+        raise InvalidArgumentError(f"pad: pads must hold a count before and after per axis "
+                                   f"(an even number, at most {2 * _capi.MAX_NDIMS}), got "
+                                   f"{len(pads)}")
+    k = len(pads) // 2
+    axes = list(range(k)) if axes is None else _int_list("pad", "axes", axes, _checks.INT32)
+    if len(axes) != k:
+        raise InvalidArgumentError(f"pad: pads has {k} axes' counts, axes {len(axes)} axes")
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise InvalidArgumentError(f"pad: value must be a real number, got {value!r}")
+    p = _capi.PadParams()
+    _capi.lib.mkc_pad_params_init(ctypes.byref(p))
+    p.mode = _choice("pad", "mode", mode, PAD_MODES)
+    p.value = float(value)
+    p.naxes = k
+    for i in range(k):
+        p.axes[i], p.begin[i], p.end[i] = axes[i], pads[i], pads[k + i]
+    p.name = _name_bytes(name)
+    return p
+
+
+def resize_params(sizes, scales, mode, coordinates, nearest, name):
+    """The mkc_resize_params of a resize call."""
+    if (sizes is None) == (scales is None):
+        raise InvalidArgumentError("resize: give exactly one of sizes and scales, got "
+                                   f"{'both' if sizes is not None else 'neither'}")
+    p = _capi.ResizeParams()
+    _capi.lib.mkc_resize_params_init(ctypes.byref(p))
+    p.mode = _choice("resize", "mode", mode, RESIZE_MODES,
+                     " (cubic is not supported in this version)")
+    p.coordinates = _choice("resize", "coordinates", coordinates, RESIZE_COORDINATES)
+    p.nearest = _choice("resize", "nearest", nearest, RESIZE_NEAREST)
+    given = sizes if sizes is not None else scales
+    items = tuple(given) if isinstance(given, (tuple, list, np.ndarray)) else None
+    what = "sizes" if sizes is not None else "scales"
+    if items is None or not 1 <= len(items) <= _capi.MAX_NDIMS:
+        raise InvalidArgumentError(f"resize: {what} must be a sequence of 1..{_capi.MAX_NDIMS} "
+                                   f"numbers (one per dim of x), got {given!r}")
+    if sizes is not None:
+        p.nsizes = len(items)
+        for i, v in enumerate(items):
+            p.sizes[i] = _checks.integer(v, "sizes")
+    else:
+        p.nscales = len(items)
+        for i, v in enumerate(items):
+            p.scales[i] = _checks.real(v, "scales")
+    p.name = _name_bytes(name)
+    return p
 
 
 def cast_params(dtype, name):

@@ -304,6 +304,60 @@ static void test_op_run(void) {
     OK(mkc_tensor_destroy(wide));
     OK(mkc_tensor_destroy(positive));
     OK(mkc_tensor_destroy(tzero));
+    /* x's rows reflected by one on each side, its first column removed:
+     * np.pad(x[:, 1:], ((1, 1), (0, 0)), "reflect"). */
+    mkc_pad_params pp;
+    OK(mkc_pad_params_init(&pp));
+    CHECK(pp.mode == MKC_PAD_CONSTANT && pp.value == 0.0 && pp.naxes == 0 && pp.axes[0] == 0 &&
+          pp.axes[1] == 1 && pp.axes[MKC_MAX_NDIMS - 1] == MKC_MAX_NDIMS - 1);
+    pp.mode = MKC_PAD_REFLECT;
+    pp.naxes = 2;
+    pp.begin[0] = 1, pp.end[0] = 1;
+    pp.begin[1] = -1, pp.end[1] = 0;
+    mkc_tensor *padded = NULL;
+    OK(mkc_op_run(MKC_OP_PAD, &pp, 1, in, &padded));
+    float grown[20];
+    OK(mkc_tensor_export(padded, MKC_LAYOUT_NCHW, grown, sizeof grown));
+    const int from_row[5] = {1, 0, 1, 2, 1};
+    for (int r = 0; r < 5; ++r)
+        for (int c = 0; c < 4; ++c) CHECK(grown[r * 4 + c] == x[from_row[r] * 5 + 1 + c]);
+    OK(mkc_tensor_destroy(padded));
+    pp.end[1] = -4; /* nothing left of the columns */
+    CHECK(mkc_op_run(MKC_OP_PAD, &pp, 1, in, &none) == MKC_STATUS_INVALID_ARGUMENT);
+    CHECK(strstr(mkc_last_error(), "pad: axis 1 removes 1 before and 4 after of its 5") != NULL);
+    CHECK(none == NULL);
+    /* A [1, 1, 3, 5] view of x doubled in W by linear interpolation
+     * (half-pixel: each new pair 1/4 and 3/4 of the way between), then
+     * sizes and scales both given: refused. */
+    const int64_t d4[4] = {1, 1, 3, 5};
+    mkc_tensor *x4 = NULL, *wider = NULL;
+    OK(mkc_tensor_wrap(MKC_DTYPE_F32, 4, d4, MKC_LAYOUT_NCHW, x, &x4));
+    mkc_resize_params zp;
+    OK(mkc_resize_params_init(&zp));
+    CHECK(zp.mode == MKC_RESIZE_NEAREST && zp.coordinates == MKC_COORDINATES_HALF_PIXEL &&
+          zp.nearest == MKC_NEAREST_ROUND_PREFER_FLOOR && zp.nsizes == 0 && zp.nscales == 0);
+    zp.mode = MKC_RESIZE_LINEAR;
+    zp.nscales = 4;
+    zp.scales[0] = zp.scales[1] = zp.scales[2] = 1.0f;
+    zp.scales[3] = 2.0f;
+    const mkc_tensor *zin[1] = {x4};
+    OK(mkc_op_run(MKC_OP_RESIZE, &zp, 1, zin, &wider));
+    float w10[30];
+    OK(mkc_tensor_export(wider, MKC_LAYOUT_NCHW, w10, sizeof w10));
+    for (int r = 0; r < 3; ++r)
+        for (int c = 0; c < 10; ++c) {
+            const double at = (c + 0.5) / 2.0 - 0.5;
+            const int lo = at < 0 ? 0 : (int)at, hi = lo + 1 > 4 ? 4 : lo + 1;
+            const double w = at < 0 ? 0.0 : at - lo;
+            const double want = (1 - w) * x[r * 5 + lo] + w * x[r * 5 + hi];
+            CHECK(fabs(w10[r * 10 + c] - want) <= 1e-6);
+        }
+    OK(mkc_tensor_destroy(wider));
+    zp.nsizes = 4;
+    CHECK(mkc_op_run(MKC_OP_RESIZE, &zp, 1, zin, &none) == MKC_STATUS_INVALID_ARGUMENT);
+    CHECK(strstr(mkc_last_error(), "resize: sizes and scales are both given") != NULL);
+    CHECK(none == NULL);
+    OK(mkc_tensor_destroy(x4));
     CHECK(mkc_op_run((mkc_op)999, NULL, 1, in, &none) == MKC_STATUS_INVALID_ARGUMENT);
     CHECK(strstr(mkc_last_error(), "unknown operator 999") != NULL && none == NULL);
     CHECK(mkc_op_run(MKC_OP_ERF, &rp, 1, in, &none) == MKC_STATUS_INVALID_ARGUMENT);
@@ -992,7 +1046,9 @@ static void test_struct_sizes(void) {
                    {MKC_STRUCT_CAST_PARAMS, sizeof(mkc_cast_params)},
                    {MKC_STRUCT_SLICE_PARAMS, sizeof(mkc_slice_params)},
                    {MKC_STRUCT_EXPAND_PARAMS, sizeof(mkc_expand_params)},
-                   {MKC_STRUCT_COMPARE_PARAMS, sizeof(mkc_compare_params)}};
+                   {MKC_STRUCT_COMPARE_PARAMS, sizeof(mkc_compare_params)},
+                   {MKC_STRUCT_PAD_PARAMS, sizeof(mkc_pad_params)},
+                   {MKC_STRUCT_RESIZE_PARAMS, sizeof(mkc_resize_params)}};
     size_t size = 0;
     for (size_t i = 0; i < sizeof structs / sizeof structs[0]; ++i) {
         size = 0;
@@ -1001,7 +1057,7 @@ static void test_struct_sizes(void) {
     }
     size = 5;
     REFUSED(mkc_get_struct_size((mkc_struct_id)0, &size), "unknown struct id 0");
-    REFUSED(mkc_get_struct_size((mkc_struct_id)24, &size), "unknown struct id 24");
+    REFUSED(mkc_get_struct_size((mkc_struct_id)26, &size), "unknown struct id 26");
     CHECK(size == 5);
     CHECK(mkc_get_struct_size(MKC_STRUCT_CONV_PARAMS, NULL) == MKC_STATUS_INVALID_ARGUMENT);
 
@@ -1244,7 +1300,14 @@ static void test_enum_names(void) {
                  {"mkc_pool_kind", "avg_exclude_pad", MKC_POOL_AVG_EXCLUDE_PAD},
                  {"mkc_op", "conv2d", MKC_OP_CONV2D},
                  {"mkc_op", "conv2d_transpose", MKC_OP_CONV2D_TRANSPOSE},
-                 {"mkc_op", "reshape", MKC_OP_RESHAPE}};
+                 {"mkc_op", "reshape", MKC_OP_RESHAPE},
+                 {"mkc_op", "pad", MKC_OP_PAD},
+                 {"mkc_op", "resize", MKC_OP_RESIZE},
+                 {"mkc_pad_mode", "reflect", MKC_PAD_REFLECT},
+                 {"mkc_resize_mode", "linear", MKC_RESIZE_LINEAR},
+                 {"mkc_resize_coordinates", "pytorch_half_pixel",
+                  MKC_COORDINATES_PYTORCH_HALF_PIXEL},
+                 {"mkc_resize_nearest", "round_prefer_ceil", MKC_NEAREST_ROUND_PREFER_CEIL}};
     for (size_t i = 0; i < sizeof known / sizeof known[0]; ++i) {
         int32_t value = -1;
         const char *name = NULL;

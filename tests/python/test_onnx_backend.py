@@ -7,11 +7,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 onnx = pytest.importorskip("onnx")
 import onnx.backend.test  # noqa: E402
 
+import mkcache  # noqa: E402
 import mkcache.onnx.backend as backend  # noqa: E402
 
 # The node tests of each operator the importer converts (ONNX's test names:
@@ -24,8 +26,11 @@ OPERATOR_TESTS = [
     "globalaveragepool", "globalmaxpool", "hardswish", "identity", "layer_normalization",
     "leakyrelu", "log", "logsoftmax", "lrn", "matmul", "max", "maxpool", "min", "mish", "mul",
     "neg", "pow", "reciprocal", "reduce_max", "reduce_mean", "reduce_min", "reduce_sum",
-    "relu", "reshape", "shape", "sigmoid", "size", "softmax", "softplus", "sqrt", "squeeze", "sub", "sum", "tanh",
-    "transpose", "unsqueeze", "where",
+    "relu", "reshape", "shape", "sigmoid", "size", "softmax", "softplus", "sqrt", "squeeze",
+    "sub", "sum", "tanh", "transpose", "unsqueeze", "where", "edge_pad", "reflect_pad",
+    "wrap_pad", "resize", "upsample",
+    # PyTorch's exported Pads (the converted-model tests).
+    "ConstantPad2d", "ZeroPad2d", "ReplicationPad2d", "ReflectionPad2d", "operator_pad",
 ]
 
 EXCLUDED_FILE = Path(__file__).with_name("onnx_backend_excluded.txt")
@@ -57,3 +62,47 @@ def test_exclusions_are_well_formed():
     assert len(patterns) == len(set(patterns))
     for p in patterns:
         re.compile(p)
+
+
+# ONNX's node tests of Pad, Resize and Upsample give pads, scales and sizes
+# as inputs, at run time, where the importer takes them only as constants
+# (they are excluded above for that). The same models with those inputs
+# made initializers, against the tests' expected outputs: each passes, or
+# is refused for a reason this version states.
+BOUNDS_TESTS = re.compile(r"^test_(resize_.*|upsample_.*|(constant|edge|reflect|wrap)_pad.*)$")
+REFUSED_BOUNDS_TESTS = {
+    "cubic": "cubic interpolation is not supported",
+    "antialias": "antialias=1 is not supported",
+    "tf_crop_and_resize": "'tf_crop_and_resize' is not supported",
+    "not_larger": "keep_aspect_ratio_policy='not_larger' is not supported",
+    "not_smaller": "keep_aspect_ratio_policy='not_smaller' is not supported",
+}
+
+
+def _bounds_cases():
+    import onnx.backend.test.loader as loader  # noqa: PLC0415
+    return {c.name: c for c in loader.load_model_tests(kind="node") if BOUNDS_TESTS.match(c.name)}
+
+
+_BOUNDS_CASES = _bounds_cases()
+
+
+@pytest.mark.parametrize("name", sorted(_BOUNDS_CASES))
+def test_pad_and_resize_node_tests_with_constant_bounds(name):
+    from onnx import numpy_helper  # noqa: PLC0415
+    case = _BOUNDS_CASES[name]
+    (inputs, outputs), = case.data_sets
+    m = onnx.ModelProto()
+    m.CopyFrom(case.model)
+    data = m.graph.input[0].name
+    for info, value in list(zip(list(m.graph.input), inputs))[1:]:
+        m.graph.initializer.append(numpy_helper.from_array(np.asarray(value), info.name))
+        m.graph.input.remove(info)
+    refused = [why for key, why in REFUSED_BOUNDS_TESTS.items() if key in name]
+    if refused:
+        with pytest.raises(mkcache.UnsupportedError, match=re.escape(refused[0])):
+            backend.prepare(m)
+        return
+    got = backend.prepare(m).run({data: inputs[0]})
+    for g, want in zip(got, outputs):
+        np.testing.assert_allclose(g, want, rtol=case.rtol, atol=case.atol)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+import re
 
 import numpy as np
 import pytest
@@ -438,3 +439,353 @@ def test_int64_compares_exactly_and_dtypes_must_match():
     assert not mkcache.equal(a, b).numpy()[0] and mkcache.greater(a, b).numpy()[0]
     with pytest.raises(mkcache.InvalidArgumentError, match="compare: a is int64, b float32"):
         mkcache.less(a, rand(1))
+
+
+# --------------------------------------------------------------------- pad
+
+def pad_reference(a, pads, mode, value=0, axes=None):
+    """ONNX's Pad in numpy: the negative counts cropped first, then np.pad."""
+    k = len(pads) // 2
+    axes = list(range(k)) if axes is None else [ax % a.ndim for ax in axes]
+    crop = [slice(None)] * a.ndim
+    width = [(0, 0)] * a.ndim
+    for i, ax in enumerate(axes):
+        b, e = pads[i], pads[k + i]
+        crop[ax] = slice(max(-b, 0), a.shape[ax] - max(-e, 0))
+        width[ax] = (max(b, 0), max(e, 0))
+    kept = a[tuple(crop)]
+    if mode == "constant":
+        return np.pad(kept, width, mode="constant", constant_values=value)
+    return np.pad(kept, width, mode=mode)
+
+
+PAD_SPECS = [
+    ([1, 2], None),                        # a 1-D prefix: axis 0 only
+    ([0, 1, 2, 2, 0, 1], None),            # every axis
+    ([2, -1, 1, 3], [2, 0]),               # axes, one crops
+    ([-1, 0, 2, -2], [-1, 1]),             # negative axes, crop and pad one axis
+    ([1, 1, 1, 1, 1, 1], [1, 2, 0]),       # axes out of order
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.int64, np.bool_])
+@pytest.mark.parametrize("mode", ["constant", "reflect", "edge", "wrap"])
+@pytest.mark.parametrize("spec", PAD_SPECS)
+def test_pad_matches_numpy(dtype, mode, spec):
+    a = (np.arange(5 * 6 * 7).reshape(5, 6, 7) % 13 - 4).astype(dtype)
+    pads, axes = spec
+    value = 1 if dtype == np.bool_ else -7
+    got = mkcache.pad(a, pads, mode=mode, value=value, axes=axes).numpy()
+    want = pad_reference(a, pads, mode, value, axes)
+    assert got.dtype == a.dtype
+    np.testing.assert_array_equal(got, want)
+
+
+def test_pad_float_value_and_odd_batch():
+    a = rand(3, 5, 7, 9)  # batch 3, 5 channels
+    pads = [0, 0, 1, 2, 0, 3, 2, 0]
+    got = mkcache.pad(a, pads, value=-0.25).numpy()
+    np.testing.assert_array_equal(got, pad_reference(a, pads, "constant", -0.25))
+    got = mkcache.pad(a, pads, value=float("nan")).numpy()
+    assert np.isnan(got[:, 5:]).all() and np.isnan(got[:, :, 0]).all()
+    assert not np.isnan(got[:, :5, 1:8, 2:]).any()
+
+
+def test_pad_channels_last_counts_in_the_callers_order():
+    a = rand(2, 17, 5, 3)  # NCHW values
+    t = nhwc(a)  # axes count in its own order: N, H, W, C
+    y = mkcache.pad(t, [1, 1, 2, 2], mode="reflect", axes=[1, 2])
+    assert y.layout == "NCHW" and y.shape == (2, 8, 6, 17)  # channels-first, the same order
+    want = pad_reference(np.moveaxis(a, 1, -1), [1, 1, 2, 2], "reflect", axes=[1, 2])
+    np.testing.assert_array_equal(y.numpy(), want)
+
+
+def test_pad_in_a_graph():
+    a = rand(2, 3, 6, 5)
+    with mkcache.Graph() as g:
+        x = g.input("x", (None, 3, 6, 5))
+        p = g.pad(g.relu(x), [1, 1, -1, 2], mode="edge", axes=[2, 3], name="p")
+        g.output(g.add(p, p), "y")
+        with g.compile() as prog:
+            got = prog.run(x=a)["y"]
+            assert "(pad 'p') reference" in prog.plan()
+    want = 2 * pad_reference(np.maximum(a, 0), [1, 1, -1, 2], "edge", axes=[2, 3])
+    np.testing.assert_array_equal(got, want)
+
+
+def test_pad_bad_arguments():
+    a = rand(3, 4)
+    with pytest.raises(mkcache.InvalidArgumentError, match="an even number"):
+        mkcache.pad(a, [1, 2, 3])
+    with pytest.raises(mkcache.InvalidArgumentError, match="pads has 2 axes' counts, axes 1"):
+        mkcache.pad(a, [1, 2, 3, 4], axes=[1])
+    with pytest.raises(mkcache.InvalidArgumentError, match="pad: naxes must be 1..2"):
+        mkcache.pad(a, [1, 1, 1, 1, 1, 1])
+    with pytest.raises(mkcache.InvalidArgumentError,
+                       match="pad: axis 1 removes 3 before and 1 after of its 4 elements"):
+        mkcache.pad(a, [0, -3, 0, -1])
+    past = r"pad: axis 1 removes more than its 4 elements \(-5 before, 6 after\)"
+    with pytest.raises(mkcache.InvalidArgumentError, match=past):
+        mkcache.pad(a, [0, -5, 0, 6])  # crops past the dim, whatever is added after
+    with pytest.raises(mkcache.InvalidArgumentError, match="removes more than its 3 elements"):
+        mkcache.pad(a, [-2 ** 63, 0, 0, 0])
+    with pytest.raises(mkcache.InvalidArgumentError, match="REFLECT adds at most 3 on a side"):
+        mkcache.pad(a, [0, 4, 0, 0], mode="reflect")
+    with pytest.raises(mkcache.InvalidArgumentError, match="pad: mode must be one of"):
+        mkcache.pad(a, [1, 1], mode="symmetric")
+    with pytest.raises(mkcache.InvalidArgumentError, match="pad: axis -1 is given twice"):
+        mkcache.pad(a, [1, 1, 1, 1], axes=[1, -1])
+    with pytest.raises(mkcache.InvalidArgumentError, match="pad: value 0.5 is not an int32"):
+        mkcache.pad(a.astype(np.int32), [1, 1], value=0.5)
+    with pytest.raises(mkcache.InvalidArgumentError, match="is not a bool"):
+        mkcache.pad(a > 0, [1, 1], value=2)
+    with pytest.raises(mkcache.InvalidArgumentError, match="at most 2\\^40"):
+        mkcache.pad(a, [2 ** 62, 0])
+    # The C struct's own checks: a mode out of range.
+    p = mkcache._operators.pad_params([1, 1], "constant", 0.0, None, None)
+    p.mode = 9
+    rc, dst = _op_run(_capi.OPS["pad"], ctypes.addressof(p), [mkcache.Tensor(a)])
+    assert rc != 0 and not dst.value
+    assert "pad: mode must be CONSTANT, REFLECT, EDGE or WRAP, got 9" in \
+        _capi.lib.mkc_last_error().decode()
+    assert mkcache.pad(a, [1, 1]).shape == (5, 4)  # nothing was lost
+
+
+# ------------------------------------------------------------------ resize
+
+def resize_reference(a, mode="nearest", coordinates="half_pixel", nearest="round_prefer_floor",
+                     sizes=None, scales=None):
+    """ONNX's Resize (opset 11+, no roi) in float64 numpy, one axis at a
+    time: the result's dims and the length each axis's coordinates map
+    with follow the spec's rule for sizes and for scales."""
+    r = a.astype(np.float64)
+    for ax, n in enumerate(a.shape):
+        if sizes is not None:
+            m = sizes[ax]
+            scale = m / n
+        else:
+            scale = float(np.float32(scales[ax]))
+            m = int(np.floor(scale * n))
+        length = scale * n
+        y = np.arange(m, dtype=np.float64)
+        if coordinates == "half_pixel":
+            x = (y + 0.5) / scale - 0.5
+        elif coordinates == "pytorch_half_pixel":
+            x = np.full(m, -0.5) if length == 1 else (y + 0.5) / scale - 0.5
+        elif coordinates == "align_corners":
+            x = np.zeros(m) if length == 1 else y * (n - 1) / (length - 1)
+        elif coordinates == "half_pixel_symmetric":
+            x = n / 2 * (1 - m / length) + (y + 0.5) / scale - 0.5
+        else:
+            x = y / scale
+        if mode == "nearest":
+            i = {"round_prefer_floor": np.ceil(x - 0.5), "round_prefer_ceil": np.floor(x + 0.5),
+                 "floor": np.floor(x), "ceil": np.ceil(x)}[nearest]
+            r = np.take(r, np.clip(i, 0, n - 1).astype(np.intp), axis=ax)
+        else:
+            x0 = np.floor(x)
+            w = (x - x0).reshape([-1 if i == ax else 1 for i in range(a.ndim)])
+            lo = np.clip(x0, 0, n - 1).astype(np.intp)
+            hi = np.clip(x0 + 1, 0, n - 1).astype(np.intp)
+            r = np.take(r, lo, axis=ax) * (1 - w) + np.take(r, hi, axis=ax) * w
+    return r
+
+
+COORDINATES = ["half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
+               "half_pixel_symmetric"]
+NEAREST = ["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"]
+RESIZE_CASES = [  # shape, sizes, scales
+    ((2, 3, 7), None, [1, 1, 2.5]),                 # 3-D, odd width, a fractional scale
+    ((2, 5, 6, 4), [2, 5, 3, 9], None),             # 4-D by sizes: down and up
+    ((1, 3, 8, 5), None, [1, 1, 0.5, 1.7]),         # halves fall on ties down by 2
+    ((2, 17, 4, 3, 5), None, [1, 1, 2, 0.67, 1]),   # 5-D, 17 channels
+    ((3, 2, 6, 1), [3, 2, 1, 4], None),             # a dim to 1, a dim from 1
+    ((2, 4, 9), None, [1, 2, 0.34]),                # the channels resized too
+]
+
+
+@pytest.mark.parametrize("shape,sizes,scales", RESIZE_CASES)
+@pytest.mark.parametrize("coordinates", COORDINATES)
+def test_resize_linear_matches_float64(shape, sizes, scales, coordinates):
+    a = rand(*shape)
+    got = mkcache.resize(a, sizes=sizes, scales=scales, mode="linear",
+                         coordinates=coordinates).numpy()
+    want = resize_reference(a, "linear", coordinates, sizes=sizes, scales=scales)
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("shape,sizes,scales", RESIZE_CASES)
+@pytest.mark.parametrize("coordinates", COORDINATES)
+@pytest.mark.parametrize("nearest", NEAREST)
+def test_resize_nearest_matches_float64(shape, sizes, scales, coordinates, nearest):
+    a = rand(*shape)
+    got = mkcache.resize(a, sizes=sizes, scales=scales, coordinates=coordinates,
+                         nearest=nearest).numpy()
+    want = resize_reference(a, "nearest", coordinates, nearest, sizes=sizes, scales=scales)
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got, want.astype(np.float32))
+
+
+def test_resize_nearest_rounds_halves_as_asked():
+    # Down by 2 with half_pixel: every coordinate is a half (2y + 0.5).
+    a = np.arange(8, dtype=np.float32).reshape(1, 1, 8)
+    down = {n: mkcache.resize(a, scales=[1, 1, 0.5], nearest=n).numpy().ravel().tolist()
+            for n in NEAREST}
+    assert down["round_prefer_floor"] == down["floor"] == [0, 2, 4, 6]
+    assert down["round_prefer_ceil"] == down["ceil"] == [1, 3, 5, 7]
+
+
+def test_resize_matches_onnx_reference_evaluator():
+    onnx = pytest.importorskip("onnx")
+    from onnx import helper, numpy_helper  # noqa: PLC0415
+    from onnx.reference import ReferenceEvaluator  # noqa: PLC0415
+    a = rand(2, 3, 5, 7)
+    for mode, coordinates, nearest, sizes, scales in [
+            ("linear", "half_pixel", "round_prefer_floor", None, [1, 1, 1.5, 0.6]),
+            ("linear", "align_corners", "round_prefer_floor", [2, 3, 9, 4], None),
+            ("linear", "pytorch_half_pixel", "round_prefer_floor", [2, 3, 1, 10], None),
+            ("nearest", "asymmetric", "floor", None, [1, 1, 2.2, 0.5]),
+            ("nearest", "half_pixel", "round_prefer_ceil", None, [1, 1, 0.4, 3]),
+            ("linear", "half_pixel_symmetric", "round_prefer_floor", None, [1, 1, 1.7, 0.7])]:
+        inputs = ["x", "", "scales" if scales else "", "sizes" if sizes else ""]
+        node = helper.make_node("Resize", [i for i in inputs if i or inputs.index(i) < 2],
+                                ["y"], mode=mode, coordinate_transformation_mode=coordinates,
+                                nearest_mode=nearest)
+        if sizes:
+            node.input[:] = ["x", "", "", "sizes"]
+            init = [numpy_helper.from_array(np.array(sizes, np.int64), "sizes")]
+        else:
+            node.input[:] = ["x", "", "scales"]
+            init = [numpy_helper.from_array(np.array(scales, np.float32), "scales")]
+        graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(
+            "x", onnx.TensorProto.FLOAT, a.shape)], [helper.make_tensor_value_info(
+                "y", onnx.TensorProto.FLOAT, None)], init)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+        want = ReferenceEvaluator(model).run(None, {"x": a})[0]
+        got = mkcache.resize(a, sizes=sizes, scales=scales, mode=mode, coordinates=coordinates,
+                             nearest=nearest).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6, err_msg=f"{mode} {coordinates}")
+
+
+def _resize_graph(shape, impl, layout="NCHW", **kw):
+    """A program resizing an input (after a relu, so it is a node's result)."""
+    with mkcache.Graph() as g:
+        x = g.input("x", shape, layout=layout)
+        g.output(g.resize(g.relu(x), name="r", **kw), "y")
+        return g.compile(impl={"resize": impl})
+
+
+ONEDNN_CASES = [  # shape, layout, resize's arguments: what oneDNN computes as defined
+    ((2, 3, 7), "NCHW", dict(scales=[1, 1, 2.0], mode="linear")),
+    ((2, 5, 6, 4), "NCHW", dict(sizes=[2, 5, 3, 9], mode="linear")),
+    ((2, 5, 6, 4), "NCHW", dict(sizes=[2, 5, 9, 3], nearest="round_prefer_ceil")),
+    ((1, 3, 8, 4), "NCHW", dict(scales=[1, 1, 0.5, 1.25], nearest="round_prefer_ceil")),
+    ((2, 17, 4, 3, 5), "NCDHW", dict(sizes=[2, 17, 7, 6, 2], mode="linear",
+                                     coordinates="pytorch_half_pixel")),
+    ((2, 3, 6, 4), "NCHW", dict(sizes=[2, 3, 3, 7], mode="linear",
+                                coordinates="half_pixel_symmetric")),
+    ((2, 4, 6, 17), "NHWC", dict(scales=[1, 2, 0.5, 1], mode="linear")),  # caller order
+    ((2, 4, 6, 17), "NHWC", dict(sizes=[2, 9, 5, 17], nearest="round_prefer_ceil")),
+]
+
+
+@pytest.mark.parametrize("shape,layout,kw", ONEDNN_CASES)
+def test_resize_onednn_equals_reference(shape, layout, kw):
+    a = rand(*shape)
+    results = {}
+    for impl in ("onednn", "reference"):
+        with _resize_graph(shape, impl, layout, **kw) as prog:
+            results[impl] = prog.run(x=a)["y"]
+            assert f"(resize 'r') {impl}" in prog.plan()
+    if kw.get("mode") == "linear":
+        # oneDNN weighs in float, the reference in double.
+        np.testing.assert_allclose(results["onednn"], results["reference"], rtol=1e-6,
+                                   atol=1e-6)
+    else:
+        np.testing.assert_array_equal(results["onednn"], results["reference"])
+    # And both are the operator: float64 numpy on the caller's order.
+    want = resize_reference(np.maximum(a, 0), kw.get("mode", "nearest"),
+                            kw.get("coordinates", "half_pixel"),
+                            kw.get("nearest", "round_prefer_floor"),
+                            sizes=kw.get("sizes"), scales=kw.get("scales"))
+    np.testing.assert_allclose(results["reference"], want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("kw,why", [
+    (dict(scales=[1, 1, 2, 2], mode="linear", coordinates="align_corners"),
+     "oneDNN maps coordinates as HALF_PIXEL only, got align_corners"),
+    (dict(scales=[1, 1, 2, 2]), "oneDNN's nearest rounds halves up"),
+    (dict(scales=[1, 1, 1.3, 2], mode="linear"), "oneDNN maps coordinates by the result's dims"),
+    (dict(sizes=[2, 3, 1, 4], mode="linear", coordinates="pytorch_half_pixel"),
+     "oneDNN maps a dim resized to 1 as HALF_PIXEL"),
+    (dict(scales=[1, 2, 1, 1], mode="linear"), "oneDNN resizes the spatial dims only"),
+])
+def test_resize_onednn_refuses_what_it_computes_otherwise(kw, why):
+    shape = (2, 3, 5, 4)
+    with pytest.raises(mkcache.InvalidArgumentError, match=re.escape(why)):
+        _resize_graph(shape, "onednn", **kw)
+    # Left to the choice, the reference kernel runs it.
+    with mkcache.Graph() as g:
+        x = g.input("x", shape)
+        g.output(g.resize(x, name="r", **kw), "y")
+        with g.compile() as prog:
+            assert "(resize 'r') reference" in prog.plan()
+
+
+def test_resize_eager_picks_onednn_where_it_can():
+    a = rand(2, 3, 5, 4)
+    y = mkcache.resize(a, scales=[1, 1, 2, 2], mode="linear").numpy()
+    want = resize_reference(a, "linear", scales=[1, 1, 2, 2])
+    np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-6)
+    # The primitive's entry: oneDNN ran it.
+    assert any(key.startswith("resize:m2:o10x8|") for _, key in mkcache.cache.keys())
+
+
+def test_resize_channels_last_keeps_the_layout():
+    a = rand(2, 17, 5, 3)  # NCHW values
+    y = mkcache.resize(nhwc(a), scales=[1, 2, 1.5, 1], mode="linear",
+                       coordinates="align_corners")
+    assert y.layout == "NHWC" and y.shape == (2, 10, 4, 17)
+    want = resize_reference(np.moveaxis(a, 1, -1), "linear", "align_corners",
+                            scales=[1, 2, 1.5, 1])
+    np.testing.assert_allclose(y.numpy(), want, rtol=1e-6, atol=1e-6)
+
+
+def test_resize_bad_arguments():
+    a = rand(1, 2, 4, 4)
+    with pytest.raises(mkcache.InvalidArgumentError,
+                       match="exactly one of sizes and scales, got both"):
+        mkcache.resize(a, sizes=[1, 2, 8, 8], scales=[1, 1, 2, 2])
+    with pytest.raises(mkcache.InvalidArgumentError, match="got neither"):
+        mkcache.resize(a)
+    with pytest.raises(mkcache.InvalidArgumentError, match="cubic is not supported"):
+        mkcache.resize(a, scales=[1, 1, 2, 2], mode="cubic")
+    with pytest.raises(mkcache.InvalidArgumentError, match="coordinates must be one of"):
+        mkcache.resize(a, scales=[1, 1, 2, 2], coordinates="tf_crop_and_resize")
+    with pytest.raises(mkcache.InvalidArgumentError, match="nearest must be one of"):
+        mkcache.resize(a, scales=[1, 1, 2, 2], nearest="round")
+    with pytest.raises(mkcache.InvalidArgumentError, match="nscales must be src's rank 4, got 2"):
+        mkcache.resize(a, scales=[2, 2])
+    with pytest.raises(mkcache.InvalidArgumentError,
+                       match=r"scales\[2\] = 0.2 leaves dim 2 of 4 empty"):
+        mkcache.resize(a, scales=[1, 1, 0.2, 1])
+    with pytest.raises(mkcache.InvalidArgumentError, match=r"scales\[3\] is -1 \(each > 0\)"):
+        mkcache.resize(a, scales=[1, 1, 1, -1])
+    with pytest.raises(mkcache.InvalidArgumentError, match=r"sizes\[1\] is 0 \(each >= 1\)"):
+        mkcache.resize(a, sizes=[1, 0, 4, 4])
+    with pytest.raises(mkcache.InvalidArgumentError, match="input 0 \\(src\\) is int32; resize "
+                                                           "takes float32"):
+        mkcache.resize(a.astype(np.int32), scales=[1, 1, 2, 2])
+    # The C struct's own checks: both given, a mode out of range.
+    p = mkcache._operators.resize_params(None, [1, 1, 2, 2], "nearest", "half_pixel",
+                                         "round_prefer_floor", None)
+    p.nsizes = 4
+    t = mkcache.Tensor(a)
+    rc, dst = _op_run(_capi.OPS["resize"], ctypes.addressof(p), [t])
+    assert rc != 0 and not dst.value
+    assert "resize: sizes and scales are both given" in _capi.lib.mkc_last_error().decode()
+    p.nsizes, p.mode = 0, 3
+    rc, _ = _op_run(_capi.OPS["resize"], ctypes.addressof(p), [t])
+    assert "resize: mode must be NEAREST or LINEAR, got 3" in _capi.lib.mkc_last_error().decode()
+    assert mkcache.resize(a, scales=[1, 1, 2, 2]).shape == (1, 2, 8, 8)  # nothing was lost

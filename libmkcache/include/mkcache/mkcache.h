@@ -165,6 +165,8 @@ typedef enum mkc_struct_id {
     MKC_STRUCT_SLICE_PARAMS = 21,
     MKC_STRUCT_EXPAND_PARAMS = 22,
     MKC_STRUCT_COMPARE_PARAMS = 23,
+    MKC_STRUCT_PAD_PARAMS = 24,
+    MKC_STRUCT_RESIZE_PARAMS = 25,
     MKC_STRUCT_MAX_ENUM = 0x7fffffff
 } mkc_struct_id;
 
@@ -184,8 +186,10 @@ MKC_API mkc_status mkc_get_struct_size(mkc_struct_id id, size_t *size);
  *
  * `enum_name` is the enum's type name: "mkc_status", "mkc_struct_id",
  * "mkc_dtype", "mkc_layout", "mkc_activation_kind", "mkc_binary_kind",
- * "mkc_pool_kind", "mkc_reduce_kind", "mkc_compare_kind" or "mkc_op". A value's name is its enumerator's name
- * after the enum's prefix, in lowercase:
+ * "mkc_pool_kind", "mkc_reduce_kind", "mkc_compare_kind", "mkc_pad_mode",
+ * "mkc_resize_mode", "mkc_resize_coordinates", "mkc_resize_nearest" or
+ * "mkc_op". A value's name is its enumerator's name after the enum's
+ * prefix, in lowercase:
  *   MKC_STATUS_INVALID_ARGUMENT   "invalid_argument"
  *   MKC_STRUCT_CONV_PARAMS        "conv_params"
  *   MKC_REDUCE_MEAN               "mean"
@@ -959,6 +963,8 @@ typedef enum mkc_op {
     MKC_OP_SLICE = 21,           /* mkc_slice_params: src                    */
     MKC_OP_EXPAND = 22,          /* mkc_expand_params: src                   */
     MKC_OP_COMPARE = 23,         /* mkc_compare_params: a, b                 */
+    MKC_OP_PAD = 24,             /* mkc_pad_params: src                      */
+    MKC_OP_RESIZE = 25,          /* mkc_resize_params: src                   */
     MKC_OP_MAX_ENUM = 0x7fffffff
 } mkc_op;
 
@@ -1093,6 +1099,84 @@ typedef struct mkc_compare_params {
     const char *name;      /* cache name; may be NULL */
 } mkc_compare_params;
 MKC_API mkc_status mkc_compare_params_init(mkc_compare_params *params);
+
+/* src with each of `axes` grown by begin[k] elements before and end[k]
+ * after (ONNX's Pad): a negative count removes that many instead. The
+ * removals are made first, and the new elements are taken from what is
+ * left: CONSTANT writes `value` (converted to src's dtype), REFLECT
+ * mirrors the elements next to the border without repeating it (at most
+ * n - 1 on a side, n the extent left), EDGE repeats the border element,
+ * WRAP continues from the other side. Removing all of an axis is an
+ * error. Any dtype; the result keeps src's dtype and is channels-first. */
+typedef enum mkc_pad_mode {
+    MKC_PAD_CONSTANT = 1,
+    MKC_PAD_REFLECT = 2,
+    MKC_PAD_EDGE = 3,
+    MKC_PAD_WRAP = 4,
+    MKC_PAD_MAX_ENUM = 0x7fffffff
+} mkc_pad_mode;
+typedef struct mkc_pad_params {
+    size_t struct_size;           /* sizeof; set by mkc_pad_params_init */
+    mkc_pad_mode mode;            /* default CONSTANT */
+    double value;                 /* CONSTANT's fill; default 0 */
+    int naxes;                    /* default 0: must be set (1..src's rank) */
+    int axes[MKC_MAX_NDIMS];      /* caller order, negative from the end, each
+                                     once; default 0, 1, 2, ... */
+    int64_t begin[MKC_MAX_NDIMS]; /* per axis of `axes`: added before */
+    int64_t end[MKC_MAX_NDIMS];   /* and after (negative: removed) */
+    const char *name;             /* cache name; may be NULL */
+} mkc_pad_params;
+MKC_API mkc_status mkc_pad_params_init(mkc_pad_params *params);
+
+/* float32 src resized to new dims by interpolation (ONNX's Resize, without
+ * its region of interest, antialiasing or cubic mode). The result's dims
+ * are `sizes`, or floor(src's dim * scale) by `scales`: exactly one of the
+ * two is given, one entry per dim of src (caller order). Each result
+ * element's coordinate along an axis maps back to src's by `coordinates`
+ * (x the result's index, n and m src's and the result's extents, s the
+ * scale: the given one, else m / n):
+ *   HALF_PIXEL          (x + 0.5) / s - 0.5
+ *   PYTORCH_HALF_PIXEL  as HALF_PIXEL, but -0.5 where n * s is 1
+ *   ALIGN_CORNERS       x * (n - 1) / (n * s - 1), 0 where n * s is 1
+ *   ASYMMETRIC          x / s
+ *   HALF_PIXEL_SYMMETRIC  as HALF_PIXEL, plus n / 2 * (1 - m / (n * s)): the
+ *                       result centred on src where m is not n * s
+ * NEAREST takes the element there rounded by `nearest`; LINEAR weighs the
+ * two elements around it per axis (bi-, trilinear); coordinates outside
+ * src read its border. Any axis may be resized (a scale of 1 keeps one).
+ * The result keeps src's layout. */
+typedef enum mkc_resize_mode {
+    MKC_RESIZE_NEAREST = 1,
+    MKC_RESIZE_LINEAR = 2,
+    MKC_RESIZE_MAX_ENUM = 0x7fffffff
+} mkc_resize_mode;
+typedef enum mkc_resize_coordinates {
+    MKC_COORDINATES_HALF_PIXEL = 1,
+    MKC_COORDINATES_PYTORCH_HALF_PIXEL = 2,
+    MKC_COORDINATES_ALIGN_CORNERS = 3,
+    MKC_COORDINATES_ASYMMETRIC = 4,
+    MKC_COORDINATES_HALF_PIXEL_SYMMETRIC = 5,
+    MKC_COORDINATES_MAX_ENUM = 0x7fffffff
+} mkc_resize_coordinates;
+typedef enum mkc_resize_nearest {
+    MKC_NEAREST_ROUND_PREFER_FLOOR = 1, /* halves down */
+    MKC_NEAREST_ROUND_PREFER_CEIL = 2,  /* halves up */
+    MKC_NEAREST_FLOOR = 3,
+    MKC_NEAREST_CEIL = 4,
+    MKC_NEAREST_MAX_ENUM = 0x7fffffff
+} mkc_resize_nearest;
+typedef struct mkc_resize_params {
+    size_t struct_size;                 /* sizeof; set by mkc_resize_params_init */
+    mkc_resize_mode mode;               /* default NEAREST */
+    mkc_resize_coordinates coordinates; /* default HALF_PIXEL */
+    mkc_resize_nearest nearest;         /* default ROUND_PREFER_FLOOR */
+    int nsizes;                         /* 0 (default) or src's rank */
+    int64_t sizes[MKC_MAX_NDIMS];       /* each >= 1 */
+    int nscales;                        /* 0 (default) or src's rank */
+    float scales[MKC_MAX_NDIMS];        /* each > 0, giving a dim >= 1 */
+    const char *name;                   /* cache name; may be NULL */
+} mkc_resize_params;
+MKC_API mkc_status mkc_resize_params_init(mkc_resize_params *params);
 
 /* MKC_OP_WHERE: condition (BOOL) ? x : y (float32), element by element,
  * the three broadcast as numpy does (in their caller orders); the result

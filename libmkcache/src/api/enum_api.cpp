@@ -59,6 +59,8 @@ constexpr Named kStructId[] = {
     {"slice_params", MKC_STRUCT_SLICE_PARAMS},
     {"expand_params", MKC_STRUCT_EXPAND_PARAMS},
     {"compare_params", MKC_STRUCT_COMPARE_PARAMS},
+    {"pad_params", MKC_STRUCT_PAD_PARAMS},
+    {"resize_params", MKC_STRUCT_RESIZE_PARAMS},
 };
 
 constexpr Named kDtype[] = {
@@ -124,6 +126,33 @@ constexpr Named kCompareKind[] = {
     {"greater_equal", MKC_COMPARE_GREATER_EQUAL},
 };
 
+constexpr Named kPadMode[] = {
+    {"constant", MKC_PAD_CONSTANT},
+    {"reflect", MKC_PAD_REFLECT},
+    {"edge", MKC_PAD_EDGE},
+    {"wrap", MKC_PAD_WRAP},
+};
+
+constexpr Named kResizeMode[] = {
+    {"nearest", MKC_RESIZE_NEAREST},
+    {"linear", MKC_RESIZE_LINEAR},
+};
+
+constexpr Named kResizeCoordinates[] = {
+    {"half_pixel", MKC_COORDINATES_HALF_PIXEL},
+    {"pytorch_half_pixel", MKC_COORDINATES_PYTORCH_HALF_PIXEL},
+    {"align_corners", MKC_COORDINATES_ALIGN_CORNERS},
+    {"asymmetric", MKC_COORDINATES_ASYMMETRIC},
+    {"half_pixel_symmetric", MKC_COORDINATES_HALF_PIXEL_SYMMETRIC},
+};
+
+constexpr Named kResizeNearest[] = {
+    {"round_prefer_floor", MKC_NEAREST_ROUND_PREFER_FLOOR},
+    {"round_prefer_ceil", MKC_NEAREST_ROUND_PREFER_CEIL},
+    {"floor", MKC_NEAREST_FLOOR},
+    {"ceil", MKC_NEAREST_CEIL},
+};
+
 // An enum's values: a table above, or (null table) the operator table's rows.
 struct Enum {
     const char *name;
@@ -146,6 +175,10 @@ constexpr Enum kEnums[] = {
     table("mkc_pool_kind", kPoolKind),
     table("mkc_reduce_kind", kReduceKind),
     table("mkc_compare_kind", kCompareKind),
+    table("mkc_pad_mode", kPadMode),
+    table("mkc_resize_mode", kResizeMode),
+    table("mkc_resize_coordinates", kResizeCoordinates),
+    table("mkc_resize_nearest", kResizeNearest),
     {"mkc_op", nullptr, 0},
 };
 

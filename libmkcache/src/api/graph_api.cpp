@@ -134,6 +134,11 @@ MKC_PARAMS_INIT(mkc_cast_params, params->to = MKC_DTYPE_F32)
 MKC_PARAMS_INIT(mkc_slice_params, for (int64_t &s : params->steps) s = 1)
 MKC_PARAMS_INIT(mkc_expand_params, (void)0)
 MKC_PARAMS_INIT(mkc_compare_params, params->kind = MKC_COMPARE_EQUAL)
+MKC_PARAMS_INIT(mkc_pad_params, params->mode = MKC_PAD_CONSTANT;
+                for (int i = 0; i < MKC_MAX_NDIMS; ++i) params->axes[i] = i)
+MKC_PARAMS_INIT(mkc_resize_params, params->mode = MKC_RESIZE_NEAREST;
+                params->coordinates = MKC_COORDINATES_HALF_PIXEL;
+                params->nearest = MKC_NEAREST_ROUND_PREFER_FLOOR)
 MKC_PARAMS_INIT(mkc_program_options, params->fuse = params->inplace = params->reuse = 1)
 #undef MKC_PARAMS_INIT
 

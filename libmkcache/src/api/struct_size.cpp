@@ -44,6 +44,8 @@ static_assert(well_formed<mkc_cast_params>());
 static_assert(well_formed<mkc_slice_params>());
 static_assert(well_formed<mkc_expand_params>());
 static_assert(well_formed<mkc_compare_params>());
+static_assert(well_formed<mkc_pad_params>());
+static_assert(well_formed<mkc_resize_params>());
 
 } // namespace
 
@@ -99,6 +101,8 @@ MKC_API mkc_status mkc_get_struct_size(mkc_struct_id id, size_t *size) {
         case MKC_STRUCT_SLICE_PARAMS: *size = sizeof(mkc_slice_params); return;
         case MKC_STRUCT_EXPAND_PARAMS: *size = sizeof(mkc_expand_params); return;
         case MKC_STRUCT_COMPARE_PARAMS: *size = sizeof(mkc_compare_params); return;
+        case MKC_STRUCT_PAD_PARAMS: *size = sizeof(mkc_pad_params); return;
+        case MKC_STRUCT_RESIZE_PARAMS: *size = sizeof(mkc_resize_params); return;
         case MKC_STRUCT_MAX_ENUM: break;
         }
         fail(MKC_STATUS_INVALID_ARGUMENT, "get_struct_size: unknown struct id ", raw);

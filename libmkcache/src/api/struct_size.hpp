@@ -226,6 +226,8 @@ MKC_SIZED_IN_ONE_PIECE(mkc_cast_params)
 MKC_SIZED_IN_ONE_PIECE(mkc_slice_params)
 MKC_SIZED_IN_ONE_PIECE(mkc_expand_params)
 MKC_SIZED_IN_ONE_PIECE(mkc_compare_params)
+MKC_SIZED_IN_ONE_PIECE(mkc_pad_params)
+MKC_SIZED_IN_ONE_PIECE(mkc_resize_params)
 #undef MKC_SIZED_IN_ONE_PIECE
 
 template <>

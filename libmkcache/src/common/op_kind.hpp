@@ -22,6 +22,7 @@ enum class OpKind : int64_t {
     concat = 12,
     deconvolution = 13,
     reduction = 14,
+    resampling = 15,
     // Backward primitives: what a forward's kind and these tell apart.
     backward_data = 100,
     backward_weights = 101,

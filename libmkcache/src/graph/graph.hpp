@@ -68,7 +68,8 @@ using NodeParams =
                  mkc_pool_params, mkc_linear_params, mkc_matmul_params, mkc_layer_norm_params,
                  mkc_batch_norm_params, mkc_lrn_params, ConcatParams, TransposeParams,
                  ReshapeParams, mkc_reduce_params, mkc_gather_params, mkc_cast_params,
-                 mkc_slice_params, mkc_expand_params, mkc_compare_params>;
+                 mkc_slice_params, mkc_expand_params, mkc_compare_params, mkc_pad_params,
+                 mkc_resize_params>;
 
 constexpr int kNoValue = -1; // an absent optional input
 

@@ -16,6 +16,8 @@ ops::Verdict onednn_supports(const Node &node, const NodeInputs &inputs) {
     ops::Verdict v = ops::verdict_of([&] { infer_node(node, inputs); });
     if (v.ok() && !row(node).prepare)
         v = {MKC_STATUS_UNSUPPORTED, std::string("oneDNN has no ") + row(node).name + " primitive"};
+    if (v.ok() && row(node).onednn_supports)
+        v = row(node).onednn_supports(node, inputs);
     return v;
 }
 

@@ -4,12 +4,14 @@
 #include "graph/op_table.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <type_traits>
 
 #include "api/struct_size.hpp"
 #include "common/error.hpp"
 #include "graph/views.hpp"
+#include "layout/layout.hpp"
 #include "ops/attrs.hpp"
 #include "ops/activation.hpp"
 #include "ops/batch_norm.hpp"
@@ -20,6 +22,7 @@
 #include "ops/matmul.hpp"
 #include "ops/pool.hpp"
 #include "ops/reduce.hpp"
+#include "ops/resize.hpp"
 #include "ops/shape_ops.hpp"
 #include "ops/softmax.hpp"
 #include "reference/kernels.hpp"
@@ -268,6 +271,26 @@ struct Reshape {
             if (dims[i] == 0 && i < src.size())
                 dims[i] = src[i];
         return f(ops::ReshapeOp{}, ops::ReshapeAttrs{static_cast<int>(dims.size()), dims.data()});
+    }
+};
+
+// resize's geometry (below) gives the result's dims.
+struct ResizeGeometry {
+    Dims out;                    // caller order
+    std::vector<double> lengths; // per axis: the extent its coordinates map with
+};
+ResizeGeometry resize_geometry(const Node &node, const Dims &src);
+
+struct Resize {
+    template <typename F> static auto with(const Node &n, const NodeInputs &in, F &&f) {
+        const Dims out =
+            layout::to_onednn_order(resize_geometry(n, caller_dims(*in[0])).out, in[0]->layout);
+        ops::ResizeAttrs a;
+        a.mode = std::get<mkc_resize_params>(n.params).mode;
+        a.spatial = static_cast<int>(out.size()) - 2;
+        for (int i = 0; i < a.spatial && i < 3; ++i)
+            a.out[i] = out[static_cast<size_t>(2 + i)];
+        return f(ops::ResizeOp{}, a);
     }
 };
 
@@ -682,6 +705,260 @@ void ref_reduce(const ReferenceCall &c) {
     reference::reduce(p.kind, src, a.axes ? a.axes : every, in_f(c, 0), out_f(c));
 }
 
+// pad: ONNX's Pad along some axes (mkcache.h, mkc_pad_params): per axis of
+// src, what is added before and after (negative: removed); the result
+// channels-first.
+struct PadGeometry {
+    Dims begin, end, out;
+};
+PadGeometry pad_geometry(const Node &node, const Dims &src, mkc_dtype dtype) {
+    const auto &p = std::get<mkc_pad_params>(node.params);
+    require(p.mode >= MKC_PAD_CONSTANT && p.mode <= MKC_PAD_WRAP,
+            "pad: mode must be CONSTANT, REFLECT, EDGE or WRAP, got ", static_cast<int>(p.mode));
+    const int rank = static_cast<int>(src.size());
+    require(p.naxes >= 1 && p.naxes <= rank, "pad: naxes must be 1..", rank, " (src's rank), got ",
+            p.naxes);
+    PadGeometry g{Dims(src.size(), 0), Dims(src.size(), 0), src};
+    std::vector<bool> seen(src.size(), false);
+    // Growth past this on a side is refused before the dims are added up
+    // (any int64 count could overflow the sum).
+    constexpr int64_t kMaxPad = int64_t{1} << 40;
+    for (int k = 0; k < p.naxes; ++k) {
+        const int axis = p.axes[k];
+        require(axis >= -rank && axis < rank, "pad: axis ", axis, " is out of range for rank ",
+                rank);
+        const size_t a = static_cast<size_t>(axis < 0 ? axis + rank : axis);
+        require(!seen[a], "pad: axis ", axis, " is given twice");
+        seen[a] = true;
+        const int64_t n = src[a], b = p.begin[k], e = p.end[k];
+        require(b <= kMaxPad && e <= kMaxPad, "pad: axis ", axis, " grows by ", b, " and ", e,
+                " (at most 2^40 on a side)");
+        require(b >= -n && e >= -n, "pad: axis ", axis, " removes more than its ", n,
+                " elements (", b, " before, ", e, " after)");
+        const int64_t kept = n + std::min<int64_t>(b, 0) + std::min<int64_t>(e, 0);
+        require(kept >= 1, "pad: axis ", axis, " removes ", -std::min<int64_t>(b, 0),
+                " before and ", -std::min<int64_t>(e, 0), " after of its ", n,
+                " elements (one must be left)");
+        if (p.mode == MKC_PAD_REFLECT)
+            require(b <= kept - 1 && e <= kept - 1, "pad: REFLECT adds at most ", kept - 1,
+                    " on a side of axis ", axis, " (its ", kept, " elements left, less one), got ",
+                    b, " and ", e);
+        g.begin[a] = b;
+        g.end[a] = e;
+        g.out[a] = kept + std::max<int64_t>(b, 0) + std::max<int64_t>(e, 0);
+    }
+    check_dims("pad: the result", rank, g.out.data(), dtype);
+    return g;
+}
+
+// CONSTANT's value as an element of `dtype`, which must hold it exactly
+// (an integer, 0 or 1 for bool; any value for float32).
+struct PadFill {
+    alignas(8) unsigned char bytes[8] = {};
+};
+PadFill pad_fill(const Node &node, mkc_dtype dtype) {
+    const double v = std::get<mkc_pad_params>(node.params).value;
+    PadFill f;
+    const auto integral = [&](double lo, double hi, const char *what) {
+        require(std::isfinite(v) && std::trunc(v) == v && v >= lo && v < hi, "pad: value ", v,
+                " is not ", what, " (src's dtype)");
+    };
+    switch (dtype) {
+    case MKC_DTYPE_F32: {
+        const auto x = static_cast<float>(v);
+        std::memcpy(f.bytes, &x, sizeof x);
+        break;
+    }
+    case MKC_DTYPE_S32: {
+        integral(-2147483648.0, 2147483648.0, "an int32");
+        const auto x = static_cast<int32_t>(v);
+        std::memcpy(f.bytes, &x, sizeof x);
+        break;
+    }
+    case MKC_DTYPE_S64: {
+        integral(-9223372036854775808.0, 9223372036854775808.0, "an int64");
+        const auto x = static_cast<int64_t>(v);
+        std::memcpy(f.bytes, &x, sizeof x);
+        break;
+    }
+    default: // BOOL
+        integral(0.0, 2.0, "a bool (0 or 1)");
+        f.bytes[0] = v != 0.0;
+        break;
+    }
+    return f;
+}
+
+std::vector<ValueDesc> infer_pad(const Node &node, const NodeInputs &in) {
+    const PadGeometry g = pad_geometry(node, caller_dims(*in[0]), in[0]->dtype);
+    if (std::get<mkc_pad_params>(node.params).mode == MKC_PAD_CONSTANT)
+        pad_fill(node, in[0]->dtype);
+    return {ops::plain_value(in[0]->dtype, MKC_LAYOUT_CHANNELS_FIRST, g.out)};
+}
+void ref_pad(const ReferenceCall &c) {
+    const auto &p = std::get<mkc_pad_params>(c.node.params);
+    const PadGeometry g = pad_geometry(c.node, c.in[0], c.dtypes[0]);
+    const PadFill fill = p.mode == MKC_PAD_CONSTANT ? pad_fill(c.node, c.dtypes[0]) : PadFill{};
+    reference::pad(p.mode, c.in[0], c.buffers.in[0], g.begin, g.end, fill.bytes,
+                   dtype_size(c.dtypes[0]), c.buffers.out[0]);
+}
+
+constexpr const char *kPadModes[] = {"", "constant", "reflect", "edge", "wrap"};
+constexpr const char *kResizeModes[] = {"", "nearest", "linear"};
+constexpr const char *kCoordinates[] = {"",           "half_pixel", "pytorch_half_pixel",
+                                        "align_corners", "asymmetric", "half_pixel_symmetric"};
+constexpr const char *kNearest[] = {"", "round_prefer_floor", "round_prefer_ceil", "floor",
+                                    "ceil"};
+// The name of enum value v in `names` (index = value), or its number.
+template <size_t N> std::string enum_text(const char *const (&names)[N], int v) {
+    return v > 0 && static_cast<size_t>(v) < N ? names[v] : std::to_string(v);
+}
+
+std::string pad_text(const Node &node, const NodeInputs &) {
+    const auto &p = std::get<mkc_pad_params>(node.params);
+    std::string s = ":" + enum_text(kPadModes, p.mode);
+    if (p.mode == MKC_PAD_CONSTANT && p.value != 0.0)
+        s += ":v" + std::to_string(p.value);
+    for (int k = 0; k < p.naxes && k < MKC_MAX_NDIMS; ++k)
+        s += ":a" + std::to_string(p.axes[k]) + "[" + std::to_string(p.begin[k]) + "," +
+             std::to_string(p.end[k]) + "]";
+    return s;
+}
+
+// resize: ONNX's Resize without its region of interest (mkcache.h,
+// mkc_resize_params). Each axis's coordinates map with the result's dim
+// when sizes are given, with src's dim times the scale when scales are
+// (ONNX's rule: the scale as given, the dim its floor).
+ResizeGeometry resize_geometry(const Node &node, const Dims &src) {
+    const auto &p = std::get<mkc_resize_params>(node.params);
+    require(p.mode == MKC_RESIZE_NEAREST || p.mode == MKC_RESIZE_LINEAR,
+            "resize: mode must be NEAREST or LINEAR, got ", static_cast<int>(p.mode));
+    require(p.coordinates >= MKC_COORDINATES_HALF_PIXEL &&
+                p.coordinates <= MKC_COORDINATES_HALF_PIXEL_SYMMETRIC,
+            "resize: coordinates must be HALF_PIXEL, PYTORCH_HALF_PIXEL, ALIGN_CORNERS, "
+            "ASYMMETRIC or HALF_PIXEL_SYMMETRIC, got ", static_cast<int>(p.coordinates));
+    require(p.nearest >= MKC_NEAREST_ROUND_PREFER_FLOOR && p.nearest <= MKC_NEAREST_CEIL,
+            "resize: nearest must be ROUND_PREFER_FLOOR, ROUND_PREFER_CEIL, FLOOR or CEIL, got ",
+            static_cast<int>(p.nearest));
+    const int rank = static_cast<int>(src.size());
+    require(p.nsizes == 0 || p.nscales == 0, "resize: sizes and scales are both given (give one)");
+    require(p.nsizes != 0 || p.nscales != 0, "resize: neither sizes nor scales is given");
+    const bool by_sizes = p.nsizes != 0;
+    const int given = by_sizes ? p.nsizes : p.nscales;
+    require(given == rank, "resize: ", by_sizes ? "nsizes" : "nscales", " must be src's rank ",
+            rank, ", got ", given);
+    ResizeGeometry g{Dims(src.size()), std::vector<double>(src.size())};
+    for (size_t a = 0; a < src.size(); ++a) {
+        if (by_sizes) {
+            require(p.sizes[a] >= 1, "resize: sizes[", a, "] is ", p.sizes[a], " (each >= 1)");
+            g.out[a] = p.sizes[a];
+            g.lengths[a] = static_cast<double>(p.sizes[a]);
+            continue;
+        }
+        const float s = p.scales[a];
+        require(std::isfinite(s) && s > 0.f, "resize: scales[", a, "] is ", s, " (each > 0)");
+        // Exact: a float times an int below 2^53 / 2^24.
+        const double length = static_cast<double>(s) * static_cast<double>(src[a]);
+        require(length >= 1.0, "resize: scales[", a, "] = ", s, " leaves dim ", a, " of ",
+                src[a], " empty (", src[a], " * ", s, " < 1)");
+        require(length < 9.0e15, "resize: scales[", a, "] = ", s, " makes dim ", a,
+                " too large");
+        g.out[a] = static_cast<int64_t>(std::floor(length));
+        g.lengths[a] = length;
+    }
+    check_dims("resize: the result", rank, g.out.data(), MKC_DTYPE_F32);
+    return g;
+}
+
+std::vector<ValueDesc> infer_resize(const Node &node, const NodeInputs &in) {
+    const ValueDesc &x = *in[0];
+    const ResizeGeometry g = resize_geometry(node, caller_dims(x));
+    return {ops::plain_value(x.dtype, x.layout, layout::to_onednn_order(g.out, x.layout))};
+}
+void ref_resize(const ReferenceCall &c) {
+    const auto &p = std::get<mkc_resize_params>(c.node.params);
+    const ResizeGeometry g = resize_geometry(c.node, c.in[0]);
+    reference::resize(p.mode, p.coordinates, p.nearest, c.in[0], in_f(c, 0), g.lengths, c.out,
+                      out_f(c));
+}
+
+// oneDNN's resampling maps a result index y to src's (y + 0.5) * n / m -
+// 0.5 (n, m src's and the result's extents, in float), reads the border
+// outside, and rounds a nearest coordinate half away from zero. That is
+// the operator's HALF_PIXEL (PYTORCH_HALF_PIXEL but where a dim becomes
+// 1, HALF_PIXEL_SYMMETRIC) where the mapping length is m - sizes given, or a scale whose product
+// with the dim is whole - with ROUND_PREFER_CEIL for NEAREST (a coordinate
+// there is never below -0.5), on the spatial dims of a 3-D to 5-D src.
+// Its float coordinate lies within a float's rounding of n of the exact
+// one, and a coordinate that is not a half lies at least 1 / (2m) from
+// one: nearest is taken while n * m stays below 2^21, where that rounding
+// cannot cross a half.
+ops::Verdict resize_onednn_supports(const Node &node, const NodeInputs &in) {
+    return ops::verdict_of([&] {
+        const auto &p = std::get<mkc_resize_params>(node.params);
+        const ValueDesc &x = *in[0];
+        const Dims src = caller_dims(x);
+        const int rank = static_cast<int>(src.size());
+        if (rank < 3 || rank > 5)
+            fail(MKC_STATUS_UNSUPPORTED, "oneDNN resizes 3-D to 5-D values, got rank ", rank);
+        if (p.coordinates != MKC_COORDINATES_HALF_PIXEL &&
+            p.coordinates != MKC_COORDINATES_PYTORCH_HALF_PIXEL &&
+            p.coordinates != MKC_COORDINATES_HALF_PIXEL_SYMMETRIC)
+            fail(MKC_STATUS_UNSUPPORTED, "oneDNN maps coordinates as HALF_PIXEL only, got ",
+                 enum_text(kCoordinates, p.coordinates));
+        if (p.mode == MKC_RESIZE_NEAREST && p.nearest != MKC_NEAREST_ROUND_PREFER_CEIL)
+            fail(MKC_STATUS_UNSUPPORTED, "oneDNN's nearest rounds halves up (ROUND_PREFER_CEIL), ",
+                 "got ", enum_text(kNearest, p.nearest));
+        const ResizeGeometry g = resize_geometry(node, src);
+        // The caller's axis at each oneDNN position: N, C, then the spatial ones.
+        Dims caller_axis(src.size());
+        for (size_t i = 0; i < src.size(); ++i)
+            caller_axis[i] = static_cast<int64_t>(i);
+        caller_axis = layout::to_onednn_order(caller_axis, x.layout);
+        for (size_t i = 0; i < src.size(); ++i) {
+            const auto a = static_cast<size_t>(caller_axis[i]);
+            const int64_t n = src[a], m = g.out[a];
+            if (i < 2) {
+                if (g.lengths[a] != static_cast<double>(n))
+                    fail(MKC_STATUS_UNSUPPORTED, "oneDNN resizes the spatial dims only (axis ", a,
+                         " is N or C)");
+                continue;
+            }
+            if (g.lengths[a] != static_cast<double>(m))
+                fail(MKC_STATUS_UNSUPPORTED, "oneDNN maps coordinates by the result's dims (axis ",
+                     a, ": ", n, " times the scale is not whole)");
+            if (p.coordinates == MKC_COORDINATES_PYTORCH_HALF_PIXEL && m == 1 && n > 1)
+                fail(MKC_STATUS_UNSUPPORTED,
+                     "oneDNN maps a dim resized to 1 as HALF_PIXEL, not PYTORCH_HALF_PIXEL");
+            if (p.mode == MKC_RESIZE_NEAREST && n * m >= (int64_t{1} << 21))
+                fail(MKC_STATUS_UNSUPPORTED, "oneDNN's float coordinates may round differently ",
+                     "for nearest on axis ", a, " (", n, " to ", m, ")");
+        }
+    });
+}
+
+std::string resize_text(const Node &node, const NodeInputs &) {
+    const auto &p = std::get<mkc_resize_params>(node.params);
+    std::string s = ":" + enum_text(kResizeModes, p.mode) + ":" +
+                    enum_text(kCoordinates, p.coordinates);
+    if (p.mode == MKC_RESIZE_NEAREST)
+        s += ":" + enum_text(kNearest, p.nearest);
+    if (p.nsizes > 0) {
+        std::vector<int64_t> v(p.sizes, p.sizes + std::min(p.nsizes, MKC_MAX_NDIMS));
+        s += list_text("sizes", v);
+    } else {
+        s += ":scales";
+        for (int i = 0; i < p.nscales && i < MKC_MAX_NDIMS; ++i) {
+            std::string v = std::to_string(p.scales[i]);
+            v.erase(v.find_last_not_of('0') + 1);
+            if (!v.empty() && v.back() == '.')
+                v.pop_back();
+            s += (i ? "," : "") + v;
+        }
+    }
+    return s;
+}
+
 // ------------------------------------------------------------------- rows
 
 constexpr char kPool[] = "pool", kLinear[] = "linear", kMatmul[] = "matmul",
@@ -689,7 +966,7 @@ constexpr char kPool[] = "pool", kLinear[] = "linear", kMatmul[] = "matmul",
                kConv2d[] = "conv2d", kConv3d[] = "conv3d", kConv2dT[] = "conv2d_transpose",
                kErf[] = "erf", kReduce[] = "reduce", kGather[] = "gather", kCast[] = "cast",
                kWhere[] = "where", kSlice[] = "slice", kExpand[] = "expand",
-               kCompare[] = "compare";
+               kCompare[] = "compare", kPad[] = "pad", kResize[] = "resize";
 
 // A row written as a sequence of named parts, so the table below reads as
 // one: what an operator is (its name, ports, shaping), what it may do, and
@@ -736,6 +1013,11 @@ public:
     // Its inference where oneDNN has no phases for it.
     Row &infer(std::vector<ValueDesc> (*f)(const Node &, const NodeInputs &)) {
         r_.infer = f;
+        return *this;
+    }
+    // The cases of its oneDNN phases (null: all its infer accepts).
+    Row &onednn_supports(ops::Verdict (*supports)(const Node &, const NodeInputs &)) {
+        r_.onednn_supports = supports;
         return *this;
     }
     Row &attrs(std::string (*text)(const Node &, const NodeInputs &)) {
@@ -906,6 +1188,19 @@ std::vector<OpRow> build_rows() {
                                 dtype_bit(MKC_DTYPE_S64))
             .params(read_as_is<mkc_compare_params, kCompare>).infer(infer_compare)
             .reference(ref_compare),
+        Row(NodeOp(MKC_OP_PAD), kPad)
+            .ports("src", 1, 1, 1)
+            .port_dtypes(0, dtype_bit(MKC_DTYPE_F32) | dtype_bit(MKC_DTYPE_S32) |
+                                dtype_bit(MKC_DTYPE_S64) | dtype_bit(MKC_DTYPE_BOOL))
+            .params(read_as_is<mkc_pad_params, kPad>).infer(infer_pad).attrs(pad_text)
+            .reference(ref_pad),
+        // oneDNN's resampling where it computes the operator's coordinates
+        // and rounding; the reference kernel for every other case.
+        Row(NodeOp(MKC_OP_RESIZE), kResize)
+            .ports("src", 1, 1, 1)
+            .params(read_as_is<mkc_resize_params, kResize>).onednn<Resize>(ops::ResizeOp::run)
+            .infer(infer_resize).attrs(resize_text).onednn_supports(resize_onednn_supports)
+            .reference(ref_resize),
         Row(NodeOp(MKC_OP_REDUCE), kReduce)
             .ports("src", 1, 1, 1)
             .params(read_as_is<mkc_reduce_params, kReduce>).onednn<Reduce>(ops::ReduceOp::run)

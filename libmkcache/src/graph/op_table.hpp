@@ -97,6 +97,10 @@ struct OpRow {
     ops::Prepared (*prepare)(const CacheScope &scope, const Node &node, const NodeInputs &inputs,
                              const Dims *y_strides);
     NodeRun run;
+    // The cases the oneDNN phases compute as the operator defines them: ok,
+    // or why not (a primitive whose rounding or coordinates differ from the
+    // operator's in that case). Null: every case its infer accepts.
+    ops::Verdict (*onednn_supports)(const Node &node, const NodeInputs &inputs);
     // Its attributes as text for dumps (":s2x2:p1x1", the ones that are set).
     std::string (*attrs_text)(const Node &node, const NodeInputs &inputs);
     // The reference kernel (reference/) on plain buffers.

@@ -140,6 +140,25 @@ void gather(const Dims &data_dims, const float *data, int axis, const Dims &inde
 void slice(const Dims &src_dims, const void *src, const Dims &start, const Dims &step,
            const Dims &out_dims, size_t bytes, void *out);
 
+// out = src grown along each axis a by begin[a] elements before it and
+// end[a] after it (negative: removed, before any is added; what is left of
+// every axis is at least one element, and REFLECT adds at most that many
+// minus one on a side), the added ones filled by `mode` (mkcache.h,
+// mkc_pad_mode) - CONSTANT with the element at `fill` - `bytes` per element.
+void pad(mkc_pad_mode mode, const Dims &src_dims, const void *src, const Dims &begin,
+         const Dims &end, const void *fill, size_t bytes, void *out);
+
+// ---------------------------------------------------------------- resize
+
+// ONNX's Resize of float32 src to out_dims (mkcache.h, mkc_resize_params):
+// `lengths[a]` is the extent axis a's coordinates are mapped with (the
+// result's dim when sizes are given, src's dim times the scale when scales
+// are: the two differ where the product is not whole). Computed in double,
+// one axis at a time.
+void resize(mkc_resize_mode mode, mkc_resize_coordinates coordinates, mkc_resize_nearest nearest,
+            const Dims &src_dims, const float *src, const std::vector<double> &lengths,
+            const Dims &out_dims, float *out);
+
 // ---------------------------------------------------------------- reduce
 
 // The sum, mean, max or min of src (caller dims `dims`) over the axes in

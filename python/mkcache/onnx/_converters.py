@@ -744,3 +744,160 @@ converter("ReduceSum")(_reduce("sum", np.sum, 13))
 converter("ReduceMean")(_reduce("mean", np.mean, 18))
 converter("ReduceMax")(_reduce("max", np.max, 18))
 converter("ReduceMin")(_reduce("min", np.min, 18))
+
+
+# ----------------------------------------------------------- pad and resize
+
+_PAD_MODES = ("constant", "reflect", "edge", "wrap")
+
+
+def _numpy_pad(x, pads, mode, value, axes):
+    """ONNX's Pad on a known array: the negative counts cropped first."""
+    k = len(axes)
+    crop, width = [slice(None)] * x.ndim, [(0, 0)] * x.ndim
+    for i, axis in enumerate(axes):
+        b, e = pads[i], pads[k + i]
+        crop[axis] = slice(max(-b, 0), x.shape[axis] - max(-e, 0))
+        width[axis] = (max(b, 0), max(e, 0))
+    kept = x[tuple(crop)]
+    if mode == "constant":
+        return np.pad(kept, width, mode="constant", constant_values=value).astype(x.dtype)
+    return np.pad(kept, width, mode=mode)
+
+
+def _pad(ctx, node, pads, value, axes):
+    mode = attributes(node).get("mode", "constant")
+    if mode not in _PAD_MODES:
+        raise Refusal(f"Pad mode {mode!r} (this version pads constant, reflect, edge, wrap)")
+    name = node.input[0]
+    rank = ctx.rank(name, "the input")
+    if axes is None:
+        axes = list(range(rank))
+    axes = [_axis(a, rank) for a in axes]
+    if len(pads) != 2 * len(axes):
+        raise Refusal(f"pads has {len(pads)} entries for {len(axes)} axes (two per axis)")
+    if isinstance(value, int) and float(value) != value:
+        raise Refusal(f"a constant_value {value} that a float64 does not hold exactly")
+    if name in ctx.known:
+        return [_numpy_pad(ctx.known[name], pads, mode, value, axes)]
+    return [ctx.graph.pad(ctx.value(name), pads, mode=mode, value=float(value), axes=axes,
+                          name=node.name or None)]
+
+
+@converter("Pad", since=1, until=10)
+def pad_attributes(ctx, node):
+    a = attributes(node)
+    pads = a.get("pads", a.get("paddings"))
+    if pads is None:
+        raise Refusal("a Pad without pads")
+    return _pad(ctx, node, [int(p) for p in pads], a.get("value", 0.0), None)
+
+
+@converter("Pad", since=11)
+def pad(ctx, node):
+    def given(i):
+        return len(node.input) > i and bool(node.input[i])
+    pads = [int(p) for p in np.asarray(ctx.constant(node.input[1], "pads")).reshape(-1)]
+    value = 0
+    if given(2):
+        v = np.asarray(ctx.constant(node.input[2], "constant_value")).reshape(-1)
+        value = v[0].item() if v.size else 0
+    axes = None
+    if given(3):
+        axes = [int(a) for a in np.asarray(ctx.constant(node.input[3], "axes")).reshape(-1)]
+    return _pad(ctx, node, pads, value, axes)
+
+
+_RESIZE_COORDINATES = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
+                       "half_pixel_symmetric")
+_RESIZE_NEAREST = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
+
+
+def _resize_mode(mode):
+    if mode == "cubic":
+        raise Refusal("cubic interpolation is not supported in this version (nearest, linear)")
+    if mode not in ("nearest", "linear"):
+        raise Refusal(f"mode {mode!r}")
+    return mode
+
+
+@converter("Resize", since=11)
+def resize(ctx, node):
+    a = attributes(node)
+    mode = _resize_mode(a.get("mode", "nearest"))
+    coordinates = a.get("coordinate_transformation_mode", "half_pixel")
+    if coordinates not in _RESIZE_COORDINATES:
+        raise Refusal(f"coordinate_transformation_mode {coordinates!r} is not supported "
+                      f"(this version takes {', '.join(_RESIZE_COORDINATES)})")
+    nearest = a.get("nearest_mode", "round_prefer_floor")
+    if nearest not in _RESIZE_NEAREST:
+        raise Refusal(f"nearest_mode {nearest!r}")
+    for attr, default in (("antialias", 0), ("exclude_outside", 0),
+                          ("keep_aspect_ratio_policy", "stretch")):
+        if a.get(attr, default) != default:
+            raise Refusal(f"{attr}={a[attr]!r} is not supported (only {default!r})")
+    # The region of interest (input 1) is read by tf_crop_and_resize only.
+
+    def given(i, what):
+        if len(node.input) <= i or not node.input[i]:
+            return None
+        v = np.asarray(ctx.constant(node.input[i], what)).reshape(-1)
+        return v if v.size else None
+    scales, sizes = given(2, "scales"), given(3, "sizes")
+    if (scales is None) == (sizes is None):
+        raise Refusal(f"{'both' if scales is not None else 'neither of'} scales and sizes "
+                      "given (exactly one)")
+    name = node.input[0]
+    rank = ctx.rank(name, "the input")
+    axes = a.get("axes")
+    if axes is not None:  # the other axes keep their dims
+        axes = [_axis(ax, rank) for ax in axes]
+        given_values = scales if scales is not None else sizes
+        if len(given_values) != len(axes):
+            raise Refusal(f"{len(given_values)} scales or sizes for {len(axes)} axes")
+        if scales is not None:
+            full = [1.0] * rank
+        else:
+            dims = ctx.shape(name)
+            if any(dims[i] is None for i in range(rank) if i not in axes):
+                raise Refusal("sizes for some axes of an input with a dim bound at run time")
+            full = list(dims)
+        for ax, v in zip(axes, given_values):
+            full[ax] = v
+        scales, sizes = (full, None) if scales is not None else (None, full)
+    count = len(scales if scales is not None else sizes)
+    if count != rank:
+        raise Refusal(f"{count} scales or sizes for a rank-{rank} input")
+    return [ctx.graph.resize(
+        ctx.value(name), sizes=None if sizes is None else [int(s) for s in sizes],
+        scales=None if scales is None else [float(s) for s in scales], mode=mode,
+        coordinates=coordinates, nearest=nearest, name=node.name or None)]
+
+
+def _upsample(ctx, node, scales):
+    # Upsample (and Resize before opset 11) maps coordinates asymmetrically
+    # and takes the nearest element below.
+    mode = _resize_mode(attributes(node).get("mode", "nearest"))
+    if any(s < 1 for s in scales):
+        raise Refusal(f"{node.op_type} before opset 11 with a scale below 1 (its rounding "
+                      "is left open there)")
+    return [ctx.graph.resize(ctx.value(node.input[0]), scales=[float(s) for s in scales],
+                             mode=mode, coordinates="asymmetric", nearest="floor",
+                             name=node.name or None)]
+
+
+@converter("Upsample", since=7, until=7)
+def upsample_attribute(ctx, node):
+    return _upsample(ctx, node, list(attributes(node)["scales"]))
+
+
+@converter("Upsample", since=9, until=10)
+def upsample(ctx, node):
+    return _upsample(ctx, node, list(np.asarray(ctx.constant(node.input[1], "scales"))
+                                     .reshape(-1)))
+
+
+@converter("Resize", since=10, until=10)
+def resize_10(ctx, node):
+    return _upsample(ctx, node, list(np.asarray(ctx.constant(node.input[1], "scales"))
+                                     .reshape(-1)))
