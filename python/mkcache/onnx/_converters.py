@@ -276,8 +276,12 @@ def reshape(ctx, node):
     allowzero = bool(attributes(node).get("allowzero", 0))
     if node.input[1] in ctx.symbolic:  # a shape computed from dims bound at run time
         new = _symbolic.entries(ctx, node.input[1])
-        return [ctx.graph.reshape(ctx.value(node.input[0]),
-                                  _symbolic.reshape_target(ctx, node.input[0], new, allowzero))]
+        y = ctx.graph.reshape(ctx.value(node.input[0]),
+                              _symbolic.reshape_target(ctx, node.input[0], new, allowzero))
+        out = _symbolic.reshaped(ctx.dims(node.input[0]), new)
+        if out is not None:  # what shape inference may have left unnamed
+            ctx.computed[node.output[0]] = tuple(out)
+        return [y]
     target = [int(d) for d in ctx.constant(node.input[1], "the shape").reshape(-1)]
     if allowzero and 0 in target:
         raise Refusal("allowzero with a 0 in the shape is not supported")

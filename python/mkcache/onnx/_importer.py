@@ -53,6 +53,9 @@ class Context:
         # broadcasting to it at run time; and the ones made from them.
         self.donors = {}
         self.rulers = {}
+        # name -> dims (ints and Dims) a converter worked out where shape
+        # inference left a dim unnamed (a reshape's -1).
+        self.computed = {}
 
     def has(self, name: str) -> bool:
         return name in self.values or name in self.known or name in self.symbolic
@@ -98,10 +101,14 @@ class Context:
         if shape is None:
             raise Refusal(f"the shape of {name!r} is not known (ONNX shape inference gave none)")
         params = self.dim_params.get(name, ())
+        computed = self.computed.get(name, ())
         out = []
         for axis, d in enumerate(shape):
             if d is not None:
                 out.append(int(d))
+                continue
+            if len(computed) == len(shape):
+                out.append(computed[axis])
                 continue
             param = params[axis] if axis < len(params) else None
             dim = Dim.named(("param", param), param) if param else \

@@ -248,6 +248,20 @@ def reshape_dims(src: list, new: list, allowzero: bool = False) -> tuple:
     """The library's reshape dims from `src` to `new` (ints and Dims): a
     Dim that is the input's own dim at its index is 0 (copied); one other
     dim may be left to infer (-1)."""
+    if -1 in new and sum(is_dim(e) for e in new) and any(
+            is_dim(e) and not (i < len(src) and src[i] == e) for i, e in enumerate(new)):
+        # Two dims to infer: the -1 is the input's size over the others',
+        # where that is a product of dims for every run ([N*T, -1] of
+        # [N, T, 6] is [N*T, 6]).
+        known = 1
+        for e in new:
+            known = e * known if e != -1 else known
+        size = 1
+        for d in src:
+            size = d * size
+        quotient = _monomial_quotient(size, known)
+        if quotient is not None:
+            new = [quotient if not is_dim(e) and e == -1 else e for e in new]
     target, free = [], 0
     for i, e in enumerate(new):
         if is_dim(e):
@@ -265,6 +279,41 @@ def reshape_dims(src: list, new: list, allowzero: bool = False) -> tuple:
         raise Refusal(f"the new shape {list(new)} leaves more than one dim to infer at run time "
                       f"(the input's dims are {list(src)})")
     return tuple(target)
+
+
+def reshaped(src: list, new: list):
+    """The dims a reshape to `new` (ONNX's 0 and -1 allowed) gives `src`,
+    or None where the -1 is not a product of dims for every run."""
+    out = [src[i] if not is_dim(e) and e == 0 and i < len(src) else e
+           for i, e in enumerate(new)]
+    if -1 not in [e for e in out if not is_dim(e)]:
+        return out
+    known, size = 1, 1
+    for e in out:
+        known = e * known if is_dim(e) or e != -1 else known
+    for d in src:
+        size = d * size
+    quotient = _monomial_quotient(size, known)
+    if quotient is None:
+        return None
+    return [quotient if not is_dim(e) and e == -1 else e for e in out]
+
+
+def _monomial_quotient(a, b):
+    """a / b where both are products of dims times an int and the division
+    is exact, else None."""
+    ta, tb = _terms(a), _terms(b)
+    if len(ta) != 1 or len(tb) != 1:
+        return None
+    (ka, ca), (kb, cb) = next(iter(ta.items())), next(iter(tb.items()))
+    rest = list(ka)
+    for symbol in kb:
+        if symbol not in rest:
+            return None
+        rest.remove(symbol)
+    if cb == 0 or ca % cb:
+        return None
+    return _normal({tuple(rest): ca // cb})
 
 
 def squeeze(ctx, y, src: list, axes: list):
