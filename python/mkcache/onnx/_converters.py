@@ -200,8 +200,7 @@ def gather(ctx, node):
         # element, which keeps it as a 1.
         dims = ctx.dims(node.input[0])
         axis = _axis(axis, len(dims))
-        y = _symbolic.squeeze(ctx, y, [1 if i == axis else d
-                                       for i, d in enumerate(ctx.dims(node.input[0]))], [axis])
+        y = _symbolic.squeeze(ctx, y, [1 if i == axis else d for i, d in enumerate(dims)], [axis])
     return [y]
 
 
