@@ -19,28 +19,9 @@ ort = pytest.importorskip("onnxruntime")
 torch = pytest.importorskip("torch")
 
 import mkcache.onnx  # noqa: E402
+from torch_support import import_torchvision  # noqa: E402
 
 RTOL = 1e-4
-_TORCHVISION_OPS = []  # the schemas defined below, kept alive
-
-
-def _torchvision():
-    """torchvision, imported. PyPI's torchvision wheels link their compiled
-    ops against the CUDA build of torch; with the CPU build those fail to
-    load, and torchvision's import then fails registering fake kernels for
-    nms and qnms. The models need none of its ops: their schemas are defined
-    so the import completes."""
-    try:
-        return pytest.importorskip("torchvision")
-    except RuntimeError as e:
-        if "torchvision::" not in str(e):
-            raise
-    lib = torch.library.Library("torchvision", "DEF")  # noqa: TOR901
-    for op in ("nms", "qnms"):
-        if not hasattr(torch.ops.torchvision, op):
-            lib.define(f"{op}(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
-    _TORCHVISION_OPS.append(lib)
-    return pytest.importorskip("torchvision")
 
 
 def _export(module, args, path, dynamo: bool, names: list, outputs: list, dynamic: dict):
@@ -89,7 +70,7 @@ VISION = ["resnet50", "mobilenet_v2", "efficientnet_b0"]
 
 
 def _vision_model(name):
-    tv = _torchvision()
+    tv = import_torchvision()
     torch.manual_seed(0)
     m = getattr(tv.models, name)(weights=None).eval()
     # Statistics as a trained network has (not 0 and 1): the normalisation
