@@ -26,6 +26,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
 from models import BertLayer, ResNet18, max_relative_error  # noqa: E402
+from torch_support import import_torchvision  # noqa: E402
 from train_digits import Net as DigitsNet  # noqa: E402
 
 RNG = np.random.default_rng(11)
@@ -220,7 +221,7 @@ def test_models_are_seeded(resnet, bert):
 
 def test_resnet18_against_torchvision(resnet):
     torch = pytest.importorskip("torch")
-    pytest.importorskip("torchvision")
+    import_torchvision()
     x = nchw_input(1)
     with torch.inference_mode():
         want = resnet.torch_module()(torch.from_numpy(x)).numpy()

@@ -774,3 +774,24 @@ def test_decoder_block_as_pytorch_exports_it():
                ("pads", np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64)),
                ("sizes", np.array([2, 6, 9, 20], np.int64))], opset=13)
     check(m, {"x": rand(2, 5, 6, 7), "skip": rand(2, 3, 12, 14)})
+
+
+def test_external_data_beside_the_model_file(tmp_path):
+    # As torch's dynamo exporter writes a model by default: the weights in a
+    # file of their own beside it, read when the model is loaded by path.
+    w = rand(4, 3)
+    m = model([helper.make_node("MatMul", ["x", "w"], ["y"])], [("x", [2, 3])], [("y", None)],
+              [("w", w.T.copy())])
+    path = tmp_path / "m.onnx"
+    onnx.save_model(m, str(path), save_as_external_data=True, location="m.data",
+                    size_threshold=0)
+    assert (tmp_path / "m.data").exists()
+    x = rand(2, 3)
+    with mkcache.onnx.load(path) as prog:
+        np.testing.assert_allclose(prog.run(x=x)["y"], x @ w.T, rtol=1e-5, atol=1e-6)
+    (tmp_path / "m.data").unlink()
+    with pytest.raises(mkcache.InvalidArgumentError, match="external data"):
+        mkcache.onnx.load(path)
+    without = onnx.load(str(path), load_external_data=False)
+    with pytest.raises(mkcache.UnsupportedError, match="external data"):
+        mkcache.onnx.load(without)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import _symbolic
 from ._base import INPUT_TYPES, KNOWN_TYPES, Refusal, attributes
 
 # op type -> [(first opset, last opset, converter)]: the versions of the
@@ -76,6 +77,8 @@ def constant(ctx, node):
 @converter("Identity")
 def identity(ctx, node):
     name = node.input[0]
+    if name in ctx.symbolic:
+        return [ctx.symbolic[name]]
     return [ctx.known[name] if name in ctx.known else ctx.value(name)]
 
 
@@ -92,12 +95,14 @@ def dropout(ctx, node):
 
 @converter("Shape")
 def shape(ctx, node):
-    dims = ctx.shape(node.input[0])
-    if dims is None or any(d is None for d in dims):
-        raise Refusal("the shape depends on a dim bound at run time (not in this version)")
+    # A dim bound at run time is a Dim entry (_symbolic.py): what the shape
+    # arithmetic after it computes is known up to those dims.
+    dims = ctx.dims(node.input[0])
     a = attributes(node)
     start, end = a.get("start", 0), a.get("end", len(dims))
-    return [np.array(dims, dtype=np.int64)[start:end]]
+    out = np.empty(len(dims), dtype=object)
+    out[:] = dims
+    return [_symbolic.result(out[start:end], np.int64)]
 
 
 @converter("Size")
@@ -114,6 +119,11 @@ def cast(ctx, node):
     known = _known(ctx, node)
     if known is not None and to in KNOWN_TYPES:
         return [known[0].astype(KNOWN_TYPES[to])]
+    if node.input[0] in ctx.symbolic and to in KNOWN_TYPES:
+        x = ctx.symbolic[node.input[0]].array
+        if KNOWN_TYPES[to] is np.bool_:  # a dim is never 0
+            x = _symbolic.elementwise(lambda v: True if _symbolic.is_dim(v) else bool(v), x)
+        return [_symbolic.result(x, KNOWN_TYPES[to])]
     if to not in INPUT_TYPES:
         raise Refusal(f"a cast to ONNX element type {to} (this version casts to float32, "
                       "int32, int64 and bool)")
@@ -122,7 +132,16 @@ def cast(ctx, node):
 
 @converter("Expand", since=8)
 def expand(ctx, node):
+    if node.input[1] in ctx.symbolic:
+        if node.input[0] in ctx.symbolic:
+            raise Refusal("expanding a shape to a shape with dims bound at run time")
+        x = ctx.known[node.input[0]] if node.input[0] in ctx.known else node.input[0]
+        return [_symbolic.broadcast(ctx, x, _symbolic.entries(ctx, node.input[1]))]
     shape = [int(v) for v in np.asarray(ctx.constant(node.input[1], "the shape")).reshape(-1)]
+    if node.input[0] in ctx.symbolic:
+        x = ctx.symbolic[node.input[0]]
+        return [_symbolic.result(np.broadcast_to(x.array, np.broadcast_shapes(
+            x.array.shape, tuple(shape))).copy(), x.dtype)]
     known = _known(ctx, node)
     if known is not None:
         x = known[0]
@@ -141,6 +160,14 @@ def _comparison(method, numpy_fn):
         known = _known(ctx, node)
         if known is not None:
             return [numpy_fn(*known)]
+        sym = _symbolic.inputs(ctx, node)
+        if sym is not None:  # decided for every run, or refused
+            def one(a, b):
+                if _symbolic.is_dim(a) or _symbolic.is_dim(b):
+                    return _symbolic.compare(node.op_type, a, b)
+                return bool(numpy_fn(a, b))
+            out = _symbolic.elementwise(one, *(_symbolic.objects(a) for a in sym))
+            return [_symbolic.result(out, np.bool_)]
         return [getattr(ctx.graph, method)(ctx.value(node.input[0]), ctx.value(node.input[1]))]
     return convert
 
@@ -154,6 +181,12 @@ def where(ctx, node):
     known = _known(ctx, node)
     if known is not None:
         return [np.where(*known)]
+    sym = _symbolic.inputs(ctx, node)
+    if sym is not None and node.input[0] in ctx.known:
+        dtype = _symbolic.dtype_of(ctx, node.input[1 if node.input[1] in ctx.symbolic else 2])
+        return [_symbolic.result(np.where(np.asarray(sym[0], dtype=bool),
+                                          _symbolic.objects(sym[1]),
+                                          _symbolic.objects(sym[2])), dtype)]
     return [ctx.graph.where(*(ctx.value(n) for n in node.input))]
 
 
@@ -163,8 +196,20 @@ def gather(ctx, node):
     axis = attributes(node).get("axis", 0)
     if known is not None:
         return [np.take(known[0], known[1], axis=axis)]
-    return [ctx.graph.gather(ctx.value(node.input[0]), ctx.value(node.input[1]), axis=axis,
-                             name=node.name or None)]
+    if node.input[0] in ctx.symbolic and node.input[1] in ctx.known:
+        x = ctx.symbolic[node.input[0]]
+        out = np.asarray(np.take(x.array, ctx.known[node.input[1]], axis=axis), dtype=object)
+        return [_symbolic.result(out, x.dtype)]
+    y = ctx.graph.gather(ctx.value(node.input[0]), ctx.value(node.input[1]), axis=axis,
+                         name=node.name or None)
+    index = ctx.known.get(node.input[1])
+    if index is not None and index.ndim == 0:
+        # A scalar index drops the axis; the graph's constant of it has one
+        # element, which keeps it as a 1.
+        dims = ctx.dims(node.input[0])
+        axis = _axis(axis, len(dims))
+        y = _symbolic.squeeze(ctx, y, [1 if i == axis else d for i, d in enumerate(dims)], [axis])
+    return [y]
 
 
 @converter("Unsqueeze")
@@ -190,29 +235,29 @@ def _axes_of(ctx, node, input_since: int):
 def _restack(ctx, node, axes, insert: bool):
     name = node.input[0]
     known = _known(ctx, node)
-    if known is not None:
-        x = known[0]
+    sym = ctx.symbolic.get(name)
+    if known is not None or sym is not None:
+        x = known[0] if known is not None else sym.array
         if insert:
             out_rank = x.ndim + len(axes)
-            return [np.expand_dims(x, tuple(_axis(a, out_rank) for a in axes))]
-        if axes is None:
-            return [np.squeeze(x)]
-        return [np.squeeze(x, tuple(_axis(a, x.ndim) for a in axes))]
-    dims = ctx.shape(name)
-    if dims is None:
+            y = np.expand_dims(x, tuple(_axis(a, out_rank) for a in axes))
+        elif axes is None:
+            y = np.squeeze(x)
+        else:
+            y = np.squeeze(x, tuple(_axis(a, x.ndim) for a in axes))
+        return [y if sym is None else _symbolic.result(y, sym.dtype)]
+    if ctx.shape(name) is None:
         raise Refusal("the input's shape is not known")
-    dims = list(dims)
+    # Dims bound at run time as Dims: two of them are the same dim only
+    # where they are, so a reshape copies no dim into another's place.
+    dims = list(ctx.dims(name))
     if insert:
         out_rank = len(dims) + len(axes)
         at = sorted(_axis(a, out_rank) for a in axes)
-        out = list(dims)
-        for a in at:
-            out.insert(a, 1)
-    else:
-        at = [i for i, d in enumerate(dims) if d == 1] if axes is None else \
-            sorted(_axis(a, len(dims)) for a in axes)
-        out = [d for i, d in enumerate(dims) if i not in at]
-    return [ctx.graph.reshape(ctx.value(name), _reshape_target(dims, out))]
+        return [_symbolic.unsqueeze(ctx, ctx.value(name), dims, at)]
+    at = [i for i, d in enumerate(dims) if d == 1] if axes is None else \
+        sorted(_axis(a, len(dims)) for a in axes)
+    return [_symbolic.squeeze(ctx, ctx.value(name), dims, at)]
 
 
 def _reshape_target(src: list, out: list) -> tuple:
@@ -235,35 +280,46 @@ def _reshape_target(src: list, out: list) -> tuple:
 
 @converter("Reshape", since=5)
 def reshape(ctx, node):
+    allowzero = bool(attributes(node).get("allowzero", 0))
+    if node.input[1] in ctx.symbolic:  # a shape computed from dims bound at run time
+        new = _symbolic.entries(ctx, node.input[1])
+        y = ctx.graph.reshape(ctx.value(node.input[0]),
+                              _symbolic.reshape_target(ctx, node.input[0], new, allowzero))
+        out = _symbolic.reshaped(ctx.dims(node.input[0]), new)
+        if out is not None:  # what shape inference may have left unnamed
+            ctx.computed[node.output[0]] = tuple(out)
+        return [y]
     target = [int(d) for d in ctx.constant(node.input[1], "the shape").reshape(-1)]
-    if attributes(node).get("allowzero", 0) and 0 in target:
+    if allowzero and 0 in target:
         raise Refusal("allowzero with a 0 in the shape is not supported")
     known = _known(ctx, node)
-    if known is not None:
-        x = known[0]
+    sym = ctx.symbolic.get(node.input[0])
+    if known is not None or sym is not None:
+        x = known[0] if known is not None else sym.array
         target = [x.shape[i] if d == 0 else d for i, d in enumerate(target)]
-        return [x.reshape(target)]
+        return [x.reshape(target) if sym is None else _symbolic.result(x.reshape(target),
+                                                                        sym.dtype)]
     return [ctx.graph.reshape(ctx.value(node.input[0]), tuple(target))]
 
 
 @converter("Flatten")
 def flatten(ctx, node):
     name = node.input[0]
-    dims = ctx.shape(name)
-    if dims is None:
+    if ctx.shape(name) is None:
         raise Refusal("the input's shape is not known")
+    dims = ctx.dims(name)
     axis = attributes(node).get("axis", 1)  # in [-rank, rank]
     if not -len(dims) <= axis <= len(dims):
         raise Refusal(f"axis {axis} is out of range for rank {len(dims)}")
     axis = axis + len(dims) if axis < 0 else axis
-    head, tail = dims[:axis], dims[axis:]
 
-    def size(part):
-        return None if any(d is None for d in part) else int(np.prod(part, dtype=np.int64))
-    out = [size(head), size(tail)]
-    if axis == 1 and dims[0] is None:
-        out[0] = None  # the batch, at its own index
-    return [ctx.graph.reshape(ctx.value(name), _reshape_target(list(dims), out))]
+    def size(part):  # a product of Dims where a dim is bound at run time
+        out = 1
+        for d in part:
+            out = d * out
+        return out
+    out = [size(dims[:axis]), size(dims[axis:])]
+    return [ctx.graph.reshape(ctx.value(name), _symbolic.reshape_dims(dims, out))]
 
 
 @converter("Slice", since=10)
@@ -272,10 +328,30 @@ def slice_(ctx, node):
         if len(node.input) <= i or not node.input[i]:
             return None
         return [int(v) for v in np.asarray(ctx.constant(node.input[i], what)).reshape(-1)]
+    if any(n in ctx.symbolic for n in node.input[1:3]):  # bounds from dims bound at run time
+        if node.input[0] not in ctx.values:
+            raise Refusal("slicing a constant to a length bound at run time: the library's "
+                          "slice bounds are fixed when the program is built")
+        dims = ctx.dims(node.input[0])
+        starts, ends = (_symbolic.entries(ctx, node.input[i]) for i in (1, 2))
+        axes, steps = ints(3, "axes"), ints(4, "steps")
+        axes = axes if axes is not None else list(range(len(starts)))
+        steps = steps if steps is not None else [1] * len(starts)
+        axes = [_axis(a, len(dims)) for a in axes]
+        starts = [_symbolic.slice_bound(b, dims[a]) for b, a in zip(starts, axes)]
+        ends = [_symbolic.slice_bound(e, dims[a]) for e, a in zip(ends, axes)]
+        return [_graph_slice(ctx, ctx.value(node.input[0]), starts, ends, axes, steps,
+                             node.name)]
     starts, ends = ints(1, "starts"), ints(2, "ends")
     axes, steps = ints(3, "axes"), ints(4, "steps")
     axes = axes if axes is not None else list(range(len(starts)))
     steps = steps if steps is not None else [1] * len(starts)
+    if node.input[0] in ctx.symbolic:
+        x = ctx.symbolic[node.input[0]]
+        index = [slice(None)] * x.array.ndim
+        for a, b, e, st in zip(axes, starts, ends, steps):
+            index[a] = slice(b, e, st)
+        return [_symbolic.result(x.array[tuple(index)], x.dtype)]
     known = _known(ctx, node)
     if known is not None:
         index = [slice(None)] * known[0].ndim
@@ -326,14 +402,20 @@ def split(ctx, node):
 
 @converter("ConstantOfShape", since=9)
 def constant_of_shape(ctx, node):
-    shape = [int(v) for v in np.asarray(ctx.constant(node.input[0], "the shape")).reshape(-1)]
     value = attributes(node).get("value")
     fill = np.zeros(1, np.float32) if value is None else np.asarray(value).reshape(-1)
+    if node.input[0] in ctx.symbolic:  # filled at run time: the fill broadcast to the dims
+        new = _symbolic.entries(ctx, node.input[0])
+        return [_symbolic.broadcast(ctx, np.full([1] * len(new), fill[0], dtype=fill.dtype), new)]
+    shape = [int(v) for v in np.asarray(ctx.constant(node.input[0], "the shape")).reshape(-1)]
     return [np.full(shape, fill[0], dtype=fill.dtype)]
 
 
 @converter("Range", since=11)
 def range_(ctx, node):
+    if any(n in ctx.symbolic for n in node.input):
+        raise Refusal("a Range whose bounds are dims bound at run time: no operator of the "
+                      "library makes a sequence of a length bound at run time")
     start, limit, delta = (np.asarray(ctx.constant(n, "a bound")).reshape(()) for n in node.input)
     return [np.arange(start, limit, delta, dtype=np.result_type(start, limit, delta))]
 
@@ -356,6 +438,10 @@ def concat(ctx, node):
     known = _known(ctx, node)
     if known is not None:
         return [np.concatenate(known, axis=axis)]
+    sym = _symbolic.inputs(ctx, node)
+    if sym is not None:
+        return [_symbolic.result(np.concatenate([_symbolic.objects(a) for a in sym], axis=axis),
+                                 _symbolic.dtype_of(ctx, node.input[0]))]
     rank = ctx.rank(node.input[0], "the first input")
     return [ctx.graph.concat([ctx.value(n) for n in node.input], axis=_axis(axis, rank))]
 
@@ -376,6 +462,11 @@ def _binary(op_type):
                     return [np.trunc(a / b).astype(a.dtype)]
                 return [(a / b).astype(a.dtype)]
             return [_NUMPY_BINARY[op_type](a, b).astype(a.dtype)]
+        sym = _symbolic.inputs(ctx, node)
+        if sym is not None:  # arithmetic on dims bound at run time
+            out = _symbolic.elementwise(_symbolic.ARITHMETIC[op_type],
+                                        *(_symbolic.objects(a) for a in sym))
+            return [_symbolic.result(out, _symbolic.dtype_of(ctx, node.input[0]))]
         method = getattr(ctx.graph, _GRAPH_BINARY[op_type])
         return [method(ctx.value(node.input[0]), ctx.value(node.input[1]))]
     return convert
@@ -456,6 +547,9 @@ def neg(ctx, node):
     known = _known(ctx, node)
     if known is not None:
         return [-known[0]]
+    if node.input[0] in ctx.symbolic:
+        x = ctx.symbolic[node.input[0]]
+        return [_symbolic.result(_symbolic.elementwise(lambda v: -v, x.array), x.dtype)]
     return [ctx.graph.mul(ctx.value(node.input[0]), -1.0)]
 
 

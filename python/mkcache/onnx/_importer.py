@@ -11,6 +11,7 @@ from .. import errors
 from ..graph import Graph
 from . import _converters, _patterns
 from ._base import INPUT_TYPES, Refusal
+from ._symbolic import Dim, Symbolic
 # Declared shapes past this many elements are refused before anything is
 # allocated (a hostile or broken file).
 _MAX_ELEMENTS = 1 << 40
@@ -33,23 +34,40 @@ def supported() -> dict:
 
 class Context:
     """What a converter works with: the graph being built, the ONNX values
-    made so far (graph values, or numpy arrays known at load time), their
-    static shapes from ONNX's shape inference, and the model's opset."""
+    made so far (graph values, numpy arrays known at load time, or shape
+    values known up to dims bound at run time), their static shapes from
+    ONNX's shape inference, and the model's opset."""
 
-    def __init__(self, graph: Graph, opset: int, shapes: dict):
+    def __init__(self, graph: Graph, opset: int, shapes: dict, dim_params: dict | None = None,
+                 types: dict | None = None):
         self.graph = graph
         self.opset = opset
         self.shapes = shapes   # name -> tuple of dims (None: symbolic), or absent
+        # name -> tuple of each dim's dim_param (None where static or unnamed)
+        self.dim_params = dim_params or {}
+        self.types = types or {}  # name -> ONNX element type, where inference gave one
         self.values = {}       # name -> graph Value
         self.known = {}        # name -> numpy array (known when the model is loaded)
+        self.symbolic = {}     # name -> _symbolic.Symbolic (a shape with run-time dims)
+        # Dim -> (graph value name, axis): a value that has the dim, for
+        # broadcasting to it at run time; and the ones made from them.
+        self.donors = {}
+        self.rulers = {}
+        # name -> dims (ints and Dims) a converter worked out where shape
+        # inference left a dim unnamed (a reshape's -1).
+        self.computed = {}
 
     def has(self, name: str) -> bool:
-        return name in self.values or name in self.known
+        return name in self.values or name in self.known or name in self.symbolic
 
     def value(self, name: str):
         """The graph value of `name` (a known array becomes a constant)."""
         if name in self.values:
             return self.values[name]
+        if name in self.symbolic:
+            raise Refusal(f"{name!r} is a shape holding dims bound at run time "
+                          f"({self.symbolic[name]!r}), read here as data: no operator computes "
+                          "a shape in a program")
         array = self.known[name]
         if array.dtype == np.float64:
             array = array.astype(np.float32)
@@ -62,6 +80,8 @@ class Context:
 
     def constant(self, name: str, what: str) -> np.ndarray:
         """The array `name` holds, which must be known at load time."""
+        if name in self.symbolic:
+            raise Refusal(f"{what} depends on dims bound at run time ({self.symbolic[name]!r})")
         if name not in self.known:
             raise Refusal(f"{what} must be a constant (an initializer or computed from them)")
         return self.known[name]
@@ -70,7 +90,33 @@ class Context:
         """The static shape of `name` (dims may be None), or None if unknown."""
         if name in self.known:
             return tuple(self.known[name].shape)
+        if name in self.symbolic:
+            return tuple(self.symbolic[name].array.shape)
         return self.shapes.get(name)
+
+    def dims(self, name: str) -> tuple:
+        """The dims of `name`: ints, and a Dim for each dim bound at run
+        time (named by its dim_param where shape inference gave one)."""
+        shape = self.shape(name)
+        if shape is None:
+            raise Refusal(f"the shape of {name!r} is not known (ONNX shape inference gave none)")
+        params = self.dim_params.get(name, ())
+        computed = self.computed.get(name, ())
+        out = []
+        for axis, d in enumerate(shape):
+            if d is not None:
+                out.append(int(d))
+                continue
+            if len(computed) == len(shape):
+                out.append(computed[axis])
+                continue
+            param = params[axis] if axis < len(params) else None
+            dim = Dim.named(("param", param), param) if param else \
+                Dim.named(("dim", name, axis), f"dim {axis} of {name!r}")
+            if name in self.values:
+                self.donors.setdefault(dim, (name, axis))
+            out.append(dim)
+        return tuple(out)
 
     def rank(self, name: str, what: str) -> int:
         shape = self.shape(name)
@@ -99,6 +145,15 @@ def _model_of(path_or_model):
         raise errors.InvalidArgumentError(f"onnx: cannot read {path!r}: {e}") from e
     except Exception as e:  # noqa: BLE001 (a truncated or foreign file)
         raise errors.InvalidArgumentError(f"onnx: {path!r} is not an ONNX model: {e}") from e
+    # Initializers kept in files beside the model (as torch's dynamo exporter
+    # writes them by default) are read from the model's folder.
+    if any(init.data_location == onnx.TensorProto.EXTERNAL for init in model.graph.initializer):
+        try:
+            onnx.external_data_helper.load_external_data_for_model(
+                model, os.path.dirname(os.path.abspath(path)))
+        except Exception as e:  # noqa: BLE001 (a missing file, or a location outside the folder)
+            raise errors.InvalidArgumentError(
+                f"onnx: cannot read the external data of {path!r}: {e}") from e
     return model
 
 
@@ -109,22 +164,32 @@ def _opset(model) -> int:
     raise errors.InvalidArgumentError("onnx: the model imports no opset of the default domain")
 
 
-def _static_shapes(onnx, model) -> dict:
-    """name -> dims (None for a symbolic one) of every value ONNX's shape
-    inference gives a shape."""
-    try:
-        inferred = onnx.shape_inference.infer_shapes(model)
-    except Exception:  # noqa: BLE001 (inference refuses some valid models)
-        inferred = model
-    shapes = {}
+def _static_shapes(onnx, model) -> tuple:
+    """(name -> dims (None for a symbolic one), name -> each dim's dim_param
+    (None where it has none), name -> element type) of every value ONNX's
+    shape inference gives a shape. Its data propagation carries shapes computed by Shape, Gather,
+    Concat, ... into the dims of what they reshape, so a dim keeps its name
+    (the same dim_param: the same dim) across a reshape."""
+    inferred = model
+    for options in ({"data_prop": True}, {}):
+        try:
+            inferred = onnx.shape_inference.infer_shapes(model, **options)
+            break
+        except Exception:  # noqa: BLE001,S112 (inference refuses some valid models)
+            continue
+    shapes, params, types = {}, {}, {}
     for info in list(inferred.graph.value_info) + list(inferred.graph.input) + \
             list(inferred.graph.output):
         t = info.type.tensor_type
+        if t.elem_type:
+            types[info.name] = t.elem_type
         if not t.HasField("shape"):
             continue
         shapes[info.name] = tuple(d.dim_value if d.HasField("dim_value") else None
                                   for d in t.shape.dim)
-    return shapes
+        params[info.name] = tuple(d.dim_param if d.HasField("dim_param") and d.dim_param
+                                  else None for d in t.shape.dim)
+    return shapes, params, types
 
 
 def _input_dims(info, input_shapes: dict) -> tuple:
@@ -167,10 +232,10 @@ def load(path_or_model, *, input_shapes: dict | None = None, **compile_options):
             raise errors.UnsupportedError(
                 f"onnx: initializer {init.name!r} is stored outside the model file "
                 "(external data): load the model with its data first")
-    shapes = _static_shapes(onnx, model)
+    shapes, dim_params, types = _static_shapes(onnx, model)
     g = Graph()
     try:
-        ctx = Context(g, opset, shapes)
+        ctx = Context(g, opset, shapes, dim_params, types)
         for init in graph_proto.initializer:
             ctx.known[init.name] = onnx.numpy_helper.to_array(init)
         inputs = [i for i in graph_proto.input if i.name not in ctx.known]
@@ -189,13 +254,20 @@ def load(path_or_model, *, input_shapes: dict | None = None, **compile_options):
             layout = "NCHW"
             ctx.values[info.name] = g.input(info.name, dims, layout=layout,
                                            dtype=INPUT_TYPES[elem])
+            # The program's dims: those input_shapes pins are static for the
+            # shapes computed from them too.
+            ctx.shapes[info.name] = dims
+            ctx.dims(info.name)  # each run-time dim's first donor: the input
         nodes, _ = _patterns.fold(graph_proto.node, ctx.known,
                                   [o.name for o in graph_proto.output])
         _convert_nodes(ctx, nodes)
         for out in graph_proto.output:
             if not ctx.has(out.name):
                 raise errors.InvalidArgumentError(f"onnx: output {out.name!r} is never made")
-            g.output(ctx.value(out.name), out.name)
+            try:
+                g.output(ctx.value(out.name), out.name)
+            except Refusal as r:
+                raise errors.UnsupportedError(f"onnx: output {out.name!r}: {r}") from None
         return g.compile(**compile_options)
     finally:
         g.close()
@@ -240,7 +312,9 @@ def _convert_nodes(ctx: Context, nodes) -> None:
         for name, value in zip(node.output, outputs):
             if not name:
                 continue
-            if isinstance(value, (np.ndarray, np.generic)):  # numpy gives scalars as np.generic
+            if isinstance(value, Symbolic):
+                ctx.symbolic[name] = value
+            elif isinstance(value, (np.ndarray, np.generic)):  # numpy gives scalars as np.generic
                 ctx.known[name] = np.asarray(value)
             else:
                 ctx.values[name] = value

@@ -1,0 +1,184 @@
+"""Models exported by torch.onnx, loaded with mkcache.onnx.load and checked
+against ONNX Runtime on the same inputs: torchvision's ResNet-50,
+MobileNetV2 and EfficientNet-B0 and a small transformers BertModel, each by
+the TorchScript exporter (dynamo=False, opset 17) and by the dynamo exporter
+(dynamo=True, opset 18), with a batch (and for BERT a sequence) bound at run
+time, run at two sizes through one program. Random weights (nothing is
+downloaded); small inputs, so the module runs in well under a minute or two
+on two cores. Skipped where torch, torchvision, transformers or onnxscript
+is not installed."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+torch = pytest.importorskip("torch")
+
+import mkcache.onnx  # noqa: E402
+from torch_support import import_torchvision  # noqa: E402
+
+RTOL = 1e-4
+
+
+def _export(module, args, path, dynamo: bool, names: list, outputs: list, dynamic: dict):
+    """module exported to path; dynamic: {input name: {axis: dim name}}."""
+    if dynamo:
+        pytest.importorskip("onnxscript")
+        dims = {}
+        shapes = {n: {a: dims.setdefault(d, torch.export.Dim(d, max=64 if d == "seq" else None))
+                      for a, d in axes.items()} for n, axes in dynamic.items()}
+        kwargs = dict(dynamo=True, opset_version=18, external_data=False,
+                      dynamic_shapes=shapes)
+    else:
+        axes = dict(dynamic)
+        kwargs = dict(dynamo=False, opset_version=17, dynamic_axes=axes)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module, args, str(path), input_names=names, output_names=outputs,
+                          verbose=False, **kwargs)
+    return path
+
+
+def _compare(path, feeds_list):
+    """The model at `path` through one program and through ONNX Runtime for
+    each feeds; the largest difference relative to each output's largest
+    magnitude."""
+    model = onnx.load(str(path))
+    names = [o.name for o in model.graph.output]
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    worst = 0.0
+    with mkcache.onnx.load(str(path)) as prog:
+        for feeds in feeds_list:
+            got = prog.run(**feeds)
+            for name, want in zip(names, sess.run(None, feeds)):
+                g = got[name]
+                assert g.shape == want.shape, (name, g.shape, want.shape)
+                scale = float(np.abs(want).max()) or 1.0
+                diff = float(np.abs(g - want).max()) / scale
+                assert diff <= RTOL, f"{path.name}: {name} differs by {diff:.2e} of its scale"
+                worst = max(worst, diff)
+    return worst
+
+
+# --------------------------------------------------------------- torchvision
+
+VISION = ["resnet50", "mobilenet_v2", "efficientnet_b0"]
+
+
+def _vision_model(name):
+    tv = import_torchvision()
+    torch.manual_seed(0)
+    m = getattr(tv.models, name)(weights=None).eval()
+    # Statistics as a trained network has (not 0 and 1): the normalisation
+    # and everything after it see values of varied scale.
+    with torch.no_grad():
+        for mod in m.modules():
+            if isinstance(mod, torch.nn.BatchNorm2d):
+                mod.running_mean.uniform_(-0.2, 0.2)
+                mod.running_var.uniform_(0.5, 1.5)
+                mod.weight.uniform_(0.5, 1.5)
+                mod.bias.uniform_(-0.2, 0.2)
+    return m
+
+
+@pytest.mark.parametrize("dynamo", [False, True], ids=["torchscript", "dynamo"])
+@pytest.mark.parametrize("name", VISION)
+def test_torchvision(name, dynamo, tmp_path):
+    m = _vision_model(name)
+    rng = np.random.default_rng(5)
+    path = _export(m, (torch.randn(2, 3, 64, 64),), tmp_path / f"{name}.onnx", dynamo,
+                   ["x"], ["y"], {"x": {0: "batch"}})
+    feeds = [{"x": rng.standard_normal((n, 3, 64, 64)).astype(np.float32)} for n in (2, 1)]
+    _compare(path, feeds)
+
+
+# --------------------------------------------------------------------- BERT
+
+def _bert_config(transformers):
+    return transformers.BertConfig(
+        num_hidden_layers=2, hidden_size=64, num_attention_heads=4, intermediate_size=128,
+        vocab_size=100, max_position_embeddings=64, type_vocab_size=2,
+        attn_implementation="eager")
+
+
+def _bert_feeds(rng, batch, seq, position_ids=True):
+    mask = np.ones((batch, seq), np.int64)
+    mask[-1, seq - 2:] = 0  # the last sequence padded
+    feeds = {"input_ids": rng.integers(0, 100, (batch, seq)).astype(np.int64),
+             "attention_mask": mask}
+    if position_ids:
+        feeds["position_ids"] = np.broadcast_to(np.arange(seq, dtype=np.int64),
+                                                (batch, seq)).copy()
+    return feeds
+
+
+def _bert_example(feeds):
+    return tuple(torch.from_numpy(v) for v in feeds.values())
+
+
+@pytest.mark.parametrize("dynamo", [False, True], ids=["torchscript", "dynamo"])
+def test_bert(dynamo, tmp_path):
+    """BertModel with the attention mask in BERT's own additive form,
+    (1 - mask) * the float minimum, token types of zeros (ConstantOfShape of
+    the ids' run-time shape) and the position ids given."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    bert = transformers.BertModel(_bert_config(transformers)).eval()
+
+    class Bert(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bert = bert
+
+        def forward(self, input_ids, attention_mask, position_ids):
+            additive = (1.0 - attention_mask[:, None, None, :].to(torch.float32)) * \
+                torch.finfo(torch.float32).min
+            out = self.bert(input_ids=input_ids, attention_mask=additive,
+                            token_type_ids=torch.zeros_like(input_ids),
+                            position_ids=position_ids)
+            return out.last_hidden_state, out.pooler_output
+
+    rng = np.random.default_rng(7)
+    names = ["input_ids", "attention_mask", "position_ids"]
+    path = _export(Bert().eval(), _bert_example(_bert_feeds(rng, 2, 7)),
+                   tmp_path / "bert.onnx", dynamo, names,
+                   ["last_hidden_state", "pooler_output"],
+                   {n: {0: "batch", 1: "seq"} for n in names})
+    _compare(path, [_bert_feeds(rng, 2, 7), _bert_feeds(rng, 3, 11)])
+
+
+@pytest.mark.xfail(strict=True, raises=mkcache.UnsupportedError, reason=(
+    "transformers' own mask builder needs And (not in the library yet), GatherND (dynamo) and "
+    "Range over the run-time batch and sequence (no operator makes a sequence of a run-time "
+    "length); its embeddings slice the position ids' buffer to the run-time sequence (a "
+    "constant sliced to a run-time length) and gather the token types' buffer by them "
+    "(GatherElements, not in the library)"))
+@pytest.mark.parametrize("dynamo", [False, True], ids=["torchscript", "dynamo"])
+def test_bert_with_its_own_mask_builder(dynamo, tmp_path):
+    """BertModel given the 2-D padding mask and nothing else: transformers
+    builds the 4-D mask itself, from aranges over the batch and the
+    sequence."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    bert = transformers.BertModel(_bert_config(transformers)).eval()
+
+    class Bert(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bert = bert
+
+        def forward(self, input_ids, attention_mask):
+            out = self.bert(input_ids=input_ids, attention_mask=attention_mask)
+            return out.last_hidden_state, out.pooler_output
+
+    rng = np.random.default_rng(7)
+    names = ["input_ids", "attention_mask"]
+    path = _export(Bert().eval(), _bert_example(_bert_feeds(rng, 2, 7, False)),
+                   tmp_path / "bert.onnx", dynamo, names,
+                   ["last_hidden_state", "pooler_output"],
+                   {n: {0: "batch", 1: "seq"} for n in names})
+    _compare(path, [_bert_feeds(rng, 2, 7, False), _bert_feeds(rng, 3, 11, False)])
