@@ -174,6 +174,12 @@ TABLE_OP_TABLE = {
                      "(a and b of one dtype, float32, int32 or int64).", inputs=("a", "b"))
        for name, sign in (("equal", "=="), ("less", "<"), ("less_equal", "<="),
                           ("greater", ">"), ("greater_equal", ">="))},
+    **{f"logical_{name}": TableOp("logical", (), f"logical_params({name!r}, name)",
+                                  f"a {word} b element by element on bool values with numpy "
+                                  "broadcasting: a bool result.", inputs=("a", "b"))
+       for name, word in (("and", "and"), ("or", "or"), ("xor", "exclusive or"))},
+    "logical_not": TableOp("logical", (), "logical_params('not', name)",
+                           "not x element by element on a bool value: a bool result."),
     "pad": TableOp("pad", ("pads", 'mode="constant"', "value=0.0", "axes=None"),
                    "pad_params(pads, mode, value, axes, name)",
                    "x grown along `axes` as ONNX's Pad: `pads` is every axis's count before, "
@@ -215,6 +221,7 @@ POOL_KINDS = _capi.enum_values("mkc_pool_kind", ("max", "avg_include_pad", "avg_
 REDUCE_KINDS = _capi.enum_values("mkc_reduce_kind", ("sum", "mean", "max", "min"))
 COMPARE_KINDS = _capi.enum_values("mkc_compare_kind", ("equal", "less", "less_equal", "greater",
                                                        "greater_equal"))
+LOGICAL_KINDS = _capi.enum_values("mkc_logical_kind", ("and", "or", "xor", "not"))
 
 
 def _name_bytes(name):
@@ -331,6 +338,15 @@ def compare_params(kind: str, name):
     p = _capi.CompareParams()
     _capi.lib.mkc_compare_params_init(ctypes.byref(p))
     p.kind = COMPARE_KINDS[kind]
+    p.name = _name_bytes(name)
+    return p
+
+
+def logical_params(kind: str, name):
+    """The mkc_logical_params of a logical_and, ... call."""
+    p = _capi.LogicalParams()
+    _capi.lib.mkc_logical_params_init(ctypes.byref(p))
+    p.kind = LOGICAL_KINDS[kind]
     p.name = _name_bytes(name)
     return p
 

@@ -301,6 +301,23 @@ static void test_op_run(void) {
     unsigned char flags[30];
     OK(mkc_tensor_export(wide, MKC_LAYOUT_NCHW, flags, sizeof flags));
     for (int i = 0; i < 30; ++i) CHECK(flags[i] == (x[i % 15] > 0.0f));
+    /* Not, then xor with the flags themselves: every element true. */
+    mkc_logical_params lg;
+    OK(mkc_logical_params_init(&lg));
+    CHECK(lg.kind == MKC_LOGICAL_AND);
+    lg.kind = MKC_LOGICAL_NOT;
+    mkc_tensor *negated = NULL, *either = NULL;
+    const mkc_tensor *lin[2] = {wide, NULL};
+    OK(mkc_op_run(MKC_OP_LOGICAL, &lg, 1, lin, &negated));
+    lg.kind = MKC_LOGICAL_XOR;
+    lin[1] = negated;
+    OK(mkc_op_run(MKC_OP_LOGICAL, &lg, 2, lin, &either));
+    OK(mkc_tensor_export(either, MKC_LAYOUT_NCHW, flags, sizeof flags));
+    for (int i = 0; i < 30; ++i) CHECK(flags[i] == 1);
+    CHECK(mkc_op_run(MKC_OP_LOGICAL, &lg, 1, lin, &either) == MKC_STATUS_INVALID_ARGUMENT);
+    CHECK(strstr(mkc_last_error(), "take two inputs") != NULL);
+    OK(mkc_tensor_destroy(either));
+    OK(mkc_tensor_destroy(negated));
     OK(mkc_tensor_destroy(wide));
     OK(mkc_tensor_destroy(positive));
     OK(mkc_tensor_destroy(tzero));
@@ -1048,7 +1065,8 @@ static void test_struct_sizes(void) {
                    {MKC_STRUCT_EXPAND_PARAMS, sizeof(mkc_expand_params)},
                    {MKC_STRUCT_COMPARE_PARAMS, sizeof(mkc_compare_params)},
                    {MKC_STRUCT_PAD_PARAMS, sizeof(mkc_pad_params)},
-                   {MKC_STRUCT_RESIZE_PARAMS, sizeof(mkc_resize_params)}};
+                   {MKC_STRUCT_RESIZE_PARAMS, sizeof(mkc_resize_params)},
+                   {MKC_STRUCT_LOGICAL_PARAMS, sizeof(mkc_logical_params)}};
     size_t size = 0;
     for (size_t i = 0; i < sizeof structs / sizeof structs[0]; ++i) {
         size = 0;
@@ -1057,7 +1075,7 @@ static void test_struct_sizes(void) {
     }
     size = 5;
     REFUSED(mkc_get_struct_size((mkc_struct_id)0, &size), "unknown struct id 0");
-    REFUSED(mkc_get_struct_size((mkc_struct_id)26, &size), "unknown struct id 26");
+    REFUSED(mkc_get_struct_size((mkc_struct_id)27, &size), "unknown struct id 27");
     CHECK(size == 5);
     CHECK(mkc_get_struct_size(MKC_STRUCT_CONV_PARAMS, NULL) == MKC_STATUS_INVALID_ARGUMENT);
 

@@ -50,7 +50,7 @@ def test_every_struct_has_struct_size_an_id_and_a_matching_mirror():
         "activation_call", "activation_params", "softmax_params", "binary_params",
         "concat_params", "transpose_params", "reshape_params", "program_options",
         "program_memory", "reduce_params", "gather_params", "cast_params", "slice_params",
-        "expand_params", "compare_params", "pad_params", "resize_params")}
+        "expand_params", "compare_params", "pad_params", "resize_params", "logical_params")}
     assert set(_capi.STRUCTS) == set(ids.values())
     for name, struct_id in ids.items():
         mirror = _capi.STRUCTS[struct_id]
@@ -301,7 +301,8 @@ ENUM_PREFIXES = {"mkc_status": "MKC_STATUS_", "mkc_struct_id": "MKC_STRUCT_",
                  "mkc_dtype": "MKC_DTYPE_", "mkc_layout": "MKC_LAYOUT_",
                  "mkc_activation_kind": "MKC_ACTIVATION_", "mkc_binary_kind": "MKC_BINARY_",
                  "mkc_pool_kind": "MKC_POOL_", "mkc_reduce_kind": "MKC_REDUCE_",
-                 "mkc_compare_kind": "MKC_COMPARE_", "mkc_pad_mode": "MKC_PAD_",
+                 "mkc_compare_kind": "MKC_COMPARE_", "mkc_logical_kind": "MKC_LOGICAL_",
+                 "mkc_pad_mode": "MKC_PAD_",
                  "mkc_resize_mode": "MKC_RESIZE_", "mkc_resize_coordinates": "MKC_COORDINATES_",
                  "mkc_resize_nearest": "MKC_NEAREST_",
                  "mkc_op": "MKC_OP_"}

@@ -441,6 +441,47 @@ def test_int64_compares_exactly_and_dtypes_must_match():
         mkcache.less(a, rand(1))
 
 
+# ----------------------------------------------------------------- logical
+
+@pytest.mark.parametrize("name", ["logical_and", "logical_or", "logical_xor"])
+def test_logical_binaries_match_numpy(name):
+    a = RNG.random((4, 1, 5)) < 0.5
+    b = RNG.random((3, 1)) < 0.5
+    got = getattr(mkcache, name)(a, b).numpy()
+    assert got.dtype == np.bool_ and got.shape == (4, 3, 5)
+    np.testing.assert_array_equal(got, getattr(np, name)(a, b))
+
+
+def test_logical_not_and_in_a_graph():
+    a = RNG.random((2, 7, 3)) < 0.5
+    np.testing.assert_array_equal(mkcache.logical_not(a).numpy(), ~a)
+    g = mkcache.Graph()
+    x = g.input("x", (None, 7, 3), dtype="bool")
+    m = g.input("m", (1, 3), dtype="bool")
+    g.output(g.logical_and(g.logical_not(x), g.logical_or(m, g.logical_not(m))), "y")
+    with g.compile() as prog:
+        for n in (2, 5):
+            xs = RNG.random((n, 7, 3)) < 0.5
+            np.testing.assert_array_equal(prog.run(x=xs, m=np.array([[1, 0, 1]], bool))["y"],
+                                          ~xs)
+
+
+def test_logical_refusals():
+    a = np.array([True, False])
+    with pytest.raises(mkcache.InvalidArgumentError, match="is float32; logical takes bool"):
+        mkcache.logical_and(a.astype(np.float32), a)
+    with pytest.raises(mkcache.InvalidArgumentError, match="broadcast"):
+        mkcache.logical_or(a, np.ones(3, bool))
+    op = mkcache._capi.enum_value("mkc_op", "logical")
+    for kind, inputs, message in (("not", 2, "NOT takes one input"),
+                                  ("and", 1, "take two inputs")):
+        with mkcache.Graph() as g, pytest.raises(mkcache.InvalidArgumentError, match=message):
+            x = g.input("x", (2,), dtype="bool")
+            g.output(g._table_node(op, mkcache._operators.logical_params(kind, None),
+                                   [x] * inputs), "y")
+            g.compile()
+
+
 # --------------------------------------------------------------------- pad
 
 def pad_reference(a, pads, mode, value=0, axes=None):

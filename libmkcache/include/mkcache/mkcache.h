@@ -167,6 +167,7 @@ typedef enum mkc_struct_id {
     MKC_STRUCT_COMPARE_PARAMS = 23,
     MKC_STRUCT_PAD_PARAMS = 24,
     MKC_STRUCT_RESIZE_PARAMS = 25,
+    MKC_STRUCT_LOGICAL_PARAMS = 26,
     MKC_STRUCT_MAX_ENUM = 0x7fffffff
 } mkc_struct_id;
 
@@ -186,7 +187,7 @@ MKC_API mkc_status mkc_get_struct_size(mkc_struct_id id, size_t *size);
  *
  * `enum_name` is the enum's type name: "mkc_status", "mkc_struct_id",
  * "mkc_dtype", "mkc_layout", "mkc_activation_kind", "mkc_binary_kind",
- * "mkc_pool_kind", "mkc_reduce_kind", "mkc_compare_kind", "mkc_pad_mode",
+ * "mkc_pool_kind", "mkc_reduce_kind", "mkc_compare_kind", "mkc_logical_kind", "mkc_pad_mode",
  * "mkc_resize_mode", "mkc_resize_coordinates", "mkc_resize_nearest" or
  * "mkc_op". A value's name is its enumerator's name after the enum's
  * prefix, in lowercase:
@@ -965,6 +966,7 @@ typedef enum mkc_op {
     MKC_OP_COMPARE = 23,         /* mkc_compare_params: a, b                 */
     MKC_OP_PAD = 24,             /* mkc_pad_params: src                      */
     MKC_OP_RESIZE = 25,          /* mkc_resize_params: src                   */
+    MKC_OP_LOGICAL = 26,         /* mkc_logical_params: a [, b]              */
     MKC_OP_MAX_ENUM = 0x7fffffff
 } mkc_op;
 
@@ -1177,6 +1179,22 @@ typedef struct mkc_resize_params {
     const char *name;                   /* cache name; may be NULL */
 } mkc_resize_params;
 MKC_API mkc_status mkc_resize_params_init(mkc_resize_params *params);
+
+/* a (kind) b on BOOL values with numpy broadcasting, or NOT a (one input):
+ * a BOOL result, channels-first. */
+typedef enum mkc_logical_kind {
+    MKC_LOGICAL_AND = 1,
+    MKC_LOGICAL_OR = 2,
+    MKC_LOGICAL_XOR = 3,
+    MKC_LOGICAL_NOT = 4,
+    MKC_LOGICAL_MAX_ENUM = 0x7fffffff
+} mkc_logical_kind;
+typedef struct mkc_logical_params {
+    size_t struct_size;    /* sizeof; set by mkc_logical_params_init */
+    mkc_logical_kind kind; /* default AND */
+    const char *name;      /* cache name; may be NULL */
+} mkc_logical_params;
+MKC_API mkc_status mkc_logical_params_init(mkc_logical_params *params);
 
 /* MKC_OP_WHERE: condition (BOOL) ? x : y (float32), element by element,
  * the three broadcast as numpy does (in their caller orders); the result

@@ -61,6 +61,7 @@ constexpr Named kStructId[] = {
     {"compare_params", MKC_STRUCT_COMPARE_PARAMS},
     {"pad_params", MKC_STRUCT_PAD_PARAMS},
     {"resize_params", MKC_STRUCT_RESIZE_PARAMS},
+    {"logical_params", MKC_STRUCT_LOGICAL_PARAMS},
 };
 
 constexpr Named kDtype[] = {
@@ -126,6 +127,13 @@ constexpr Named kCompareKind[] = {
     {"greater_equal", MKC_COMPARE_GREATER_EQUAL},
 };
 
+constexpr Named kLogicalKind[] = {
+    {"and", MKC_LOGICAL_AND},
+    {"or", MKC_LOGICAL_OR},
+    {"xor", MKC_LOGICAL_XOR},
+    {"not", MKC_LOGICAL_NOT},
+};
+
 constexpr Named kPadMode[] = {
     {"constant", MKC_PAD_CONSTANT},
     {"reflect", MKC_PAD_REFLECT},
@@ -175,6 +183,7 @@ constexpr Enum kEnums[] = {
     table("mkc_pool_kind", kPoolKind),
     table("mkc_reduce_kind", kReduceKind),
     table("mkc_compare_kind", kCompareKind),
+    table("mkc_logical_kind", kLogicalKind),
     table("mkc_pad_mode", kPadMode),
     table("mkc_resize_mode", kResizeMode),
     table("mkc_resize_coordinates", kResizeCoordinates),

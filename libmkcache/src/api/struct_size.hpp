@@ -228,6 +228,7 @@ MKC_SIZED_IN_ONE_PIECE(mkc_expand_params)
 MKC_SIZED_IN_ONE_PIECE(mkc_compare_params)
 MKC_SIZED_IN_ONE_PIECE(mkc_pad_params)
 MKC_SIZED_IN_ONE_PIECE(mkc_resize_params)
+MKC_SIZED_IN_ONE_PIECE(mkc_logical_params)
 #undef MKC_SIZED_IN_ONE_PIECE
 
 template <>

@@ -625,6 +625,27 @@ void ref_compare(const ReferenceCall &c) {
                        static_cast<uint8_t *>(c.buffers.out[0]));
 }
 
+// logical: and, or, xor of two bool values, broadcast; not of one.
+std::vector<ValueDesc> infer_logical(const Node &node, const NodeInputs &in) {
+    const mkc_logical_kind kind = std::get<mkc_logical_params>(node.params).kind;
+    require(kind >= MKC_LOGICAL_AND && kind <= MKC_LOGICAL_NOT,
+            "logical: kind must be AND, OR, XOR or NOT, got ", static_cast<int>(kind));
+    const bool unary = kind == MKC_LOGICAL_NOT;
+    const bool has_b = in.size() > 1 && in[1] != nullptr;
+    require(has_b != unary, "logical: ", unary ? "NOT takes one input" : "AND, OR and XOR take two inputs");
+    const Dims out = unary ? caller_dims(*in[0])
+                           : broadcast({caller_dims(*in[0]), caller_dims(*in[1])}, "logical");
+    return {ops::plain_value(MKC_DTYPE_BOOL, MKC_LAYOUT_CHANNELS_FIRST, out)};
+}
+void ref_logical(const ReferenceCall &c) {
+    const mkc_logical_kind kind = std::get<mkc_logical_params>(c.node.params).kind;
+    const bool unary = kind == MKC_LOGICAL_NOT;
+    reference::logical(kind, c.in[0], static_cast<const uint8_t *>(c.buffers.in[0]),
+                       unary ? c.in[0] : c.in[1],
+                       static_cast<const uint8_t *>(c.buffers.in[unary ? 0 : 1]), c.out,
+                       static_cast<uint8_t *>(c.buffers.out[0]));
+}
+
 void ref_where(const ReferenceCall &c) {
     reference::where(c.in[0], static_cast<const uint8_t *>(c.buffers.in[0]), c.in[1], in_f(c, 1),
                      c.in[2], in_f(c, 2), c.out, out_f(c));
@@ -966,7 +987,8 @@ constexpr char kPool[] = "pool", kLinear[] = "linear", kMatmul[] = "matmul",
                kConv2d[] = "conv2d", kConv3d[] = "conv3d", kConv2dT[] = "conv2d_transpose",
                kErf[] = "erf", kReduce[] = "reduce", kGather[] = "gather", kCast[] = "cast",
                kWhere[] = "where", kSlice[] = "slice", kExpand[] = "expand",
-               kCompare[] = "compare", kPad[] = "pad", kResize[] = "resize";
+               kCompare[] = "compare", kPad[] = "pad", kResize[] = "resize",
+               kLogical[] = "logical";
 
 // A row written as a sequence of named parts, so the table below reads as
 // one: what an operator is (its name, ports, shaping), what it may do, and
@@ -1201,6 +1223,10 @@ std::vector<OpRow> build_rows() {
             .params(read_as_is<mkc_resize_params, kResize>).onednn<Resize>(ops::ResizeOp::run)
             .infer(infer_resize).attrs(resize_text).onednn_supports(resize_onednn_supports)
             .reference(ref_resize),
+        Row(NodeOp(MKC_OP_LOGICAL), kLogical)
+            .ports("a,b", 1, 2, 1).port_dtypes(0, dtype_bit(MKC_DTYPE_BOOL))
+            .params(read_as_is<mkc_logical_params, kLogical>).infer(infer_logical)
+            .reference(ref_logical),
         Row(NodeOp(MKC_OP_REDUCE), kReduce)
             .ports("src", 1, 1, 1)
             .params(read_as_is<mkc_reduce_params, kReduce>).onednn<Reduce>(ops::ReduceOp::run)

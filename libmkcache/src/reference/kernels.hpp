@@ -41,6 +41,11 @@ void erf(const float *src, float *dst, int64_t n);
 // dst = src broadcast to dst_dims (numpy's rule), `bytes` per element.
 void expand(const Dims &src_dims, const void *src, const Dims &dst_dims, size_t bytes, void *dst);
 
+// dst = a (kind) b on bytes holding 0 or 1, broadcast as numpy; NOT reads
+// a alone (b is then a again).
+void logical(mkc_logical_kind kind, const Dims &a_dims, const uint8_t *a, const Dims &b_dims,
+             const uint8_t *b, const Dims &dst_dims, uint8_t *dst);
+
 // dst = a (kind) b with numpy broadcasting, one byte (0 or 1) per element;
 // a and b of `dtype` (F32, S32 or S64).
 void compare(mkc_compare_kind kind, mkc_dtype dtype, const Dims &a_dims, const void *a,

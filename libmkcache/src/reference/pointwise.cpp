@@ -220,6 +220,17 @@ void compare(mkc_compare_kind kind, mkc_dtype dtype, const Dims &a_dims, const v
     }
 }
 
+void logical(mkc_logical_kind kind, const Dims &a_dims, const uint8_t *a, const Dims &b_dims,
+             const uint8_t *b, const Dims &dst_dims, uint8_t *dst) {
+    const Broadcast<2> walk(dst_dims, {&a_dims, &b_dims});
+    for (int64_t i = 0; i < walk.total(); ++i) {
+        const auto at = walk.at(i);
+        const bool x = a[at[0]] != 0, y = b[at[1]] != 0;
+        dst[i] = kind == MKC_LOGICAL_AND ? x && y : kind == MKC_LOGICAL_OR ? x || y
+               : kind == MKC_LOGICAL_XOR ? x != y : !x;
+    }
+}
+
 void where(const Dims &cond_dims, const uint8_t *cond, const Dims &x_dims, const float *x,
            const Dims &y_dims, const float *y, const Dims &dst_dims, float *dst) {
     const Broadcast<3> walk(dst_dims, {&cond_dims, &x_dims, &y_dims});

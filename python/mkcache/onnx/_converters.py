@@ -115,8 +115,25 @@ def size(ctx, node):
 
 @converter("Cast")
 def cast(ctx, node):
-    to = attributes(node)["to"]
-    known = _known(ctx, node)
+    return _cast_to(ctx, node, attributes(node)["to"])
+
+
+@converter("CastLike", since=15)
+def cast_like(ctx, node):
+    like = node.input[1]
+    if like in ctx.known:
+        dtype = ctx.known[like].dtype
+        to = next((t for t, d in KNOWN_TYPES.items() if d == dtype), None)
+    else:
+        to = ctx.types.get(like)
+    if to is None:
+        raise Refusal("the target's element type is not known")
+    return _cast_to(ctx, node, to)
+
+
+def _cast_to(ctx, node, to: int):
+    # CastLike's second input gives the dtype alone: only the first matters.
+    known = [ctx.known[node.input[0]]] if node.input[0] in ctx.known else None
     if known is not None and to in KNOWN_TYPES:
         return [known[0].astype(KNOWN_TYPES[to])]
     if node.input[0] in ctx.symbolic and to in KNOWN_TYPES:
@@ -174,6 +191,22 @@ def _comparison(method, numpy_fn):
 
 for _op, (_method, _fn, _since) in _COMPARISONS.items():
     converter(_op, since=_since)(_comparison(_method, _fn))
+
+
+def _logical(method, numpy_fn):
+    def convert(ctx, node):
+        known = _known(ctx, node)
+        if known is not None:
+            return [numpy_fn(*known)]
+        return [getattr(ctx.graph, method)(*(ctx.value(n) for n in node.input))]
+    return convert
+
+
+for _op, (_method, _fn, _since) in {"And": ("logical_and", np.logical_and, 7),
+                                    "Or": ("logical_or", np.logical_or, 7),
+                                    "Xor": ("logical_xor", np.logical_xor, 7),
+                                    "Not": ("logical_not", np.logical_not, 1)}.items():
+    converter(_op, since=_since)(_logical(_method, _fn))
 
 
 @converter("Where", since=9)
