@@ -152,7 +152,7 @@ def test_bert(dynamo, tmp_path):
 
 
 @pytest.mark.xfail(strict=True, raises=mkcache.UnsupportedError, reason=(
-    "transformers' own mask builder needs And (not in the library yet), GatherND (dynamo) and "
+    "transformers' own mask builder needs GatherND (dynamo) and "
     "Range over the run-time batch and sequence (no operator makes a sequence of a run-time "
     "length); its embeddings slice the position ids' buffer to the run-time sequence (a "
     "constant sliced to a run-time length) and gather the token types' buffer by them "
