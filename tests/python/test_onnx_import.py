@@ -462,9 +462,10 @@ def test_matmul_and_bias_fold_with_the_activation_after():
     with mkcache.onnx.load(m) as prog:
         plan = prog.plan()
     steps = [line for line in plan.splitlines() if line[:1].isdigit()]
-    # Two matmuls with their biases, the relu fused into the first.
-    assert len(steps) == 2 and all("(matmul" in line for line in steps), plan
-    assert "node 1 (activation) fused into node 0 (matmul)" in plan
+    # Two linears (constant 2-D weights) with their biases, the relu fused
+    # into the first.
+    assert len(steps) == 2 and all("(linear" in line for line in steps), plan
+    assert "node 1 (activation) fused into node 0 (linear)" in plan
 
 
 def test_the_run_command(tmp_path):
