@@ -442,6 +442,38 @@ def test_erf_gelu_is_folded_into_one_step(form):
     assert plan.count("(activation") == 1 and "(erf)" not in plan, plan
 
 
+@pytest.mark.parametrize("form", ["torchscript", "dynamo"])
+def test_tanh_gelu_is_folded_into_one_step(form):
+    """The tanh GELU as torch's two exporters write it: x^3 as x * (x * x)
+    and 0.5 last, or as Pow(x, 3) and 0.5 on the sum."""
+    c = helper.make_node
+    if form == "torchscript":  # its scalars are Constant nodes
+        scalars = [c("Constant", [], [f"{n}_c"], value=numpy_helper.from_array(
+            np.array(v, np.float32))) for n, v in (("k", 0.044715), ("root", np.sqrt(2 / np.pi)),
+                                                  ("one", 1.0), ("half", 0.5))]
+        nodes = scalars + [
+            c("Mul", ["x", "x"], ["sq"]), c("Mul", ["x", "sq"], ["cube"]),
+            c("Mul", ["k_c", "cube"], ["kc"]), c("Add", ["x", "kc"], ["in"]),
+            c("Mul", ["root_c", "in"], ["u"]), c("Tanh", ["u"], ["t"]),
+            c("Add", ["one_c", "t"], ["s"]), c("Mul", ["x", "s"], ["m"]),
+            c("Mul", ["half_c", "m"], ["y"])]
+    else:
+        nodes = [c("Pow", ["x", "three"], ["cube"]), c("Mul", ["kc_k", "cube"], ["kc"]),
+                 c("Add", ["x", "kc"], ["in"]), c("Mul", ["root", "in"], ["u"]),
+                 c("Tanh", ["u"], ["t"]), c("Add", ["t", "one"], ["s"]),
+                 c("Mul", ["half", "s"], ["h"]), c("Mul", ["x", "h"], ["y"])]
+    consts = [("k", np.array(0.044715, np.float32)), ("kc_k", np.array(0.044715, np.float32)),
+              ("root", np.array(np.sqrt(2 / np.pi), np.float32)),
+              ("three", np.array(3.0, np.float32)), ("one", np.array(1.0, np.float32)),
+              ("half", np.array(0.5, np.float32))]
+    m = model(nodes, [("x", [3, 17])], [("y", None)], consts)
+    check(m, {"x": rand(3, 17, scale=3)})
+    with mkcache.onnx.load(m, fuse=False) as prog:
+        plan = prog.plan()
+    steps = [line for line in plan.splitlines() if line[:1].isdigit()]
+    assert len(steps) == 1 and "(activation" in steps[0], plan
+
+
 def test_a_gelu_whose_parts_are_read_elsewhere_is_not_folded():
     nodes = _gelu_nodes("torch") + [helper.make_node("Relu", ["e"], ["other"])]
     m = model(nodes, [("x", [3, 5])], [("y", None), ("other", None)], GELU_CONSTANTS)

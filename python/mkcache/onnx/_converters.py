@@ -584,6 +584,8 @@ def _folded_layer_norm(ctx, node):
 
 # The operators folded patterns become (_patterns.py), by name.
 INTERNAL = {"Gelu": lambda ctx, node: [ctx.graph.gelu(ctx.value(node.input[0]))],
+            "GeluTanh": lambda ctx, node: [ctx.graph.gelu(ctx.value(node.input[0]),
+                                                          approximate="tanh")],
             "MatMulBias": _matmul_bias, "LayerNorm": _folded_layer_norm}
 
 

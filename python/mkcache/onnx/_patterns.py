@@ -6,6 +6,8 @@ importer reads.
     erf GELU   x * 0.5 * (1 + erf(x / sqrt 2)), in the orders torch and
                hand-written models use (x / sqrt 2 or x * (1 / sqrt 2); the
                0.5 on x, on the sum or on the product)
+    tanh GELU  x * 0.5 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3))), x^3
+               as Pow(x, 3) or x * (x * x), the 0.5 placed as above
     linear     MatMul by constant weights [K, N], then Add of a constant bias
                of N values: one matmul with its bias (which an activation
                after it then fuses into)
@@ -19,7 +21,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from onnx import helper
+from onnx import helper, numpy_helper
 
 DOMAIN = "mkcache"
 
@@ -29,7 +31,9 @@ class _Graph:
 
     def __init__(self, nodes, known, outputs):
         self.nodes = list(nodes)
-        self.known = known
+        # The initializers, and the values of Constant nodes (the TorchScript
+        # exporter writes a pattern's scalars as those).
+        self.known = dict(known)
         self.outputs = set(outputs)
         self.producer = {}
         self.consumers = {}
@@ -38,6 +42,10 @@ class _Graph:
                 self.producer[o] = i
             for name in n.input:
                 self.consumers.setdefault(name, []).append(i)
+            if n.op_type == "Constant" and n.domain in ("", "ai.onnx") and len(n.attribute) == 1:
+                value = _constant_value(n.attribute[0])
+                if value is not None:
+                    self.known[n.output[0]] = value
 
     def scalar(self, name):
         """The value of a known one-element constant, else None."""
@@ -67,6 +75,18 @@ class _Graph:
         return None
 
 
+def _constant_value(attribute):
+    """A Constant node's value attribute as an array (None for the sparse
+    and string forms, which no pattern reads)."""
+    if attribute.name == "value":
+        return numpy_helper.to_array(attribute.t)
+    if attribute.name in ("value_float", "value_int"):
+        return np.asarray(helper.get_attribute_value(attribute))
+    if attribute.name in ("value_floats", "value_ints"):
+        return np.asarray(list(helper.get_attribute_value(attribute)))
+    return None
+
+
 def _close(value, want):
     return value is not None and math.isclose(value, want, rel_tol=1e-5)
 
@@ -86,6 +106,12 @@ def _erf_gelu(g: _Graph, e: int):
         x = next((n for n in pn.input if g.scalar(n) is None), None)
         if x is None or not _close(g.scalar(g.other(p, x)), 1 / math.sqrt(2)):
             return None
+    return _gelu_tail(g, e, x, [p, e])
+
+
+def _gelu_tail(g: _Graph, e: int, x: str, matched: list):
+    """The rest of a GELU after its erf or tanh node e, 0.5 x (1 + e(...)):
+    (nodes matched, x, output), or None."""
     a = g.only_consumer(g.nodes[e].output[0])
     if g.op(a) != "Add" or not _close(g.scalar(g.other(a, g.nodes[e].output[0])), 1.0):
         return None
@@ -94,7 +120,7 @@ def _erf_gelu(g: _Graph, e: int):
     if g.op(m1) != "Mul":
         return None
     other = g.other(m1, s)
-    matched = [p, e, a, m1]
+    matched = matched + [a, m1]
     if other == x:  # x * s, then * 0.5
         m2 = g.only_consumer(g.nodes[m1].output[0])
         if g.op(m2) != "Mul" or not _close(g.scalar(g.other(m2, g.nodes[m1].output[0])), 0.5):
@@ -110,6 +136,42 @@ def _erf_gelu(g: _Graph, e: int):
             not _close(g.scalar(g.other(h, x)), 0.5):
         return None
     return matched + [h], x, g.nodes[m1].output[0]
+
+
+def _tanh_gelu(g: _Graph, t: int):
+    """(nodes matched, x, output) of the tanh GELU around Tanh node t, or None."""
+    def product(i, constant):
+        """The other operand of Mul node i when one is `constant`, else None."""
+        if g.op(i) != "Mul":
+            return None
+        a, b = g.nodes[i].input[0], g.nodes[i].input[1]
+        if _close(g.scalar(a), constant):
+            return b
+        return a if _close(g.scalar(b), constant) else None
+
+    scaled = g.nodes[t].input[0]
+    u = g.producer.get(scaled)
+    inner = product(u, math.sqrt(2 / math.pi))
+    if inner is None or g.only_consumer(scaled) != t:
+        return None
+    s = g.producer.get(inner)
+    if g.op(s) != "Add" or g.only_consumer(inner) != u:
+        return None
+    for x in g.nodes[s].input:  # x + 0.044715 x^3, either order
+        m = g.producer.get(g.other(s, x))
+        cube = product(m, 0.044715)
+        if cube is None or g.only_consumer(g.nodes[m].output[0]) != s or \
+                g.only_consumer(cube) != m:
+            continue
+        c = g.producer.get(cube)
+        if g.op(c) == "Pow" and g.nodes[c].input[0] == x and _close(g.scalar(g.nodes[c].input[1]), 3.0):
+            return _gelu_tail(g, t, x, [c, m, s, u, t])
+        square = g.other(c, x) if g.op(c) == "Mul" else None
+        q = g.producer.get(square)
+        if q is not None and g.op(q) == "Mul" and list(g.nodes[q].input) == [x, x] and \
+                g.only_consumer(square) == c:
+            return _gelu_tail(g, t, x, [q, c, m, s, u, t])
+    return None
 
 
 def _linear(g: _Graph, m: int):
@@ -199,7 +261,8 @@ def _layer_norm(g: _Graph, r1: int):
 
 # Pattern -> (the op type whose nodes start a match, the matcher, the
 # folded operator), tried in this order.
-_PATTERNS = [("Erf", _erf_gelu, "Gelu"), ("MatMul", _linear, "MatMulBias"),
+_PATTERNS = [("Erf", _erf_gelu, "Gelu"), ("Tanh", _tanh_gelu, "GeluTanh"),
+             ("MatMul", _linear, "MatMulBias"),
              ("ReduceMean", _layer_norm, "LayerNorm")]
 
 
