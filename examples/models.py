@@ -1,6 +1,6 @@
-"""Three models for the examples, the benchmarks and the tests: ResNet-18,
+"""Models for the examples, the benchmarks and the tests: ResNet-18,
 ResNet-50 and a BERT-base encoder layer, each written twice from the same
-weights:
+weights, and MobileNetV2 as an ONNX model and a PyTorch module only:
 
     net = ResNet18(seed=0)                     # or ResNet50(seed=0)
     g = net.graph(batch=1, layout="NHWC")      # an mkcache.Graph
@@ -14,11 +14,11 @@ weights:
     y = layer.eager(x)                         # x: [batch, seq, 768]
 
 The weights are kept under the names PyTorch gives them (torchvision's
-resnet18 / resnet50 state_dict; Hugging Face's BertLayer), so real weights
-can be passed in (``ResNet50(params={k: v.numpy() for k, v in
+resnet18 / resnet50 / mobilenet_v2 state_dict; Hugging Face's BertLayer), so
+real weights can be passed in (``ResNet50(params={k: v.numpy() for k, v in
 torchvision.models.resnet50(weights=...).state_dict().items()})``).
 ``torch_module()`` builds the PyTorch counterparts when torch (and
-torchvision for the ResNets) is installed, and ``onnx_model()`` the ONNX
+torchvision for the ResNets and MobileNetV2) is installed, and ``onnx_model()`` the ONNX
 ones when onnx is: neither is needed for the rest.
 """
 from __future__ import annotations
@@ -281,6 +281,170 @@ class ResNet50(ResNet):
     NAME, TITLE = "resnet50", "ResNet-50"
     LAYERS = (3, 4, 6, 3)
     EXPANSION = 4
+
+
+# --------------------------------------------------------------- MobileNetV2
+
+# torchvision's inverted residual setting: (expansion, output channels,
+# blocks, stride of the first block)
+MOBILENET_V2_SETTING = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2),
+                        (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1))
+
+
+class MobileNetV2:
+    """torchvision's mobilenet_v2 (width 1.0): conv 3x3/2 to 32 + BN +
+    ReLU6; 17 inverted residual blocks (a 1x1 expand conv + BN + ReLU6
+    unless the expansion is 1, a 3x3 depthwise conv with the block's stride
+    + BN + ReLU6, a 1x1 project conv + BN, the input added back when the
+    stride is 1 and the channels stay); a 1x1 conv to 1280 + BN + ReLU6,
+    global average pool, flatten, linear. Written as an ONNX model and as
+    the PyTorch module; the weights keep torchvision's state_dict names."""
+
+    NAME, TITLE = "mobilenet_v2", "MobileNetV2"
+    STEM, LAST = 32, 1280
+
+    def __init__(self, seed: int = 0, num_classes: int = 1000, params: dict | None = None):
+        self.params = _float32(params) if params is not None else \
+            self.random_params(seed, num_classes)
+        self.num_classes = self.params["classifier.1.weight"].shape[0]
+
+    @classmethod
+    def blocks(cls):
+        """(prefix, input channels, expansion, output channels, stride) of
+        the inverted residual blocks, in order (features.1 to features.17)."""
+        cin, index = cls.STEM, 1
+        for t, c, n, s in MOBILENET_V2_SETTING:
+            for b in range(n):
+                yield f"features.{index}.conv.", cin, t, c, s if b == 0 else 1
+                cin, index = c, index + 1
+
+    @classmethod
+    def block_convs(cls, pre: str, cin: int, t: int, cout: int, stride: int) -> list:
+        """A block's convolutions in order: (conv name, BN name, output
+        channels, kernel size, stride, groups, ReLU6 after the BN). The
+        names follow torchvision's nn.Sequential: Conv2dNormActivation
+        entries hold the conv at .0 and the BN at .1; the project conv and
+        its BN are plain entries of their own."""
+        hidden = cin * t
+        convs, i = [], 0
+        if t != 1:
+            convs.append((f"{pre}0.0", f"{pre}0.1", hidden, 1, 1, 1, True))
+            i = 1
+        convs.append((f"{pre}{i}.0", f"{pre}{i}.1", hidden, 3, stride, hidden, True))
+        convs.append((f"{pre}{i + 1}", f"{pre}{i + 2}", cout, 1, 1, 1, False))
+        return convs
+
+    @classmethod
+    def random_params(cls, seed: int = 0, num_classes: int = 1000) -> dict:
+        """He-initialized convolutions (fan-in per group), BN statistics near
+        (0, 1), a BN scale of 0.5 on each block's project BN so the residual
+        sums stay within a few units."""
+        rng = np.random.default_rng(seed)
+        p = {}
+
+        def conv(name, o, i_per_group, k):
+            p[name + ".weight"] = (rng.standard_normal((o, i_per_group, k, k))
+                                   * math.sqrt(2.0 / (i_per_group * k * k))).astype(np.float32)
+
+        def bn(name, c, scale=1.0):
+            p[name + ".weight"] = (rng.uniform(0.5, 1.0, c) * scale).astype(np.float32)
+            p[name + ".bias"] = (rng.standard_normal(c) * 0.1).astype(np.float32)
+            p[name + ".running_mean"] = (rng.standard_normal(c) * 0.1).astype(np.float32)
+            p[name + ".running_var"] = rng.uniform(0.5, 1.5, c).astype(np.float32)
+
+        conv("features.0.0", cls.STEM, 3, 3)
+        bn("features.0.1", cls.STEM)
+        cin = cls.STEM
+        for pre, _, t, cout, stride in cls.blocks():
+            chans = cin
+            for name, bn_name, out, k, _, groups, relu6 in cls.block_convs(pre, cin, t, cout,
+                                                                          stride):
+                conv(name, out, chans // groups, k)
+                bn(bn_name, out, 1.0 if relu6 else 0.5)
+                chans = out
+            cin = chans
+        last = f"features.{len(list(cls.blocks())) + 1}"
+        conv(last + ".0", cls.LAST, cin, 1)
+        bn(last + ".1", cls.LAST)
+        p["classifier.1.weight"] = (rng.standard_normal((num_classes, cls.LAST))
+                                    / math.sqrt(cls.LAST)).astype(np.float32)
+        p["classifier.1.bias"] = (rng.standard_normal(num_classes) * 0.01).astype(np.float32)
+        return p
+
+    @staticmethod
+    def input_shape(batch, image: int = 224) -> tuple:
+        return (batch, 3, image, image)
+
+    def _trunk(self, x, conv_bn, add):
+        """The stem, the blocks and the last conv, written once for every
+        form: conv_bn(v, conv name, BN name, stride, padding, groups, relu6)
+        and add(block output, block input) are the form's own."""
+        y = conv_bn(x, "features.0.0", "features.0.1", 2, 1, 1, True)
+        index = 1
+        for pre, cin, t, cout, stride in self.blocks():
+            out = y
+            for name, bn_name, _, k, s, groups, relu6 in self.block_convs(pre, cin, t, cout,
+                                                                          stride):
+                out = conv_bn(out, name, bn_name, s, k // 2, groups, relu6)
+            y = add(out, y) if stride == 1 and cin == cout else out
+            index += 1
+        return conv_bn(y, f"features.{index}.0", f"features.{index}.1", 1, 0, 1, True)
+
+    # ------------------------------------------------------ other frameworks
+    def torch_module(self):
+        """torchvision's mobilenet_v2 with these weights, in eval mode (needs
+        torch and torchvision)."""
+        import torch
+        import torchvision
+        model = torchvision.models.mobilenet_v2(weights=None, num_classes=self.num_classes)
+        state = model.state_dict()
+        for k, v in self.params.items():
+            state[k] = torch.from_numpy(np.array(v))
+        model.load_state_dict(state)
+        return model.eval()
+
+    def onnx_model(self, batch=None, image: int = 224):
+        """An ONNX model (opset 17) of the same nodes, NCHW input "x" (batch
+        None: symbolic) (needs onnx). ReLU6 is Clip with its bounds given as
+        inputs (the form since opset 11), as PyTorch's exporter writes it."""
+        from onnx import TensorProto, helper, numpy_helper
+        p, nodes, inits = self.params, [], []
+        names = iter(range(1 << 30))
+
+        def const(name, array):
+            inits.append(numpy_helper.from_array(np.ascontiguousarray(array, np.float32), name))
+            return name
+
+        def node(op, inputs, **attrs):
+            out = f"t{next(names)}"
+            nodes.append(helper.make_node(op, inputs, [out], **attrs))
+            return out
+
+        low, high = const("relu6_min", np.array(0.0)), const("relu6_max", np.array(6.0))
+
+        def conv_bn(v, name, bn_name, stride, padding, groups, relu6):
+            w = p[name + ".weight"]
+            k = w.shape[2]
+            out = node("Conv", [v, const(name + ".weight", w)], kernel_shape=[k, k],
+                       strides=[stride] * 2, pads=[padding] * 4, group=groups)
+            out = node("BatchNormalization",
+                       [out] + [const(bn_name + s, p[bn_name + s])
+                                for s in (".weight", ".bias", ".running_mean", ".running_var")],
+                       epsilon=BN_EPS)
+            return node("Clip", [out, low, high]) if relu6 else out
+
+        y = self._trunk("x", conv_bn, lambda a, b: node("Add", [a, b]))
+        flat = node("Flatten", [node("GlobalAveragePool", [y])])
+        nodes.append(helper.make_node(
+            "Gemm", [flat, const("classifier.1.weight", p["classifier.1.weight"]),
+                     const("classifier.1.bias", p["classifier.1.bias"])], ["logits"], transB=1))
+        graph = helper.make_graph(
+            nodes, self.NAME,
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                           [batch or "batch", 3, image, image])],
+            [helper.make_tensor_value_info("logits", TensorProto.FLOAT,
+                                           [batch or "batch", self.num_classes])], inits)
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
 def _conv2d_f64(x, w, stride, pad):
