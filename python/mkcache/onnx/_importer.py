@@ -171,9 +171,10 @@ def _static_shapes(onnx, model) -> tuple:
     Concat, ... into the dims of what they reshape, so a dim keeps its name
     (the same dim_param: the same dim) across a reshape."""
     inferred = model
+    light = _without_weights(onnx, model)
     for options in ({"data_prop": True}, {}):
         try:
-            inferred = onnx.shape_inference.infer_shapes(model, **options)
+            inferred = onnx.shape_inference.infer_shapes(light, **options)
             break
         except Exception:  # noqa: BLE001,S112 (inference refuses some valid models)
             continue
@@ -190,6 +191,38 @@ def _static_shapes(onnx, model) -> tuple:
         params[info.name] = tuple(d.dim_param if d.HasField("dim_param") and d.dim_param
                                   else None for d in t.shape.dim)
     return shapes, params, types
+
+
+# Initializers of more elements than this are given to shape inference as
+# inputs of their type and shape: inference copies the model it is given
+# (twice, through its serialised form), and needs the values of the small
+# ones only (the shapes and axes that data propagation carries).
+_INFERENCE_VALUES = 1024
+
+
+def _without_weights(onnx, model):
+    """The model as shape inference needs it: its graph with the large
+    initializers declared as inputs instead."""
+    light = onnx.ModelProto()
+    for field in ("ir_version", "opset_import", "functions", "domain", "model_version"):
+        if field in ("opset_import", "functions"):
+            getattr(light, field).extend(getattr(model, field))
+        else:
+            setattr(light, field, getattr(model, field))
+    g, lg = model.graph, light.graph
+    lg.name = g.name
+    lg.node.extend(g.node)
+    lg.input.extend(g.input)
+    lg.output.extend(g.output)
+    lg.value_info.extend(g.value_info)
+    declared = {i.name for i in g.input}
+    for init in g.initializer:
+        if int(np.prod(init.dims, dtype=np.float64)) <= _INFERENCE_VALUES:
+            lg.initializer.append(init)
+        elif init.name not in declared:
+            lg.input.append(onnx.helper.make_tensor_value_info(init.name, init.data_type,
+                                                               list(init.dims)))
+    return light
 
 
 def _input_dims(info, input_shapes: dict) -> tuple:
