@@ -5,7 +5,7 @@ run op by op.
     python examples/bert_layer.py --seq 32 --batch 2
 
 Builds one post-LN encoder layer (hidden 768, 12 heads, FFN 3072, gelu;
-random seeded weights; examples/models.py) as an mkcache.Graph whose
+random seeded weights; mkcache.models) as an mkcache.Graph whose
 sequence length is bound at run time, compiles it, runs it at --seq // 2
 and at --seq (one plan per length), prints the plan's totals and the memory
 figures of the --seq plan, times the program against the eager mkcache
@@ -21,7 +21,7 @@ import time
 import numpy as np
 
 import mkcache
-from models import BertLayer, interleaved, max_relative_error, memory_summary, plan_summary
+from mkcache.models import BertLayer, interleaved, max_relative_error, memory_summary, plan_summary
 
 
 def main(argv=None) -> int:

@@ -6,7 +6,7 @@ op by op.
     python examples/resnet.py --arch resnet50
 
 Builds torchvision's ResNet-18 or ResNet-50 (random seeded weights, BN as
-nodes of their own with constant statistics; examples/models.py) as an
+nodes of their own with constant statistics; mkcache.models) as an
 mkcache.Graph, compiles it (which folds the BNs into the convolutions and
 fuses the relus and residual adds into them; --no-fuse keeps every node a
 step), prints the plan's totals and the memory figures, then times the
@@ -23,7 +23,7 @@ import time
 import numpy as np
 
 import mkcache
-from models import (ResNet18, ResNet50, interleaved, max_relative_error, memory_summary,
+from mkcache.models import (ResNet18, ResNet50, interleaved, max_relative_error, memory_summary,
                     plan_summary)
 
 ARCHS = {m.NAME: m for m in (ResNet18, ResNet50)}

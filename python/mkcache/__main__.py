@@ -1,4 +1,4 @@
-"""python -m mkcache info | demo | bench | run MODEL.onnx"""
+"""python -m mkcache info | demo [--ops] | bench | run MODEL.onnx"""
 from __future__ import annotations
 
 import argparse
@@ -26,7 +26,100 @@ def _progress(done: int, total: int, label: str) -> None:
         sys.stdout.write("\n")
 
 
+def _step(label: str):
+    """Prints `label` and, when the block ends, the seconds it took."""
+    class Step:
+        def __enter__(self):
+            sys.stdout.write(f"  {label} ...")
+            sys.stdout.flush()
+            self.t0 = time.perf_counter()
+            return self
+
+        def __exit__(self, kind, *_):
+            if kind is None:
+                print(f" {time.perf_counter() - self.t0:.2f} s")
+    return Step()
+
+
+def _alternating(fns: dict, runs: int, block: int = 5, settle: float = 0.25) -> dict:
+    """{name: median seconds per call} of functions of different runtimes:
+    blocks of `block` calls of each in turn, with a pause before each block.
+    A runtime's idle threads keep spinning a while after its last call, and
+    on a machine of few cores they would slow the other runtime's next
+    calls."""
+    times = {name: [] for name in fns}
+    for r in range(max(1, -(-runs // block))):
+        names = list(fns)[r % len(fns):] + list(fns)[:r % len(fns)]
+        for name in names:
+            time.sleep(settle)
+            for _ in range(block):
+                t0 = time.perf_counter()
+                fns[name]()
+                times[name].append(time.perf_counter() - t0)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
 def demo(args) -> int:
+    """ResNet-18 (mkcache.models: seeded random weights, nothing downloaded)
+    compiled into a program: its plan, its agreement with and speed against
+    the same network called op by op, and, where onnx and onnxruntime are
+    installed, the network's ONNX model imported and timed against ONNX
+    Runtime on the same threads. --ops: the operator cache at work instead."""
+    if args.ops:
+        return demo_ops(args)
+    from . import models  # noqa: PLC0415 (the demo's model, loaded when asked)
+    threads = mkcache.build_info()["max_threads"]
+    image, runs = args.image, args.runs
+    print(f"mkcache {mkcache.__version__} demo: ResNet-18, batch 1, 3x{image}x{image}, "
+          f"random weights; ISA {mkcache.build_info()['isa']}, {threads} threads")
+    x = np.random.default_rng(0).standard_normal((1, 3, image, image), dtype=np.float32)
+    with _step("weights"):
+        net = models.ResNet18(seed=0)
+    with _step("graph and compile"):
+        prog = net.graph(batch=1, image=image).compile()
+    with _step("first run (binds the plan)"):
+        got = prog.run(x=x)["logits"]
+    print("plan: " + models.plan_summary(prog))
+    print("memory: " + models.memory_summary(prog))
+    eager = net.eager(x)
+    print(f"program against op-by-op calls: max |diff| / max |value| = "
+          f"{models.max_relative_error(got, eager):.1e}")
+    with _step(f"timing, {runs} interleaved runs each"):
+        t = models.interleaved({"program": lambda: prog.run(x=x), "eager": lambda: net.eager(x)},
+                               runs)
+    print(f"  program {t['program'] * 1e3:.2f} ms, op by op {t['eager'] * 1e3:.2f} ms "
+          f"({t['eager'] / t['program']:.2f}x)")
+    prog.close()
+    try:
+        import onnxruntime as ort  # noqa: PLC0415 (optional: the comparison)
+        from . import onnx as mkonnx  # noqa: PLC0415
+        model = net.onnx_model(batch=1, image=image)
+    except ImportError as e:
+        print(f"ONNX Runtime comparison skipped ({e.name} is not installed: "
+              "pip install 'mkcache[onnx]' onnxruntime)")
+        return 0
+    data = model.SerializeToString()
+    with _step("ONNX model imported (mkcache.onnx.load)"):
+        imported = mkonnx.load(data)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+    with _step("ONNX Runtime session"):
+        session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+    name = session.get_inputs()[0].name
+    want = session.run(None, {name: x})[0]
+    out = imported.run(**{name: x})
+    print(f"imported against ONNX Runtime: max |diff| / max |value| = "
+          f"{models.max_relative_error(next(iter(out.values())), want):.1e}")
+    with _step(f"timing, {runs} runs each in alternating blocks"):
+        t = _alternating({"imported": lambda: imported.run(**{name: x}),
+                          "onnxruntime": lambda: session.run(None, {name: x})}, runs)
+    print(f"  imported {t['imported'] * 1e3:.2f} ms, onnxruntime {t['onnxruntime'] * 1e3:.2f} ms "
+          f"(imported / onnxruntime {t['imported'] / t['onnxruntime']:.2f})")
+    imported.close()
+    return 0
+
+
+def demo_ops(args) -> int:
     """A conv-relu-conv-relu block over a few input shapes in both layouts:
     the first call of each op builds its primitive, later calls hit the cache."""
     rng = np.random.default_rng(0)
@@ -220,8 +313,13 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m mkcache")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("info", help="print versions, ISA and threads")
-    d = sub.add_parser("demo", help="run a small CNN block and show the cache at work")
-    d.add_argument("--iterations", type=int, default=50)
+    d = sub.add_parser("demo", help="compile ResNet-18 (random weights) and time it against "
+                                    "op-by-op calls and ONNX Runtime")
+    d.add_argument("--image", type=int, default=224, help="image side (default 224)")
+    d.add_argument("--runs", type=int, default=20, help="timed runs per column (median)")
+    d.add_argument("--ops", action="store_true",
+                   help="instead: a conv-relu block over several shapes, the cache at work")
+    d.add_argument("--iterations", type=int, default=50, help="with --ops: calls per shape")
     bp = sub.add_parser("bench", help="time mkcache against bare oneDNN, numpy and torch")
     bp.add_argument("--budget", type=float, default=0.15, help="seconds per measurement")
     bp.add_argument("--markdown", help="also write the table to this file")

@@ -1,7 +1,7 @@
 """ONNX models through mkcache.onnx.load against the other runtimes that take
 the same ONNX file: ResNet-50 and MobileNetV2 (batch 1 and 8, NCHW 224x224)
 and a BERT-base encoder layer (batch 1, seq 32 and 128), each built with
-onnx.helper by examples/models.py (onnx_model(), random weights from a
+onnx.helper by mkcache.models (onnx_model(), random weights from a
 seed), at 1 and at 2 threads. Columns: the imported program, onnxruntime
 (intra-op threads, one inter-op thread), OpenVINO (CPU, latency hint, f32)
 and torch (torchvision's resnet50 / mobilenet_v2, torch's encoder layer,
@@ -36,7 +36,7 @@ import pytest
 import mkcache
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
-from models import BertLayer, MobileNetV2, ResNet50, max_relative_error  # noqa: E402
+from mkcache.models import BertLayer, MobileNetV2, ResNet50, max_relative_error  # noqa: E402
 
 pytest.importorskip("onnx")
 import mkcache.onnx  # noqa: E402

@@ -36,7 +36,7 @@ import pytest
 import mkcache
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
-from models import BertLayer, ResNet18, interleaved, max_relative_error  # noqa: E402
+from mkcache.models import BertLayer, ResNet18, interleaved, max_relative_error  # noqa: E402
 
 THREADS = mkcache.build_info()["max_threads"]
 # case -> (model, batch or seq, timed repetitions)

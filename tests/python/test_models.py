@@ -1,4 +1,4 @@
-"""Whole models (examples/models.py): ResNet-18, a BERT-base encoder layer
+"""Whole models (mkcache.models): ResNet-18, a BERT-base encoder layer
 and the digits example's CNN (examples/train_digits.py) as programs against
 the same models run op by op through the eager calls, fused and not, with
 arena reuse and in-place each on and off, and against float64 numpy (and
@@ -25,7 +25,7 @@ import pytest
 
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
-from models import BertLayer, ResNet18, max_relative_error  # noqa: E402
+from mkcache.models import BertLayer, ResNet18, max_relative_error  # noqa: E402
 from torch_support import import_torchvision  # noqa: E402
 from train_digits import Net as DigitsNet  # noqa: E402
 

@@ -325,7 +325,7 @@ def test_flatten_with_a_dynamic_batch():
 @pytest.mark.parametrize("which", ["resnet18", "resnet50", "mobilenetv2", "bert"])
 def test_models_against_onnxruntime(which):
     ort = pytest.importorskip("onnxruntime")
-    from models import BertLayer, MobileNetV2, ResNet18, ResNet50  # noqa: PLC0415 (examples/)
+    from mkcache.models import BertLayer, MobileNetV2, ResNet18, ResNet50  # noqa: PLC0415
     cnns = {"resnet18": ResNet18, "resnet50": ResNet50, "mobilenetv2": MobileNetV2}
     if which in cnns:  # a small image keeps the test fast; the nodes are the same
         m, x = cnns[which](0).onnx_model(image=64), rand(2, 3, 64, 64)

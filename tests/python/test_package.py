@@ -33,7 +33,25 @@ def test_cli_info():
 
 
 def test_cli_demo_runs():
-    out = subprocess.run([sys.executable, "-m", "mkcache", "demo", "--iterations", "3"],
+    out = subprocess.run([sys.executable, "-m", "mkcache", "demo", "--image", "64", "--runs",
+                          "2"], capture_output=True, text=True, check=True, timeout=300).stdout
+    assert "ResNet-18" in out and "steps" in out and "op by op" in out
+    diff = float(out.split("program against op-by-op calls: max |diff| / max |value| = ")[1]
+                 .split()[0])
+    assert diff < 1e-4
+    try:
+        import onnxruntime  # noqa: F401,PLC0415
+        import onnx  # noqa: F401,PLC0415
+    except ImportError:
+        return
+    assert "imported / onnxruntime" in out
+    diff = float(out.split("imported against ONNX Runtime: max |diff| / max |value| = ")[1]
+                 .split()[0])
+    assert diff < 1e-4
+
+
+def test_cli_demo_of_the_cache_runs():
+    out = subprocess.run([sys.executable, "-m", "mkcache", "demo", "--ops", "--iterations", "3"],
                          capture_output=True, text=True, check=True, timeout=300).stdout
     assert "cached call" in out and "hits=" in out
 

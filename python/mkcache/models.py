@@ -1,6 +1,8 @@
-"""Models for the examples, the benchmarks and the tests: ResNet-18,
-ResNet-50 and a BERT-base encoder layer, each written twice from the same
-weights, and MobileNetV2 as an ONNX model and a PyTorch module only:
+"""mkcache.models: reference networks with seeded random weights, for the
+demo, the examples, the benchmarks and the tests (and for a first look at a
+model without downloading one): ResNet-18, ResNet-50 and a BERT-base encoder
+layer, each written twice from the same weights, and MobileNetV2 as an ONNX
+model and a PyTorch module only:
 
     net = ResNet18(seed=0)                     # or ResNet50(seed=0)
     g = net.graph(batch=1, layout="NHWC")      # an mkcache.Graph
