@@ -14,6 +14,7 @@ import json
 __version__ = "0.1.0"
 
 from . import _capi  # noqa: E402  (loads the library)
+from . import _checks  # noqa: E402
 from . import cache  # noqa: E402
 from . import grad  # noqa: E402
 from ._layout import get_target_layout, target_layout  # noqa: E402
@@ -49,13 +50,27 @@ def build_info() -> dict:
     return info
 
 
+def set_num_threads(threads: int) -> None:
+    """The OpenMP thread count of the calling thread's operator calls,
+    program runs and compiles (OpenMP keeps it per thread). Entries and plans
+    are made per count, so the next call builds what the new count needs."""
+    _capi.lib.mkc_set_num_threads(_checks.integer(threads, "threads", _checks.INT32))
+
+
+def get_num_threads() -> int:
+    """The calling thread's OpenMP thread count (see set_num_threads)."""
+    threads = ctypes.c_int()
+    _capi.lib.mkc_get_num_threads(ctypes.byref(threads))
+    return threads.value
+
+
 if library_version() != __version__:
     raise ImportError(
         f"libmkcache {library_version()} was loaded from {_capi.lib._name}, "
         f"but the mkcache package is {__version__}; reinstall, or fix MKCACHE_LIBRARY")
 
 __all__ = [
-    "__version__", "build_info", "cache", "grad", "reshape", "flatten", "conv2d", "activation", "ACTIVATIONS", "relu",
+    "__version__", "build_info", "set_num_threads", "get_num_threads", "cache", "grad", "reshape", "flatten", "conv2d", "activation", "ACTIVATIONS", "relu",
     "leaky_relu", "elu", "gelu", "tanh", "sigmoid", "swish", "silu", "hardswish", "mish",
     "clip", "relu6", "sqrt", "abs", "exp", "log", "square", "softmax", "log_softmax",
     "add", "sub", "mul", "div", "maximum", "minimum", "max_pool2d", "avg_pool2d",

@@ -22,8 +22,6 @@ medians; and the first run after the load.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import os
 import statistics
 import sys
 import time
@@ -133,19 +131,14 @@ def _input(kind, size, image=224):
 
 @contextlib.contextmanager
 def _openmp_threads(threads):
-    """This thread's OpenMP thread count (omp_set_num_threads of the runtime
-    libdnnl loaded) within the block: mkcache has no thread setting of its
-    own, its oneDNN kernels run on the calling thread's OpenMP team."""
-    try:
-        omp = ctypes.CDLL("libiomp5.so", mode=os.RTLD_NOLOAD)
-    except OSError:
-        pytest.skip("the OpenMP runtime (libiomp5) is not loaded")
-    previous = omp.omp_get_max_threads()
-    omp.omp_set_num_threads(threads)
+    """mkcache's thread count for the calling thread (mkcache.set_num_threads)
+    within the block."""
+    previous = mkcache.get_num_threads()
+    mkcache.set_num_threads(threads)
     try:
         yield
     finally:
-        omp.omp_set_num_threads(previous)
+        mkcache.set_num_threads(previous)
 
 
 # -------------------------------------------------------------- the columns

@@ -24,6 +24,17 @@ static void test_version(void) {
     CHECK(strcmp(mkc_status_string(MKC_STATUS_INVALID_HANDLE), "MKC_STATUS_INVALID_HANDLE") == 0);
     CHECK(mkc_get_version(NULL, &minor, &patch) == MKC_STATUS_INVALID_ARGUMENT);
     CHECK(strlen(mkc_last_error()) > 0);
+    /* The calling thread's OpenMP thread count: set, read back, restored. */
+    int threads = 0, now = 0;
+    OK(mkc_get_num_threads(&threads));
+    CHECK(threads >= 1);
+    OK(mkc_set_num_threads(1));
+    OK(mkc_get_num_threads(&now));
+    CHECK(now == 1);
+    CHECK(mkc_set_num_threads(0) == MKC_STATUS_INVALID_ARGUMENT);
+    CHECK(strstr(mkc_last_error(), "threads must be >= 1") != NULL);
+    CHECK(mkc_get_num_threads(NULL) == MKC_STATUS_INVALID_ARGUMENT);
+    OK(mkc_set_num_threads(threads));
 }
 
 /* Direct NCHW convolution with padding, stride 1, no groups. */

@@ -275,6 +275,20 @@ def test_reductions_both_forms():
     check(m18, {"x": rand(3, 5, 7)})
 
 
+@pytest.mark.parametrize("op", ["ReduceSumSquare", "ReduceL1", "ReduceL2", "ReduceLogSum",
+                                "ReduceLogSumExp"])
+@pytest.mark.parametrize("opset", [13, 18])
+def test_reductions_written_with_the_sum(op, opset):
+    axes = dict(axes=[1, -1]) if opset == 13 else {}
+    inputs = ["x"] if opset == 13 else ["x", "ax"]
+    m = model([helper.make_node(op, inputs, ["y"], keepdims=0, **axes),
+               helper.make_node(op, ["x"], ["z"])],  # all axes, kept
+              [("x", [3, 5, 7])], [("y", None), ("z", None)],
+              [] if opset == 13 else [("ax", np.array([1, -1], np.int64))], opset=opset)
+    x = np.abs(rand(3, 5, 7)) + np.float32(0.1) if op == "ReduceLogSum" else rand(3, 5, 7) * 30
+    check(m, {"x": x})
+
+
 # ------------------------------------------------------------- data movement
 
 def test_shape_subgraph_folds_at_load():

@@ -3,6 +3,7 @@ resets while other threads run."""
 import threading
 
 import numpy as np
+import pytest
 
 import mkcache
 from reference import conv2d_nchw, relu
@@ -192,3 +193,43 @@ def test_a_failed_shared_build_leaves_nothing_and_the_waiters_go_on(monkeypatch)
         np.testing.assert_array_equal(r, results[0])
     s = mkcache.cache.stats(9110)
     assert (s["insertions"], s["entries"]) == (1, 1), s
+
+
+def test_set_num_threads_gives_a_plan_and_entries_per_thread_count(rng):
+    """oneDNN fixes how a convolution splits its work when it creates it:
+    a run under another OpenMP thread count gets its own plan (and
+    primitives), with the same results; the count is per thread."""
+    before = mkcache.get_num_threads()
+    x = rng.standard_normal((2, 16, 20, 20), dtype=np.float32)
+    w = rng.standard_normal((24, 16, 3, 3), dtype=np.float32) * 0.2
+    g = mkcache.Graph()
+    g.output(g.relu(g.conv2d(g.input("x", x.shape), w, padding=1)), "y")
+    try:
+        with g.compile() as prog:
+            mkcache.set_num_threads(1)
+            assert mkcache.get_num_threads() == 1
+            one = prog.run(x=x)["y"]
+            eager_one = np.asarray(mkcache.relu(mkcache.conv2d(x, w, padding=1)))
+            mkcache.set_num_threads(2)
+            two = prog.run(x=x)["y"]
+            eager_two = np.asarray(mkcache.relu(mkcache.conv2d(x, w, padding=1)))
+            assert prog.memory["plans"] == 2
+            np.testing.assert_allclose(one, two, rtol=1e-5, atol=1e-5)
+            np.testing.assert_allclose(eager_one, eager_two, rtol=1e-5, atol=1e-5)
+            np.testing.assert_allclose(one, eager_one, rtol=1e-5, atol=1e-5)
+            mkcache.set_num_threads(1)
+            prog.run(x=x)
+            assert prog.memory["plans"] == 2  # the first plan again
+
+            seen = []
+            t = threading.Thread(target=lambda: seen.append(mkcache.get_num_threads()))
+            t.start()
+            t.join()
+            assert mkcache.get_num_threads() == 1 and seen and seen[0] >= 1
+    finally:
+        mkcache.set_num_threads(before)
+    with pytest.raises(mkcache.InvalidArgumentError, match="threads must be >= 1"):
+        mkcache.set_num_threads(0)
+    with pytest.raises(mkcache.InvalidArgumentError):
+        mkcache.set_num_threads(1.5)
+    assert mkcache.get_num_threads() == before

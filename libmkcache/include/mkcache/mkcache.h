@@ -103,6 +103,18 @@ MKC_API mkc_status mkc_get_version(int *major, int *minor, int *patch);
  * valid until the next call of this function on the same thread. */
 MKC_API mkc_status mkc_get_build_info(const char **json);
 
+/* The number of OpenMP threads the calling thread's operator calls, program
+ * runs and compiles use (omp_set_num_threads of the OpenMP runtime oneDNN
+ * loaded). OpenMP keeps it per thread: it applies to the calling thread, and
+ * a thread started later begins with the process default (OMP_NUM_THREADS,
+ * else one per core). Cache entries and program plans are made per thread
+ * count (oneDNN fixes how some kernels split their work when it creates
+ * them), so after a change the next call builds, once, what the new count
+ * needs. `threads` >= 1 (INVALID_ARGUMENT otherwise); UNSUPPORTED where
+ * oneDNN runs without OpenMP. Any thread, at any time. */
+MKC_API mkc_status mkc_set_num_threads(int threads);
+MKC_API mkc_status mkc_get_num_threads(int *threads);
+
 /* How many layout conversions (reorders) the library has executed in this
  * process, exports included: a debugging aid to check that a chain of
  * operators converts nothing between them. */

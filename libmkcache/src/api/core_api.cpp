@@ -9,6 +9,7 @@
 
 #include "api/guard.hpp"
 #include "common/engine.hpp"
+#include "common/serial.hpp"
 #include "common/thread_state.hpp"
 #include "layout/layout.hpp"
 
@@ -39,12 +40,11 @@ const char *isa_name(dnnl_cpu_isa_t isa) {
     }
 }
 
-// OpenMP's thread count, read from whatever OpenMP runtime oneDNN loaded
-// (libmkcache itself does not link one).
+// OpenMP's thread count, read from the OpenMP runtime oneDNN loaded
+// (libmkcache itself does not link one); the cores without one.
 int omp_max_threads() {
-    using fn = int (*)();
-    auto f = reinterpret_cast<fn>(dlsym(RTLD_DEFAULT, "omp_get_max_threads"));
-    return f ? f() : static_cast<int>(std::thread::hardware_concurrency());
+    const int threads = openmp_max_threads();
+    return threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency());
 }
 
 const char *runtime_name(unsigned runtime) {
@@ -86,6 +86,22 @@ MKC_API mkc_status mkc_get_version(int *major, int *minor, int *patch) {
         *major = MKC_VERSION_MAJOR;
         *minor = MKC_VERSION_MINOR;
         *patch = MKC_VERSION_PATCH;
+    });
+}
+
+MKC_API mkc_status mkc_set_num_threads(int threads) {
+    return guard([&] {
+        require(threads >= 1, "set_num_threads: threads must be >= 1, got ", threads);
+        if (openmp_max_threads() == 0)
+            fail(MKC_STATUS_UNSUPPORTED, "set_num_threads: oneDNN runs without OpenMP here");
+        set_openmp_max_threads(threads);
+    });
+}
+
+MKC_API mkc_status mkc_get_num_threads(int *threads) {
+    return guard([&] {
+        require_out(threads, "threads");
+        *threads = omp_max_threads();
     });
 }
 

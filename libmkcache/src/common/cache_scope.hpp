@@ -37,4 +37,11 @@ struct CacheScope {
 // come from one process-wide counter, with the top bit set.
 uint64_t fresh_memo_context();
 
+// The context a memo of `scope` is remembered and found under now: its
+// memo_context with the calling thread's OpenMP thread count, which oneDNN
+// bakes into some primitives when it builds them (a convolution built for
+// one thread runs on one thread): a call under another count must not take
+// an entry remembered under this one.
+uint64_t memo_context_now(const CacheScope &scope);
+
 } // namespace mkc

@@ -1,6 +1,7 @@
 #include "common/thread_state.hpp"
 
 #include "cache/front_cache.hpp"
+#include "common/serial.hpp"
 
 #include <atomic>
 #include <cstdlib>
@@ -13,6 +14,11 @@ namespace mkc {
 uint64_t fresh_memo_context() {
     static std::atomic<uint64_t> next{uint64_t(1) << 63};
     return next.fetch_add(1, std::memory_order_relaxed);
+}
+
+uint64_t memo_context_now(const CacheScope &scope) {
+    return scope.memo_context ^
+           (static_cast<uint64_t>(openmp_max_threads()) * 0x9E3779B97F4A7C15ull);
 }
 
 uint64_t thread_id_hash() { return std::hash<std::thread::id>()(std::this_thread::get_id()); }

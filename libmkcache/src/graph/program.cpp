@@ -8,6 +8,7 @@
 
 #include "cache/blob_cache.hpp"
 #include "common/error.hpp"
+#include "common/serial.hpp"
 #include "common/thread_state.hpp"
 #include "handler/handler.hpp"
 #include "keys/keys.hpp"
@@ -81,8 +82,9 @@ void Program::compile_static() {
 }
 
 std::shared_ptr<const Plan> Program::last_plan_for(const Tensor *const *inputs) const {
+    const int threads = openmp_max_threads();
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!last_)
+    if (!last_ || last_threads_ != threads)
         return nullptr;
     for (size_t k = 0; k < input_values_.size(); ++k) {
         const Tensor *t = inputs[k];
@@ -139,8 +141,9 @@ void Program::check_input_dims(size_t k, const Dims &cd) const {
 
 std::shared_ptr<const Plan> Program::plan_for_dims(const int64_t *dims) {
     {
+        const int threads = openmp_max_threads();
         std::lock_guard<std::mutex> lock(mutex_);
-        if (last_) {
+        if (last_ && last_threads_ == threads) {
             const int64_t *d = dims;
             bool same = true;
             for (const Dims &want : last_->input_dims)
@@ -167,11 +170,16 @@ std::shared_ptr<const Plan> Program::plan_for_dims(const int64_t *dims) {
 std::shared_ptr<const Plan>
 Program::find_or_compile(const std::vector<std::vector<int64_t>> &dims) {
     const std::string group = shape_group_of(graph_, input_values_, dims);
+    // A plan per shape and OpenMP thread count: oneDNN bakes the count into
+    // some primitives, so a run under another count compiles its own.
+    const int threads = openmp_max_threads();
+    const std::string slot = group + "|threads " + std::to_string(threads);
     auto known = [&]() -> std::shared_ptr<const Plan> {
         std::lock_guard<std::mutex> lock(mutex_);
-        auto found = plans_.find(group);
+        auto found = plans_.find(slot);
         if (found == plans_.end()) return nullptr;
         last_ = found->second;
+        last_threads_ = threads;
         return found->second;
     };
     if (auto plan = known()) return plan;
@@ -189,16 +197,20 @@ Program::find_or_compile(const std::vector<std::vector<int64_t>> &dims) {
     options.constants = &constants_;
     options.choices = &choices_;
     std::shared_ptr<const Plan> plan = compile_plan(graph_, dims, scope, group, options);
-    std::string oldest;
+    std::string oldest; // the shape group of a plan dropped, when no other plan has it
     {
         std::lock_guard<std::mutex> lock(mutex_);
-        plans_.emplace(group, plan);
-        order_.push_back(group);
+        plans_.emplace(slot, plan);
+        order_.push_back(slot);
         last_ = plan;
+        last_threads_ = threads;
         if (options_.capacity > 0 && static_cast<int64_t>(order_.size()) > options_.capacity) {
-            oldest = order_.front();
+            auto dropped = plans_.find(order_.front());
+            oldest = dropped->second->shape_group;
             order_.erase(order_.begin());
-            plans_.erase(oldest);
+            plans_.erase(dropped);
+            for (const auto &kept : plans_)
+                if (kept.second->shape_group == oldest) oldest.clear();
         }
     }
     // The oldest plan went, and its entries go with it (a run still using

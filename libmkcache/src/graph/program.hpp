@@ -124,9 +124,11 @@ private:
     std::vector<int> input_values_; // value id of each graph input
     mutable std::mutex mutex_;      // plans_, order_, last_, arenas_ (held briefly)
     std::mutex compile_mutex_;      // one compile at a time; constants_
+    // By shape group and OpenMP thread count (the slot).
     std::map<std::string, std::shared_ptr<const Plan>> plans_;
-    std::vector<std::string> order_; // shape groups, oldest first (capacity)
+    std::vector<std::string> order_; // slots, oldest first (capacity)
     std::shared_ptr<const Plan> last_;
+    int last_threads_ = 0;           // the thread count last_ was compiled under
     std::vector<Arena> arenas_;
     // Converted constants, shared by the plans (a copy lives while a plan
     // holds it; the map's reference goes with the program).

@@ -7,6 +7,7 @@
 #include "common/thread_state.hpp"
 #include "common/engine.hpp"
 #include "common/handles.hpp"
+#include "common/serial.hpp"
 #include "common/error.hpp"
 #include "keys/keys.hpp"
 
@@ -171,12 +172,15 @@ Handler::Handler(const CacheScope &scope, const char *op, const char *name,
     if (ndims <= kMaxKeyDims) {
         std::copy(key_dims.begin(), key_dims.end(), call_dims_);
         // A remembered hit brings its key along: no formatting.
-        front_blob_ = state_.front_cache().find(call, scope_.memo_context, ticket_, key_);
+        front_blob_ = state_.front_cache().find(call, memo_context_now(scope_), ticket_, key_);
     }
     if (!front_blob_)
         keys::make(*key_, key_name, suffix, key_dims.data(), ndims, scope_.executor,
                    scope_.thread_bound, scope_.thread_hash);
     ++state_.key_depth; // only once constructed: the destructor undoes it
+    // oneDNN bakes the thread count into some primitives (a convolution's
+    // work split): an entry serves calls under the count it was built for.
+    sign(static_cast<int64_t>(openmp_max_threads()));
 }
 
 Handler::~Handler() { --state_.key_depth; }
@@ -219,7 +223,7 @@ std::shared_ptr<void> Handler::find_blob() {
     auto blob = BlobCache::instance().get(scope_.session, *scope_.shape_group, *key_,
                                           BlobKind::primitive, &ticket_, /*count=*/false);
     if (blob && call_ndims_ <= kMaxKeyDims)
-        state_.front_cache().remember(call_hash_, call_dims_, call_ndims_, scope_.memo_context,
+        state_.front_cache().remember(call_hash_, call_dims_, call_ndims_, memo_context_now(scope_),
                                       *key_, blob, ticket_);
     return blob;
 }

@@ -431,7 +431,7 @@ std::shared_ptr<void> remembered_entry(ThreadState &state, const CacheScope &sco
     const FrontCache::Call call = args.call(name);
     BlobCache::HitTicket ticket;
     if (args.fits()) {
-        auto blob = state.argument_cache().find(call, scope.memo_context, ticket);
+        auto blob = state.argument_cache().find(call, memo_context_now(scope), ticket);
         if (blob && usable(*static_cast<Entry *>(blob.get()))) {
             BlobCache::instance().count_hit(ticket, state.stripe);
             return blob;
@@ -440,7 +440,7 @@ std::shared_ptr<void> remembered_entry(ThreadState &state, const CacheScope &sco
     bool hit = false;
     std::shared_ptr<void> entry = acquire(ticket, hit);
     if (hit && args.fits())
-        state.argument_cache().remember(call, scope.memo_context, entry, ticket);
+        state.argument_cache().remember(call, memo_context_now(scope), entry, ticket);
     return entry;
 }
 

@@ -1,5 +1,7 @@
 #include "handler/kept_primitives.hpp"
 
+#include "common/serial.hpp"
+
 #include <mutex>
 #include <unordered_map>
 
@@ -73,7 +75,10 @@ bool never_freed(const dnnl::primitive_desc &pd) {
 }
 
 std::string description_key(const dnnl::primitive_desc &pd) {
-    std::string s = std::string(pd.impl_info_str()) + '|';
+    // The OpenMP thread count the description was made under: oneDNN splits
+    // a convolution's work for it when it creates the primitive, so one made
+    // for another count would run on that many threads.
+    std::string s = std::to_string(openmp_max_threads()) + '|' + pd.impl_info_str() + '|';
     s += std::to_string(static_cast<int>(pd.get_kind())) + '|' +
          std::to_string(static_cast<int>(pd.get_prop_kind())) + '|' +
          std::to_string(static_cast<int>(pd.get_algorithm())) + '|';

@@ -887,6 +887,67 @@ converter("ReduceMax")(_reduce("max", np.max, 18))
 converter("ReduceMin")(_reduce("min", np.min, 18))
 
 
+def _composite_reduce(pre, post, numpy_fn):
+    """A reduction written with the library's sum: pre(x) element-wise, the
+    sum, post(sum) (each a Graph method name, or None)."""
+    def convert(ctx, node):
+        a = attributes(node)
+        axes = _axes_of(ctx, node, 18)
+        keepdims = bool(a.get("keepdims", 1))
+        noop = not axes and a.get("noop_with_empty_axes", 0)
+        known = _known(ctx, node)
+        if known is not None:
+            x = known[0].astype(np.float64)
+            return [(numpy_fn(x, None, True, noop) if noop else numpy_fn(
+                x, None if not axes else tuple(axes), keepdims, False)).astype(known[0].dtype)]
+        g, x = ctx.graph, ctx.value(node.input[0])
+        v = getattr(g, pre)(x) if pre else x
+        if not noop:
+            v = g.reduce_sum(v, axes=None if not axes else tuple(axes), keepdims=keepdims)
+        return [getattr(g, post)(v) if post else v]
+    return convert
+
+
+def _numpy_composite(pre, post):
+    def fn(x, axes, keepdims, noop):
+        v = pre(x)
+        return post(v if noop else np.sum(v, axis=axes, keepdims=keepdims))
+    return fn
+
+
+for _op, (_pre, _post, _np_pre, _np_post) in {
+        "ReduceSumSquare": ("square", None, np.square, lambda v: v),
+        "ReduceL1": ("abs", None, np.abs, lambda v: v),
+        "ReduceL2": ("square", "sqrt", np.square, np.sqrt),
+        "ReduceLogSum": (None, "log", lambda v: v, np.log)}.items():
+    converter(_op)(_composite_reduce(_pre, _post, _numpy_composite(_np_pre, _np_post)))
+
+
+@converter("ReduceLogSumExp")
+def reduce_log_sum_exp(ctx, node):
+    """log(sum(exp(x - max))) + max, so no exp overflows."""
+    a = attributes(node)
+    axes = _axes_of(ctx, node, 18)
+    keepdims = bool(a.get("keepdims", 1))
+    noop = not axes and a.get("noop_with_empty_axes", 0)
+    known = _known(ctx, node)
+    over = None if not axes else tuple(axes)
+    if known is not None:
+        x = known[0].astype(np.float64)
+        if noop:
+            return [known[0]]
+        m = np.max(x, axis=over, keepdims=True)
+        y = np.log(np.sum(np.exp(x - m), axis=over, keepdims=True)) + m
+        return [(y if keepdims else np.squeeze(y, axis=over)).astype(known[0].dtype)]
+    g, x = ctx.graph, ctx.value(node.input[0])
+    if noop:
+        return [x]
+    m = g.reduce_max(x, axes=over, keepdims=True)
+    y = g.add(g.log(g.reduce_sum(g.exp(g.sub(x, m)), axes=over, keepdims=True)), m)
+    # Dropping the reduced dims (each 1 now): a max over them changes nothing.
+    return [y if keepdims else g.reduce_max(y, axes=over, keepdims=False)]
+
+
 # ----------------------------------------------------------- pad and resize
 
 _PAD_MODES = ("constant", "reflect", "edge", "wrap")
