@@ -225,21 +225,8 @@ class ResNet:
     def onnx_model(self, batch=None, image: int = 224):
         """An ONNX model (opset 17) of the same nodes, NCHW input "x" (batch
         None: symbolic) (needs onnx)."""
-        from onnx import TensorProto, helper, numpy_helper
-        nodes, inits = [], []
-        names = iter(range(1 << 30))
-
-        def tmp():
-            return f"t{next(names)}"
-
-        def const(name, array):
-            inits.append(numpy_helper.from_array(np.ascontiguousarray(array, np.float32), name))
-            return name
-
-        def node(op, inputs, **attrs):
-            out = tmp()
-            nodes.append(helper.make_node(op, inputs, [out], **attrs))
-            return out
+        b = _OnnxBuilder()
+        const, node = b.const, b.node
 
         def conv_bn(v, name, bn_name, stride, padding, relu):
             w = self.params[name + ".weight"]
@@ -258,16 +245,10 @@ class ResNet:
                                        pads=[1, 1, 1, 1]),
                         lambda a, b: node("Relu", [node("Add", [a, b])]))
         flat = node("Flatten", [node("GlobalAveragePool", [y])])
-        nodes.append(helper.make_node("Gemm", [flat, const("fc.weight", self.params["fc.weight"]),
-                                               const("fc.bias", self.params["fc.bias"])],
-                                      ["logits"], transB=1))
-        graph = helper.make_graph(
-            nodes, self.NAME,
-            [helper.make_tensor_value_info("x", TensorProto.FLOAT,
-                                           [batch or "batch", 3, image, image])],
-            [helper.make_tensor_value_info("logits", TensorProto.FLOAT,
-                                           [batch or "batch", self.num_classes])], inits)
-        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        node("Gemm", [flat, const("fc.weight", self.params["fc.weight"]),
+                      const("fc.bias", self.params["fc.bias"])], transB=1, out="logits")
+        return b.model(self.NAME, [batch or "batch", 3, image, image],
+                       [batch or "batch", self.num_classes], "logits")
 
 
 class ResNet18(ResNet):
@@ -409,19 +390,8 @@ class MobileNetV2:
         """An ONNX model (opset 17) of the same nodes, NCHW input "x" (batch
         None: symbolic) (needs onnx). ReLU6 is Clip with its bounds given as
         inputs (the form since opset 11), as PyTorch's exporter writes it."""
-        from onnx import TensorProto, helper, numpy_helper
-        p, nodes, inits = self.params, [], []
-        names = iter(range(1 << 30))
-
-        def const(name, array):
-            inits.append(numpy_helper.from_array(np.ascontiguousarray(array, np.float32), name))
-            return name
-
-        def node(op, inputs, **attrs):
-            out = f"t{next(names)}"
-            nodes.append(helper.make_node(op, inputs, [out], **attrs))
-            return out
-
+        p, b = self.params, _OnnxBuilder()
+        const, node = b.const, b.node
         low, high = const("relu6_min", np.array(0.0)), const("relu6_max", np.array(6.0))
 
         def conv_bn(v, name, bn_name, stride, padding, groups, relu6):
@@ -437,16 +407,11 @@ class MobileNetV2:
 
         y = self._trunk("x", conv_bn, lambda a, b: node("Add", [a, b]))
         flat = node("Flatten", [node("GlobalAveragePool", [y])])
-        nodes.append(helper.make_node(
-            "Gemm", [flat, const("classifier.1.weight", p["classifier.1.weight"]),
-                     const("classifier.1.bias", p["classifier.1.bias"])], ["logits"], transB=1))
-        graph = helper.make_graph(
-            nodes, self.NAME,
-            [helper.make_tensor_value_info("x", TensorProto.FLOAT,
-                                           [batch or "batch", 3, image, image])],
-            [helper.make_tensor_value_info("logits", TensorProto.FLOAT,
-                                           [batch or "batch", self.num_classes])], inits)
-        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        node("Gemm", [flat, const("classifier.1.weight", p["classifier.1.weight"]),
+                      const("classifier.1.bias", p["classifier.1.bias"])], transB=1,
+             out="logits")
+        return b.model(self.NAME, [batch or "batch", 3, image, image],
+                       [batch or "batch", self.num_classes], "logits")
 
 
 def _conv2d_f64(x, w, stride, pad):
@@ -638,30 +603,15 @@ class BertLayer:
     def onnx_model(self, batch=None, seq=None):
         """An ONNX model (opset 17) of the same nodes, input "x" [batch, seq,
         hidden] (None: symbolic) (needs onnx)."""
-        from onnx import TensorProto, helper, numpy_helper
-        p, nodes, inits = self.params, [], []
-        names = iter(range(1 << 30))
-
-        def tmp():
-            return f"t{next(names)}"
-
-        def const(name, array):
-            inits.append(numpy_helper.from_array(np.ascontiguousarray(array, np.float32), name))
-            return name
-
-        def node(op, inputs, **attrs):
-            out = tmp()
-            nodes.append(helper.make_node(op, inputs, [out], **attrs))
-            return out
+        p, b = self.params, _OnnxBuilder()
+        const, node = b.const, b.node
 
         def linear(v, name):  # weights stored transposed: MatMul + Add
             y = node("MatMul", [v, const(name + ".weight_t", p[name + ".weight"].T)])
             return node("Add", [y, const(name + ".bias", p[name + ".bias"])])
 
-        inits.append(numpy_helper.from_array(np.array([0, 0, self.heads, self.head_dim],
-                                                      np.int64), "heads_shape"))
-        inits.append(numpy_helper.from_array(np.array([0, 0, self.hidden], np.int64),
-                                             "hidden_shape"))
+        const("heads_shape", np.array([0, 0, self.heads, self.head_dim], np.int64))
+        const("hidden_shape", np.array([0, 0, self.hidden], np.int64))
 
         def heads(v):
             return node("Transpose", [node("Reshape", [v, "heads_shape"])], perm=[0, 2, 1, 3])
@@ -685,18 +635,49 @@ class BertLayer:
         i = node("Mul", [node("Mul", [i, const("half", np.array(0.5, np.float32))]),
                          node("Add", [e, const("one", np.array(1.0, np.float32))])])
         y = layer_norm(node("Add", [linear(i, "output.dense"), h]), "output.LayerNorm")
-        nodes.append(helper.make_node("Identity", [y], ["y"]))
+        node("Identity", [y], out="y")
         dims = [batch or "batch", seq or "seq", self.hidden]
-        graph = helper.make_graph(
-            nodes, "bert_layer", [helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)],
-            [helper.make_tensor_value_info("y", TensorProto.FLOAT, dims)], inits)
-        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        return b.model("bert_layer", dims, dims, "y")
 
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 
 
 # ----------------------------------------------------------------- shared bits
+
+class _OnnxBuilder:
+    """What the onnx_model() methods write with (onnx.helper underneath):
+    initializers, nodes with numbered outputs, and the model (opset 17,
+    float32 input "x")."""
+
+    def __init__(self):
+        from onnx import helper, numpy_helper  # noqa: PLC0415 (onnx only when asked)
+        self.helper, self.numpy_helper = helper, numpy_helper
+        self.nodes, self.inits, self.count = [], [], 0
+
+    def const(self, name, array):
+        """An initializer (float arrays as float32, integer ones as they are)."""
+        array = np.asarray(array)
+        if array.dtype.kind == "f":
+            array = array.astype(np.float32)
+        self.inits.append(self.numpy_helper.from_array(np.ascontiguousarray(array), name))
+        return name
+
+    def node(self, op, inputs, out=None, **attrs):
+        if out is None:
+            out, self.count = f"t{self.count}", self.count + 1
+        self.nodes.append(self.helper.make_node(op, inputs, [out], **attrs))
+        return out
+
+    def model(self, name, input_dims, output_dims, output):
+        from onnx import TensorProto  # noqa: PLC0415
+        h = self.helper
+        graph = h.make_graph(self.nodes, name,
+                             [h.make_tensor_value_info("x", TensorProto.FLOAT, input_dims)],
+                             [h.make_tensor_value_info(output, TensorProto.FLOAT, output_dims)],
+                             self.inits)
+        return h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+
 
 def _float32(params: dict) -> dict:
     """C-contiguous float32 copies (a state_dict's num_batches_tracked left out)."""
