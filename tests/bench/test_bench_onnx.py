@@ -33,7 +33,8 @@ import pytest
 
 import mkcache
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from optional import WHY_NOT, installed  # noqa: E402
 from mkcache.models import BertLayer, MobileNetV2, ResNet50, max_relative_error  # noqa: E402
 
 pytest.importorskip("onnx")
@@ -78,24 +79,6 @@ LOAD_RESULTS: dict = defaultdict(dict)
 NOTES: dict = defaultdict(list)
 
 
-def _installed(name):
-    """The module, or None with the reason in _WHY_NOT (an install that
-    fails to import, such as a torchvision built for CUDA beside torch's CPU
-    build, counts as not installed, with its error as the reason). Asked
-    once: a second import of a half-imported package fails differently."""
-    if name not in _FOUND:
-        _FOUND[name] = None
-        try:
-            _FOUND[name] = __import__(name)
-        except ImportError:
-            _WHY_NOT[name] = f"{name} is not installed"
-        except Exception as e:  # noqa: BLE001 (a broken install raises anything)
-            _WHY_NOT[name] = f"{name} does not import ({type(e).__name__}: {e})"
-    return _FOUND[name]
-
-
-_FOUND: dict = {}
-_WHY_NOT: dict = {}
 _MODELS: dict = {}
 
 
@@ -156,17 +139,17 @@ def _runner(mode, kind, threads, image):
         out = "y" if kind == "bert" else "logits"
         return (lambda x: lambda: prog.run(x=x)[out]), prog.close, None
     if mode == "onnxruntime":
-        ort = _installed("onnxruntime")
+        ort = installed("onnxruntime")
         if ort is None:
-            return None, None, _WHY_NOT["onnxruntime"]
+            return None, None, WHY_NOT["onnxruntime"]
         so = ort.SessionOptions()
         so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
         sess = ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
         return (lambda x: lambda: sess.run(None, {"x": x})[0]), lambda: None, None
     if mode == "openvino":
-        ov = _installed("openvino")
+        ov = installed("openvino")
         if ov is None:
-            return None, None, _WHY_NOT["openvino"]
+            return None, None, WHY_NOT["openvino"]
         core = ov.Core()
         compiled = core.compile_model(core.read_model(data), "CPU", {
             "INFERENCE_NUM_THREADS": threads, "PERFORMANCE_HINT": "LATENCY",
@@ -174,11 +157,11 @@ def _runner(mode, kind, threads, image):
         request = compiled.create_infer_request()
         out = compiled.output(0)
         return (lambda x: lambda: request.infer({"x": x})[out]), lambda: None, None
-    torch = _installed("torch")
+    torch = installed("torch")
     if torch is None:
-        return None, None, _WHY_NOT["torch"]
-    if kind != "bert" and _installed("torchvision") is None:
-        return None, None, _WHY_NOT["torchvision"]
+        return None, None, WHY_NOT["torch"]
+    if kind != "bert" and installed("torchvision") is None:
+        return None, None, WHY_NOT["torchvision"]
     module = _model(kind).torch_module()
 
     def make(x):
@@ -300,9 +283,9 @@ def _loader(mode, data):
             return (lambda x: prog.run(x=x)), prog.close
         return load, None
     if mode == "onnxruntime":
-        ort = _installed("onnxruntime")
+        ort = installed("onnxruntime")
         if ort is None:
-            return None, _WHY_NOT["onnxruntime"]
+            return None, WHY_NOT["onnxruntime"]
 
         def load():
             so = ort.SessionOptions()
@@ -310,9 +293,9 @@ def _loader(mode, data):
             sess = ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
             return (lambda x: sess.run(None, {"x": x})), lambda: None
         return load, None
-    ov = _installed("openvino")
+    ov = installed("openvino")
     if ov is None:
-        return None, _WHY_NOT["openvino"]
+        return None, WHY_NOT["openvino"]
     core = ov.Core()
 
     def load():

@@ -35,7 +35,8 @@ import pytest
 
 import mkcache
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from optional import WHY_NOT, installed  # noqa: E402
 from mkcache.models import BertLayer, ResNet18, interleaved, max_relative_error  # noqa: E402
 
 THREADS = mkcache.build_info()["max_threads"]
@@ -74,16 +75,9 @@ def _rand(*shape):
     return np.random.default_rng(1).standard_normal(shape, dtype=np.float32)
 
 
-def _installed(name):
-    try:
-        return __import__(name)
-    except ImportError:
-        return None
-
-
 def _onnx_bytes(model):
     """The ONNX model (onnx.helper) as bytes; None when onnx is not installed."""
-    if _installed("onnx") is None:
+    if installed("onnx") is None:
         return None
     return model.onnx_model().SerializeToString()
 
@@ -94,7 +88,7 @@ def _framework(name, kind):
     running the framework's model on x and returning the output array."""
     model = _model(kind)
     if name == "onnxruntime":
-        ort = _installed("onnxruntime")
+        ort = installed("onnxruntime")
         if ort is None:
             return None, "onnxruntime is not installed"
         data = _onnx_bytes(model)
@@ -105,7 +99,7 @@ def _framework(name, kind):
         sess = ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
         return (lambda x: lambda: sess.run(None, {"x": x})[0]), None
     if name == "openvino":
-        ov = _installed("openvino")
+        ov = installed("openvino")
         if ov is None:
             return None, "openvino is not installed"
         data = _onnx_bytes(model)
@@ -121,11 +115,11 @@ def _framework(name, kind):
         request = compiled.create_infer_request()
         out = compiled.output(0)
         return (lambda x: lambda: request.infer({"x": x})[out]), None
-    torch = _installed("torch")
+    torch = installed("torch")
     if torch is None:
-        return None, "torch is not installed"
-    if kind == "resnet" and _installed("torchvision") is None:
-        return None, "torchvision is not installed"
+        return None, WHY_NOT["torch"]
+    if kind == "resnet" and installed("torchvision") is None:
+        return None, WHY_NOT["torchvision"]
     torch.set_num_threads(THREADS)
     module = model.torch_module()
 
@@ -182,7 +176,7 @@ def _columns(case):
     fns = {"program": lambda: prog.run(x=x)[out], "unfused": lambda: unfused.run(x=x)[out],
            "eager": lambda: model.eager(x)}
     skipped = {}
-    if _installed("onnx") is None:
+    if installed("onnx") is None:
         skipped["imported"] = "onnx is not installed"
     else:
         imported = _imported(kind)
