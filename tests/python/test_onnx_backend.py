@@ -12,6 +12,7 @@ import pytest
 
 onnx = pytest.importorskip("onnx")
 import onnx.backend.test  # noqa: E402
+import onnx.backend.test.loader  # noqa: E402
 
 import mkcache  # noqa: E402
 import mkcache.onnx.backend as backend  # noqa: E402
@@ -50,9 +51,16 @@ def excluded() -> list:
     return out
 
 
+# And every model the onnx package ships beside them (PyTorch's converted
+# modules and operators, the simple models), whatever operators they use.
+SHIPPED_MODEL_KINDS = ("pytorch-converted", "pytorch-operator", "simple")
+
 backend_test = onnx.backend.test.BackendTest(backend, __name__)
 for op in OPERATOR_TESTS:
     backend_test.include(rf"^test_{op}(_.*)?_cpu$")
+for kind in SHIPPED_MODEL_KINDS:
+    for case in onnx.backend.test.loader.load_model_tests(kind=kind):
+        backend_test.include(rf"^{case.name}_cpu$")
 for pattern, _ in excluded():
     backend_test.exclude(rf"^{pattern}_cpu$")
 globals().update(backend_test.test_cases)

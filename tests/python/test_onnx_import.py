@@ -114,6 +114,61 @@ def test_pools(op, attrs):
     check(m, {"x": rand(2, 5, 11, 10)})
 
 
+@pytest.mark.parametrize("attrs", [
+    dict(strides=[2, 2], pads=[1, 0, 0, 1]),
+    dict(strides=[2, 3], output_padding=[1, 2], dilations=[1, 2]),
+    dict(strides=[2, 2], output_shape=[13, 17]),
+    dict(strides=[2, 2], auto_pad="SAME_UPPER"),
+    dict(strides=[3, 2], auto_pad="SAME_LOWER", group=2),
+])
+def test_conv_transpose(attrs):
+    groups = attrs.get("group", 1)
+    w = rand(6, 4, 3, 3, scale=0.3)  # [C_in, C_out / groups, k, k]
+    m = model([helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], **attrs)],
+              [("x", [2, 6, 7, 8])], [("y", None)], [("w", w), ("b", rand(4 * groups))])
+    # onnx's reference evaluator fails on several of these: ONNX Runtime alone.
+    check(m, {"x": rand(2, 6, 7, 8)}, evaluator=False)
+
+
+@pytest.mark.parametrize("node", [
+    ("Conv", dict(strides=[2], pads=[1, 2], dilations=[2], group=3)),
+    ("MaxPool", dict(kernel_shape=[3], strides=[2], pads=[1, 1])),
+    ("AveragePool", dict(kernel_shape=[2], strides=[1], pads=[0, 1], count_include_pad=1)),
+])
+def test_one_dimensional_windows(node):
+    op, attrs = node
+    inputs = ["x", "w"] if op == "Conv" else ["x"]
+    m = model([helper.make_node(op, inputs, ["y"], **attrs)], [("x", [2, 6, 11])], [("y", None)],
+              [("w", rand(9, 2, 3, scale=0.3))] if op == "Conv" else [])
+    check(m, {"x": rand(2, 6, 11)})
+
+
+def test_prelu_selu_softsign_and_a_3d_batch_norm():
+    c = helper.make_node
+    m = model([c("PRelu", ["x", "slope"], ["p"]), c("Selu", ["x"], ["s"], alpha=1.5, gamma=0.9),
+               c("Softsign", ["x"], ["t"]),
+               c("BatchNormalization", ["x", "g", "b", "mu", "var"], ["n"])],
+              [("x", [2, 5, 7])], [("p", None), ("s", None), ("t", None), ("n", None)],
+              [("slope", rand(5, 1)), ("g", rand(5)), ("b", rand(5)), ("mu", rand(5)),
+               ("var", np.abs(rand(5)) + np.float32(0.5))])
+    check(m, {"x": rand(2, 5, 7, scale=2)})
+
+
+def test_add_before_opset_7_broadcasts_from_its_axis():
+    # Add-6: B of shape [5] added along axis 1 of A [2, 5, 3] (numpy would
+    # match it against the last dim).
+    m = helper.make_model(helper.make_graph(
+        [helper.make_node("Add", ["a", "b"], ["y"], broadcast=1, axis=1)], "legacy",
+        [helper.make_tensor_value_info("a", F, [2, 5, 3])],
+        [helper.make_tensor_value_info("y", F, [2, 5, 3])],
+        [numpy_helper.from_array(rand(5), "b")]),
+        opset_imports=[helper.make_opsetid("", 6)])
+    a = rand(2, 5, 3)
+    b = numpy_helper.to_array(m.graph.initializer[0])
+    with mkcache.onnx.load(m) as prog:
+        np.testing.assert_allclose(prog.run(a=a)["y"], a + b[None, :, None], rtol=1e-6)
+
+
 @pytest.mark.parametrize("op", ["GlobalAveragePool", "GlobalMaxPool"])
 def test_global_pools(op):
     m = model([helper.make_node(op, ["x"], ["y"])], [("x", [3, 7, 5, 6])], [("y", None)])

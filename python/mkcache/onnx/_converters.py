@@ -394,6 +394,22 @@ def slice_(ctx, node):
     return [_graph_slice(ctx, ctx.value(node.input[0]), starts, ends, axes, steps, node.name)]
 
 
+@converter("Slice", since=1, until=9)
+def slice_attributes(ctx, node):
+    """Slice before opset 10: starts, ends and axes as attributes, step 1."""
+    a = attributes(node)
+    starts, ends = [int(v) for v in a["starts"]], [int(v) for v in a["ends"]]
+    axes = [int(v) for v in a.get("axes", range(len(starts)))]
+    known = _known(ctx, node)
+    if known is not None:
+        index = [slice(None)] * known[0].ndim
+        for ax, b, e in zip(axes, starts, ends):
+            index[ax] = slice(b, e)
+        return [known[0][tuple(index)]]
+    return [_graph_slice(ctx, ctx.value(node.input[0]), starts, ends, axes, [1] * len(starts),
+                         node.name)]
+
+
 def _graph_slice(ctx, x, starts, ends, axes, steps, name=None):
     # ONNX's ends run past int64 in both directions: the library's int64
     # fields take them clamped (any end past the dim is clamped again there).
@@ -402,7 +418,7 @@ def _graph_slice(ctx, x, starts, ends, axes, steps, name=None):
     return ctx.graph.slice(x, starts, clamp, axes, steps, name=name or None)
 
 
-@converter("Split", since=13)
+@converter("Split", since=2)
 def split(ctx, node):
     a = attributes(node)
     name = node.input[0]
@@ -415,6 +431,8 @@ def split(ctx, node):
         raise Refusal("splitting a dim bound at run time")
     if len(node.input) > 1 and node.input[1]:
         sizes = [int(v) for v in np.asarray(ctx.constant(node.input[1], "split")).reshape(-1)]
+    elif ctx.opset < 13 and "split" in a:  # the sizes an attribute before opset 13
+        sizes = [int(v) for v in a["split"]]
     else:
         parts = a.get("num_outputs", len(node.output))
         each = -(-n // parts)
@@ -509,6 +527,40 @@ for _op in _GRAPH_BINARY:
     converter(_op, since=7)(_binary(_op))
 
 
+def _legacy_binary(op_type):
+    """Add, Sub, Mul, Div before opset 7: B broadcast only with broadcast=1,
+    its dims matched against A's from `axis` (numpy matches them from the
+    end): B gets trailing 1s to line up, then numpy's rule applies."""
+    modern = _binary(op_type)
+
+    def convert(ctx, node):
+        a = attributes(node)
+        if not a.get("broadcast", 0) or "axis" not in a:
+            return modern(ctx, node)
+        rank_a, rank_b = ctx.rank(node.input[0], "A"), ctx.rank(node.input[1], "B")
+        trailing = rank_a - (a["axis"] % rank_a) - rank_b
+        if trailing <= 0:
+            return modern(ctx, node)
+        b, aligned = node.input[1], node.input[1] + "/aligned"
+        if b in ctx.known:
+            ctx.known[aligned] = ctx.known[b].reshape(ctx.known[b].shape + (1,) * trailing)
+        else:
+            ctx.values[aligned] = ctx.graph.reshape(ctx.value(b), (0,) * rank_b + (1,) * trailing)
+        legacy = onnx_helper().make_node(node.op_type, [node.input[0], aligned], list(node.output),
+                                         name=node.name)
+        return modern(ctx, legacy)
+    return convert
+
+
+def onnx_helper():
+    from onnx import helper  # noqa: PLC0415 (the optional dependency, loaded by now)
+    return helper
+
+
+for _op in _GRAPH_BINARY:
+    converter(_op, since=1, until=6)(_legacy_binary(_op))
+
+
 def _variadic(method):
     def convert(ctx, node):
         values = [ctx.value(n) for n in node.input]
@@ -519,9 +571,10 @@ def _variadic(method):
     return convert
 
 
-converter("Max", since=8)(_variadic("maximum"))
-converter("Min", since=8)(_variadic("minimum"))
-converter("Sum", since=8)(_variadic("add"))
+# Before opset 8 their inputs had one shape: numpy's rule takes that too.
+converter("Max", since=6)(_variadic("maximum"))
+converter("Min", since=6)(_variadic("minimum"))
+converter("Sum", since=6)(_variadic("add"))
 
 # ONNX activation -> (Graph method, {attribute: (parameter, default)}).
 _ACTIVATIONS = {
@@ -544,6 +597,28 @@ def _activation(method, params):
 
 for _op, (_method, _params, _since) in _ACTIVATIONS.items():
     converter(_op, since=_since)(_activation(_method, _params))
+
+
+@converter("PRelu", since=7)
+def prelu(ctx, node):
+    """x where x > 0, else slope * x (the slope broadcast as ONNX's
+    unidirectional rule: numpy's, from the trailing dims)."""
+    g, x = ctx.graph, ctx.value(node.input[0])
+    return [g.add(g.relu(x), g.mul(ctx.value(node.input[1]), g.minimum(x, 0.0)))]
+
+
+@converter("Selu", since=6)
+def selu(ctx, node):
+    a = attributes(node)
+    alpha = float(a.get("alpha", 1.67326319217681884765625))
+    gamma = float(a.get("gamma", 1.05070102214813232421875))
+    return [ctx.graph.mul(ctx.graph.elu(ctx.value(node.input[0]), alpha), gamma)]
+
+
+@converter("Softsign")
+def softsign(ctx, node):
+    g, x = ctx.graph, ctx.value(node.input[0])
+    return [g.div(x, g.add(g.abs(x), 1.0))]
 
 
 @converter("Gelu", since=20)
@@ -605,9 +680,12 @@ def reciprocal(ctx, node):
     return [ctx.graph.div(1.0, ctx.value(node.input[0]))]
 
 
-@converter("Pow", since=7)
+@converter("Pow")
 def pow_(ctx, node):
-    exponent = float(np.asarray(ctx.constant(node.input[1], "the exponent")).reshape(-1)[0])
+    exponents = np.unique(np.asarray(ctx.constant(node.input[1], "the exponent")))
+    if exponents.size != 1:
+        raise Refusal("an exponent that differs from element to element")
+    exponent = float(exponents[0])
     x = ctx.value(node.input[0])
     if exponent == 2.0:
         return [ctx.graph.square(x)]
@@ -682,7 +760,7 @@ def matmul(ctx, node):
     return [_by_weights(ctx, a, b)]
 
 
-@converter("Gemm", since=7)
+@converter("Gemm", since=6)
 def gemm(ctx, node):
     at = attributes(node)
     alpha, beta = float(at.get("alpha", 1.0)), float(at.get("beta", 1.0))
@@ -743,22 +821,102 @@ def _spatial(ctx, node, k: int, kernel: list):
     return strides, dilations, padding
 
 
+class _OneD:
+    """A 1-D window (conv, pool) as the 2-D one over [N, C, 1, W]: the
+    input, a constant's trailing axis and the window attributes get a
+    leading spatial dim of 1; the result drops it."""
+
+    def __init__(self, ctx, node):
+        self.ctx, self.attrs = ctx, attributes(node)
+
+    def input(self, name):
+        return self.ctx.graph.reshape(self.ctx.value(name), (0, 0, 1, -1))
+
+    def weights(self, name):
+        w = self.ctx.known.get(name)
+        if w is not None:
+            return self.ctx.graph.constant(np.ascontiguousarray(
+                np.asarray(w, np.float32)[:, :, None, :]), name=name)
+        return self.ctx.graph.reshape(self.ctx.value(name), (0, 0, 1, -1))
+
+    def window(self, kernel):
+        """(strides, dilations, padding, kernel) in 2-D."""
+        a = self.attrs
+        pads = list(a.get("pads", [0, 0]))
+        if a.get("auto_pad", "NOTSET") not in ("NOTSET", b"NOTSET"):
+            raise Refusal("auto_pad on a 1-D window")
+        return ((1, a.get("strides", [1])[0]), (1, a.get("dilations", [1])[0]),
+                (0, 0, pads[0], pads[1]), (1, kernel[0]))
+
+    def result(self, value):
+        return self.ctx.graph.reshape(value, (0, 0, -1))
+
+
 @converter("Conv")
 def conv(ctx, node):
     x, w = node.input[0], node.input[1]
     rank = ctx.rank(x, "the input")
-    if rank not in (4, 5):
-        raise Refusal(f"a {rank - 2}-D convolution (this version takes 2-D and 3-D)")
-    k = rank - 2
+    if rank not in (3, 4, 5):
+        raise Refusal(f"a {rank - 2}-D convolution (this version takes 1-D to 3-D)")
     wshape = ctx.shape(w)
     if wshape is None or any(d is None for d in wshape):
         raise Refusal("the weights' shape is not known")
-    strides, dilations, padding = _spatial(ctx, node, k, list(wshape[2:]))
     bias = ctx.value(node.input[2]) if len(node.input) > 2 and node.input[2] else None
+    groups = attributes(node).get("group", 1)
+    if rank == 3:
+        one = _OneD(ctx, node)
+        strides, dilations, padding, _ = one.window(list(wshape[2:]))
+        return [one.result(ctx.graph.conv2d(one.input(x), one.weights(w), bias, stride=strides,
+                                            padding=padding, dilation=dilations, groups=groups,
+                                            name=node.name or None))]
+    k = rank - 2
+    strides, dilations, padding = _spatial(ctx, node, k, list(wshape[2:]))
     method = ctx.graph.conv2d if k == 2 else ctx.graph.conv3d
     return [method(ctx.value(x), ctx.value(w), bias, stride=tuple(strides), padding=padding,
-                   dilation=tuple(dilations), groups=attributes(node).get("group", 1),
-                   name=node.name or None)]
+                   dilation=tuple(dilations), groups=groups, name=node.name or None)]
+
+
+@converter("ConvTranspose")
+def conv_transpose(ctx, node):
+    x, w = node.input[0], node.input[1]
+    if ctx.rank(x, "the input") != 4:
+        raise Refusal("a transposed convolution of other than 2-D (this version takes 2-D)")
+    dims, wshape = ctx.shape(x), ctx.shape(w)
+    if wshape is None or any(d is None for d in wshape):
+        raise Refusal("the weights' shape is not known")
+    a = attributes(node)
+    kernel = list(a.get("kernel_shape", wshape[2:]))
+    strides = list(a.get("strides", [1, 1]))
+    dilations = list(a.get("dilations", [1, 1]))
+    extra = list(a.get("output_padding", [0, 0]))
+    pads = list(a.get("pads", [0, 0, 0, 0]))
+    auto_pad = a.get("auto_pad", "NOTSET")
+    auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad
+    if "output_shape" in a or auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        if dims is None or any(d is None for d in dims[2:]):
+            raise Refusal("output_shape or auto_pad on spatial dims bound at run time")
+        want = list(a["output_shape"])[-2:] if "output_shape" in a else \
+            [dims[2 + i] * strides[i] for i in range(2)]
+        begins, ends = [], []
+        for i in range(2):
+            total = strides[i] * (dims[2 + i] - 1) + extra[i] + \
+                (kernel[i] - 1) * dilations[i] + 1 - want[i]
+            if total < 0:
+                raise Refusal(f"an output_shape of {want} needs negative padding")
+            # ONNX's rule: the odd cell at the end for SAME_UPPER, else first.
+            small, large = total // 2, total - total // 2
+            begins.append(small if auto_pad == "SAME_UPPER" else large)
+            ends.append(large if auto_pad == "SAME_UPPER" else small)
+        pads = begins + ends
+    elif auto_pad not in ("NOTSET", "VALID"):
+        raise Refusal(f"auto_pad {auto_pad!r}")
+    elif auto_pad == "VALID":
+        pads = [0, 0, 0, 0]
+    bias = ctx.value(node.input[2]) if len(node.input) > 2 and node.input[2] else None
+    return [ctx.graph.conv2d_transpose(
+        ctx.value(x), ctx.value(w), bias, stride=tuple(strides),
+        padding=(pads[0], pads[2], pads[1], pads[3]), output_padding=tuple(extra),
+        dilation=tuple(dilations), groups=a.get("group", 1), name=node.name or None)]
 
 
 def _pool(kind):
@@ -766,18 +924,25 @@ def _pool(kind):
         _only_first_output(node, " (the indices)")
         x = node.input[0]
         rank = ctx.rank(x, "the input")
-        if rank not in (4, 5):
-            raise Refusal(f"{rank - 2}-D pooling (this version takes 2-D and 3-D)")
-        k = rank - 2
+        if rank not in (3, 4, 5):
+            raise Refusal(f"{rank - 2}-D pooling (this version takes 1-D to 3-D)")
         a = attributes(node)
         kernel = list(a["kernel_shape"])
-        strides, dilations, padding = _spatial(ctx, node, k, kernel)
-        kwargs = {"ceil_mode": bool(a.get("ceil_mode", 0)), "dilation": tuple(dilations)}
+        kwargs = {"ceil_mode": bool(a.get("ceil_mode", 0))}
         if kind == "avg":
             kwargs["count_include_pad"] = bool(a.get("count_include_pad", 0))
+        if rank == 3:
+            one = _OneD(ctx, node)
+            strides, dilations, padding, kernel = one.window(kernel)
+            y = getattr(ctx.graph, f"{kind}_pool2d")(one.input(x), kernel, strides, padding,
+                                                     dilation=dilations, name=node.name or None,
+                                                     **kwargs)
+            return [one.result(y)]
+        k = rank - 2
+        strides, dilations, padding = _spatial(ctx, node, k, kernel)
         method = getattr(ctx.graph, f"{kind}_pool{k}d")
         return [method(ctx.value(x), tuple(kernel), tuple(strides), padding,
-                       name=node.name or None, **kwargs)]
+                       dilation=tuple(dilations), name=node.name or None, **kwargs)]
     return convert
 
 
@@ -802,21 +967,25 @@ converter("GlobalAveragePool")(_global_pool("avg"))
 
 # ------------------------------------------------------------- normalisation
 
-@converter("BatchNormalization", since=9)
+@converter("BatchNormalization", since=6)
 def batch_norm(ctx, node):
     _only_first_output(node, " (training statistics)")
     a = attributes(node)
-    if a.get("training_mode", 0):
-        raise Refusal("training_mode is not supported (programs infer)")
+    if a.get("training_mode", 0) or (ctx.opset < 7 and not a.get("is_test", 0)):
+        raise Refusal("training mode is not supported (programs infer)")
+    if not a.get("spatial", 1):
+        raise Refusal("spatial=0 (statistics per element) is not supported")
     x, scale, shift, mean, var = node.input[:5]
     rank = ctx.rank(x, "the input")
-    fmt = {4: "NCHW", 5: "NCDHW"}.get(rank)
-    if fmt is None:
-        raise Refusal(f"a rank-{rank} input (this version takes 4-D and 5-D)")
-    return [ctx.graph.batch_norm(ctx.value(x), ctx.value(mean), ctx.value(var),
-                                 ctx.value(scale), ctx.value(shift),
-                                 epsilon=float(a.get("epsilon", 1e-5)), data_format=fmt,
-                                 name=node.name or None)]
+    if rank not in (2, 3, 4, 5):
+        raise Refusal(f"a rank-{rank} input (this version takes 2-D to 5-D)")
+    g, v = ctx.graph, ctx.value(x)
+    if rank < 4:  # [N, C] and [N, C, L] as [N, C, L, 1]
+        v = g.reshape(v, (0, 0, -1, 1))
+    y = g.batch_norm(v, ctx.value(mean), ctx.value(var), ctx.value(scale), ctx.value(shift),
+                     epsilon=float(a.get("epsilon", 1e-5)),
+                     data_format="NCDHW" if rank == 5 else "NCHW", name=node.name or None)
+    return [g.reshape(y, (0, 0) if rank == 2 else (0, 0, -1)) if rank < 4 else y]
 
 
 @converter("LayerNormalization", since=17)
