@@ -68,19 +68,8 @@ class ResNet:
         scale of 0.5 on each block's last BN and on the downsample's, so the
         residual sums stay within a few units through the blocks (float32
         comparisons then mean something at the output)."""
-        rng = np.random.default_rng(seed)
-        p = {}
-
-        def conv(name, o, i, k):
-            p[name + ".weight"] = (rng.standard_normal((o, i, k, k))
-                                   * math.sqrt(2.0 / (i * k * k))).astype(np.float32)
-
-        def bn(name, c, scale=1.0):
-            p[name + ".weight"] = (rng.uniform(0.5, 1.0, c) * scale).astype(np.float32)
-            p[name + ".bias"] = (rng.standard_normal(c) * 0.1).astype(np.float32)
-            p[name + ".running_mean"] = (rng.standard_normal(c) * 0.1).astype(np.float32)
-            p[name + ".running_var"] = rng.uniform(0.5, 1.5, c).astype(np.float32)
-
+        p, rng = {}, np.random.default_rng(seed)
+        conv, bn = _random_conv_bn(p, rng)
         conv("conv1", 64, 3, 7)
         bn("bn1", 64)
         cin = 64
@@ -322,19 +311,8 @@ class MobileNetV2:
         """He-initialized convolutions (fan-in per group), BN statistics near
         (0, 1), a BN scale of 0.5 on each block's project BN so the residual
         sums stay within a few units."""
-        rng = np.random.default_rng(seed)
-        p = {}
-
-        def conv(name, o, i_per_group, k):
-            p[name + ".weight"] = (rng.standard_normal((o, i_per_group, k, k))
-                                   * math.sqrt(2.0 / (i_per_group * k * k))).astype(np.float32)
-
-        def bn(name, c, scale=1.0):
-            p[name + ".weight"] = (rng.uniform(0.5, 1.0, c) * scale).astype(np.float32)
-            p[name + ".bias"] = (rng.standard_normal(c) * 0.1).astype(np.float32)
-            p[name + ".running_mean"] = (rng.standard_normal(c) * 0.1).astype(np.float32)
-            p[name + ".running_var"] = rng.uniform(0.5, 1.5, c).astype(np.float32)
-
+        p, rng = {}, np.random.default_rng(seed)
+        conv, bn = _random_conv_bn(p, rng)
         conv("features.0.0", cls.STEM, 3, 3)
         bn("features.0.1", cls.STEM)
         cin = cls.STEM
@@ -644,6 +622,23 @@ _erf = np.vectorize(math.erf, otypes=[np.float64])
 
 
 # ----------------------------------------------------------------- shared bits
+
+def _random_conv_bn(params: dict, rng):
+    """conv(name, out, in_per_group, k) and bn(name, channels, scale=1.0),
+    which add a He-initialized convolution's weights and a batch norm's
+    parameters (statistics near (0, 1), its scale within [0.5, 1] * scale)
+    to `params` under PyTorch's names."""
+    def conv(name, o, i, k):
+        params[name + ".weight"] = (rng.standard_normal((o, i, k, k))
+                                    * math.sqrt(2.0 / (i * k * k))).astype(np.float32)
+
+    def bn(name, c, scale=1.0):
+        params[name + ".weight"] = (rng.uniform(0.5, 1.0, c) * scale).astype(np.float32)
+        params[name + ".bias"] = (rng.standard_normal(c) * 0.1).astype(np.float32)
+        params[name + ".running_mean"] = (rng.standard_normal(c) * 0.1).astype(np.float32)
+        params[name + ".running_var"] = rng.uniform(0.5, 1.5, c).astype(np.float32)
+    return conv, bn
+
 
 class _OnnxBuilder:
     """What the onnx_model() methods write with (onnx.helper underneath):
