@@ -154,6 +154,15 @@ def test_prelu_selu_softsign_and_a_3d_batch_norm():
     check(m, {"x": rand(2, 5, 7, scale=2)})
 
 
+def test_tile_and_instance_normalization():
+    c = helper.make_node
+    m = model([c("Tile", ["x", "reps"], ["t"]),
+               c("InstanceNormalization", ["x", "s", "b"], ["n"], epsilon=1e-3)],
+              [("x", [2, 3, 4, 5])], [("t", None), ("n", None)],
+              [("reps", np.array([1, 2, 3, 2], np.int64)), ("s", rand(3)), ("b", rand(3))])
+    check(m, {"x": rand(2, 3, 4, 5, scale=3)})
+
+
 def test_add_before_opset_7_broadcasts_from_its_axis():
     # Add-6: B of shape [5] added along axis 1 of A [2, 5, 3] (numpy would
     # match it against the last dim).

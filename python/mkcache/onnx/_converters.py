@@ -471,6 +471,30 @@ def range_(ctx, node):
     return [np.arange(start, limit, delta, dtype=np.result_type(start, limit, delta))]
 
 
+@converter("Tile", since=6)
+def tile(ctx, node):
+    """x repeated along each axis, one axis at a time: x seen as [outer, 1,
+    dim, inner], expanded to the repeats in the 1, merged back."""
+    repeats = [int(r) for r in np.asarray(ctx.constant(node.input[1], "repeats")).reshape(-1)]
+    known = _known(ctx, node)
+    if known is not None:
+        return [np.tile(known[0], repeats)]
+    dims = ctx.shape(node.input[0])
+    if dims is None or any(d is None for d in dims):
+        raise Refusal("tiling an input whose dims are bound at run time")
+    if len(repeats) != len(dims) or any(r < 1 for r in repeats):
+        raise Refusal(f"repeats {repeats} for an input of rank {len(dims)}")
+    g, v, dims = ctx.graph, ctx.value(node.input[0]), list(dims)
+    for axis, r in enumerate(repeats):
+        if r == 1:
+            continue
+        outer, inner = int(np.prod(dims[:axis])), int(np.prod(dims[axis + 1:]))
+        v = g.expand(g.reshape(v, (outer, 1, dims[axis], inner)), (outer, r, dims[axis], inner))
+        dims[axis] *= r
+        v = g.reshape(v, tuple(dims))
+    return [v]
+
+
 @converter("Transpose")
 def transpose(ctx, node):
     name = node.input[0]
@@ -1019,6 +1043,31 @@ def layer_norm(ctx, node):
     variance = g.reduce_mean(g.square(centered), axes=axes, keepdims=True)
     inv_std = g.div(1.0, g.sqrt(g.add(variance, epsilon))) if wanted[-1] else None
     return [y, mean, inv_std]
+
+
+@converter("InstanceNormalization", since=6)
+def instance_norm(ctx, node):
+    """Each (sample, channel)'s spatial values normalised, then scaled and
+    shifted per channel: reductions over the spatial axes, element-wise
+    around them."""
+    x = node.input[0]
+    rank = ctx.rank(x, "the input")
+    if rank < 3:
+        raise Refusal(f"a rank-{rank} input (InstanceNormalization needs spatial dims)")
+    g, v = ctx.graph, ctx.value(x)
+    axes = tuple(range(2, rank))
+    eps = float(attributes(node).get("epsilon", 1e-5))
+    centered = g.sub(v, g.reduce_mean(v, axes=axes, keepdims=True))
+    variance = g.reduce_mean(g.square(centered), axes=axes, keepdims=True)
+    y = g.div(centered, g.sqrt(g.add(variance, eps)))
+
+    def per_channel(name):  # [C] -> [C, 1, ...] against [N, C, spatial...]
+        known = ctx.known.get(name)
+        if known is not None:
+            return g.constant(np.ascontiguousarray(np.asarray(known, np.float32).reshape(
+                (-1,) + (1,) * (rank - 2))), name=name)
+        return g.reshape(ctx.value(name), (-1,) + (1,) * (rank - 2))
+    return [g.add(g.mul(y, per_channel(node.input[1])), per_channel(node.input[2]))]
 
 
 @converter("LRN")
