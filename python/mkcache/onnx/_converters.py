@@ -570,15 +570,11 @@ def _legacy_binary(op_type):
             ctx.known[aligned] = ctx.known[b].reshape(ctx.known[b].shape + (1,) * trailing)
         else:
             ctx.values[aligned] = ctx.graph.reshape(ctx.value(b), (0,) * rank_b + (1,) * trailing)
-        legacy = onnx_helper().make_node(node.op_type, [node.input[0], aligned], list(node.output),
-                                         name=node.name)
+        from onnx import helper  # noqa: PLC0415 (the optional dependency)
+        legacy = helper.make_node(node.op_type, [node.input[0], aligned], list(node.output),
+                                  name=node.name)
         return modern(ctx, legacy)
     return convert
-
-
-def onnx_helper():
-    from onnx import helper  # noqa: PLC0415 (the optional dependency, loaded by now)
-    return helper
 
 
 for _op in _GRAPH_BINARY:
@@ -821,8 +817,6 @@ def _spatial(ctx, node, k: int, kernel: list):
     dilations = list(a.get("dilations", [1] * k))
     pads = list(a.get("pads", [0] * (2 * k)))
     auto_pad = a.get("auto_pad", "NOTSET")
-    if isinstance(auto_pad, bytes):
-        auto_pad = auto_pad.decode()
     if auto_pad == "VALID":
         pads = [0] * (2 * k)
     elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
@@ -867,7 +861,7 @@ class _OneD:
         """(strides, dilations, padding, kernel) in 2-D."""
         a = self.attrs
         pads = list(a.get("pads", [0, 0]))
-        if a.get("auto_pad", "NOTSET") not in ("NOTSET", b"NOTSET"):
+        if a.get("auto_pad", "NOTSET") != "NOTSET":
             raise Refusal("auto_pad on a 1-D window")
         return ((1, a.get("strides", [1])[0]), (1, a.get("dilations", [1])[0]),
                 (0, 0, pads[0], pads[1]), (1, kernel[0]))
@@ -915,7 +909,6 @@ def conv_transpose(ctx, node):
     extra = list(a.get("output_padding", [0, 0]))
     pads = list(a.get("pads", [0, 0, 0, 0]))
     auto_pad = a.get("auto_pad", "NOTSET")
-    auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad
     if "output_shape" in a or auto_pad in ("SAME_UPPER", "SAME_LOWER"):
         if dims is None or any(d is None for d in dims[2:]):
             raise Refusal("output_shape or auto_pad on spatial dims bound at run time")
@@ -1082,20 +1075,26 @@ def lrn(ctx, node):
 
 # ---------------------------------------------------------------- reductions
 
+def _reduction(ctx, node, axes_input_since: int = 18):
+    """A reduction's (axes: a tuple, or None for all; keepdims; noop: no
+    axes given and noop_with_empty_axes set, so nothing is reduced)."""
+    a = attributes(node)
+    axes = _axes_of(ctx, node, axes_input_since)
+    noop = not axes and bool(a.get("noop_with_empty_axes", 0))
+    return (tuple(axes) if axes else None), bool(a.get("keepdims", 1)), noop
+
+
 def _reduce(kind, numpy_fn, axes_input_since):
     def convert(ctx, node):
-        a = attributes(node)
-        axes = _axes_of(ctx, node, axes_input_since)
-        keepdims = bool(a.get("keepdims", 1))
-        if not axes and a.get("noop_with_empty_axes", 0):
+        axes, keepdims, noop = _reduction(ctx, node, axes_input_since)
+        if noop:
             return identity(ctx, node)
         known = _known(ctx, node)
         if known is not None:
-            return [numpy_fn(known[0], axis=None if not axes else tuple(axes),
-                             keepdims=keepdims)]
+            return [numpy_fn(known[0], axis=axes, keepdims=keepdims)]
         method = getattr(ctx.graph, f"reduce_{kind}")
-        return [method(ctx.value(node.input[0]), axes=None if not axes else tuple(axes),
-                       keepdims=keepdims, name=node.name or None)]
+        return [method(ctx.value(node.input[0]), axes=axes, keepdims=keepdims,
+                       name=node.name or None)]
     return convert
 
 
@@ -1109,19 +1108,15 @@ def _composite_reduce(pre, post, numpy_fn):
     """A reduction written with the library's sum: pre(x) element-wise, the
     sum, post(sum) (each a Graph method name, or None)."""
     def convert(ctx, node):
-        a = attributes(node)
-        axes = _axes_of(ctx, node, 18)
-        keepdims = bool(a.get("keepdims", 1))
-        noop = not axes and a.get("noop_with_empty_axes", 0)
+        axes, keepdims, noop = _reduction(ctx, node)
         known = _known(ctx, node)
         if known is not None:
             x = known[0].astype(np.float64)
-            return [(numpy_fn(x, None, True, noop) if noop else numpy_fn(
-                x, None if not axes else tuple(axes), keepdims, False)).astype(known[0].dtype)]
+            return [numpy_fn(x, axes, keepdims, noop).astype(known[0].dtype)]
         g, x = ctx.graph, ctx.value(node.input[0])
         v = getattr(g, pre)(x) if pre else x
         if not noop:
-            v = g.reduce_sum(v, axes=None if not axes else tuple(axes), keepdims=keepdims)
+            v = g.reduce_sum(v, axes=axes, keepdims=keepdims)
         return [getattr(g, post)(v) if post else v]
     return convert
 
@@ -1144,12 +1139,8 @@ for _op, (_pre, _post, _np_pre, _np_post) in {
 @converter("ReduceLogSumExp")
 def reduce_log_sum_exp(ctx, node):
     """log(sum(exp(x - max))) + max, so no exp overflows."""
-    a = attributes(node)
-    axes = _axes_of(ctx, node, 18)
-    keepdims = bool(a.get("keepdims", 1))
-    noop = not axes and a.get("noop_with_empty_axes", 0)
+    over, keepdims, noop = _reduction(ctx, node)
     known = _known(ctx, node)
-    over = None if not axes else tuple(axes)
     if known is not None:
         x = known[0].astype(np.float64)
         if noop:
