@@ -333,22 +333,25 @@ def expand_params(shape, name):
     return p
 
 
-def compare_params(kind: str, name):
-    """The mkc_compare_params of an equal, less, ... call."""
-    p = _capi.CompareParams()
-    _capi.lib.mkc_compare_params_init(ctypes.byref(p))
-    p.kind = COMPARE_KINDS[kind]
+def _kind_params(mirror, init, kind: int, name):
+    """A params struct whose fields are its kind and name."""
+    p = mirror()
+    init(ctypes.byref(p))
+    p.kind = kind
     p.name = _name_bytes(name)
     return p
+
+
+def compare_params(kind: str, name):
+    """The mkc_compare_params of an equal, less, ... call."""
+    return _kind_params(_capi.CompareParams, _capi.lib.mkc_compare_params_init,
+                        COMPARE_KINDS[kind], name)
 
 
 def logical_params(kind: str, name):
     """The mkc_logical_params of a logical_and, ... call."""
-    p = _capi.LogicalParams()
-    _capi.lib.mkc_logical_params_init(ctypes.byref(p))
-    p.kind = LOGICAL_KINDS[kind]
-    p.name = _name_bytes(name)
-    return p
+    return _kind_params(_capi.LogicalParams, _capi.lib.mkc_logical_params_init,
+                        LOGICAL_KINDS[kind], name)
 
 
 def slice_params(starts, ends, axes, steps, name):

@@ -202,14 +202,7 @@ class ResNet:
     def torch_module(self):
         """torchvision's model of this name with these weights, in eval mode
         (needs torch and torchvision)."""
-        import torch
-        import torchvision
-        model = getattr(torchvision.models, self.NAME)(num_classes=self.num_classes)
-        state = model.state_dict()
-        for k, v in self.params.items():
-            state[k] = torch.from_numpy(np.array(v))
-        model.load_state_dict(state)
-        return model.eval()
+        return _torchvision_model(self.NAME, self.num_classes, self.params)
 
     def onnx_model(self, batch=None, image: int = 224):
         """An ONNX model (opset 17) of the same nodes, NCHW input "x" (batch
@@ -355,14 +348,7 @@ class MobileNetV2:
     def torch_module(self):
         """torchvision's mobilenet_v2 with these weights, in eval mode (needs
         torch and torchvision)."""
-        import torch
-        import torchvision
-        model = torchvision.models.mobilenet_v2(weights=None, num_classes=self.num_classes)
-        state = model.state_dict()
-        for k, v in self.params.items():
-            state[k] = torch.from_numpy(np.array(v))
-        model.load_state_dict(state)
-        return model.eval()
+        return _torchvision_model(self.NAME, self.num_classes, self.params)
 
     def onnx_model(self, batch=None, image: int = 224):
         """An ONNX model (opset 17) of the same nodes, NCHW input "x" (batch
@@ -622,6 +608,19 @@ _erf = np.vectorize(math.erf, otypes=[np.float64])
 
 
 # ----------------------------------------------------------------- shared bits
+
+def _torchvision_model(name: str, num_classes: int, params: dict):
+    """torchvision's model `name` (no downloaded weights) holding `params`
+    (its state_dict's names), in eval mode."""
+    import torch  # noqa: PLC0415 (torch only when asked)
+    import torchvision  # noqa: PLC0415
+    model = getattr(torchvision.models, name)(weights=None, num_classes=num_classes)
+    state = model.state_dict()
+    for k, v in params.items():
+        state[k] = torch.from_numpy(np.array(v))
+    model.load_state_dict(state)
+    return model.eval()
+
 
 def _random_conv_bn(params: dict, rng):
     """conv(name, out, in_per_group, k) and bn(name, channels, scale=1.0),
