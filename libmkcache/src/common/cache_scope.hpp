@@ -41,7 +41,11 @@ uint64_t fresh_memo_context();
 // memo_context with the calling thread's OpenMP thread count, which oneDNN
 // bakes into some primitives when it builds them (a convolution built for
 // one thread runs on one thread): a call under another count must not take
-// an entry remembered under this one.
+// an entry remembered under this one. The second form takes the count,
+// where the caller has read it already.
 uint64_t memo_context_now(const CacheScope &scope);
+inline uint64_t memo_context_now(const CacheScope &scope, int threads) {
+    return scope.memo_context ^ (static_cast<uint64_t>(threads) * 0x9E3779B97F4A7C15ull);
+}
 
 } // namespace mkc

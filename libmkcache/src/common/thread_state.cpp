@@ -17,8 +17,7 @@ uint64_t fresh_memo_context() {
 }
 
 uint64_t memo_context_now(const CacheScope &scope) {
-    return scope.memo_context ^
-           (static_cast<uint64_t>(openmp_max_threads()) * 0x9E3779B97F4A7C15ull);
+    return memo_context_now(scope, openmp_max_threads());
 }
 
 uint64_t thread_id_hash() { return std::hash<std::thread::id>()(std::this_thread::get_id()); }

@@ -160,7 +160,8 @@ void reorder(const CacheScope &scope, const dnnl::memory::desc &from, const void
 
 Handler::Handler(const CacheScope &scope, const char *op, const char *name,
                  const char *default_name, const char *suffix, const Dims &key_dims)
-    : op_(op), scope_(scope), state_(*scope.state) {
+    : op_(op), scope_(scope), state_(*scope.state), threads_(openmp_max_threads()),
+      memo_context_(memo_context_now(scope, threads_)) {
     if (state_.key_depth == ThreadState::kKeyDepth)
         fail(MKC_STATUS_INTERNAL_ERROR, op, ": handlers nested too deep");
     key_ = &state_.key_buffers[state_.key_depth];
@@ -172,7 +173,7 @@ Handler::Handler(const CacheScope &scope, const char *op, const char *name,
     if (ndims <= kMaxKeyDims) {
         std::copy(key_dims.begin(), key_dims.end(), call_dims_);
         // A remembered hit brings its key along: no formatting.
-        front_blob_ = state_.front_cache().find(call, memo_context_now(scope_), ticket_, key_);
+        front_blob_ = state_.front_cache().find(call, memo_context_, ticket_, key_);
     }
     if (!front_blob_)
         keys::make(*key_, key_name, suffix, key_dims.data(), ndims, scope_.executor,
@@ -180,7 +181,7 @@ Handler::Handler(const CacheScope &scope, const char *op, const char *name,
     ++state_.key_depth; // only once constructed: the destructor undoes it
     // oneDNN bakes the thread count into some primitives (a convolution's
     // work split): an entry serves calls under the count it was built for.
-    sign(static_cast<int64_t>(openmp_max_threads()));
+    sign(static_cast<int64_t>(threads_));
 }
 
 Handler::~Handler() { --state_.key_depth; }
@@ -223,7 +224,7 @@ std::shared_ptr<void> Handler::find_blob() {
     auto blob = BlobCache::instance().get(scope_.session, *scope_.shape_group, *key_,
                                           BlobKind::primitive, &ticket_, /*count=*/false);
     if (blob && call_ndims_ <= kMaxKeyDims)
-        state_.front_cache().remember(call_hash_, call_dims_, call_ndims_, memo_context_now(scope_),
+        state_.front_cache().remember(call_hash_, call_dims_, call_ndims_, memo_context_,
                                       *key_, blob, ticket_);
     return blob;
 }

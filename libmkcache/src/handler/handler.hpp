@@ -397,6 +397,8 @@ private:
     const char *op_;
     const CacheScope &scope_;
     ThreadState &state_;
+    const int threads_;            // the OpenMP thread count of this call (signed)
+    const uint64_t memo_context_;  // memo_context_now(scope_, threads_)
     std::string *key_;   // a per-thread buffer (one per nesting level)
     // What the front cache knows this call by (dims copied: the caller's
     // may be a temporary), and the blob it found when constructed.
