@@ -115,3 +115,16 @@ def test_activation_bad_input():
         mkcache._capi.lib.mkc_activation(99, 0.0, 0.0, None, t.handle,
                                          mkcache._capi.ctypes.byref(dst))
     assert not dst.value
+
+
+def test_softplus_refuses_a_beta_that_is_not_positive():
+    x = np.ones((2, 3), np.float32)
+    for beta in (0.0, -1.0):
+        with pytest.raises(mkcache.InvalidArgumentError, match="softplus takes alpha > 0"):
+            mkcache.softplus(x, beta=beta)
+    with pytest.raises(mkcache.InvalidArgumentError, match="softplus takes alpha > 0"):
+        mkcache.activation(x, "softplus", 0.0)
+    g = mkcache.Graph()
+    g.output(g.softplus(g.input("x", x.shape), beta=-2.0), "y")
+    with pytest.raises(mkcache.InvalidArgumentError, match="softplus takes alpha > 0"):
+        g.compile().run(x=x)
