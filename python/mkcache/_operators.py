@@ -157,9 +157,11 @@ TABLE_OP_TABLE = {
                       "embedding lookup is axis 0. An index out of range is an error.",
                       inputs=("data", "indices")),
     "cast": TableOp("cast", ("dtype",), "cast_params(dtype, name)",
-                    "x converted element by element to `dtype` (float32, int32, int64 or "
-                    "bool; a numpy dtype or its name): floats to integers truncated toward "
-                    "zero, saturated at the integer's range (NaN to 0); to bool: not zero."),
+                    "x converted element by element to `dtype` (float32, int32, int64, "
+                    "bool, int8, uint8, float16 - a numpy dtype or its name - or "
+                    "mkcache.bfloat16): floats to integers truncated toward zero, saturated "
+                    "at the integer's range (NaN to 0); to bool: not zero; to float16 and "
+                    "bfloat16 rounded to the nearest, ties to even."),
     "slice": TableOp("slice", ("starts", "ends", "axes=None", "steps=None"),
                      "slice_params(starts, ends, axes, steps, name)",
                      "x[start:end:step] along each of `axes` (default 0, 1, ... as many as "
@@ -304,16 +306,10 @@ def resize_params(sizes, scales, mode, coordinates, nearest, name):
 
 def cast_params(dtype, name):
     """The mkc_cast_params of a cast call."""
-    try:
-        np_dtype = np.dtype(dtype)
-    except TypeError:
-        np_dtype = None
-    if np_dtype not in tensor.DTYPES:
-        raise InvalidArgumentError(f"cast: dtype must be float32, int32, int64 or bool, got "
-                                   f"{dtype!r}")
+    to = tensor.dtype_value(dtype, "cast: dtype")
     p = _capi.CastParams()
     _capi.lib.mkc_cast_params_init(ctypes.byref(p))
-    p.to = tensor.DTYPES[np_dtype]
+    p.to = to
     p.name = _name_bytes(name)
     return p
 

@@ -119,26 +119,21 @@ class Graph(_Closed):
         for a dim bound at run time. layout "NHWC" (or NDHWC/NWC) for
         channels-last data, shape then given in that order. dtype: float32,
         or int32, int64 or bool (a numpy dtype or its name) for indices and
-        masks; a node that does not take it is refused at compile, naming
-        the node, the port and the dtype."""
+        masks, int8, uint8, float16 or mkcache.bfloat16 (passed as Tensors
+        of that dtype); a node that does not take it is refused at
+        compile, naming the node, the port and the dtype."""
         dims = tuple(-1 if d is None else _checks.integer(d, "shape") for d in shape)
         fmt = _layout.to_enum(layout, "layout")
         if fmt == _capi.LAYOUT_TARGET:
             raise InvalidArgumentError("layout must be given")
-        try:
-            np_dtype = np.dtype(dtype)
-        except TypeError:
-            np_dtype = None
-        if np_dtype not in _tensor.DTYPES:
-            raise InvalidArgumentError(
-                f"dtype must be float32, int32, int64 or bool, got {dtype!r}")
+        dtype_value = _tensor.dtype_value(dtype, "dtype")
         arr = (ctypes.c_int64 * max(len(dims), 1))(*dims)
         value = ctypes.c_int()
         _lib.mkc_graph_input(self.handle, _checks.name_bytes(name, "name"),
-                             _tensor.DTYPES[np_dtype], len(dims), arr, fmt, ctypes.byref(value))
+                             dtype_value, len(dims), arr, fmt, ctypes.byref(value))
         self._input_layouts[name] = fmt
         self._input_ranks[name] = len(dims)
-        self._input_dtypes[name] = np_dtype
+        self._input_dtypes[name] = _tensor.dtype_of_value(dtype_value)
         return Value(self, value.value)
 
     def constant(self, array, name: str | None = None, layout: str | None = None) -> Value:

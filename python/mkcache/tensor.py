@@ -21,14 +21,45 @@ _F32 = np.dtype(np.float32)
 _new = object.__new__
 
 # numpy dtype -> the library's mkc_dtype, for every dtype a tensor may hold
-# (the operators compute on float32; the others hold indices and masks).
+# that numpy has (the operators compute on float32; int32, int64 and bool
+# hold indices and masks; int8 and uint8 quantized data).
 DTYPES = {np.dtype(np.float32): _capi.enum_value("mkc_dtype", "f32"),
           np.dtype(np.int32): _capi.enum_value("mkc_dtype", "s32"),
           np.dtype(np.int64): _capi.enum_value("mkc_dtype", "s64"),
-          np.dtype(np.bool_): _capi.enum_value("mkc_dtype", "bool")}
+          np.dtype(np.bool_): _capi.enum_value("mkc_dtype", "bool"),
+          np.dtype(np.int8): _capi.enum_value("mkc_dtype", "s8"),
+          np.dtype(np.uint8): _capi.enum_value("mkc_dtype", "u8"),
+          np.dtype(np.float16): _capi.enum_value("mkc_dtype", "f16")}
 NUMPY_DTYPES = {value: dtype for dtype, value in DTYPES.items()}
 FLOAT32_ONLY = (_F32,)
 ANY_DTYPE = tuple(DTYPES)
+
+# numpy has no bfloat16: a bfloat16 tensor reports this name as its dtype,
+# exports as float32 (exactly: bfloat16 is float32's top half) and as its raw
+# bits in uint16 on request, and wraps uint16 bits given with dtype=bfloat16.
+bfloat16 = "bfloat16"
+BF16 = _capi.enum_value("mkc_dtype", "bf16")
+_U16 = np.dtype(np.uint16)
+_DTYPE_NAMES = "float32, int32, int64, bool, int8, uint8, float16 or bfloat16"
+
+
+def dtype_value(dtype, what: str) -> int:
+    """The mkc_dtype of `dtype`: a numpy dtype (or its type or name) a tensor
+    may hold, or "bfloat16" ("bf16")."""
+    if isinstance(dtype, str) and dtype.lower() in ("bfloat16", "bf16"):
+        return BF16
+    try:
+        np_dtype = np.dtype(dtype)
+    except TypeError:
+        np_dtype = None
+    if np_dtype not in DTYPES:
+        raise InvalidArgumentError(f"{what} must be {_DTYPE_NAMES}, got {dtype!r}")
+    return DTYPES[np_dtype]
+
+
+def dtype_of_value(value: int):
+    """The numpy dtype of an mkc_dtype value, or "bfloat16"."""
+    return bfloat16 if value == BF16 else NUMPY_DTYPES[value]
 
 
 def check_array(array, argument: str, dtypes: tuple = FLOAT32_ONLY) -> np.ndarray:
@@ -114,13 +145,14 @@ _destroy = _capi.raw["mkc_tensor_destroy"]    # (void*)
 _dims_types = [ctypes.c_int64 * n for n in range(_capi.MAX_NDIMS + 1)]
 
 
-def wrap_handle(array: np.ndarray, layout_value: int):
-    """A C handle wrapping a checked array (the caller destroys it)."""
+def wrap_handle(array: np.ndarray, layout_value: int, dtype_value: int | None = None):
+    """A C handle wrapping a checked array (the caller destroys it), as
+    `dtype_value` (default: the array's own dtype)."""
     ndim = array.ndim
     dims = _dims_types[ndim](*array.shape)
     handle = _capi.tensor_p()
-    status = _wrap(DTYPES[array.dtype], ndim, dims, layout_value,
-                   ctypes.c_void_p(data_pointer(array)), ctypes.byref(handle))
+    status = _wrap(DTYPES[array.dtype] if dtype_value is None else dtype_value, ndim, dims,
+                   layout_value, ctypes.c_void_p(data_pointer(array)), ctypes.byref(handle))
     if status:
         _capi.raise_for(status)
     return handle
@@ -201,29 +233,46 @@ def input_owner(value, argument: str, layout_value: int,
 
 
 class Tensor:
-    """A tensor held by libmkcache: float32, or int32, int64 or bool data
-    (indices and masks) that graphs take as inputs and constants.
+    """A tensor held by libmkcache: float32; int32, int64 or bool data
+    (indices and masks); int8 or uint8 (quantized data); float16 or bfloat16.
 
     ``Tensor(array, layout=None, constant=False)`` wraps a C-contiguous
-    float32 numpy array without copying. `layout` ("NCHW"/"NHWC", ...) says
+    numpy array without copying. `layout` ("NCHW"/"NHWC", ...) says
     how a 4-D/5-D array is arranged (default: the layout of an active
     ``mkcache.target_layout`` block, else NCHW; weights are always OIHW).
     ``constant=True`` promises the data never changes, so operators may keep
     converted copies (e.g. reordered conv weights) and skip that work.
+    ``dtype=mkcache.bfloat16`` wraps a uint16 array of bfloat16 bits; other
+    conversions are ``astype``.
     """
 
     __slots__ = ("_owner", "_base", "_lazy_layout", "__weakref__")
 
-    def __init__(self, array, layout=None, *, constant: bool = False):
+    def __init__(self, array, layout=None, *, constant: bool = False, dtype=None):
         self._owner = None
-        array = check_array(array, "array", ANY_DTYPE)
+        as_value = None
+        if dtype is not None:
+            as_value = dtype_value(dtype, "dtype")
+            if as_value == BF16:
+                if not (isinstance(array, np.ndarray) and array.dtype == _U16):
+                    raise DTypeError(
+                        "dtype=bfloat16 wraps a uint16 array of bfloat16 bits, got "
+                        f"{getattr(array, 'dtype', type(array).__name__)}; to convert float32 "
+                        "data use Tensor(array).astype(mkcache.bfloat16)")
+                array = check_array(array, "array", (_U16,))
+            elif as_value != DTYPES.get(getattr(array, "dtype", None)):
+                raise DTypeError(
+                    f"dtype={dtype!r} differs from the array's {getattr(array, 'dtype', None)}: "
+                    "Tensor wraps without converting; use Tensor(array).astype(dtype)")
+        if as_value is None:
+            array = check_array(array, "array", ANY_DTYPE)
         if layout is None:
             # Not the C thread-local target: operators with a data_format
             # change that, and a wrapped array must not change meaning.
             value = _layout.explicit_target() or _capi.LAYOUT_CHANNELS_FIRST
         else:
             value = _layout.to_enum(layout)
-        handle = wrap_handle(array, value)
+        handle = wrap_handle(array, value, as_value)
         self._owner = _Owner(handle)
         self._base = array
         if constant:
@@ -272,12 +321,26 @@ class Tensor:
         return len(self.shape)
 
     @property
-    def dtype(self) -> np.dtype:
-        if self._base is not None:
-            return self._base.dtype
+    def dtype(self):
+        """A numpy dtype, or mkcache.bfloat16 (numpy has none)."""
+        base = self._base
+        if base is not None and base.dtype != _U16:  # uint16 bases hold bfloat16 bits
+            return base.dtype
+        return dtype_of_value(self._dtype_value)
+
+    @property
+    def _dtype_value(self) -> int:
         value = ctypes.c_int()
         _lib.mkc_tensor_get_dtype(self.handle, ctypes.byref(value))
-        return NUMPY_DTYPES[value.value]
+        return value.value
+
+    def astype(self, dtype, *, name: str | None = None) -> "Tensor":
+        """A new tensor of `dtype` (a numpy dtype or its name, or
+        mkcache.bfloat16): mkcache.cast's conversion (floats to integers
+        truncated toward zero and saturated, to float16 and bfloat16 rounded
+        to the nearest, ties to even)."""
+        from . import ops  # ops imports this module
+        return ops.cast(self, dtype, name=name)
 
     @property
     def layout(self) -> str:
@@ -309,9 +372,11 @@ class Tensor:
         _lib.mkc_tensor_set_constant(self.handle, 1 if constant else 0)
 
     # ------------------------------------------------------------- export
-    def numpy(self, layout=None) -> np.ndarray:
+    def numpy(self, layout=None, *, raw: bool = False) -> np.ndarray:
         """A new plain numpy array. `layout` None: the layout of an active
-        ``mkcache.target_layout`` block, else the tensor's own layout."""
+        ``mkcache.target_layout`` block, else the tensor's own layout.
+        A bfloat16 tensor gives float32 (exactly), or with ``raw=True`` its
+        bits as uint16."""
         if layout is None:
             value = _layout.explicit_target()
             if value is None and self._owner is None and self._base is not None:
@@ -329,11 +394,15 @@ class Tensor:
                 shape = (shape[0],) + shape[2:] + (shape[1],)
             else:
                 shape = (shape[0], shape[-1]) + shape[1:-1]
-        out = np.empty(shape, dtype=self.dtype)
+        dtype = self.dtype
+        bits = dtype is bfloat16
+        out = np.empty(shape, dtype=_U16 if bits else dtype)
         status = _export(self.handle, value, ctypes.c_void_p(data_pointer(out)),
                          ctypes.c_size_t(out.nbytes))
         if status:
             _capi.raise_for(status)
+        if bits and not raw:
+            return (out.astype(np.uint32) << 16).view(np.float32)
         return out
 
     def __array__(self, dtype=None, copy=None):

@@ -485,6 +485,67 @@ static void test_typed_values(void) {
     OK(mkc_tensor_destroy(t));
 }
 
+/* The low-precision dtypes through cast: float32 to bfloat16 and float16
+ * (rounded to the nearest, ties to even) and back exactly, to int8 and
+ * uint8 (truncated, saturated); a bfloat16 tensor exported in another
+ * plain layout. */
+static void test_low_precision_dtypes(void) {
+    const float x[6] = {1.0f, -2.5f, 1.00390625f /* bf16 tie: to even, 1 */, 300.0f, -7.9f,
+                        65520.0f /* past half's largest: infinity */};
+    const int64_t d[2] = {2, 3};
+    mkc_tensor *tx = NULL, *tb = NULL, *th = NULL, *ts = NULL, *tu = NULL, *back = NULL;
+    OK(mkc_tensor_wrap(MKC_DTYPE_F32, 2, d, MKC_LAYOUT_NCHW, (void *)x, &tx));
+    const mkc_tensor *in[1] = {tx};
+    mkc_cast_params cp;
+    OK(mkc_cast_params_init(&cp));
+    cp.to = MKC_DTYPE_BF16;
+    OK(mkc_op_run(MKC_OP_CAST, &cp, 1, in, &tb));
+    cp.to = MKC_DTYPE_F16;
+    OK(mkc_op_run(MKC_OP_CAST, &cp, 1, in, &th));
+    cp.to = MKC_DTYPE_S8;
+    OK(mkc_op_run(MKC_OP_CAST, &cp, 1, in, &ts));
+    cp.to = MKC_DTYPE_U8;
+    OK(mkc_op_run(MKC_OP_CAST, &cp, 1, in, &tu));
+    mkc_dtype dt = MKC_DTYPE_F32;
+    OK(mkc_tensor_get_dtype(tb, &dt));
+    CHECK(dt == MKC_DTYPE_BF16);
+    uint16_t bits[6];
+    OK(mkc_tensor_export(tb, MKC_LAYOUT_NCHW, bits, sizeof bits));
+    CHECK(bits[0] == 0x3f80 && bits[1] == 0xc020 && bits[2] == 0x3f80 && bits[3] == 0x4396);
+    OK(mkc_tensor_export(th, MKC_LAYOUT_NCHW, bits, sizeof bits));
+    CHECK(bits[0] == 0x3c00 && bits[1] == 0xc100 && bits[5] == 0x7c00);
+    int8_t s8[6];
+    uint8_t u8[6];
+    OK(mkc_tensor_export(ts, MKC_LAYOUT_NCHW, s8, sizeof s8));
+    OK(mkc_tensor_export(tu, MKC_LAYOUT_NCHW, u8, sizeof u8));
+    CHECK(s8[1] == -2 && s8[3] == 127 && s8[4] == -7 && s8[5] == 127);
+    CHECK(u8[1] == 0 && u8[3] == 255 && u8[4] == 0);
+    /* Back to float32: exact. */
+    const mkc_tensor *bin[1] = {tb};
+    cp.to = MKC_DTYPE_F32;
+    OK(mkc_op_run(MKC_OP_CAST, &cp, 1, bin, &back));
+    float f[6];
+    OK(mkc_tensor_export(back, MKC_LAYOUT_NCHW, f, sizeof f));
+    CHECK(f[0] == 1.0f && f[1] == -2.5f && f[2] == 1.0f && f[3] == 300.0f);
+    /* A 4-D bfloat16 tensor exported channels-last. */
+    uint16_t nchw[6] = {1, 2, 3, 4, 5, 6}, nhwc[6] = {0};
+    const int64_t d4[4] = {1, 2, 3, 1};
+    mkc_tensor *t4 = NULL;
+    OK(mkc_tensor_wrap(MKC_DTYPE_BF16, 4, d4, MKC_LAYOUT_NCHW, nchw, &t4));
+    OK(mkc_tensor_export(t4, MKC_LAYOUT_NHWC, nhwc, sizeof nhwc));
+    CHECK(nhwc[0] == 1 && nhwc[1] == 4 && nhwc[2] == 2 && nhwc[5] == 6);
+    int32_t id = -1;
+    OK(mkc_enum_value("mkc_dtype", "bf16", &id));
+    CHECK(id == MKC_DTYPE_BF16);
+    OK(mkc_tensor_destroy(t4));
+    OK(mkc_tensor_destroy(back));
+    OK(mkc_tensor_destroy(tu));
+    OK(mkc_tensor_destroy(ts));
+    OK(mkc_tensor_destroy(th));
+    OK(mkc_tensor_destroy(tb));
+    OK(mkc_tensor_destroy(tx));
+}
+
 static void test_core_api(void) {
     mkc_layout layout = MKC_LAYOUT_TARGET;
     OK(mkc_get_target_layout(&layout));
@@ -1571,6 +1632,7 @@ int main(void) {
     test_core_api();
     test_op_run();
     test_typed_values();
+    test_low_precision_dtypes();
     test_conv_and_relu();
     test_activation_plain();
     test_handles_and_buffers_across_calls();

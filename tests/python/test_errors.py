@@ -71,7 +71,7 @@ def test_c_level_bad_handles_and_sizes():
     with pytest.raises(mkcache.InvalidArgumentError, match=">= 1"):
         lib.mkc_tensor_create(_capi.DTYPE_F32, 2, neg, 1, ctypes.byref(t))
     with pytest.raises(mkcache.UnsupportedError, match="dtype"):
-        lib.mkc_tensor_create(7, 2, dims, 1, ctypes.byref(t))
+        lib.mkc_tensor_create(99, 2, dims, 1, ctypes.byref(t))
     with pytest.raises(mkcache.InvalidArgumentError, match="layout"):
         lib.mkc_tensor_create(_capi.DTYPE_F32, 2, dims, 9, ctypes.byref(t))
     with pytest.raises(mkcache.InvalidArgumentError, match="rank"):

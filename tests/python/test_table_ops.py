@@ -576,7 +576,7 @@ def test_pad_bad_arguments():
         mkcache.pad(a, [1, 1], mode="symmetric")
     with pytest.raises(mkcache.InvalidArgumentError, match="pad: axis -1 is given twice"):
         mkcache.pad(a, [1, 1, 1, 1], axes=[1, -1])
-    with pytest.raises(mkcache.InvalidArgumentError, match="pad: value 0.5 is not an int32"):
+    with pytest.raises(mkcache.InvalidArgumentError, match="pad: value 0.5 is not an integer of int32"):
         mkcache.pad(a.astype(np.int32), [1, 1], value=0.5)
     with pytest.raises(mkcache.InvalidArgumentError, match="is not a bool"):
         mkcache.pad(a > 0, [1, 1], value=2)

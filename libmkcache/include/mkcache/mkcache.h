@@ -231,17 +231,25 @@ MKC_API mkc_status mkc_enum_name(const char *enum_name, int32_t value, const cha
 /* Data types and layouts                                                   */
 /* ------------------------------------------------------------------------ */
 
-/* The data types a tensor or a graph value may hold. The operators of this
- * version compute on F32 and refuse the others naming the input and its
+/* The data types a tensor or a graph value may hold. The arithmetic
+ * operators compute on F32 and refuse the others naming the input and its
  * dtype; S32, S64 and BOOL (one byte, 0 or 1) tensors and graph values hold
- * indices and masks for the operators that take them. S64 data is never
- * rearranged (oneDNN has no 64-bit integer type): it is exported in its own
- * layout only. */
+ * indices and masks for the operators that take them. S8, U8 (quantized
+ * data), BF16 (bfloat16: float32's sign, exponent and top 7 mantissa bits)
+ * and F16 (IEEE half) are held, moved (reshape, slice, pad, expand,
+ * exported in any plain layout) and converted (cast) on every CPU, whether
+ * or not its oneDNN kernels compute in them. S64 data is never rearranged
+ * (oneDNN has no 64-bit integer type): it is exported in its own layout
+ * only. */
 typedef enum mkc_dtype {
     MKC_DTYPE_F32 = 1,
     MKC_DTYPE_S32 = 2,
     MKC_DTYPE_S64 = 3,
     MKC_DTYPE_BOOL = 4,
+    MKC_DTYPE_S8 = 5,
+    MKC_DTYPE_U8 = 6,
+    MKC_DTYPE_BF16 = 7,
+    MKC_DTYPE_F16 = 8,
     MKC_DTYPE_MAX_ENUM = 0x7fffffff
 } mkc_dtype;
 
@@ -1062,7 +1070,9 @@ MKC_API mkc_status mkc_gather_params_init(mkc_gather_params *params);
 
 /* src (any mkc_dtype) converted element by element to `to`: floats to
  * integers truncated toward zero (saturated at the integer's range, NaN to
- * 0), to BOOL "not zero", BOOL to 0 or 1. Same dims and layout. */
+ * 0), to BOOL "not zero", BOOL to 0 or 1, to BF16 and F16 rounded to the
+ * nearest (ties to even; F16 overflows to infinity, NaN stays NaN), BF16
+ * and F16 to F32 exactly. Same dims and layout. */
 typedef struct mkc_cast_params {
     size_t struct_size; /* sizeof; set by mkc_cast_params_init */
     mkc_dtype to;       /* default F32 */

@@ -69,6 +69,10 @@ constexpr Named kDtype[] = {
     {"s32", MKC_DTYPE_S32},
     {"s64", MKC_DTYPE_S64},
     {"bool", MKC_DTYPE_BOOL},
+    {"s8", MKC_DTYPE_S8},
+    {"u8", MKC_DTYPE_U8},
+    {"bf16", MKC_DTYPE_BF16},
+    {"f16", MKC_DTYPE_F16},
 };
 
 constexpr Named kLayout[] = {

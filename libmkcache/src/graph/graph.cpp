@@ -17,7 +17,7 @@ int Graph::add_input(const std::string &name, mkc_dtype dtype, const std::vector
         require(!(v.kind == Value::Kind::input && v.name == name), "graph input '", name,
                 "': an input of that name exists");
     require(known_dtype(dtype), "graph input '", name,
-            "': dtype must be f32, s32, s64 or bool, got ", static_cast<int>(dtype));
+            "': dtype must be one of ", dtype_names(), "; got ", static_cast<int>(dtype));
     const int rank = static_cast<int>(dims.size());
     require(rank >= 1 && rank <= MKC_MAX_NDIMS, "graph input '", name, "': rank must be 1..",
             MKC_MAX_NDIMS, ", got ", rank);

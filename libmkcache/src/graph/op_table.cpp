@@ -549,7 +549,8 @@ std::vector<ValueDesc> infer_gather(const Node &node, const NodeInputs &in) {
 // cast: any dtype in, `to` out; the same dims and label.
 std::vector<ValueDesc> infer_cast(const Node &node, const NodeInputs &in) {
     const mkc_dtype to = std::get<mkc_cast_params>(node.params).to;
-    require(known_dtype(to), "cast: to must be f32, s32, s64 or bool, got ", static_cast<int>(to));
+    require(known_dtype(to), "cast: to must be one of ", dtype_names(), "; got ",
+            static_cast<int>(to));
     return {ops::plain_value(to, in[0]->layout, in[0]->dims)};
 }
 std::string cast_text(const Node &node, const NodeInputs &) {
@@ -772,41 +773,28 @@ PadGeometry pad_geometry(const Node &node, const Dims &src, mkc_dtype dtype) {
     return g;
 }
 
-// CONSTANT's value as an element of `dtype`, which must hold it exactly
-// (an integer, 0 or 1 for bool; any value for float32).
+// CONSTANT's value as an element of `dtype`: integer dtypes must hold it
+// exactly (0 or 1 for bool); a float dtype takes any value, rounded.
 struct PadFill {
     alignas(8) unsigned char bytes[8] = {};
 };
 PadFill pad_fill(const Node &node, mkc_dtype dtype) {
     const double v = std::get<mkc_pad_params>(node.params).value;
-    PadFill f;
-    const auto integral = [&](double lo, double hi, const char *what) {
+    const auto integral = [&](double lo, double hi) {
         require(std::isfinite(v) && std::trunc(v) == v && v >= lo && v < hi, "pad: value ", v,
-                " is not ", what, " (src's dtype)");
+                " is not ", dtype == MKC_DTYPE_BOOL ? "a bool (0 or 1)" : "an integer", " of ",
+                dtype_name(dtype), " (src's dtype)");
     };
     switch (dtype) {
-    case MKC_DTYPE_F32: {
-        const auto x = static_cast<float>(v);
-        std::memcpy(f.bytes, &x, sizeof x);
-        break;
+    case MKC_DTYPE_S32: integral(-2147483648.0, 2147483648.0); break;
+    case MKC_DTYPE_S64: integral(-9223372036854775808.0, 9223372036854775808.0); break;
+    case MKC_DTYPE_S8: integral(-128.0, 128.0); break;
+    case MKC_DTYPE_U8: integral(0.0, 256.0); break;
+    case MKC_DTYPE_BOOL: integral(0.0, 2.0); break;
+    default: break; // the floats
     }
-    case MKC_DTYPE_S32: {
-        integral(-2147483648.0, 2147483648.0, "an int32");
-        const auto x = static_cast<int32_t>(v);
-        std::memcpy(f.bytes, &x, sizeof x);
-        break;
-    }
-    case MKC_DTYPE_S64: {
-        integral(-9223372036854775808.0, 9223372036854775808.0, "an int64");
-        const auto x = static_cast<int64_t>(v);
-        std::memcpy(f.bytes, &x, sizeof x);
-        break;
-    }
-    default: // BOOL
-        integral(0.0, 2.0, "a bool (0 or 1)");
-        f.bytes[0] = v != 0.0;
-        break;
-    }
+    PadFill f;
+    reference::store(dtype, v, f.bytes, 0);
     return f;
 }
 
@@ -1165,8 +1153,7 @@ std::vector<OpRow> build_rows() {
         // reference kernel: oneDNN cannot copy it).
         Row(NodeOp::reshape, "reshape")
             .ports("src", 1, 1, 1)
-            .port_dtypes(0, dtype_bit(MKC_DTYPE_F32) | dtype_bit(MKC_DTYPE_S32) |
-                                dtype_bit(MKC_DTYPE_S64) | dtype_bit(MKC_DTYPE_BOOL))
+            .port_dtypes(0, kAnyDtype)
             .params(read_reshape).onednn<Reshape>(ops::ReshapeOp::run)
             .view(reshape_view, reshape_text)
             .reference(ref_reshape),
@@ -1184,8 +1171,7 @@ std::vector<OpRow> build_rows() {
             .attrs(gather_text).reference(ref_gather),
         Row(NodeOp(MKC_OP_CAST), kCast)
             .ports("src", 1, 1, 1)
-            .port_dtypes(0, dtype_bit(MKC_DTYPE_F32) | dtype_bit(MKC_DTYPE_S32) |
-                                dtype_bit(MKC_DTYPE_S64) | dtype_bit(MKC_DTYPE_BOOL))
+            .port_dtypes(0, kAnyDtype)
             .params(read_as_is<mkc_cast_params, kCast>).infer(infer_cast).attrs(cast_text)
             .reference(ref_cast),
         Row(NodeOp(MKC_OP_WHERE), kWhere)
@@ -1194,14 +1180,12 @@ std::vector<OpRow> build_rows() {
             .params(read_none<kWhere>).infer(infer_where).reference(ref_where),
         Row(NodeOp(MKC_OP_SLICE), kSlice)
             .ports("src", 1, 1, 1)
-            .port_dtypes(0, dtype_bit(MKC_DTYPE_F32) | dtype_bit(MKC_DTYPE_S32) |
-                                dtype_bit(MKC_DTYPE_S64) | dtype_bit(MKC_DTYPE_BOOL))
+            .port_dtypes(0, kAnyDtype)
             .params(read_as_is<mkc_slice_params, kSlice>).infer(infer_slice).attrs(slice_text)
             .reference(ref_slice),
         Row(NodeOp(MKC_OP_EXPAND), kExpand)
             .ports("src", 1, 1, 1)
-            .port_dtypes(0, dtype_bit(MKC_DTYPE_F32) | dtype_bit(MKC_DTYPE_S32) |
-                                dtype_bit(MKC_DTYPE_S64) | dtype_bit(MKC_DTYPE_BOOL))
+            .port_dtypes(0, kAnyDtype)
             .params(read_as_is<mkc_expand_params, kExpand>).infer(infer_expand)
             .reference(ref_expand),
         Row(NodeOp(MKC_OP_COMPARE), kCompare)
@@ -1212,8 +1196,7 @@ std::vector<OpRow> build_rows() {
             .reference(ref_compare),
         Row(NodeOp(MKC_OP_PAD), kPad)
             .ports("src", 1, 1, 1)
-            .port_dtypes(0, dtype_bit(MKC_DTYPE_F32) | dtype_bit(MKC_DTYPE_S32) |
-                                dtype_bit(MKC_DTYPE_S64) | dtype_bit(MKC_DTYPE_BOOL))
+            .port_dtypes(0, kAnyDtype)
             .params(read_as_is<mkc_pad_params, kPad>).infer(infer_pad).attrs(pad_text)
             .reference(ref_pad),
         // oneDNN's resampling where it computes the operator's coordinates
@@ -1275,7 +1258,7 @@ std::string port_name(const OpRow &r, size_t port) {
 
 std::string dtype_list(uint32_t dtypes) {
     std::string s;
-    for (mkc_dtype d : {MKC_DTYPE_F32, MKC_DTYPE_S32, MKC_DTYPE_S64, MKC_DTYPE_BOOL})
+    for (mkc_dtype d : kDtypes)
         if (dtypes & dtype_bit(d))
             s += std::string(s.empty() ? "" : " or ") + dtype_name(d);
     return s;

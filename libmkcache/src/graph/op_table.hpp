@@ -120,6 +120,12 @@ inline const OpRow &row(const Node &node) { return op_row(node.op); }
 
 // A bit of OpRow::dtypes.
 constexpr uint32_t dtype_bit(mkc_dtype dtype) { return 1u << static_cast<unsigned>(dtype); }
+// Every dtype: the ports that only move or convert bytes.
+constexpr uint32_t kAnyDtype = [] {
+    uint32_t bits = 0;
+    for (mkc_dtype d : kDtypes) bits |= dtype_bit(d);
+    return bits;
+}();
 // The dtypes port `port` of `row` takes.
 inline uint32_t port_dtypes(const OpRow &row, size_t port) {
     return row.dtypes[port < row.dtypes.size() ? port : row.dtypes.size() - 1];

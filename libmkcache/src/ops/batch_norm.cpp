@@ -131,7 +131,7 @@ void check_batch_norm(const mkc_batch_norm_params &p, bool training, const V &sr
                       const V *mean, const V *variance, const V *scale, const V *shift,
                       const V *batch_mean, const V *batch_variance) {
     const char *op = "batch_norm";
-    require(src.dtype == MKC_DTYPE_F32, op, ": src must be float32");
+    require(src.dtype == MKC_DTYPE_F32, op, ": src must be float32, got ", dtype_name(src.dtype));
     require(p.epsilon >= 0.f, op, ": epsilon must be >= 0");
     const Dims &x = onednn_dims(src);
     require(x.size() >= 2 && x.size() <= 5, op, ": src must have rank 2..5 (N, C, ...), got ",

@@ -102,7 +102,8 @@ public:
 // is built).
 template <typename V>
 void check_activation(const V &src) {
-    require(src.dtype == MKC_DTYPE_F32, "activation: src must be float32");
+    require(src.dtype == MKC_DTYPE_F32, "activation: src must be float32, got ",
+            dtype_name(src.dtype));
 }
 
 template <typename V>

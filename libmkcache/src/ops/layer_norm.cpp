@@ -38,7 +38,7 @@ struct LayerNormGeometry {
 template <typename V>
 LayerNormGeometry layer_norm_geometry(const char *op, const mkc_layer_norm_params &p,
                                       const V &src, const V *scale, const V *shift) {
-    require(src.dtype == MKC_DTYPE_F32, op, ": src must be float32");
+    require(src.dtype == MKC_DTYPE_F32, op, ": src must be float32, got ", dtype_name(src.dtype));
     require(p.epsilon >= 0.f, op, ": epsilon must be >= 0");
     LayerNormGeometry g;
     g.xc = caller_dims(src);

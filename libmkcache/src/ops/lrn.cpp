@@ -35,7 +35,7 @@ struct LrnEntry : PrimitiveEntry {
 
 template <typename V>
 const char *check_lrn(const mkc_lrn_params &p, const V &src, const char *op) {
-    require(src.dtype == MKC_DTYPE_F32, op, ": src must be float32");
+    require(src.dtype == MKC_DTYPE_F32, op, ": src must be float32, got ", dtype_name(src.dtype));
     require(src.dims.size() >= 3 && src.dims.size() <= 5, op,
             ": src must have rank 3..5 (N, C, ...), got ", src.dims.size());
     require(p.size >= 1 && p.size <= 1 << 20, op, ": size must be >= 1, got ", p.size);

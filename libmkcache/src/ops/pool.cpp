@@ -106,7 +106,7 @@ template <typename V>
 PoolGeometry pool_geometry(const mkc_pool_params &p, const V &src, mkc_layout target) {
     PoolGeometry g;
     const char *op = g.op = pool_name(p.kind);
-    require(src.dtype == MKC_DTYPE_F32, op, ": src must be float32");
+    require(src.dtype == MKC_DTYPE_F32, op, ": src must be float32, got ", dtype_name(src.dtype));
     g.x = onednn_dims(src);
     const Dims &x = g.x;
     const int rank = static_cast<int>(x.size());

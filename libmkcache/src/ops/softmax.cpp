@@ -37,7 +37,7 @@ const char *softmax_op(bool log) { return log ? "log_softmax" : "softmax"; }
 template <typename V>
 int check_softmax(const SoftmaxAttrs &given, const V &src) {
     const char *op = softmax_op(given.log);
-    require(src.dtype == MKC_DTYPE_F32, op, ": src must be float32");
+    require(src.dtype == MKC_DTYPE_F32, op, ": src must be float32, got ", dtype_name(src.dtype));
     const int n = static_cast<int>(onednn_dims(src).size());
     require(given.axis >= -n && given.axis < n, op, ": axis ", given.axis,
             " is out of range for rank ", n);

@@ -58,8 +58,11 @@ void where(const Dims &cond_dims, const uint8_t *cond, const Dims &x_dims, const
 
 // dst = src converted element by element from `from` to `to` (mkc_dtype
 // values): floats to integers truncated toward zero (saturated at the
-// integer's range; NaN to 0), to bool "not zero", bool to 0 or 1.
+// integer's range; NaN to 0), to bool "not zero", bool to 0 or 1, to
+// bfloat16 and float16 rounded to the nearest, ties to even.
 void cast(mkc_dtype from, const void *src, mkc_dtype to, void *dst, int64_t n);
+// dst[i] = v converted to `to` by cast's rules.
+void store(mkc_dtype to, double v, void *dst, int64_t i);
 
 // dst = a (op) b with numpy broadcasting: a's and b's dims right-aligned
 // against dst's, size-1 dims stretched. dst may be a when a has dst's dims.

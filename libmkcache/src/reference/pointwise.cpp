@@ -9,7 +9,9 @@
 #include <cstring>
 #include <limits>
 
+#include "common/half_floats.hpp"
 #include "reference/kernels.hpp"
+#include "tensor/tensor.hpp"
 
 namespace mkc::reference {
 
@@ -248,6 +250,10 @@ double load(mkc_dtype dtype, const void *src, int64_t i) {
     case MKC_DTYPE_F32: return static_cast<const float *>(src)[i];
     case MKC_DTYPE_S32: return static_cast<const int32_t *>(src)[i];
     case MKC_DTYPE_S64: return static_cast<double>(static_cast<const int64_t *>(src)[i]);
+    case MKC_DTYPE_S8: return static_cast<const int8_t *>(src)[i];
+    case MKC_DTYPE_U8: return static_cast<const uint8_t *>(src)[i];
+    case MKC_DTYPE_BF16: return float_from_bf16(static_cast<const uint16_t *>(src)[i]);
+    case MKC_DTYPE_F16: return float_from_f16(static_cast<const uint16_t *>(src)[i]);
     default: return static_cast<const uint8_t *>(src)[i] != 0 ? 1.0 : 0.0;
     }
 }
@@ -266,23 +272,37 @@ template <typename T> T truncated(double v) {
 
 } // namespace
 
+void store(mkc_dtype to, double v, void *dst, int64_t i) {
+    // To the 16-bit floats through float32: rounding twice (to float32's 24
+    // bits, then to 8 or 11) gives the correctly rounded result, as each
+    // format's precision is at most half of float32's less one bit.
+    switch (to) {
+    case MKC_DTYPE_F32: static_cast<float *>(dst)[i] = static_cast<float>(v); break;
+    case MKC_DTYPE_S32: static_cast<int32_t *>(dst)[i] = truncated<int32_t>(v); break;
+    case MKC_DTYPE_S64: static_cast<int64_t *>(dst)[i] = truncated<int64_t>(v); break;
+    case MKC_DTYPE_S8: static_cast<int8_t *>(dst)[i] = truncated<int8_t>(v); break;
+    case MKC_DTYPE_U8: static_cast<uint8_t *>(dst)[i] = truncated<uint8_t>(v); break;
+    case MKC_DTYPE_BF16:
+        static_cast<uint16_t *>(dst)[i] = bf16_from_float(static_cast<float>(v));
+        break;
+    case MKC_DTYPE_F16:
+        static_cast<uint16_t *>(dst)[i] = f16_from_float(static_cast<float>(v));
+        break;
+    default: static_cast<uint8_t *>(dst)[i] = v != 0.0 || std::isnan(v) ? 1 : 0; break;
+    }
+}
+
 void cast(mkc_dtype from, const void *src, mkc_dtype to, void *dst, int64_t n) {
+    if (from == to) { // every value kept exactly, int64 beyond 2^53 too
+        std::memcpy(dst, src, static_cast<size_t>(n) * dtype_size(from));
+        return;
+    }
     for (int64_t i = 0; i < n; ++i) {
-        // int64 to int64 (and int32 to int32) keeps every value exactly.
-        if (from == to && from == MKC_DTYPE_S64) {
-            static_cast<int64_t *>(dst)[i] = static_cast<const int64_t *>(src)[i];
+        if (from == MKC_DTYPE_S32 && to == MKC_DTYPE_S64) {
+            static_cast<int64_t *>(dst)[i] = static_cast<const int32_t *>(src)[i];
             continue;
         }
-        const double v = load(from, src, i);
-        switch (to) {
-        case MKC_DTYPE_F32: static_cast<float *>(dst)[i] = static_cast<float>(v); break;
-        case MKC_DTYPE_S32: static_cast<int32_t *>(dst)[i] = truncated<int32_t>(v); break;
-        case MKC_DTYPE_S64:
-            static_cast<int64_t *>(dst)[i] =
-                from == MKC_DTYPE_S32 ? static_cast<const int32_t *>(src)[i] : truncated<int64_t>(v);
-            break;
-        default: static_cast<uint8_t *>(dst)[i] = v != 0.0 || std::isnan(v) ? 1 : 0; break;
-        }
+        store(to, load(from, src, i), dst, i);
     }
 }
 

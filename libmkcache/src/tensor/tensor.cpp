@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <string>
 
 #include "common/error.hpp"
 #include "common/headroom.hpp"
@@ -15,14 +16,18 @@ dnnl::memory::data_type to_onednn(mkc_dtype dtype) {
     case MKC_DTYPE_F32: return dnnl::memory::data_type::f32;
     case MKC_DTYPE_S32: return dnnl::memory::data_type::s32;
     case MKC_DTYPE_BOOL: return dnnl::memory::data_type::u8;
+    case MKC_DTYPE_S8: return dnnl::memory::data_type::s8;
+    case MKC_DTYPE_U8: return dnnl::memory::data_type::u8;
+    case MKC_DTYPE_BF16: return dnnl::memory::data_type::bf16;
+    case MKC_DTYPE_F16: return dnnl::memory::data_type::f16;
     // oneDNN has no 64-bit integer type: s64 bytes are described as f64 of
     // the same size, for their size and strides only. reorder() refuses
     // them, so no oneDNN kernel ever reads them as doubles.
     case MKC_DTYPE_S64: return dnnl::memory::data_type::f64;
     default: break;
     }
-    fail(MKC_STATUS_UNSUPPORTED, "unsupported dtype ", static_cast<int>(dtype),
-         " (f32, s32, s64 or bool)");
+    fail(MKC_STATUS_UNSUPPORTED, "unsupported dtype ", static_cast<int>(dtype), " (",
+         dtype_names(), ")");
 }
 
 size_t dtype_size(mkc_dtype dtype) {
@@ -31,10 +36,14 @@ size_t dtype_size(mkc_dtype dtype) {
     case MKC_DTYPE_S32: return 4;
     case MKC_DTYPE_S64: return 8;
     case MKC_DTYPE_BOOL: return 1;
+    case MKC_DTYPE_S8: return 1;
+    case MKC_DTYPE_U8: return 1;
+    case MKC_DTYPE_BF16: return 2;
+    case MKC_DTYPE_F16: return 2;
     default: break;
     }
-    fail(MKC_STATUS_UNSUPPORTED, "unsupported dtype ", static_cast<int>(dtype),
-         " (f32, s32, s64 or bool)");
+    fail(MKC_STATUS_UNSUPPORTED, "unsupported dtype ", static_cast<int>(dtype), " (",
+         dtype_names(), ")");
 }
 
 const char *dtype_name(mkc_dtype dtype) {
@@ -43,9 +52,28 @@ const char *dtype_name(mkc_dtype dtype) {
     case MKC_DTYPE_S32: return "int32";
     case MKC_DTYPE_S64: return "int64";
     case MKC_DTYPE_BOOL: return "bool";
+    case MKC_DTYPE_S8: return "int8";
+    case MKC_DTYPE_U8: return "uint8";
+    case MKC_DTYPE_BF16: return "bfloat16";
+    case MKC_DTYPE_F16: return "float16";
     default: break;
     }
     return "an unknown dtype";
+}
+
+bool known_dtype(mkc_dtype dtype) {
+    for (mkc_dtype d : kDtypes)
+        if (d == dtype) return true;
+    return false;
+}
+
+const char *dtype_names() {
+    static const std::string names = [] {
+        std::string s;
+        for (mkc_dtype d : kDtypes) s += std::string(s.empty() ? "" : ", ") + dtype_name(d);
+        return s;
+    }();
+    return names.c_str();
 }
 
 void check_dims(const char *what, int ndims, const int64_t *dims, mkc_dtype dtype) {

@@ -89,11 +89,13 @@ dnnl::memory::data_type to_onednn(mkc_dtype dtype);
 size_t dtype_size(mkc_dtype dtype);
 // "float32", ... for messages and dumps.
 const char *dtype_name(mkc_dtype dtype);
+// Every mkc_dtype value, in enum order.
+constexpr mkc_dtype kDtypes[] = {MKC_DTYPE_F32, MKC_DTYPE_S32, MKC_DTYPE_S64, MKC_DTYPE_BOOL,
+                                 MKC_DTYPE_S8,  MKC_DTYPE_U8,  MKC_DTYPE_BF16, MKC_DTYPE_F16};
 // Whether `dtype` is one of mkc_dtype's values.
-inline bool known_dtype(mkc_dtype dtype) {
-    return dtype == MKC_DTYPE_F32 || dtype == MKC_DTYPE_S32 || dtype == MKC_DTYPE_S64 ||
-           dtype == MKC_DTYPE_BOOL;
-}
+bool known_dtype(mkc_dtype dtype);
+// "float32, int32, ..." for messages.
+const char *dtype_names();
 
 // Checks rank, dims >= 1 and that the element count * size fits in memory;
 // `what` names the argument in messages.
