@@ -314,6 +314,53 @@ def cast_params(dtype, name):
     return p
 
 
+_QUANTIZED = {np.dtype(np.uint8): "u8", np.dtype(np.int8): "s8"}
+
+
+def quantize_params(dtype, axis, name):
+    """The mkc_quantize_params of a quantize or dequantize call (dtype:
+    quantize's result, uint8 or int8; None for dequantize)."""
+    p = _capi.QuantizeParams()
+    _capi.lib.mkc_quantize_params_init(ctypes.byref(p))
+    if dtype is not None:
+        try:
+            np_dtype = np.dtype(dtype)
+        except TypeError:
+            np_dtype = None
+        if np_dtype not in _QUANTIZED:
+            raise InvalidArgumentError(f"quantize: dtype must be uint8 or int8, got {dtype!r}")
+        p.to = tensor.DTYPES[np_dtype]
+    p.axis = _checks.integer(axis, "axis")
+    p.name = _name_bytes(name)
+    return p
+
+
+def quantization_arrays(op: str, scale, zero_point, zero_dtype):
+    """scale as float32 [n] and zero_point [n] (or None): numbers and lists
+    as `zero_dtype`, integer arrays as they are; Tensors pass through. A
+    number the dtype cannot hold is refused here (numpy would wrap it)."""
+    if not isinstance(scale, tensor.Tensor):
+        scale = np.ascontiguousarray(np.asarray(scale, dtype=np.float32).reshape(-1))
+    if zero_point is None or isinstance(zero_point, tensor.Tensor):
+        return scale, zero_point
+    if isinstance(zero_point, np.ndarray) and zero_point.dtype.kind in "iu":
+        # An array keeps its dtype: the operator checks it against the data's.
+        return scale, np.ascontiguousarray(zero_point.reshape(-1))
+    given = np.asarray(zero_point)
+    if zero_dtype is None:  # dequantize: the zero point's own integer dtype
+        if given.dtype not in (np.uint8, np.int8, np.int32):
+            raise InvalidArgumentError(
+                f"{op}: zero_point must be a uint8, int8 or int32 array (src's dtype), got "
+                f"{given.dtype}")
+        return scale, np.ascontiguousarray(given.reshape(-1))
+    info = np.iinfo(zero_dtype)
+    if given.size and (not np.all(np.isfinite(given)) or np.any(given != np.round(given))
+                       or given.min() < info.min or given.max() > info.max):
+        raise InvalidArgumentError(f"{op}: zero_point must be integers in {info.min}..{info.max} "
+                                   f"({np.dtype(zero_dtype)}), got {zero_point!r}")
+    return scale, np.ascontiguousarray(given.astype(zero_dtype).reshape(-1))
+
+
 def expand_params(shape, name):
     """The mkc_expand_params of an expand call."""
     items = tuple(shape) if isinstance(shape, (tuple, list, np.ndarray)) else None

@@ -319,6 +319,34 @@ class Graph(_Closed):
         p.perm[:len(perm)] = perm
         return self._node("transpose", p, [self._value(x, "x")])
 
+    def quantize(self, x, scale, zero_point=None, dtype="uint8", axis=1, *,
+                 name=None) -> Value:
+        """mkcache.quantize in a graph: scale and zero_point numbers, arrays
+        (made constants) or Values."""
+        if isinstance(zero_point, np.ndarray) and zero_point.dtype in (np.uint8, np.int8):
+            dtype = zero_point.dtype
+        p = _operators.quantize_params(dtype, axis, name)
+        return self._quantization("quantize", p, x, scale, zero_point,
+                                  _tensor.NUMPY_DTYPES[p.to])
+
+    def dequantize(self, x, scale, zero_point=None, axis=1, *, name=None) -> Value:
+        """mkcache.dequantize in a graph: scale a number, an array or a
+        Value; zero_point an array of x's dtype or a Value."""
+        if zero_point is not None and not isinstance(zero_point, (np.ndarray, Tensor, Value)):
+            raise InvalidArgumentError(
+                "dequantize: in a graph, give zero_point as a numpy array of x's dtype "
+                "(uint8, int8 or int32) or a Value")
+        return self._quantization("dequantize", _operators.quantize_params(None, axis, name), x,
+                                  scale, zero_point, None)
+
+    def _quantization(self, op, params, x, scale, zero_point, zero_dtype) -> Value:
+        if not isinstance(scale, Value):
+            scale, _ = _operators.quantization_arrays(op, scale, None, None)
+        if zero_point is not None and not isinstance(zero_point, Value):
+            _, zero_point = _operators.quantization_arrays(op, 1.0, zero_point, zero_dtype)
+        values = [x, scale] + ([] if zero_point is None else [zero_point])
+        return self._table_node(_capi.OPS[op], params, values)
+
     def reshape(self, x, shape) -> Value:
         """x's values in row-major order with a new shape: one dim may be -1
         (inferred), a 0 keeps x's dim at that place."""

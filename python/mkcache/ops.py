@@ -535,6 +535,34 @@ def _op_run(op: int, params, inputs, out) -> Tensor:
 _operators.define_functions(globals(), written=("relu",))
 
 
+def quantize(x, scale, zero_point=None, dtype="uint8", axis=1, *, name=None,
+             out=None) -> Tensor:
+    """float32 x to 8-bit integers as ONNX's QuantizeLinear:
+    saturate(round(x / scale) + zero_point), rounding ties to even (NaN to
+    the zero point). scale (> 0) and zero_point: one number for the whole
+    tensor, or one per index of `axis` (of x's shape as reported); dtype
+    uint8 or int8 (a zero point array of that dtype decides it)."""
+    if isinstance(zero_point, np.ndarray) and zero_point.dtype in (np.uint8, np.int8):
+        dtype = zero_point.dtype
+    params = _operators.quantize_params(dtype, axis, name)
+    scale, zero_point = _operators.quantization_arrays(
+        "quantize", scale, zero_point, tensor_module.NUMPY_DTYPES[params.to])
+    return _op_run(_capi.OPS["quantize"], params, (x, scale, zero_point), out)
+
+
+def dequantize(x, scale, zero_point=None, axis=1, *, name=None, out=None) -> Tensor:
+    """uint8, int8 or int32 x to float32 as ONNX's DequantizeLinear:
+    (x - zero_point) * scale, per tensor or per index of `axis` as quantize;
+    a zero point array has x's dtype (numbers are taken as x's dtype)."""
+    zero_dtype = getattr(x, "dtype", None)
+    if zero_dtype not in (np.uint8, np.int8, np.int32):
+        zero_dtype = None  # the operator refuses x, naming its dtype
+    scale, zero_point = _operators.quantization_arrays("dequantize", scale, zero_point,
+                                                       zero_dtype)
+    return _op_run(_capi.OPS["dequantize"], _operators.quantize_params(None, axis, name),
+                   (x, scale, zero_point), out)
+
+
 def _linear_params(activation, name, training=False):
     """Prepared once per distinct arguments (_prepared); not to be modified."""
     return _prepared(_build_linear_params, activation, name, training)

@@ -537,6 +537,34 @@ static void test_low_precision_dtypes(void) {
     int32_t id = -1;
     OK(mkc_enum_value("mkc_dtype", "bf16", &id));
     CHECK(id == MKC_DTYPE_BF16);
+    /* quantize and dequantize: per-tensor scale 0.5, zero point 10 (U8). */
+    float scale = 0.5f;
+    uint8_t zero = 10, q[6];
+    const int64_t d1[1] = {1};
+    mkc_tensor *ts_scale = NULL, *tzero = NULL, *tq = NULL, *tdq = NULL;
+    OK(mkc_tensor_wrap(MKC_DTYPE_F32, 1, d1, MKC_LAYOUT_NCHW, &scale, &ts_scale));
+    OK(mkc_tensor_wrap(MKC_DTYPE_U8, 1, d1, MKC_LAYOUT_NCHW, &zero, &tzero));
+    mkc_quantize_params qp;
+    OK(mkc_quantize_params_init(&qp));
+    CHECK(qp.axis == 1 && qp.to == MKC_DTYPE_U8);
+    const mkc_tensor *qin[3] = {tx, ts_scale, tzero};
+    OK(mkc_op_run(MKC_OP_QUANTIZE, &qp, 3, qin, &tq));
+    OK(mkc_tensor_export(tq, MKC_LAYOUT_NCHW, q, sizeof q));
+    /* 1/0.5 = 2, -2.5/0.5 = -5, 1.00390625/0.5 rounds to 2, 300/0.5 saturates */
+    CHECK(q[0] == 12 && q[1] == 5 && q[2] == 12 && q[3] == 255 && q[4] == 0);
+    const mkc_tensor *dqin[3] = {tq, ts_scale, tzero};
+    OK(mkc_op_run(MKC_OP_DEQUANTIZE, &qp, 3, dqin, &tdq));
+    OK(mkc_tensor_export(tdq, MKC_LAYOUT_NCHW, f, sizeof f));
+    CHECK(f[0] == 1.0f && f[1] == -2.5f && f[3] == 122.5f && f[4] == -5.0f);
+    scale = -1.0f; /* a scale that is not > 0 is refused, naming it */
+    mkc_tensor *bad = NULL;
+    CHECK(mkc_op_run(MKC_OP_QUANTIZE, &qp, 3, qin, &bad) == MKC_STATUS_INVALID_ARGUMENT &&
+          bad == NULL);
+    CHECK(strstr(mkc_last_error(), "scale[0] is -1") != NULL);
+    OK(mkc_tensor_destroy(tdq));
+    OK(mkc_tensor_destroy(tq));
+    OK(mkc_tensor_destroy(tzero));
+    OK(mkc_tensor_destroy(ts_scale));
     OK(mkc_tensor_destroy(t4));
     OK(mkc_tensor_destroy(back));
     OK(mkc_tensor_destroy(tu));
@@ -1138,7 +1166,8 @@ static void test_struct_sizes(void) {
                    {MKC_STRUCT_COMPARE_PARAMS, sizeof(mkc_compare_params)},
                    {MKC_STRUCT_PAD_PARAMS, sizeof(mkc_pad_params)},
                    {MKC_STRUCT_RESIZE_PARAMS, sizeof(mkc_resize_params)},
-                   {MKC_STRUCT_LOGICAL_PARAMS, sizeof(mkc_logical_params)}};
+                   {MKC_STRUCT_LOGICAL_PARAMS, sizeof(mkc_logical_params)},
+                   {MKC_STRUCT_QUANTIZE_PARAMS, sizeof(mkc_quantize_params)}};
     size_t size = 0;
     for (size_t i = 0; i < sizeof structs / sizeof structs[0]; ++i) {
         size = 0;

@@ -180,6 +180,7 @@ typedef enum mkc_struct_id {
     MKC_STRUCT_PAD_PARAMS = 24,
     MKC_STRUCT_RESIZE_PARAMS = 25,
     MKC_STRUCT_LOGICAL_PARAMS = 26,
+    MKC_STRUCT_QUANTIZE_PARAMS = 40,
     MKC_STRUCT_MAX_ENUM = 0x7fffffff
 } mkc_struct_id;
 
@@ -987,6 +988,8 @@ typedef enum mkc_op {
     MKC_OP_PAD = 24,             /* mkc_pad_params: src                      */
     MKC_OP_RESIZE = 25,          /* mkc_resize_params: src                   */
     MKC_OP_LOGICAL = 26,         /* mkc_logical_params: a [, b]              */
+    MKC_OP_QUANTIZE = 40,        /* mkc_quantize_params: src, scale [, zero_point] */
+    MKC_OP_DEQUANTIZE = 41,      /* mkc_quantize_params: src, scale [, zero_point] */
     MKC_OP_MAX_ENUM = 0x7fffffff
 } mkc_op;
 
@@ -1217,6 +1220,26 @@ typedef struct mkc_logical_params {
     const char *name;      /* cache name; may be NULL */
 } mkc_logical_params;
 MKC_API mkc_status mkc_logical_params_init(mkc_logical_params *params);
+
+/* 8-bit quantization as ONNX's QuantizeLinear and DequantizeLinear:
+ *   quantize    q = saturate(round(x / scale) + zero_point)
+ *   dequantize  x = (q - zero_point) * scale
+ * computed in float32 (the division and the product rounded once), the
+ * rounding to the nearest, ties to even; NaN quantizes to the zero point.
+ * `scale` (F32) and `zero_point` (quantize: U8 or S8; dequantize: src's
+ * dtype) hold one element for the whole tensor, or one per index of
+ * `axis` (negative: from the end; of src's dims as the caller orders
+ * them); every scale must be finite and > 0. quantize's src is F32 and its
+ * result `to` (U8 or S8), which must be the zero point's dtype when one is
+ * given; dequantize's src is U8, S8 or S32 and its result F32. Any rank and
+ * layout; the result is channels-first. */
+typedef struct mkc_quantize_params {
+    size_t struct_size; /* sizeof; set by mkc_quantize_params_init */
+    int axis;           /* default 1 (used where scale has more than one element) */
+    mkc_dtype to;       /* quantize only: default U8 */
+    const char *name;   /* cache name; may be NULL */
+} mkc_quantize_params;
+MKC_API mkc_status mkc_quantize_params_init(mkc_quantize_params *params);
 
 /* MKC_OP_WHERE: condition (BOOL) ? x : y (float32), element by element,
  * the three broadcast as numpy does (in their caller orders); the result

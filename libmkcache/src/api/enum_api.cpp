@@ -62,6 +62,7 @@ constexpr Named kStructId[] = {
     {"pad_params", MKC_STRUCT_PAD_PARAMS},
     {"resize_params", MKC_STRUCT_RESIZE_PARAMS},
     {"logical_params", MKC_STRUCT_LOGICAL_PARAMS},
+    {"quantize_params", MKC_STRUCT_QUANTIZE_PARAMS},
 };
 
 constexpr Named kDtype[] = {

@@ -140,6 +140,7 @@ MKC_PARAMS_INIT(mkc_resize_params, params->mode = MKC_RESIZE_NEAREST;
                 params->coordinates = MKC_COORDINATES_HALF_PIXEL;
                 params->nearest = MKC_NEAREST_ROUND_PREFER_FLOOR)
 MKC_PARAMS_INIT(mkc_logical_params, params->kind = MKC_LOGICAL_AND)
+MKC_PARAMS_INIT(mkc_quantize_params, params->axis = 1; params->to = MKC_DTYPE_U8)
 MKC_PARAMS_INIT(mkc_program_options, params->fuse = params->inplace = params->reuse = 1)
 #undef MKC_PARAMS_INIT
 

@@ -727,6 +727,83 @@ void ref_reduce(const ReferenceCall &c) {
     reference::reduce(p.kind, src, a.axes ? a.axes : every, in_f(c, 0), out_f(c));
 }
 
+// quantize / dequantize: one scale (and zero point) for the tensor, or
+// one per index of the axis.
+struct QuantizeGeometry {
+    int64_t channels = 1, inner = 1;
+};
+QuantizeGeometry quantize_geometry(const Node &node, const NodeInputs &in, const char *op) {
+    const auto &p = std::get<mkc_quantize_params>(node.params);
+    const Dims src = caller_dims(*in[0]);
+    const int64_t scales = element_count(*in[1]);
+    if (in.size() > 2 && in[2])
+        require(element_count(*in[2]) == scales, op, ": zero_point has ", element_count(*in[2]),
+                " elements, scale ", scales, " (one zero point per scale)");
+    QuantizeGeometry g;
+    if (scales == 1)
+        return g;
+    const int rank = static_cast<int>(src.size());
+    const int axis = axis_of(p.axis, src.size());
+    require(axis >= 0 && axis < rank, op, ": axis ", p.axis, " is out of range for src of rank ",
+            rank);
+    g.channels = src[static_cast<size_t>(axis)];
+    for (int i = axis + 1; i < rank; ++i)
+        g.inner *= src[static_cast<size_t>(i)];
+    require(in[1]->dims.size() == 1 && scales == g.channels, op, ": scale has ", scales,
+            " elements; one, or one per index of axis ", axis, " (", g.channels, ")");
+    return g;
+}
+template <bool Quantize> std::vector<ValueDesc> infer_quantize(const Node &node, const NodeInputs &in) {
+    const char *op = Quantize ? "quantize" : "dequantize";
+    const bool has_zero = in.size() > 2 && in[2];
+    mkc_dtype out = MKC_DTYPE_F32;
+    if (Quantize) {
+        out = std::get<mkc_quantize_params>(node.params).to;
+        require(out == MKC_DTYPE_U8 || out == MKC_DTYPE_S8, "quantize: to must be U8 or S8, got ",
+                dtype_name(out));
+        if (has_zero)
+            require(in[2]->dtype == out, "quantize: zero_point is ", dtype_name(in[2]->dtype),
+                    ", the result ", dtype_name(out), " (to)");
+    } else if (has_zero) {
+        require(in[2]->dtype == in[0]->dtype, "dequantize: zero_point is ",
+                dtype_name(in[2]->dtype), ", src ", dtype_name(in[0]->dtype));
+    }
+    quantize_geometry(node, in, op);
+    return {ops::plain_value(out, MKC_LAYOUT_CHANNELS_FIRST, caller_dims(*in[0]))};
+}
+void check_scales(const ReferenceCall &c, const char *op) {
+    const float *scale = in_f(c, 1);
+    for (int64_t i = 0, n = count(c.in[1]); i < n; ++i)
+        if (!(std::isfinite(scale[i]) && scale[i] > 0.0f))
+            fail(MKC_STATUS_INVALID_ARGUMENT, op, ": scale[", i, "] is ", scale[i],
+                 "; every scale must be finite and > 0");
+}
+QuantizeGeometry quantize_geometry(const ReferenceCall &c, const char *op) {
+    std::vector<ops::ValueDesc> held;
+    NodeInputs in;
+    for (size_t i = 0; i < c.in.size(); ++i)
+        held.push_back(c.in[i].empty() ? ops::ValueDesc{}
+                                       : ops::plain_value(c.dtypes[i], MKC_LAYOUT_CHANNELS_FIRST,
+                                                          c.in[i]));
+    for (size_t i = 0; i < c.in.size(); ++i)
+        in.push_back(c.in[i].empty() ? nullptr : &held[i]);
+    return quantize_geometry(c.node, in, op);
+}
+void ref_quantize(const ReferenceCall &c) {
+    check_scales(c, "quantize");
+    const QuantizeGeometry g = quantize_geometry(c, "quantize");
+    reference::quantize(in_f(c, 0), in_f(c, 1), c.in.size() > 2 ? c.buffers.in[2] : nullptr,
+                        g.channels, g.inner, count(c.out),
+                        std::get<mkc_quantize_params>(c.node.params).to, c.buffers.out[0]);
+}
+void ref_dequantize(const ReferenceCall &c) {
+    check_scales(c, "dequantize");
+    const QuantizeGeometry g = quantize_geometry(c, "dequantize");
+    reference::dequantize(c.dtypes[0], c.buffers.in[0], in_f(c, 1),
+                          c.in.size() > 2 ? c.buffers.in[2] : nullptr, g.channels, g.inner,
+                          count(c.out), out_f(c));
+}
+
 // pad: ONNX's Pad along some axes (mkcache.h, mkc_pad_params): per axis of
 // src, what is added before and after (negative: removed); the result
 // channels-first.
@@ -976,7 +1053,7 @@ constexpr char kPool[] = "pool", kLinear[] = "linear", kMatmul[] = "matmul",
                kErf[] = "erf", kReduce[] = "reduce", kGather[] = "gather", kCast[] = "cast",
                kWhere[] = "where", kSlice[] = "slice", kExpand[] = "expand",
                kCompare[] = "compare", kPad[] = "pad", kResize[] = "resize",
-               kLogical[] = "logical";
+               kLogical[] = "logical", kQuantize[] = "quantize", kDequantize[] = "dequantize";
 
 // A row written as a sequence of named parts, so the table below reads as
 // one: what an operator is (its name, ports, shaping), what it may do, and
@@ -1210,6 +1287,20 @@ std::vector<OpRow> build_rows() {
             .ports("a,b", 1, 2, 1).port_dtypes(0, dtype_bit(MKC_DTYPE_BOOL))
             .params(read_as_is<mkc_logical_params, kLogical>).infer(infer_logical)
             .reference(ref_logical),
+        Row(NodeOp(MKC_OP_QUANTIZE), kQuantize)
+            .ports("src,scale,zero_point", 2, 3, 2)
+            .port_dtypes(2, dtype_bit(MKC_DTYPE_U8) | dtype_bit(MKC_DTYPE_S8))
+            .params(read_as_is<mkc_quantize_params, kQuantize>).infer(infer_quantize<true>)
+            .reference(ref_quantize),
+        Row(NodeOp(MKC_OP_DEQUANTIZE), kDequantize)
+            .ports("src,scale,zero_point", 2, 3, 2)
+            .port_dtypes(0, dtype_bit(MKC_DTYPE_U8) | dtype_bit(MKC_DTYPE_S8) |
+                                dtype_bit(MKC_DTYPE_S32))
+            .port_dtypes(1, dtype_bit(MKC_DTYPE_F32))
+            .port_dtypes(2, dtype_bit(MKC_DTYPE_U8) | dtype_bit(MKC_DTYPE_S8) |
+                                dtype_bit(MKC_DTYPE_S32))
+            .params(read_as_is<mkc_quantize_params, kDequantize>).infer(infer_quantize<false>)
+            .reference(ref_dequantize),
         Row(NodeOp(MKC_OP_REDUCE), kReduce)
             .ports("src", 1, 1, 1)
             .params(read_as_is<mkc_reduce_params, kReduce>).onednn<Reduce>(ops::ReduceOp::run)

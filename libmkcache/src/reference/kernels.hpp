@@ -64,6 +64,17 @@ void cast(mkc_dtype from, const void *src, mkc_dtype to, void *dst, int64_t n);
 // dst[i] = v converted to `to` by cast's rules.
 void store(mkc_dtype to, double v, void *dst, int64_t i);
 
+// 8-bit quantization of `n` elements (ONNX's QuantizeLinear): dst (`to`,
+// U8 or S8) = saturate(round_half_even(src / scale[c]) + zero_point[c]),
+// c the element's index along the axis: `channels` scales (1: one for
+// all), `inner` elements past the axis; zero_point of `to`'s type or null.
+void quantize(const float *src, const float *scale, const void *zero_point, int64_t channels,
+              int64_t inner, int64_t n, mkc_dtype to, void *dst);
+// Its inverse (DequantizeLinear): dst = (src - zero_point[c]) * scale[c],
+// src and zero_point of `from` (U8, S8 or S32).
+void dequantize(mkc_dtype from, const void *src, const float *scale, const void *zero_point,
+                int64_t channels, int64_t inner, int64_t n, float *dst);
+
 // dst = a (op) b with numpy broadcasting: a's and b's dims right-aligned
 // against dst's, size-1 dims stretched. dst may be a when a has dst's dims.
 void binary(mkc_binary_kind kind, const Dims &a_dims, const float *a, const Dims &b_dims,
