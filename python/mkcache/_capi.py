@@ -164,6 +164,15 @@ class QuantizeParams(_Sized):
     _fields_ = [("axis", c_int), ("to", c_int), ("name", c_char_p)]
 
 
+class QuantizedConvParams(_Sized):
+    _fields_ = [("conv", ConvParams), ("dst_dtype", c_int), ("name", c_char_p)]
+
+
+class QuantizedLinearParams(_Sized):
+    _fields_ = [("activation", c_int), ("activation_alpha", c_float),
+                ("activation_beta", c_float), ("dst_dtype", c_int), ("name", c_char_p)]
+
+
 class PadParams(_Sized):
     _fields_ = [("mode", c_int), ("value", c_double), ("naxes", c_int),
                 ("axes", c_int * MAX_NDIMS), ("begin", c_int64 * MAX_NDIMS),
@@ -220,7 +229,9 @@ _MIRRORS = {"conv_params": ConvParams, "pool_params": PoolParams, "linear_params
             "cast_params": CastParams, "slice_params": SliceParams,
             "expand_params": ExpandParams, "compare_params": CompareParams,
             "pad_params": PadParams, "resize_params": ResizeParams,
-            "logical_params": LogicalParams, "quantize_params": QuantizeParams}
+            "logical_params": LogicalParams, "quantize_params": QuantizeParams,
+            "quantized_conv_params": QuantizedConvParams,
+            "quantized_linear_params": QuantizedLinearParams}
 
 
 lib.mkc_status_string.argtypes = [status_t]
@@ -362,6 +373,8 @@ _SIGNATURES = {
     "mkc_resize_params_init": [POINTER(ResizeParams)],
     "mkc_logical_params_init": [POINTER(LogicalParams)],
     "mkc_quantize_params_init": [POINTER(QuantizeParams)],
+    "mkc_quantized_conv_params_init": [POINTER(QuantizedConvParams)],
+    "mkc_quantized_linear_params_init": [POINTER(QuantizedLinearParams)],
     "mkc_op_run": [c_int, c_void_p, c_int, POINTER(tensor_p), POINTER(tensor_p)],
     "mkc_program_output_dtype": [c_void_p, POINTER(c_int64), c_int, POINTER(c_int)],
     "mkc_graph_output": [c_void_p, c_int, c_char_p],

@@ -235,6 +235,41 @@ class Graph(_Closed):
         return self._conv("conv2d_transpose", 2, x, weight, bias, stride, padding, dilation,
                           groups, data_format, activation, name, output_padding)
 
+    def quantized_conv2d(self, x, weight, bias=None, *, src_scale, weight_scale,
+                         src_zero_point=None, dst_scale=None, dst_zero_point=None,
+                         dst_dtype="float32", stride=1, padding=0, dilation=1, groups=1,
+                         data_format="NCHW", activation=None, name=None) -> Value:
+        """As mkcache.quantized_conv2d (padding as numbers); scales and zero
+        points numbers, arrays (made constants) or Values."""
+        if isinstance(padding, str):
+            raise InvalidArgumentError("quantized_conv2d in a Graph: give the padding as numbers")
+        ports, to = ops._quantized_ports("quantized_conv2d", x, weight, bias, src_scale,
+                                         weight_scale, src_zero_point, dst_scale,
+                                         dst_zero_point, dst_dtype)
+        p = ops._quantized_conv_params(None, None, stride, padding, dilation, groups,
+                                       data_format, activation, to, name)
+        return self._quantized_node("quantized_conv2d", p, ports, p.conv.data_format)
+
+    def quantized_linear(self, x, weight, bias=None, *, src_scale, weight_scale,
+                         src_zero_point=None, dst_scale=None, dst_zero_point=None,
+                         dst_dtype="float32", activation=None, name=None) -> Value:
+        """As mkcache.quantized_linear; scales and zero points as for
+        quantized_conv2d."""
+        ports, to = ops._quantized_ports("quantized_linear", x, weight, bias, src_scale,
+                                         weight_scale, src_zero_point, dst_scale,
+                                         dst_zero_point, dst_dtype)
+        return self._quantized_node("quantized_linear",
+                                    ops._quantized_linear_params(activation, to, name), ports,
+                                    None)
+
+    _QUANTIZED_PORTS = ("x", "weight", "src_scale", "weight_scale", "bias", "src_zero_point",
+                        "dst_scale", "dst_zero_point")
+
+    def _quantized_node(self, op, params, ports, fmt) -> Value:
+        values = [self._value(v, what, fmt if i == 0 else None)
+                  for i, (v, what) in enumerate(zip(ports, self._QUANTIZED_PORTS))]
+        return self._node(op, params, self._inputs(*values))
+
     def activation(self, x, kind: str, alpha=None, beta=None, *, name=None) -> Value:
         try:
             k, a, b = _operators.ACTIVATIONS[kind]

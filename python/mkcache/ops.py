@@ -550,6 +550,92 @@ def quantize(x, scale, zero_point=None, dtype="uint8", axis=1, *, name=None,
     return _op_run(_capi.OPS["quantize"], params, (x, scale, zero_point), out)
 
 
+_QUANTIZED_RESULTS = {"float32": "f32", "uint8": "u8", "int8": "s8"}
+
+
+def _quantized_ports(op, x, weight, bias, src_scale, weight_scale, src_zero_point, dst_scale,
+                     dst_zero_point, dst_dtype):
+    """The eight ports of quantized_conv2d / quantized_linear, numbers made
+    arrays (scales float32, zero points int32), and the result's mkc_dtype."""
+    try:
+        to = _capi.enum_value("mkc_dtype", _QUANTIZED_RESULTS[str(np.dtype(dst_dtype))])
+    except (KeyError, TypeError):
+        raise InvalidArgumentError(
+            f"{op}: dst_dtype must be float32, uint8 or int8, got {dst_dtype!r}") from None
+
+    def vector(v, dtype, what):
+        if v is None or isinstance(v, Tensor):
+            return v
+        arr = np.asarray(v)
+        if dtype == np.int32 and arr.size and (np.any(arr != np.round(arr)) or
+                                               np.abs(arr).max() > 2 ** 31 - 1):
+            raise InvalidArgumentError(f"{op}: {what} must be integers, got {v!r}")
+        return np.ascontiguousarray(arr.astype(dtype).reshape(-1))
+
+    if src_scale is None or weight_scale is None:
+        raise InvalidArgumentError(f"{op}: src_scale and weight_scale are required")
+    return (x, weight, vector(src_scale, np.float32, "src_scale"),
+            vector(weight_scale, np.float32, "weight_scale"), bias,
+            vector(src_zero_point, np.int32, "src_zero_point"),
+            vector(dst_scale, np.float32, "dst_scale"),
+            vector(dst_zero_point, np.int32, "dst_zero_point")), to
+
+
+def quantized_conv2d(x, weight, bias=None, *, src_scale, weight_scale, src_zero_point=None,
+                     dst_scale=None, dst_zero_point=None, dst_dtype="float32", stride=1,
+                     padding=0, dilation=1, groups=1, data_format="NCHW", activation=None,
+                     name=None, out=None) -> Tensor:
+    """2-D convolution of 8-bit data: x uint8 or int8 (its real values
+    src_scale * (x - src_zero_point)), weight int8 [O, C/groups, KH, KW]
+    (real: weight_scale * weight, weight_scale one number or one per output
+    channel), bias float32 in real units. The result is float32, or with
+    dst_dtype uint8/int8 requantized: round(y / dst_scale) + dst_zero_point,
+    saturated. Sums are exact; oneDNN's int8 kernels run it (groups 1),
+    the reference kernel otherwise. Other arguments as conv2d."""
+    ports, to = _quantized_ports("quantized_conv2d", x, weight, bias, src_scale, weight_scale,
+                                 src_zero_point, dst_scale, dst_zero_point, dst_dtype)
+    p = _quantized_conv_params(x, weight, stride, padding, dilation, groups, data_format,
+                               activation, to, name)
+    # x is read in data_format's order, the weights always as OIHW.
+    ports = ((Tensor(x, data_format) if isinstance(x, np.ndarray) else x),
+             (Tensor(weight, "NCHW") if isinstance(weight, np.ndarray) else weight)) + ports[2:]
+    return _op_run(_capi.OPS["quantized_conv2d"], p, ports, out)
+
+
+def _quantized_conv_params(x, weight, stride, padding, dilation, groups, data_format,
+                           activation, to, name):
+    conv = _build_conv_params("conv", 2, x, weight, stride, padding, dilation, groups,
+                              data_format, activation, None)
+    p = _capi.QuantizedConvParams()
+    _lib.mkc_quantized_conv_params_init(ctypes.byref(p))
+    ctypes.memmove(ctypes.byref(p.conv), ctypes.byref(conv), ctypes.sizeof(conv))
+    p.conv.name = None
+    p.dst_dtype = to
+    p.name = _name(name)
+    return p
+
+
+def _quantized_linear_params(activation, to, name):
+    p = _capi.QuantizedLinearParams()
+    _lib.mkc_quantized_linear_params_init(ctypes.byref(p))
+    p.activation, p.activation_alpha, p.activation_beta = _fused_activation(activation)
+    p.dst_dtype = to
+    p.name = _name(name)
+    return p
+
+
+def quantized_linear(x, weight, bias=None, *, src_scale, weight_scale, src_zero_point=None,
+                     dst_scale=None, dst_zero_point=None, dst_dtype="float32", activation=None,
+                     name=None, out=None) -> Tensor:
+    """A fully connected layer of 8-bit data: x [..., K] uint8 or int8,
+    weight int8 [N, K], bias float32 [N]: [..., N], scaled and requantized
+    as quantized_conv2d (weight_scale one number or one per N)."""
+    ports, to = _quantized_ports("quantized_linear", x, weight, bias, src_scale, weight_scale,
+                                 src_zero_point, dst_scale, dst_zero_point, dst_dtype)
+    p = _quantized_linear_params(activation, to, name)
+    return _op_run(_capi.OPS["quantized_linear"], p, ports, out)
+
+
 def dequantize(x, scale, zero_point=None, axis=1, *, name=None, out=None) -> Tensor:
     """uint8, int8 or int32 x to float32 as ONNX's DequantizeLinear:
     (x - zero_point) * scale, per tensor or per index of `axis` as quantize;

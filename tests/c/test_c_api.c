@@ -561,6 +561,42 @@ static void test_low_precision_dtypes(void) {
     CHECK(mkc_op_run(MKC_OP_QUANTIZE, &qp, 3, qin, &bad) == MKC_STATUS_INVALID_ARGUMENT &&
           bad == NULL);
     CHECK(strstr(mkc_last_error(), "scale[0] is -1") != NULL);
+    /* quantized_linear: u8 [2, 3] (zero point 10) x s8 [2, 3] weights, per-row
+     * weight scales, a float32 result: exact integer sums, then scaled. */
+    uint8_t qx[6] = {10, 11, 12, 20, 0, 255};
+    int8_t qw[6] = {1, 2, 3, -4, 5, -6};
+    float src_scale = 0.5f, wscale[2] = {0.25f, 2.0f}, lin[4];
+    int32_t src_zero = 10;
+    const int64_t d23[2] = {2, 3}, d2[1] = {2};
+    mkc_tensor *tqx = NULL, *tqw = NULL, *tss = NULL, *tws = NULL, *tsz = NULL, *tlin = NULL;
+    OK(mkc_tensor_wrap(MKC_DTYPE_U8, 2, d23, MKC_LAYOUT_NCHW, qx, &tqx));
+    OK(mkc_tensor_wrap(MKC_DTYPE_S8, 2, d23, MKC_LAYOUT_NCHW, qw, &tqw));
+    OK(mkc_tensor_wrap(MKC_DTYPE_F32, 1, d1, MKC_LAYOUT_NCHW, &src_scale, &tss));
+    OK(mkc_tensor_wrap(MKC_DTYPE_F32, 1, d2, MKC_LAYOUT_NCHW, wscale, &tws));
+    OK(mkc_tensor_wrap(MKC_DTYPE_S32, 1, d1, MKC_LAYOUT_NCHW, &src_zero, &tsz));
+    mkc_quantized_linear_params lp;
+    OK(mkc_quantized_linear_params_init(&lp));
+    CHECK(lp.dst_dtype == MKC_DTYPE_F32 && lp.activation == MKC_ACTIVATION_NONE);
+    const mkc_tensor *lin_in[6] = {tqx, tqw, tss, tws, NULL, tsz};
+    OK(mkc_op_run(MKC_OP_QUANTIZED_LINEAR, &lp, 6, lin_in, &tlin));
+    OK(mkc_tensor_export(tlin, MKC_LAYOUT_NCHW, lin, sizeof lin));
+    /* rows (0, 1, 2) and (10, -10, 245) */
+    CHECK(lin[0] == 0.5f * 0.25f * 8 && lin[1] == 0.5f * 2.0f * -7);
+    CHECK(lin[2] == 0.5f * 0.25f * (10 - 20 + 735) && lin[3] == 0.5f * 2.0f * (-40 - 50 - 1470));
+    mkc_quantized_conv_params cq;
+    OK(mkc_quantized_conv_params_init(&cq));
+    CHECK(cq.conv.struct_size == sizeof(mkc_conv_params) && cq.conv.groups == 1 &&
+          cq.dst_dtype == MKC_DTYPE_F32);
+    const mkc_tensor *bad_in[6] = {tss, tqw, tss, tws, NULL, tsz}; /* float32 src */
+    CHECK(mkc_op_run(MKC_OP_QUANTIZED_LINEAR, &lp, 6, bad_in, &bad) ==
+          MKC_STATUS_INVALID_ARGUMENT);
+    CHECK(strstr(mkc_last_error(), "src must be uint8 or int8, got float32") != NULL);
+    OK(mkc_tensor_destroy(tlin));
+    OK(mkc_tensor_destroy(tsz));
+    OK(mkc_tensor_destroy(tws));
+    OK(mkc_tensor_destroy(tss));
+    OK(mkc_tensor_destroy(tqw));
+    OK(mkc_tensor_destroy(tqx));
     OK(mkc_tensor_destroy(tdq));
     OK(mkc_tensor_destroy(tq));
     OK(mkc_tensor_destroy(tzero));
@@ -1167,7 +1203,9 @@ static void test_struct_sizes(void) {
                    {MKC_STRUCT_PAD_PARAMS, sizeof(mkc_pad_params)},
                    {MKC_STRUCT_RESIZE_PARAMS, sizeof(mkc_resize_params)},
                    {MKC_STRUCT_LOGICAL_PARAMS, sizeof(mkc_logical_params)},
-                   {MKC_STRUCT_QUANTIZE_PARAMS, sizeof(mkc_quantize_params)}};
+                   {MKC_STRUCT_QUANTIZE_PARAMS, sizeof(mkc_quantize_params)},
+                   {MKC_STRUCT_QUANTIZED_CONV_PARAMS, sizeof(mkc_quantized_conv_params)},
+                   {MKC_STRUCT_QUANTIZED_LINEAR_PARAMS, sizeof(mkc_quantized_linear_params)}};
     size_t size = 0;
     for (size_t i = 0; i < sizeof structs / sizeof structs[0]; ++i) {
         size = 0;

@@ -181,6 +181,8 @@ typedef enum mkc_struct_id {
     MKC_STRUCT_RESIZE_PARAMS = 25,
     MKC_STRUCT_LOGICAL_PARAMS = 26,
     MKC_STRUCT_QUANTIZE_PARAMS = 40,
+    MKC_STRUCT_QUANTIZED_CONV_PARAMS = 41,
+    MKC_STRUCT_QUANTIZED_LINEAR_PARAMS = 42,
     MKC_STRUCT_MAX_ENUM = 0x7fffffff
 } mkc_struct_id;
 
@@ -990,6 +992,8 @@ typedef enum mkc_op {
     MKC_OP_LOGICAL = 26,         /* mkc_logical_params: a [, b]              */
     MKC_OP_QUANTIZE = 40,        /* mkc_quantize_params: src, scale [, zero_point] */
     MKC_OP_DEQUANTIZE = 41,      /* mkc_quantize_params: src, scale [, zero_point] */
+    MKC_OP_QUANTIZED_CONV2D = 42, /* mkc_quantized_conv_params: the 8 quantized ports */
+    MKC_OP_QUANTIZED_LINEAR = 43, /* mkc_quantized_linear_params: the 8 quantized ports */
     MKC_OP_MAX_ENUM = 0x7fffffff
 } mkc_op;
 
@@ -1240,6 +1244,50 @@ typedef struct mkc_quantize_params {
     const char *name;   /* cache name; may be NULL */
 } mkc_quantize_params;
 MKC_API mkc_status mkc_quantize_params_init(mkc_quantize_params *params);
+
+/* Convolution and fully connected layers on 8-bit data, for callers that
+ * calibrate themselves. Inputs, by port (through mkc_op_run or a graph
+ * node; NULL / absent for an optional one):
+ *   0 src             U8 or S8
+ *   1 weights         S8, symmetric (no zero point): conv2d's [O, C/groups,
+ *                     KH, KW], linear's [N, K]
+ *   2 src_scale       F32 [1]
+ *   3 weight_scale    F32 [1] or [O]: per tensor or per output channel
+ *   4 bias            F32 [O] (optional), in real units
+ *   5 src_zero_point  S32 [1] (optional; absent: 0)
+ *   6 dst_scale       F32 [1] (U8 and S8 results only)
+ *   7 dst_zero_point  S32 [1] (optional, U8 and S8 results only; absent: 0)
+ * Computed as
+ *   y = activation(sum(src_scale * (src - src_zero_point) *
+ *                      weight_scale[o] * weights) + bias[o])
+ * with exact integer products and sums, and returned as F32 (`dst_dtype`
+ * F32), or requantized: saturate(round(y / dst_scale) + dst_zero_point),
+ * ties to even, as U8 or S8. Scales must be finite and > 0. Runs on
+ * oneDNN's int8 kernels where they compute exactly this: conv2d with
+ * groups == 1, and on a CPU without VNNI with U8 src only (oneDNN rounds
+ * the weights of its S8-src convolutions to even values there); the
+ * reference kernel otherwise. Without VNNI, oneDNN's kernels also add pairs
+ * of products in 16 bits: a run on them refuses weights outside -63..63
+ * (MKC_STATUS_UNSUPPORTED) rather than saturate. */
+typedef struct mkc_quantized_conv_params {
+    size_t struct_size;    /* sizeof; set by mkc_quantized_conv_params_init */
+    mkc_conv_params conv;  /* the convolution (its name, sum and training unused:
+                              sum and training must be 0) */
+    mkc_dtype dst_dtype;   /* F32 (default), U8 or S8 */
+    const char *name;      /* cache name; may be NULL */
+} mkc_quantized_conv_params;
+MKC_API mkc_status mkc_quantized_conv_params_init(mkc_quantized_conv_params *params);
+
+/* src [..., K] -> [..., N] (leading dims kept); otherwise as above. */
+typedef struct mkc_quantized_linear_params {
+    size_t struct_size;             /* sizeof; set by mkc_quantized_linear_params_init */
+    mkc_activation_kind activation; /* fused post-op (NONE: none) */
+    float activation_alpha;
+    float activation_beta;
+    mkc_dtype dst_dtype;            /* F32 (default), U8 or S8 */
+    const char *name;               /* cache name; may be NULL */
+} mkc_quantized_linear_params;
+MKC_API mkc_status mkc_quantized_linear_params_init(mkc_quantized_linear_params *params);
 
 /* MKC_OP_WHERE: condition (BOOL) ? x : y (float32), element by element,
  * the three broadcast as numpy does (in their caller orders); the result

@@ -63,6 +63,8 @@ constexpr Named kStructId[] = {
     {"resize_params", MKC_STRUCT_RESIZE_PARAMS},
     {"logical_params", MKC_STRUCT_LOGICAL_PARAMS},
     {"quantize_params", MKC_STRUCT_QUANTIZE_PARAMS},
+    {"quantized_conv_params", MKC_STRUCT_QUANTIZED_CONV_PARAMS},
+    {"quantized_linear_params", MKC_STRUCT_QUANTIZED_LINEAR_PARAMS},
 };
 
 constexpr Named kDtype[] = {

@@ -141,6 +141,10 @@ MKC_PARAMS_INIT(mkc_resize_params, params->mode = MKC_RESIZE_NEAREST;
                 params->nearest = MKC_NEAREST_ROUND_PREFER_FLOOR)
 MKC_PARAMS_INIT(mkc_logical_params, params->kind = MKC_LOGICAL_AND)
 MKC_PARAMS_INIT(mkc_quantize_params, params->axis = 1; params->to = MKC_DTYPE_U8)
+MKC_PARAMS_INIT(mkc_quantized_conv_params, mkc_conv_params_init(&params->conv);
+                params->dst_dtype = MKC_DTYPE_F32)
+MKC_PARAMS_INIT(mkc_quantized_linear_params, params->activation = MKC_ACTIVATION_NONE;
+                params->dst_dtype = MKC_DTYPE_F32)
 MKC_PARAMS_INIT(mkc_program_options, params->fuse = params->inplace = params->reuse = 1)
 #undef MKC_PARAMS_INIT
 

@@ -48,6 +48,8 @@ static_assert(well_formed<mkc_pad_params>());
 static_assert(well_formed<mkc_resize_params>());
 static_assert(well_formed<mkc_logical_params>());
 static_assert(well_formed<mkc_quantize_params>());
+static_assert(well_formed<mkc_quantized_conv_params>());
+static_assert(well_formed<mkc_quantized_linear_params>());
 
 } // namespace
 
@@ -107,6 +109,10 @@ MKC_API mkc_status mkc_get_struct_size(mkc_struct_id id, size_t *size) {
         case MKC_STRUCT_RESIZE_PARAMS: *size = sizeof(mkc_resize_params); return;
         case MKC_STRUCT_LOGICAL_PARAMS: *size = sizeof(mkc_logical_params); return;
         case MKC_STRUCT_QUANTIZE_PARAMS: *size = sizeof(mkc_quantize_params); return;
+        case MKC_STRUCT_QUANTIZED_CONV_PARAMS: *size = sizeof(mkc_quantized_conv_params); return;
+        case MKC_STRUCT_QUANTIZED_LINEAR_PARAMS:
+            *size = sizeof(mkc_quantized_linear_params);
+            return;
         case MKC_STRUCT_MAX_ENUM: break;
         }
         fail(MKC_STATUS_INVALID_ARGUMENT, "get_struct_size: unknown struct id ", raw);

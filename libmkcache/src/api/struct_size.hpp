@@ -230,6 +230,8 @@ MKC_SIZED_IN_ONE_PIECE(mkc_pad_params)
 MKC_SIZED_IN_ONE_PIECE(mkc_resize_params)
 MKC_SIZED_IN_ONE_PIECE(mkc_logical_params)
 MKC_SIZED_IN_ONE_PIECE(mkc_quantize_params)
+MKC_SIZED_IN_ONE_PIECE(mkc_quantized_conv_params)
+MKC_SIZED_IN_ONE_PIECE(mkc_quantized_linear_params)
 #undef MKC_SIZED_IN_ONE_PIECE
 
 template <>

@@ -21,6 +21,7 @@
 #include "ops/lrn.hpp"
 #include "ops/matmul.hpp"
 #include "ops/pool.hpp"
+#include "ops/quantized.hpp"
 #include "ops/reduce.hpp"
 #include "ops/resize.hpp"
 #include "ops/shape_ops.hpp"
@@ -113,6 +114,9 @@ NodeParams read_reshape(const void *params, std::string &name, const char *call)
 
 template <typename T> mkc_layout data_format_of(const NodeParams &p) {
     return std::get<T>(p).data_format;
+}
+template <> mkc_layout data_format_of<mkc_quantized_conv_params>(const NodeParams &p) {
+    return std::get<mkc_quantized_conv_params>(p).conv.data_format;
 }
 
 const int64_t *conv_stride(const NodeParams &p, bool &global) {
@@ -373,6 +377,54 @@ template <> struct Call<ops::ConcatOp> {
         return ops::ConcatOp::prepare(s, a, n, all_inputs(in));
     }
 };
+
+// The quantized operators' eight ports, absent ones (and those past the
+// inputs given) null.
+ops::QuantizedInputs quantized_inputs(const NodeInputs &in) {
+    ops::QuantizedInputs q{};
+    for (size_t i = 0; i < q.size() && i < in.size(); ++i)
+        q[i] = in[i];
+    return q;
+}
+template <typename Op> struct QuantizedCall {
+    static ops::Prepared prepare(const CacheScope &s, const typename Op::Attrs &a, const char *n,
+                                 const NodeInputs &in, const Dims *) {
+        return Op::prepare(s, a, n, quantized_inputs(in));
+    }
+};
+template <> struct Call<ops::QuantizedConvOp> : QuantizedCall<ops::QuantizedConvOp> {
+    static std::vector<ValueDesc> infer(const ops::QuantizedConvAttrs &a, const NodeInputs &in) {
+        return one(ops::quantized_conv_infer(a.p, quantized_inputs(in)));
+    }
+};
+template <> struct Call<ops::QuantizedLinearOp> : QuantizedCall<ops::QuantizedLinearOp> {
+    static std::vector<ValueDesc> infer(const ops::QuantizedLinearAttrs &a, const NodeInputs &in) {
+        return one(ops::quantized_linear_infer(a.p, quantized_inputs(in)));
+    }
+};
+struct QuantizedConv {
+    template <typename F> static auto with(const Node &n, const NodeInputs &, F &&f) {
+        return f(ops::QuantizedConvOp{},
+                 ops::QuantizedConvAttrs{std::get<mkc_quantized_conv_params>(n.params)});
+    }
+};
+struct QuantizedLinear {
+    template <typename F> static auto with(const Node &n, const NodeInputs &, F &&f) {
+        return f(ops::QuantizedLinearOp{},
+                 ops::QuantizedLinearAttrs{std::get<mkc_quantized_linear_params>(n.params)});
+    }
+};
+ops::Verdict quantized_conv_onednn_supports(const Node &node, const NodeInputs &in) {
+    return ops::quantized_conv_onednn_supports(std::get<mkc_quantized_conv_params>(node.params),
+                                               quantized_inputs(in));
+}
+NodeParams read_quantized_conv(const void *params, std::string &name, const char *call) {
+    const auto p = abi_params<mkc_quantized_conv_params>(params, "quantized_conv2d", name, call);
+    require(p.conv.struct_size == sizeof(mkc_conv_params), call,
+            " (quantized_conv2d): conv.struct_size is ", p.conv.struct_size,
+            "; initialise params with mkc_quantized_conv_params_init");
+    return p;
+}
 
 // transpose and reshape have no cache name of their own (a reorder's).
 template <typename Op> struct Unnamed {
@@ -804,6 +856,97 @@ void ref_dequantize(const ReferenceCall &c) {
                           count(c.out), out_f(c));
 }
 
+// quantized_conv2d / quantized_linear: the integer sums by the float
+// reference kernels on the zero-point-shifted values (exact in double),
+// then scaled, biased, activated and requantized per output channel.
+struct QuantizedValues {
+    std::vector<float> src, weights;
+    float src_scale = 1, dst_scale = 1;
+    int32_t dst_zero = 0;
+    const float *weight_scale = nullptr;
+    int64_t weight_scales = 1;
+};
+QuantizedValues quantized_values(const ReferenceCall &c) {
+    using namespace ops;
+    QuantizedValues v;
+    const auto element = [&](int port) {
+        return c.in.size() > static_cast<size_t>(port) && !c.in[port].empty() &&
+               c.buffers.in[port];
+    };
+    v.src_scale = in_f(c, kQSrcScale)[0];
+    v.weight_scale = in_f(c, kQWeightScale);
+    v.weight_scales = count(c.in[kQWeightScale]);
+    const int32_t src_zero =
+        element(kQSrcZeroPoint) ? static_cast<const int32_t *>(c.buffers.in[kQSrcZeroPoint])[0] : 0;
+    if (element(kQDstScale)) v.dst_scale = in_f(c, kQDstScale)[0];
+    if (element(kQDstZeroPoint))
+        v.dst_zero = static_cast<const int32_t *>(c.buffers.in[kQDstZeroPoint])[0];
+    for (int64_t i = 0; i < v.weight_scales; ++i)
+        if (!(std::isfinite(v.weight_scale[i]) && v.weight_scale[i] > 0))
+            fail(MKC_STATUS_INVALID_ARGUMENT, row(c.node).name, ": weight_scale[", i, "] is ",
+                 v.weight_scale[i], "; every scale must be finite and > 0");
+    for (float scale : {v.src_scale, v.dst_scale})
+        if (!(std::isfinite(scale) && scale > 0))
+            fail(MKC_STATUS_INVALID_ARGUMENT, row(c.node).name, ": a scale is ", scale,
+                 "; every scale must be finite and > 0");
+    v.src.resize(static_cast<size_t>(count(c.in[kQSrc])));
+    for (size_t i = 0; i < v.src.size(); ++i)
+        v.src[i] = static_cast<float>(
+            (c.dtypes[kQSrc] == MKC_DTYPE_S8 ? static_cast<const int8_t *>(c.buffers.in[kQSrc])[i]
+                                             : static_cast<const uint8_t *>(c.buffers.in[kQSrc])[i]) -
+            src_zero);
+    v.weights.resize(static_cast<size_t>(count(c.in[kQWeights])));
+    for (size_t i = 0; i < v.weights.size(); ++i)
+        v.weights[i] = static_cast<const int8_t *>(c.buffers.in[kQWeights])[i];
+    return v;
+}
+// dst[i] from the integer sum acc[i] of output channel `channel`.
+void finish_quantized(const QuantizedValues &v, mkc_dtype dst, const float *bias,
+                      mkc_activation_kind activation, float alpha, float beta,
+                      const std::vector<float> &acc, int64_t channels, int64_t inner, void *out) {
+    for (size_t i = 0; i < acc.size(); ++i) {
+        const int64_t o = (static_cast<int64_t>(i) / inner) % channels;
+        const double scale =
+            static_cast<double>(v.src_scale) * v.weight_scale[v.weight_scales > 1 ? o : 0];
+        double y = acc[i] * scale + (bias ? bias[o] : 0.0);
+        if (activation != MKC_ACTIVATION_NONE)
+            y = reference::activate(activation, alpha, beta, static_cast<float>(y));
+        if (dst == MKC_DTYPE_F32) {
+            static_cast<float *>(out)[i] = static_cast<float>(y);
+            continue;
+        }
+        const double q = std::nearbyint(y / v.dst_scale) + v.dst_zero;
+        const double lo = dst == MKC_DTYPE_S8 ? -128 : 0, hi = dst == MKC_DTYPE_S8 ? 127 : 255;
+        reference::store(dst, std::isnan(q) ? v.dst_zero : q < lo ? lo : q > hi ? hi : q, out,
+                         static_cast<int64_t>(i));
+    }
+}
+void ref_quantized_conv(const ReferenceCall &c) {
+    const auto &p = std::get<mkc_quantized_conv_params>(c.node.params);
+    const QuantizedValues v = quantized_values(c);
+    mkc_conv_params sums = p.conv;
+    sums.activation = MKC_ACTIVATION_NONE;
+    std::vector<float> acc(static_cast<size_t>(count(c.out)));
+    reference::conv(sums, false, c.channels_last, c.in[ops::kQSrc], v.src.data(),
+                    c.in[ops::kQWeights], v.weights.data(), nullptr, c.out, acc.data());
+    const int64_t channels = c.in[ops::kQWeights][0];
+    const int64_t inner = c.channels_last ? 1 : c.out[2] * c.out[3];
+    finish_quantized(v, p.dst_dtype, opt_f(c, ops::kQBias), p.conv.activation,
+                     p.conv.activation_alpha, p.conv.activation_beta, acc, channels, inner,
+                     c.buffers.out[0]);
+}
+void ref_quantized_linear(const ReferenceCall &c) {
+    const auto &p = std::get<mkc_quantized_linear_params>(c.node.params);
+    const QuantizedValues v = quantized_values(c);
+    const Dims &w = c.in[ops::kQWeights];
+    const int64_t rows = count(c.in[ops::kQSrc]) / w[1];
+    std::vector<float> acc(static_cast<size_t>(rows * w[0]));
+    reference::linear(rows, w[1], w[0], v.src.data(), v.weights.data(), nullptr,
+                      MKC_ACTIVATION_NONE, 0, 0, acc.data());
+    finish_quantized(v, p.dst_dtype, opt_f(c, ops::kQBias), p.activation, p.activation_alpha,
+                     p.activation_beta, acc, w[0], 1, c.buffers.out[0]);
+}
+
 // pad: ONNX's Pad along some axes (mkcache.h, mkc_pad_params): per axis of
 // src, what is added before and after (negative: removed); the result
 // channels-first.
@@ -1053,7 +1196,10 @@ constexpr char kPool[] = "pool", kLinear[] = "linear", kMatmul[] = "matmul",
                kErf[] = "erf", kReduce[] = "reduce", kGather[] = "gather", kCast[] = "cast",
                kWhere[] = "where", kSlice[] = "slice", kExpand[] = "expand",
                kCompare[] = "compare", kPad[] = "pad", kResize[] = "resize",
-               kLogical[] = "logical", kQuantize[] = "quantize", kDequantize[] = "dequantize";
+               kLogical[] = "logical", kQuantize[] = "quantize", kDequantize[] = "dequantize",
+               kQuantizedConv2d[] = "quantized_conv2d", kQuantizedLinear[] = "quantized_linear",
+               kQuantizedPorts[] =
+                   "src,weights,src_scale,weight_scale,bias,src_zero_point,dst_scale,dst_zero_point";
 
 // A row written as a sequence of named parts, so the table below reads as
 // one: what an operator is (its name, ports, shaping), what it may do, and
@@ -1301,6 +1447,18 @@ std::vector<OpRow> build_rows() {
                                 dtype_bit(MKC_DTYPE_S32))
             .params(read_as_is<mkc_quantize_params, kDequantize>).infer(infer_quantize<false>)
             .reference(ref_dequantize),
+        // 8-bit src and weights with their scales: oneDNN's int8 kernels, the
+        // reference kernel where those do not compute the operator.
+        Row(NodeOp(MKC_OP_QUANTIZED_CONV2D), kQuantizedConv2d)
+            .ports(kQuantizedPorts, 4, 8, 4).port_dtypes(0, kAnyDtype)
+            .params(read_quantized_conv).onednn<QuantizedConv>(ops::QuantizedConvOp::run)
+            .onednn_supports(quantized_conv_onednn_supports).channel_axis<mkc_quantized_conv_params>()
+            .reference(ref_quantized_conv),
+        Row(NodeOp(MKC_OP_QUANTIZED_LINEAR), kQuantizedLinear)
+            .ports(kQuantizedPorts, 4, 8, 4).port_dtypes(0, kAnyDtype)
+            .params(read_as_is<mkc_quantized_linear_params, kQuantizedLinear>)
+            .onednn<QuantizedLinear>(ops::QuantizedLinearOp::run)
+            .reference(ref_quantized_linear),
         Row(NodeOp(MKC_OP_REDUCE), kReduce)
             .ports("src", 1, 1, 1)
             .params(read_as_is<mkc_reduce_params, kReduce>).onednn<Reduce>(ops::ReduceOp::run)

@@ -458,6 +458,14 @@ void ConvOp::run(const CacheScope &scope, PrimitiveEntry &entry, const Buffers &
     exec.run();
 }
 
+ConvShape conv2d_shape(const char *op, const mkc_conv_params &p, const ValueDesc &src,
+                       const ValueDesc &weights, const ValueDesc *bias) {
+    check_params(op, p, 2, false);
+    const Geometry g = geometry(op, p, src, weights, bias, 2, false);
+    return {g.y.vec(), g.onednn_w.vec(), g.stride.vec(), g.dilation.vec(), g.pad_l.vec(),
+            g.pad_r.vec()};
+}
+
 void convolution(const CacheScope &scope, const char *op, int k, bool transposed,
                  const mkc_conv_params &p, const Tensor &src, const Tensor &weights,
                  const Tensor *bias, mkc_tensor **dst) {

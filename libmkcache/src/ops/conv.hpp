@@ -100,4 +100,15 @@ struct ConvBackwardWeightsOp {
     static void run(const CacheScope &scope, PrimitiveEntry &entry, const Buffers &buffers);
 };
 
+// A 2-D convolution's shapes as oneDNN takes them, after the forward's
+// checks of `p` and the dims (not of the dtypes): the result's dims and the
+// weights' (groups first when grouped), strides, dilations (oneDNN's: 0 is
+// dense) and paddings. For the operators that build their own primitive on
+// a convolution's geometry (quantized_conv2d).
+struct ConvShape {
+    Dims y, weights, stride, dilation, pad_l, pad_r;
+};
+ConvShape conv2d_shape(const char *op, const mkc_conv_params &p, const ValueDesc &src,
+                       const ValueDesc &weights, const ValueDesc *bias);
+
 } // namespace mkc::ops

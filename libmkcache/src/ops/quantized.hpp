@@ -1,0 +1,84 @@
+// quantized_conv2d and quantized_linear on oneDNN's int8 kernels, as
+// phases (see ops/phases.hpp). Their eight ports and what they compute are
+// mkcache.h's (mkc_quantized_conv_params); scales and zero points are
+// inputs bound at run time, so one primitive serves every scale.
+#pragma once
+
+#include <array>
+
+#include "ops/attrs.hpp"
+#include "ops/phases.hpp"
+
+namespace mkc::ops {
+
+// The ports, in order.
+enum QuantizedPort {
+    kQSrc,
+    kQWeights,
+    kQSrcScale,
+    kQWeightScale,
+    kQBias,
+    kQSrcZeroPoint,
+    kQDstScale,
+    kQDstZeroPoint,
+    kQPorts
+};
+using QuantizedInputs = std::array<const ValueDesc *, kQPorts>;
+
+struct QuantizedConvAttrs {
+    const mkc_quantized_conv_params &p;
+    template <typename V>
+    void each(V &v) const {
+        const mkc_conv_params &c = p.conv;
+        v.field("s", Values{c.stride, 2});
+        v.field("p", Values{c.pad_begin, 2});
+        v.field("pe", Values{c.pad_end, 2});
+        v.field("d", Values{c.dilation, 2});
+        v.field("g", c.groups);
+        v.field("df", c.data_format);
+        v.field("", c.activation);
+        v.field("a", c.activation_alpha);
+        v.field("b", c.activation_beta);
+        v.field("to", p.dst_dtype);
+    }
+};
+
+struct QuantizedLinearAttrs {
+    const mkc_quantized_linear_params &p;
+    template <typename V>
+    void each(V &v) const {
+        v.field("", p.activation);
+        v.field("a", p.activation_alpha);
+        v.field("b", p.activation_beta);
+        v.field("to", p.dst_dtype);
+    }
+};
+
+// The checks every implementation shares (dtypes, shapes, which ports are
+// given for the result's dtype) and the result: conv2d's dims in its data
+// format, linear's [..., N] channels-first; U8, S8 or F32 as dst_dtype.
+ValueDesc quantized_conv_infer(const mkc_quantized_conv_params &p, const QuantizedInputs &in);
+ValueDesc quantized_linear_infer(const mkc_quantized_linear_params &p, const QuantizedInputs &in);
+
+// Whether oneDNN's kernels compute the operator as defined for these
+// inputs (else the reference kernel does).
+Verdict quantized_conv_onednn_supports(const mkc_quantized_conv_params &p,
+                                       const QuantizedInputs &in);
+
+struct QuantizedConvOp {
+    using Attrs = QuantizedConvAttrs;
+    static Prepared prepare(const CacheScope &scope, const Attrs &attrs, const char *name,
+                            const QuantizedInputs &in);
+    static void run(const CacheScope &scope, PrimitiveEntry &entry, const Buffers &buffers);
+};
+
+// src [..., K] as [M, K] times the weights [N, K] read transposed through a
+// view, on oneDNN's matmul (which takes zero points).
+struct QuantizedLinearOp {
+    using Attrs = QuantizedLinearAttrs;
+    static Prepared prepare(const CacheScope &scope, const Attrs &attrs, const char *name,
+                            const QuantizedInputs &in);
+    static void run(const CacheScope &scope, PrimitiveEntry &entry, const Buffers &buffers);
+};
+
+} // namespace mkc::ops
