@@ -186,6 +186,15 @@ class GatherParams(_Sized):
     _fields_ = [("axis", c_int), ("name", c_char_p)]
 
 
+class GatherNdParams(_Sized):
+    _fields_ = [("batch_dims", c_int), ("name", c_char_p)]
+
+
+class RangeParams(_Sized):
+    _fields_ = [("axis", c_int), ("start", c_double), ("limit_offset", c_double),
+                ("delta", c_double), ("dtype", c_int), ("name", c_char_p)]
+
+
 class ReduceParams(_Sized):
     _fields_ = [("kind", c_int), ("naxes", c_int), ("axes", c_int * MAX_NDIMS),
                 ("keepdims", c_int), ("name", c_char_p)]
@@ -216,7 +225,8 @@ _MIRRORS = {"conv_params": ConvParams, "pool_params": PoolParams, "linear_params
             "cast_params": CastParams, "slice_params": SliceParams,
             "expand_params": ExpandParams, "compare_params": CompareParams,
             "pad_params": PadParams, "resize_params": ResizeParams,
-            "logical_params": LogicalParams}
+            "logical_params": LogicalParams, "range_params": RangeParams,
+            "gather_nd_params": GatherNdParams}
 
 
 lib.mkc_status_string.argtypes = [status_t]
@@ -357,6 +367,8 @@ _SIGNATURES = {
     "mkc_pad_params_init": [POINTER(PadParams)],
     "mkc_resize_params_init": [POINTER(ResizeParams)],
     "mkc_logical_params_init": [POINTER(LogicalParams)],
+    "mkc_range_params_init": [POINTER(RangeParams)],
+    "mkc_gather_nd_params_init": [POINTER(GatherNdParams)],
     "mkc_op_run": [c_int, c_void_p, c_int, POINTER(tensor_p), POINTER(tensor_p)],
     "mkc_program_output_dtype": [c_void_p, POINTER(c_int64), c_int, POINTER(c_int)],
     "mkc_graph_output": [c_void_p, c_int, c_char_p],

@@ -62,6 +62,8 @@ constexpr Named kStructId[] = {
     {"pad_params", MKC_STRUCT_PAD_PARAMS},
     {"resize_params", MKC_STRUCT_RESIZE_PARAMS},
     {"logical_params", MKC_STRUCT_LOGICAL_PARAMS},
+    {"range_params", MKC_STRUCT_RANGE_PARAMS},
+    {"gather_nd_params", MKC_STRUCT_GATHER_ND_PARAMS},
 };
 
 constexpr Named kDtype[] = {

@@ -229,6 +229,8 @@ MKC_SIZED_IN_ONE_PIECE(mkc_compare_params)
 MKC_SIZED_IN_ONE_PIECE(mkc_pad_params)
 MKC_SIZED_IN_ONE_PIECE(mkc_resize_params)
 MKC_SIZED_IN_ONE_PIECE(mkc_logical_params)
+MKC_SIZED_IN_ONE_PIECE(mkc_range_params)
+MKC_SIZED_IN_ONE_PIECE(mkc_gather_nd_params)
 #undef MKC_SIZED_IN_ONE_PIECE
 
 template <>
