@@ -22,7 +22,7 @@ import mkcache.onnx.backend as backend  # noqa: E402
 OPERATOR_TESTS = [
     "abs", "add", "and", "averagepool", "batchnorm", "cast", "castlike", "clip", "concat",
     "constant", "constantofshape", "conv", "div", "dropout", "edge_pad", "elu", "equal",
-    "erf", "exp", "expand", "flatten", "gather", "gelu", "gemm", "globalaveragepool",
+    "erf", "exp", "expand", "flatten", "gather", "gathernd", "gelu", "gemm", "globalaveragepool",
     "globalmaxpool", "greater", "greater_equal", "hardswish", "identity", "instancenorm",
     "layer_normalization", "leakyrelu", "less", "less_equal", "log", "logsoftmax", "lrn",
     "matmul", "max", "maxpool", "min", "mish", "mul", "neg", "not", "or", "pow", "range",

@@ -11,6 +11,7 @@ from .. import errors
 from ..graph import Graph
 from . import _converters, _patterns
 from ._base import INPUT_TYPES, Refusal
+from . import _dims, _symbolic
 from ._symbolic import Dim, Symbolic
 # Declared shapes past this many elements are refused before anything is
 # allocated (a hostile or broken file).
@@ -56,6 +57,8 @@ class Context:
         # name -> dims (ints and Dims) a converter worked out where shape
         # inference left a dim unnamed (a reshape's -1).
         self.computed = {}
+        # name -> the graph value a chain of reshapes started from.
+        self.reshaped_from = {}
 
     def has(self, name: str) -> bool:
         return name in self.values or name in self.known or name in self.symbolic
@@ -64,10 +67,9 @@ class Context:
         """The graph value of `name` (a known array becomes a constant)."""
         if name in self.values:
             return self.values[name]
-        if name in self.symbolic:
-            raise Refusal(f"{name!r} is a shape holding dims bound at run time "
-                          f"({self.symbolic[name]!r}), read here as data: no operator computes "
-                          "a shape in a program")
+        if name in self.symbolic:  # a shape read as data: its dims' values at run time
+            v = self.values[name] = _symbolic.materialize(self, self.symbolic[name])
+            return v
         array = self.known[name]
         if array.dtype == np.float64:
             array = array.astype(np.float32)
@@ -351,6 +353,7 @@ def _convert_nodes(ctx: Context, nodes) -> None:
                 ctx.known[name] = np.asarray(value)
             else:
                 ctx.values[name] = value
+        _dims.propagate(ctx, node)
     if refusals:
         raise errors.UnsupportedError(
             f"onnx: {len(refusals)} node{'s' if len(refusals) > 1 else ''} cannot be "
