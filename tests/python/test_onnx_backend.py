@@ -29,7 +29,7 @@ OPERATOR_TESTS = [
     "reciprocal", "reduce_l1", "reduce_l2", "reduce_log_sum", "reduce_log_sum_exp",
     "reduce_max", "reduce_mean", "reduce_min", "reduce_sum", "reduce_sum_square",
     "reflect_pad", "relu", "reshape", "resize", "shape", "sigmoid", "size", "slice",
-    "softmax", "softplus", "split", "sqrt", "squeeze", "sub", "sum", "tanh", "tile",
+    "shrink", "sign", "softmax", "softplus", "split", "sqrt", "squeeze", "sub", "sum", "tanh", "tile",
     "transpose", "unsqueeze", "upsample", "where", "wrap_pad", "xor",
     # PyTorch's exported Pads (the converted-model tests).
     "ConstantPad2d", "ZeroPad2d", "ReplicationPad2d", "ReflectionPad2d", "operator_pad",

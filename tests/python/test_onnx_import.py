@@ -907,3 +907,27 @@ def test_external_data_beside_the_model_file(tmp_path):
     without = onnx.load(str(path), load_external_data=False)
     with pytest.raises(mkcache.UnsupportedError, match="external data"):
         mkcache.onnx.load(without)
+
+
+# ------------------------------------------------------------ sign and shrink
+
+def test_sign_and_shrink_with_their_edges():
+    """Sign keeps a zero's sign and NaN; Shrink's bounds are strict (x at
+    lambd is 0). Odd shapes, against the evaluator and ONNX Runtime."""
+    nodes = [helper.make_node("Sign", ["x"], ["s"]),
+             helper.make_node("Shrink", ["x"], ["h"], bias=0.25, lambd=0.5),
+             helper.make_node("Shrink", ["x"], ["d"])]
+    x = rand(3, 5, 7)
+    x.reshape(-1)[:6] = [0.0, -0.0, 0.5, -0.5, np.nan, -np.inf]
+    m = model(nodes, [("x", [3, 5, 7])], [("s", None), ("h", None), ("d", None)])
+    got = check(m, {"x": x})
+    np.testing.assert_array_equal(np.signbit(got["s"].reshape(-1)[:2]), [False, True])
+    assert np.isnan(got["s"].reshape(-1)[4])
+
+
+def test_sign_of_integers_is_refused():
+    m = model([helper.make_node("Cast", ["x"], ["i"], to=TensorProto.INT64),
+               helper.make_node("Sign", ["i"], ["s"]),
+               helper.make_node("Cast", ["s"], ["y"], to=F)], [("x", [4])], [("y", None)])
+    with pytest.raises(mkcache.UnsupportedError, match="Sign of int64 values"):
+        mkcache.onnx.load(m)

@@ -861,6 +861,33 @@ def neg(ctx, node):
     return [ctx.graph.mul(ctx.value(node.input[0]), -1.0)]
 
 
+def _float_input(ctx, node, what):
+    if _symbolic.dtype_of(ctx, node.input[0]) not in (np.float32, None):
+        raise Refusal(f"{what} of {_symbolic.dtype_of(ctx, node.input[0])} values (float32 is "
+                      "converted)")
+    return ctx.value(node.input[0])
+
+
+@converter("Sign", since=9)
+def sign(ctx, node):
+    """1 above 0, -1 below, x itself else (a zero keeps its sign, NaN stays)."""
+    known = _known(ctx, node)
+    if known is not None:
+        return [np.sign(known[0])]
+    g, x = ctx.graph, _float_input(ctx, node, "Sign")
+    return [g.where(g.greater(x, 0.0), 1.0, g.where(g.less(x, 0.0), -1.0, x))]
+
+
+@converter("Shrink", since=9)
+def shrink(ctx, node):
+    """x - bias above lambd, x + bias below -lambd, 0 between."""
+    a = attributes(node)
+    bias, lambd = float(a.get("bias", 0.0)), float(a.get("lambd", 0.5))
+    g, x = ctx.graph, _float_input(ctx, node, "Shrink")
+    return [g.where(g.greater(x, lambd), g.sub(x, bias),
+                    g.where(g.less(x, -lambd), g.add(x, bias), 0.0))]
+
+
 @converter("Reciprocal", since=6)
 def reciprocal(ctx, node):
     return [ctx.graph.div(1.0, ctx.value(node.input[0]))]
