@@ -220,7 +220,25 @@ def where(ctx, node):
         return [_symbolic.result(np.where(np.asarray(sym[0], dtype=bool),
                                           _symbolic.objects(sym[1]),
                                           _symbolic.objects(sym[2])), dtype)]
+    dtype = _symbolic.dtype_of(ctx, node.input[1])
+    if dtype in (np.int32, np.int64, np.bool_):
+        return [_integer_where(ctx, node, dtype)]
     return [ctx.graph.where(*(ctx.value(n) for n in node.input))]
+
+
+def _integer_where(ctx, node, dtype):
+    """condition ? x : y on integers (the library's where is float32's), in
+    their own arithmetic so every value stays exact: y + c * (x - y), c 0 or
+    1, wrapping as the sum does back to x where c is 1. Bools through
+    int32."""
+    g = ctx.graph
+    work = np.dtype(np.int32) if dtype == np.bool_ else np.dtype(dtype)
+    c, x, y = ctx.value(node.input[0]), ctx.value(node.input[1]), ctx.value(node.input[2])
+    if dtype == np.bool_:
+        x, y = g.cast(x, work), g.cast(y, work)
+    picked = g.integer_binary(g.cast(c, work), g.integer_binary(x, y, kind="sub"), kind="mul")
+    out = g.integer_binary(y, picked, kind="add")
+    return g.cast(out, dtype) if dtype == np.bool_ else out
 
 
 @converter("Gather")
