@@ -331,3 +331,15 @@ def test_input_shapes_pin_the_dims_a_shape_reads():
     with mkcache.onnx.load(m, input_shapes={"x": (3, 4)}) as prog:
         x = rand(3, 4)
         np.testing.assert_array_equal(prog.run(x=x)["y"], x)
+
+
+@pytest.mark.parametrize("dtype", [F, I64])
+def test_tile_by_a_run_time_dim(dtype):
+    """x.repeat(batch, 2) as exported: Tile by a shape read from another
+    input, its batch bound at run time; float32 and int64."""
+    nodes = [helper.make_node("Shape", ["y"], ["s"], start=0, end=1),
+             helper.make_node("Concat", ["s", "two"], ["repeats"], axis=0),
+             helper.make_node("Cast", ["x"], ["xc"], to=dtype),
+             helper.make_node("Tile", ["xc", "repeats"], ["t"])]
+    m = model(nodes, [("x", [3, 4]), ("y", ["N", 5])], [("t", None, dtype)], [ints("two", 2)])
+    check_sizes(m, lambda n: {"x": rand(3, 4) * 100, "y": rand(n, 5)}, [1, 4, 2])

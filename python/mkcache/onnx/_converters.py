@@ -610,17 +610,30 @@ def _run_time_range(ctx, node):
 @converter("Tile", since=6)
 def tile(ctx, node):
     """x repeated along each axis, one axis at a time: x seen as [outer, 1,
-    dim, inner], expanded to the repeats in the 1, merged back."""
+    dim, inner], expanded to the repeats in the 1, merged back. One repeat
+    may be a dim bound at run time (a shape's entry): its axis comes last,
+    broadcast to the dim."""
+    if node.input[1] in ctx.symbolic:
+        return [_tile_to_a_run_time_dim(ctx, node)]
     repeats = [int(r) for r in np.asarray(ctx.constant(node.input[1], "repeats")).reshape(-1)]
     known = _known(ctx, node)
     if known is not None:
         return [np.tile(known[0], repeats)]
+    dims = _tiled_dims(ctx, node, repeats)
+    return [_tile_static(ctx, ctx.value(node.input[0]), dims, repeats)]
+
+
+def _tiled_dims(ctx, node, repeats) -> list:
     dims = ctx.shape(node.input[0])
     if dims is None or any(d is None for d in dims):
         raise Refusal("tiling an input whose dims are bound at run time")
-    if len(repeats) != len(dims) or any(r < 1 for r in repeats):
+    if len(repeats) != len(dims) or any(r < 1 for r in repeats if not _symbolic.is_dim(r)):
         raise Refusal(f"repeats {repeats} for an input of rank {len(dims)}")
-    g, v, dims = ctx.graph, ctx.value(node.input[0]), list(dims)
+    return list(dims)
+
+
+def _tile_static(ctx, v, dims, repeats):
+    g = ctx.graph
     for axis, r in enumerate(repeats):
         if r == 1:
             continue
@@ -628,7 +641,30 @@ def tile(ctx, node):
         v = g.expand(g.reshape(v, (outer, 1, dims[axis], inner)), (outer, r, dims[axis], inner))
         dims[axis] *= r
         v = g.reshape(v, tuple(dims))
-    return [v]
+    return v
+
+
+def _tile_to_a_run_time_dim(ctx, node):
+    repeats = _symbolic.entries(ctx, node.input[1])
+    dims = _tiled_dims(ctx, node, repeats)
+    run_time = [a for a, r in enumerate(repeats) if _symbolic.is_dim(r)]
+    if len(run_time) > 1:
+        raise Refusal(f"repeats {repeats}: more than one is a dim bound at run time")
+    axis, r = run_time[0], repeats[run_time[0]]
+    # The constant repeats first, then the axis of the run-time one.
+    v = _tile_static(ctx, ctx.value(node.input[0]), dims,
+                     [1 if a == axis else n for a, n in enumerate(repeats)])
+    outer, inner = int(np.prod(dims[:axis])), int(np.prod(dims[axis + 1:]))
+    seen = node.output[0] + "/seen"
+    ctx.values[seen] = ctx.graph.reshape(v, (outer, 1, dims[axis], inner))
+    ctx.shapes[seen] = (outer, 1, dims[axis], inner)
+    dtype = _symbolic.dtype_of(ctx, node.input[0])
+    ctx.types[seen] = next((t for t, d in KNOWN_TYPES.items() if d == dtype), None)
+    wide = _symbolic.broadcast(ctx, seen, [outer, r, dims[axis], inner])
+    out = list(dims)
+    out[axis] = r * dims[axis]
+    ctx.computed[node.output[0]] = tuple(out)
+    return ctx.graph.reshape(wide, _symbolic.reshape_dims([outer, r, dims[axis], inner], out))
 
 
 @converter("Transpose")

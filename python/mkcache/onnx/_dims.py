@@ -140,8 +140,8 @@ def propagate(ctx, node) -> None:
             if any(n and ctx.shape(n) is None for n in node.input):
                 continue
             out = _rule(ctx, node, ctx.dims(name) if inferred is not None else None)
-        except Refusal:
-            continue
+        except (Refusal, KeyError, IndexError, ZeroDivisionError, TypeError, ValueError):
+            continue  # no rule for this case (or a malformed node, which its converter took)
         if out is None or (inferred is not None and len(out) != len(inferred)):
             continue
         if inferred is not None and any(not is_dim(d) and i is not None and d != i

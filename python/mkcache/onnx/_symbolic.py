@@ -492,6 +492,8 @@ def materialize(ctx, sym: Symbolic):
     shape read as data: an index, a bound compared with): its int entries
     a constant, each dim's value added in at its place."""
     g = ctx.graph
+    if sym.dtype not in (np.int64, np.int32, np.float32, np.bool_):
+        raise Refusal(f"a shape of {sym.dtype} read as data")
     flat = list(sym.array.reshape(-1))
     n = len(flat)
     ints = np.array([0 if is_dim(v) else int(v) for v in flat], np.int64)
