@@ -253,8 +253,7 @@ def gather(ctx, node):
         return [_symbolic.result(out, x.dtype)]
     y = ctx.graph.gather(ctx.value(node.input[0]), ctx.value(node.input[1]), axis=axis,
                          name=node.name or None)
-    index = ctx.known.get(node.input[1])
-    if index is not None and index.ndim == 0:
+    if ctx.shape(node.input[1]) == ():
         # A scalar index drops the axis; the graph's constant of it has one
         # element, which keeps it as a 1.
         dims = ctx.dims(node.input[0])
@@ -984,9 +983,16 @@ def clip(ctx, node):
     else:
         def bound(i, default):
             if len(node.input) > i and node.input[i]:
+                if node.input[i] in ctx.values:
+                    return node.input[i]  # given at run time
                 return float(np.asarray(ctx.constant(node.input[i], "a bound")).reshape(-1)[0])
             return default
         low, high = bound(1, -big), bound(2, big)
+        if isinstance(low, str) or isinstance(high, str):
+            # min(max(x, low), high), as ONNX defines it (high where low > high).
+            g, y = ctx.graph, ctx.value(node.input[0])
+            y = g.maximum(y, ctx.value(low) if isinstance(low, str) else low)
+            return [g.minimum(y, ctx.value(high) if isinstance(high, str) else high)]
     low, high = max(low, -big), min(high, big)
     return [ctx.graph.clip(ctx.value(node.input[0]), low, high)]
 

@@ -254,7 +254,9 @@ def load(path_or_model, *, input_shapes: dict | None = None, **compile_options):
     """A compiled Program of an ONNX model: a path, the model's bytes or an
     onnx.ModelProto. input_shapes: {input name: shape} pinning dims (None
     keeps a dim bound at run time). compile_options go to Graph.compile
-    (fuse, inplace, impl, choose, dump, ...)."""
+    (fuse, inplace, impl, choose, dump, ...). A scalar (rank-0) input is
+    given to the program's runs as an array of shape (1,), and a result of
+    no dims comes out so."""
     onnx = _onnx()
     model = _model_of(path_or_model)
     if input_shapes is not None and not isinstance(input_shapes, dict):
@@ -287,7 +289,9 @@ def load(path_or_model, *, input_shapes: dict | None = None, **compile_options):
                     "takes float32, int32, int64 and bool")
             dims = _input_dims(info, input_shapes)
             layout = "NCHW"
-            ctx.values[info.name] = g.input(info.name, dims, layout=layout,
+            # A scalar (rank 0) is run as [1], as a result of no dims comes
+            # out; its ONNX rank stays 0 for the converters.
+            ctx.values[info.name] = g.input(info.name, dims or (1,), layout=layout,
                                            dtype=INPUT_TYPES[elem])
             # The program's dims: those input_shapes pins are static for the
             # shapes computed from them too.
