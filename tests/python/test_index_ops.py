@@ -258,3 +258,14 @@ def test_params_structs_are_sized_and_default():
     n = _capi.GatherNdParams()
     _capi.lib.mkc_gather_nd_params_init(ctypes.byref(n))
     assert n.batch_dims == 0 and n.struct_size == ctypes.sizeof(n)
+
+
+def test_range_refuses_integers_past_their_dtype():
+    like = np.zeros((4,), np.float32)
+    with pytest.raises(mkcache.InvalidArgumentError, match="leaves .* range"):
+        mkcache.arange(like, start=3e9, limit_offset=3e9, dtype="int32")
+    with pytest.raises(mkcache.InvalidArgumentError, match="leaves .* range"):
+        mkcache.arange(like, start=1e19, delta=-1e18, dtype="int64")
+    np.testing.assert_array_equal(
+        mkcache.arange(like, start=2147483640, limit_offset=2147483640, dtype="int32").numpy(),
+        [2147483640, 2147483641, 2147483642, 2147483643])

@@ -617,6 +617,12 @@ int64_t range_length(const Node &node, const Dims &like) {
             " is empty");
     require(n <= static_cast<double>(int64_t{1} << 40), "range: the sequence from ", p.start,
             " to ", limit, " by ", p.delta, " is longer than 2^40");
+    // Integers: every value within the dtype (its ends are the extremes).
+    const double last = p.start + (n - 1) * p.delta;
+    const double bound = p.dtype == MKC_DTYPE_S32 ? 2147483647.0 : 9.2e18;
+    require(p.dtype == MKC_DTYPE_F32 || (std::abs(p.start) <= bound && std::abs(last) <= bound),
+            "range: the sequence from ", p.start, " to ", last, " leaves ",
+            dtype_name(p.dtype), "'s range");
     return static_cast<int64_t>(n);
 }
 std::vector<ValueDesc> infer_range(const Node &node, const NodeInputs &in) {

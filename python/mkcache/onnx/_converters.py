@@ -691,7 +691,7 @@ def concat(ctx, node):
     rank = ctx.rank(node.input[0], "the first input")
     axis = _axis(axis, rank)
     dtype = _symbolic.dtype_of(ctx, node.input[0])
-    if dtype is not None and dtype != np.float32:
+    if dtype in (np.int32, np.int64, np.bool_):
         return [_concat_by_pads(ctx, node, axis, dtype)]
     return [ctx.graph.concat([ctx.value(n) for n in node.input], axis=axis)]
 
@@ -713,13 +713,13 @@ def _concat_by_pads(ctx, node, axis, dtype):
     for n, size in zip(node.input, sizes):
         pads = [0] * (2 * len(ctx.shape(n)))
         pads[axis], pads[len(pads) // 2 + axis] = at, total - at - size
-        piece = ctx.value(n)
-        if dtype == np.bool_:
-            piece = g.pad(piece, pads)
-            out = piece if out is None else g.logical_or(out, piece)
+        piece = g.pad(ctx.value(n), pads)
+        if out is None:
+            out = piece
+        elif dtype == np.bool_:
+            out = g.logical_or(out, piece)
         else:
-            piece = g.pad(piece, pads)
-            out = piece if out is None else g.integer_binary(out, piece, kind="add")
+            out = g.integer_binary(out, piece, kind="add")
         at += size
     return out
 

@@ -9,9 +9,8 @@ import numpy as np
 
 from .. import errors
 from ..graph import Graph
-from . import _converters, _patterns
+from . import _converters, _dims, _patterns, _symbolic
 from ._base import INPUT_TYPES, Refusal
-from . import _dims, _symbolic
 from ._symbolic import Dim, Symbolic
 # Declared shapes past this many elements are refused before anything is
 # allocated (a hostile or broken file).
