@@ -199,6 +199,15 @@ class GatherParams(_Sized):
     _fields_ = [("axis", c_int), ("name", c_char_p)]
 
 
+class GatherNdParams(_Sized):
+    _fields_ = [("batch_dims", c_int), ("name", c_char_p)]
+
+
+class RangeParams(_Sized):
+    _fields_ = [("axis", c_int), ("start", c_double), ("limit_offset", c_double),
+                ("delta", c_double), ("dtype", c_int), ("name", c_char_p)]
+
+
 class ReduceParams(_Sized):
     _fields_ = [("kind", c_int), ("naxes", c_int), ("axes", c_int * MAX_NDIMS),
                 ("keepdims", c_int), ("name", c_char_p)]
@@ -229,7 +238,8 @@ _MIRRORS = {"conv_params": ConvParams, "pool_params": PoolParams, "linear_params
             "cast_params": CastParams, "slice_params": SliceParams,
             "expand_params": ExpandParams, "compare_params": CompareParams,
             "pad_params": PadParams, "resize_params": ResizeParams,
-            "logical_params": LogicalParams, "quantize_params": QuantizeParams,
+            "logical_params": LogicalParams, "range_params": RangeParams,
+            "gather_nd_params": GatherNdParams, "quantize_params": QuantizeParams,
             "quantized_conv_params": QuantizedConvParams,
             "quantized_linear_params": QuantizedLinearParams}
 
@@ -372,6 +382,8 @@ _SIGNATURES = {
     "mkc_pad_params_init": [POINTER(PadParams)],
     "mkc_resize_params_init": [POINTER(ResizeParams)],
     "mkc_logical_params_init": [POINTER(LogicalParams)],
+    "mkc_range_params_init": [POINTER(RangeParams)],
+    "mkc_gather_nd_params_init": [POINTER(GatherNdParams)],
     "mkc_quantize_params_init": [POINTER(QuantizeParams)],
     "mkc_quantized_conv_params_init": [POINTER(QuantizedConvParams)],
     "mkc_quantized_linear_params_init": [POINTER(QuantizedLinearParams)],

@@ -151,11 +151,37 @@ TABLE_OP_TABLE = {
     "erf": TableOp("erf", doc="The error function, 2/sqrt(pi) * integral of exp(-t^2) from 0 "
                               "to x, element by element."),
     "gather": TableOp("gather", ("axis=0",), "gather_params(axis, name)",
-                      "The slices of float32 `data` along `axis` picked by int32 or int64 "
+                      "The slices of `data` (any dtype) along `axis` picked by int32 or int64 "
                       "`indices` (negative ones count from the end): data's dims before the "
                       "axis, then the indices', then data's after it - ONNX's Gather; an "
                       "embedding lookup is axis 0. An index out of range is an error.",
                       inputs=("data", "indices")),
+    "gather_elements": TableOp(
+        "gather_elements", ("axis=0",), "gather_params(axis, name)",
+        "ONNX's GatherElements: `data` (any dtype) read at int32 or int64 `indices` of its "
+        "rank along `axis` (negative ones count from the end), every other coordinate the "
+        "index's own: out[i][j] = data[indices[i][j]][j] for axis 0. The result has the "
+        "indices' dims (each at most data's off the axis). An index out of range is an error.",
+        inputs=("data", "indices")),
+    "gather_nd": TableOp(
+        "gather_nd", ("batch_dims=0",), "gather_nd_params(batch_dims, name)",
+        "ONNX's GatherND: each row of int32 or int64 `indices`' last dim (k coordinates, "
+        "negative ones from the end) picks a slice of `data` (any dtype) over its last "
+        "rank - batch_dims - k dims, within the batch of the first batch_dims dims (which "
+        "data and indices share). The result: indices' dims but the last, then the slice's. "
+        "An index out of range is an error.", inputs=("data", "indices")),
+    "arange": TableOp(
+        "range", ("axis=0", "start=0", "delta=1", "limit_offset=0", 'dtype="int64"'),
+        "range_params(axis, start, delta, limit_offset, dtype, name)",
+        "The 1-D sequence start, start + delta, ... up to (not including) x.shape[axis] + "
+        "limit_offset (ONNX's Range with that limit; delta < 0 counts down to it), as "
+        "`dtype` (float32, int32 or int64): a sequence as long as a dim of x, which gives "
+        "its dims only. An empty sequence is an error."),
+    "integer_binary": TableOp(
+        "integer_binary", ('kind="add"',), "integer_binary_params(kind, name)",
+        "a (kind) b on int32 or int64 values of one dtype with numpy broadcasting: kind "
+        "'add', 'sub', 'mul', 'div' (toward zero; a zero divisor is an error), 'max' or "
+        "'min'; sums and products wrap on overflow.", inputs=("a", "b")),
     "cast": TableOp("cast", ("dtype",), "cast_params(dtype, name)",
                     "x converted element by element to `dtype` (float32, int32, int64, "
                     "bool, int8, uint8, float16 - a numpy dtype or its name - or "
@@ -224,6 +250,7 @@ REDUCE_KINDS = _capi.enum_values("mkc_reduce_kind", ("sum", "mean", "max", "min"
 COMPARE_KINDS = _capi.enum_values("mkc_compare_kind", ("equal", "less", "less_equal", "greater",
                                                        "greater_equal"))
 LOGICAL_KINDS = _capi.enum_values("mkc_logical_kind", ("and", "or", "xor", "not"))
+INTEGER_KINDS = _capi.enum_values("mkc_binary_kind", ("add", "sub", "mul", "div", "max", "min"))
 
 
 def _name_bytes(name):
@@ -430,6 +457,44 @@ def gather_params(axis, name):
     p.axis = _checks.integer(axis, "axis", _checks.INT32)
     p.name = _name_bytes(name)
     return p
+
+
+def gather_nd_params(batch_dims, name):
+    """The mkc_gather_nd_params of a gather_nd call."""
+    p = _capi.GatherNdParams()
+    _capi.lib.mkc_gather_nd_params_init(ctypes.byref(p))
+    p.batch_dims = _checks.integer(batch_dims, "batch_dims", _checks.INT32)
+    p.name = _name_bytes(name)
+    return p
+
+
+_RANGE_DTYPES = (np.dtype(np.float32), np.dtype(np.int32), np.dtype(np.int64))
+
+
+def range_params(axis, start, delta, limit_offset, dtype, name):
+    """The mkc_range_params of an arange call."""
+    try:
+        np_dtype = np.dtype(dtype)
+    except TypeError:
+        np_dtype = None
+    if np_dtype not in _RANGE_DTYPES:
+        raise InvalidArgumentError(f"arange: dtype must be float32, int32 or int64, got "
+                                   f"{dtype!r}")
+    p = _capi.RangeParams()
+    _capi.lib.mkc_range_params_init(ctypes.byref(p))
+    p.axis = _checks.integer(axis, "axis", _checks.INT32)
+    p.start = _checks.real(start, "start")
+    p.delta = _checks.real(delta, "delta")
+    p.limit_offset = _checks.real(limit_offset, "limit_offset")
+    p.dtype = tensor.DTYPES[np_dtype]
+    p.name = _name_bytes(name)
+    return p
+
+
+def integer_binary_params(kind, name):
+    """The mkc_binary_params of an integer_binary call."""
+    return _kind_params(_capi.BinaryParams, _capi.lib.mkc_binary_params_init,
+                        _choice("integer_binary", "kind", kind, INTEGER_KINDS), name)
 
 
 def reduce_params(kind: str, axes, keepdims, name):

@@ -329,6 +329,60 @@ static void test_op_run(void) {
     CHECK(strstr(mkc_last_error(), "take two inputs") != NULL);
     OK(mkc_tensor_destroy(either));
     OK(mkc_tensor_destroy(negated));
+    /* A range as long as wide's last dim (5) less 1, 10, 8, 6, 4; its
+     * values picking wide's elements along the last axis (gather_elements
+     * by the range broadcast to [2, 3, 4] through gather_nd's rows), then
+     * integer arithmetic on the range. */
+    mkc_range_params rgp;
+    OK(mkc_range_params_init(&rgp));
+    CHECK(rgp.delta == 1.0 && rgp.dtype == MKC_DTYPE_S64);
+    rgp.axis = -1, rgp.start = 10, rgp.delta = -2, rgp.limit_offset = -3; /* 10 down to 2 */
+    const mkc_tensor *rin[1] = {wide};
+    mkc_tensor *seq = NULL;
+    OK(mkc_op_run(MKC_OP_RANGE, &rgp, 1, rin, &seq));
+    int64_t sv[4];
+    OK(mkc_tensor_export(seq, MKC_LAYOUT_NCHW, sv, sizeof sv));
+    CHECK(sv[0] == 10 && sv[1] == 8 && sv[2] == 6 && sv[3] == 4);
+    mkc_binary_params ib;
+    OK(mkc_binary_params_init(&ib));
+    ib.kind = MKC_BINARY_DIV;
+    int64_t two = 2;
+    mkc_tensor *ttwo = NULL, *halves = NULL;
+    OK(mkc_tensor_wrap(MKC_DTYPE_S64, 1, d1, MKC_LAYOUT_NCHW, &two, &ttwo));
+    const mkc_tensor *iin[2] = {seq, ttwo};
+    OK(mkc_op_run(MKC_OP_INTEGER_BINARY, &ib, 2, iin, &halves)); /* 5 4 3 2 */
+    OK(mkc_tensor_export(halves, MKC_LAYOUT_NCHW, sv, sizeof sv));
+    CHECK(sv[0] == 5 && sv[1] == 4 && sv[2] == 3 && sv[3] == 2);
+    int64_t idx[6] = {4, 0, -1, 2, 1, 3}; /* [2, 3, 1] rows into wide's [2, 3, 5]... */
+    const int64_t id3[3] = {2, 3, 1};
+    mkc_tensor *tidx = NULL, *elems = NULL, *nd_rows = NULL;
+    OK(mkc_tensor_wrap(MKC_DTYPE_S64, 3, id3, MKC_LAYOUT_NCHW, idx, &tidx));
+    mkc_gather_params gep;
+    OK(mkc_gather_params_init(&gep));
+    gep.axis = 2;
+    const mkc_tensor *gein[2] = {wide, tidx};
+    OK(mkc_op_run(MKC_OP_GATHER_ELEMENTS, &gep, 2, gein, &elems)); /* [2, 3, 1] */
+    OK(mkc_tensor_export(elems, MKC_LAYOUT_NCHW, flags, 6));
+    for (int i = 0; i < 6; ++i)
+        CHECK(flags[i] == (x[(i % 3) * 5 + (idx[i] < 0 ? idx[i] + 5 : idx[i])] > 0.0f));
+    /* ... and as gather_nd's rows (one coordinate each, batch_dims 2). */
+    mkc_gather_nd_params np_;
+    OK(mkc_gather_nd_params_init(&np_));
+    CHECK(np_.batch_dims == 0);
+    np_.batch_dims = 2;
+    OK(mkc_op_run(MKC_OP_GATHER_ND, &np_, 2, gein, &nd_rows)); /* [2, 3] */
+    unsigned char same[6];
+    OK(mkc_tensor_export(nd_rows, MKC_LAYOUT_NCHW, same, 6));
+    for (int i = 0; i < 6; ++i) CHECK(same[i] == flags[i]);
+    idx[0] = 5; /* out of range: refused, nothing written */
+    CHECK(mkc_op_run(MKC_OP_GATHER_ND, &np_, 2, gein, &nd_rows) == MKC_STATUS_INVALID_ARGUMENT);
+    CHECK(strstr(mkc_last_error(), "gather_nd: index 5 is out of range") != NULL);
+    OK(mkc_tensor_destroy(nd_rows));
+    OK(mkc_tensor_destroy(elems));
+    OK(mkc_tensor_destroy(tidx));
+    OK(mkc_tensor_destroy(halves));
+    OK(mkc_tensor_destroy(ttwo));
+    OK(mkc_tensor_destroy(seq));
     OK(mkc_tensor_destroy(wide));
     OK(mkc_tensor_destroy(positive));
     OK(mkc_tensor_destroy(tzero));
@@ -1203,6 +1257,8 @@ static void test_struct_sizes(void) {
                    {MKC_STRUCT_PAD_PARAMS, sizeof(mkc_pad_params)},
                    {MKC_STRUCT_RESIZE_PARAMS, sizeof(mkc_resize_params)},
                    {MKC_STRUCT_LOGICAL_PARAMS, sizeof(mkc_logical_params)},
+                   {MKC_STRUCT_RANGE_PARAMS, sizeof(mkc_range_params)},
+                   {MKC_STRUCT_GATHER_ND_PARAMS, sizeof(mkc_gather_nd_params)},
                    {MKC_STRUCT_QUANTIZE_PARAMS, sizeof(mkc_quantize_params)},
                    {MKC_STRUCT_QUANTIZED_CONV_PARAMS, sizeof(mkc_quantized_conv_params)},
                    {MKC_STRUCT_QUANTIZED_LINEAR_PARAMS, sizeof(mkc_quantized_linear_params)}};
@@ -1214,7 +1270,7 @@ static void test_struct_sizes(void) {
     }
     size = 5;
     REFUSED(mkc_get_struct_size((mkc_struct_id)0, &size), "unknown struct id 0");
-    REFUSED(mkc_get_struct_size((mkc_struct_id)27, &size), "unknown struct id 27");
+    REFUSED(mkc_get_struct_size((mkc_struct_id)32, &size), "unknown struct id 32");
     CHECK(size == 5);
     CHECK(mkc_get_struct_size(MKC_STRUCT_CONV_PARAMS, NULL) == MKC_STATUS_INVALID_ARGUMENT);
 
@@ -1460,6 +1516,8 @@ static void test_enum_names(void) {
                  {"mkc_op", "reshape", MKC_OP_RESHAPE},
                  {"mkc_op", "pad", MKC_OP_PAD},
                  {"mkc_op", "resize", MKC_OP_RESIZE},
+                 {"mkc_op", "gather_nd", MKC_OP_GATHER_ND},
+                 {"mkc_op", "integer_binary", MKC_OP_INTEGER_BINARY},
                  {"mkc_pad_mode", "reflect", MKC_PAD_REFLECT},
                  {"mkc_resize_mode", "linear", MKC_RESIZE_LINEAR},
                  {"mkc_resize_coordinates", "pytorch_half_pixel",

@@ -22,14 +22,14 @@ import mkcache.onnx.backend as backend  # noqa: E402
 OPERATOR_TESTS = [
     "abs", "add", "and", "averagepool", "batchnorm", "cast", "castlike", "clip", "concat",
     "constant", "constantofshape", "conv", "div", "dropout", "edge_pad", "elu", "equal",
-    "erf", "exp", "expand", "flatten", "gather", "gelu", "gemm", "globalaveragepool",
+    "erf", "exp", "expand", "flatten", "gather", "gathernd", "gelu", "gemm", "globalaveragepool",
     "globalmaxpool", "greater", "greater_equal", "hardswish", "identity", "instancenorm",
     "layer_normalization", "leakyrelu", "less", "less_equal", "log", "logsoftmax", "lrn",
     "matmul", "max", "maxpool", "min", "mish", "mul", "neg", "not", "or", "pow", "range",
     "reciprocal", "reduce_l1", "reduce_l2", "reduce_log_sum", "reduce_log_sum_exp",
     "reduce_max", "reduce_mean", "reduce_min", "reduce_sum", "reduce_sum_square",
     "reflect_pad", "relu", "reshape", "resize", "shape", "sigmoid", "size", "slice",
-    "softmax", "softplus", "split", "sqrt", "squeeze", "sub", "sum", "tanh", "tile",
+    "shrink", "sign", "softmax", "softplus", "split", "sqrt", "squeeze", "sub", "sum", "tanh", "tile",
     "transpose", "unsqueeze", "upsample", "where", "wrap_pad", "xor",
     # PyTorch's exported Pads (the converted-model tests).
     "ConstantPad2d", "ZeroPad2d", "ReplicationPad2d", "ReflectionPad2d", "operator_pad",

@@ -907,3 +907,56 @@ def test_external_data_beside_the_model_file(tmp_path):
     without = onnx.load(str(path), load_external_data=False)
     with pytest.raises(mkcache.UnsupportedError, match="external data"):
         mkcache.onnx.load(without)
+
+
+# ------------------------------------------------------------ sign and shrink
+
+def test_sign_and_shrink_with_their_edges():
+    """Sign keeps a zero's sign and NaN; Shrink's bounds are strict (x at
+    lambd is 0). Odd shapes, against the evaluator and ONNX Runtime."""
+    nodes = [helper.make_node("Sign", ["x"], ["s"]),
+             helper.make_node("Shrink", ["x"], ["h"], bias=0.25, lambd=0.5),
+             helper.make_node("Shrink", ["x"], ["d"])]
+    x = rand(3, 5, 7)
+    x.reshape(-1)[:6] = [0.0, -0.0, 0.5, -0.5, np.nan, -np.inf]
+    m = model(nodes, [("x", [3, 5, 7])], [("s", None), ("h", None), ("d", None)])
+    got = check(m, {"x": x})
+    np.testing.assert_array_equal(np.signbit(got["s"].reshape(-1)[:2]), [False, True])
+    assert np.isnan(got["s"].reshape(-1)[4])
+
+
+def test_sign_of_integers_is_refused():
+    m = model([helper.make_node("Cast", ["x"], ["i"], to=TensorProto.INT64),
+               helper.make_node("Sign", ["i"], ["s"]),
+               helper.make_node("Cast", ["s"], ["y"], to=F)], [("x", [4])], [("y", None)])
+    with pytest.raises(mkcache.UnsupportedError, match="Sign of int64 values"):
+        mkcache.onnx.load(m)
+
+
+def test_scalar_inputs_run_as_one_element_and_clip_bounds_given_at_run_time():
+    """A rank-0 input is fed as shape (1,) (the backend reshapes a 0-d
+    array); Clip's bounds may be such inputs: min(max(x, low), high)."""
+    g = helper.make_graph(
+        [helper.make_node("Clip", ["x", "low", "high"], ["y"]),
+         helper.make_node("Mul", ["low", "high"], ["p"])], "scalars",
+        [helper.make_tensor_value_info("x", F, [3, 5]),
+         helper.make_tensor_value_info("low", F, []),
+         helper.make_tensor_value_info("high", F, [])],
+        [helper.make_tensor_value_info("y", F, [3, 5]), helper.make_tensor_value_info("p", F, [])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = min(m.ir_version, 10)
+    x = rand(3, 5)
+    ort = pytest.importorskip("onnxruntime")
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    with mkcache.onnx.load(m) as prog:
+        for low, high in ((-0.5, 0.5), (0.3, -0.2)):  # the second: high wins
+            want_y, want_p = sess.run(None, {"x": x, "low": np.array(low, np.float32),
+                                             "high": np.array(high, np.float32)})
+            got = prog.run(x=x, low=np.array([low], np.float32),
+                           high=np.array([high], np.float32))
+            np.testing.assert_array_equal(got["y"], want_y)
+            np.testing.assert_allclose(got["p"], want_p.reshape(1))
+    import mkcache.onnx.backend as backend  # noqa: PLC0415
+    rep = backend.prepare(m)
+    y, p = rep.run([x, np.array(-0.5, np.float32), np.array(0.5, np.float32)])
+    assert p.shape == () and y.shape == (3, 5)

@@ -186,8 +186,8 @@ def test_gather_by_a_scalar_index_drops_the_axis():
     check_sizes(m, lambda s: {"x": rand(*s, 4)}, [(2, 3), (3, 5)])
 
 
-def test_a_shape_needed_as_data_at_run_time_is_refused():
-    # arange(T) and a constant sliced to T: no operator makes either.
+def _range_and_sliced_table():
+    # arange(T) and a constant sliced to T (a position ids' buffer).
     nodes = [helper.make_node("Shape", ["x"], ["s"]),
              helper.make_node("Gather", ["s", "one"], ["t"], axis=0),
              helper.make_node("Range", ["zero", "t", "one"], ["r"]),
@@ -196,16 +196,130 @@ def test_a_shape_needed_as_data_at_run_time_is_refused():
              helper.make_node("Slice", ["table", "zero1", "t1"], ["part"]),
              helper.make_node("Add", ["x", "rf"], ["y"]),
              helper.make_node("Add", ["y", "part"], ["z"])]
-    m = model(nodes, [("x", ["N", "T"])], [("z", None)],
+    return model(nodes, [("x", ["N", "T"])], [("z", None)],
+                 [numpy_helper.from_array(np.array(0, np.int64), "zero"),
+                  numpy_helper.from_array(np.array(1, np.int64), "one"),
+                  ints("axes0", 0), ints("zero1", 0),
+                  numpy_helper.from_array(rand(16), "table")])
+
+
+def test_a_range_and_a_constant_sliced_to_a_run_time_length():
+    check_sizes(_range_and_sliced_table(), lambda n: {"x": rand(n % 3 + 1, n)}, [5, 1, 16, 7])
+
+
+def test_a_constant_sliced_past_its_end_fails_the_run():
+    # ONNX clamps the end to the table's 16; the gather of rows 0..T-1
+    # names the first row past it instead of reading past the table.
+    with mkcache.onnx.load(_range_and_sliced_table()) as prog:
+        with pytest.raises(mkcache.Error, match="index 16 is out of range"):
+            prog.run(x=rand(2, 17))
+
+
+@pytest.mark.parametrize("start,offset,delta", [(0, 0, 1), (2, 0, 1), (1, 3, 2), (0, -1, 1),
+                                                (5, -9, -1)])
+def test_range_to_a_run_time_dim_plus_a_constant(start, offset, delta):
+    """Range(start, T + offset, delta) of int64 and of float32, against ONNX
+    Runtime at several T."""
+    for dtype, np_dtype in ((I64, np.int64), (F, np.float32)):
+        nodes = [helper.make_node("Shape", ["x"], ["s"], start=1, end=2),
+                 helper.make_node("Squeeze", ["s"], ["t"]),
+                 helper.make_node("Add", ["t", "offset"], ["limit"]),
+                 helper.make_node("Cast", ["limit"], ["limit_c"], to=dtype),
+                 helper.make_node("Range", ["start", "limit_c", "delta"], ["y"])]
+        m = model(nodes, [("x", [2, "T"])], [("y", None, dtype)],
+                  [numpy_helper.from_array(np.array(start, np_dtype), "start"),
+                   numpy_helper.from_array(np.array(offset, np.int64), "offset"),
+                   numpy_helper.from_array(np.array(delta, np_dtype), "delta")])
+        sizes = [6, 11] if delta > 0 else [2, 3]
+        check_sizes(m, lambda n: {"x": rand(2, n)}, sizes)
+
+
+def test_an_empty_run_time_range_fails_the_run():
+    nodes = [helper.make_node("Shape", ["x"], ["s"], start=1, end=2),
+             helper.make_node("Squeeze", ["s"], ["t"]),
+             helper.make_node("Range", ["three", "t", "one"], ["y"])]
+    m = model(nodes, [("x", [2, "T"])], [("y", None, I64)],
+              [numpy_helper.from_array(np.array(3, np.int64), "three"),
+               numpy_helper.from_array(np.array(1, np.int64), "one")])
+    with mkcache.onnx.load(m) as prog:
+        np.testing.assert_array_equal(prog.run(x=rand(2, 5))["y"], [3, 4])
+        with pytest.raises(mkcache.Error, match="range: .* is empty"):
+            prog.run(x=rand(2, 3))
+
+
+def test_a_shape_read_as_data_holds_the_run_time_dims():
+    """The batch and sequence read from a shape used as values: integer
+    arithmetic on them and a comparison, in the program."""
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Mul", ["s", "two"], ["s2"]),
+             helper.make_node("Cast", ["s2"], ["sf"], to=F),
+             helper.make_node("Mul", ["x", "zero"], ["x0"]),
+             helper.make_node("Gather", ["sf", "one"], ["t"], axis=0),
+             helper.make_node("Add", ["x0", "t"], ["y"]),
+             helper.make_node("Max", ["s", "floor"], ["m"])]
+    m = model(nodes, [("x", ["N", "T"])], [("y", None), ("sf", None), ("m", None, I64)],
+              [ints("two", 2, 3), ints("floor", 4, 4),
+               numpy_helper.from_array(np.array(0.0, np.float32), "zero"),
+               numpy_helper.from_array(np.array(1, np.int64), "one")])
+    check_sizes(m, lambda n: {"x": rand(n % 4 + 1, n)}, [3, 6, 9])
+
+
+def test_a_mask_built_from_run_time_ranges():
+    """transformers' mask builder as the exporters write it: ranges over
+    the batch and sequence, a GatherND of the padding mask by them (dynamo),
+    a Gather of it flattened by their integer arithmetic (TorchScript)."""
+    B = TensorProto.BOOL
+    nodes = [helper.make_node("Shape", ["mask"], ["s"]),
+             helper.make_node("Gather", ["s", "zero"], ["b"], axis=0),
+             helper.make_node("Gather", ["s", "one"], ["t"], axis=0),
+             helper.make_node("Range", ["zero", "b", "one"], ["rb"]),
+             helper.make_node("Range", ["zero", "t", "one"], ["rt"]),
+             helper.make_node("Unsqueeze", ["rb", "axes1"], ["rb2"]),      # [B, 1]
+             helper.make_node("Unsqueeze", ["rt", "axes0"], ["rt2"]),      # [1, T]
+             helper.make_node("Max", ["rb2", "rt2"], ["both"]),             # [B, T]
+             helper.make_node("Shape", ["both"], ["bs"]),
+             helper.make_node("Expand", ["rb2", "bs"], ["eb"]),
+             helper.make_node("Expand", ["rt2", "bs"], ["et"]),
+             helper.make_node("Unsqueeze", ["eb", "axes2"], ["eb3"]),
+             helper.make_node("Unsqueeze", ["et", "axes2"], ["et3"]),
+             helper.make_node("Concat", ["eb3", "et3"], ["index"], axis=-1),  # [B, T, 2]
+             helper.make_node("Cast", ["mask"], ["mb"], to=B),
+             helper.make_node("GatherND", ["mb", "index"], ["nd"]),
+             helper.make_node("Flatten", ["mb"], ["flat"], axis=2),         # [B*T, 1]
+             helper.make_node("Mul", ["rb2", "t"], ["row"]),
+             helper.make_node("Add", ["row", "rt2"], ["at"]),               # [B, T]
+             helper.make_node("Gather", ["flat", "at"], ["g"], axis=0),     # [B, T, 1]
+             helper.make_node("Squeeze", ["g", "axes2"], ["g2"]),
+             helper.make_node("And", ["nd", "g2"], ["both_ok"]),
+             helper.make_node("Where", ["both_ok", "zerof", "low"], ["y"])]
+    m = model(nodes, [("mask", ["N", "T"], I64)], [("y", None)],
               [numpy_helper.from_array(np.array(0, np.int64), "zero"),
                numpy_helper.from_array(np.array(1, np.int64), "one"),
-               ints("axes0", 0), ints("zero1", 0),
-               numpy_helper.from_array(rand(16), "table")])
-    with pytest.raises(mkcache.UnsupportedError) as e:
-        mkcache.onnx.load(m)
-    text = str(e.value)
-    assert "node 2 (Range)" in text and "sequence of a length bound at run time" in text
-    assert "node 5 (Slice)" in text and "slicing a constant" in text
+               ints("axes0", 0), ints("axes1", 1), ints("axes2", 2),
+               numpy_helper.from_array(np.array(0.0, np.float32), "zerof"),
+               numpy_helper.from_array(np.array(-1e30, np.float32), "low")])
+
+    def feeds(n):
+        mask = np.ones((n % 3 + 1, n), np.int64)
+        mask[-1, n // 2:] = 0
+        return {"mask": mask}
+    check_sizes(m, feeds, [4, 7, 1])
+
+
+def test_gather_elements_and_gather_nd_against_onnxruntime():
+    nodes = [helper.make_node("GatherElements", ["x", "i"], ["e"], axis=1),
+             helper.make_node("GatherND", ["x", "j"], ["nd"], batch_dims=1)]
+    m = model(nodes, [("x", [3, 5, 4]), ("i", [3, 2, 4], I64), ("j", [3, 2, 1], I64)],
+              [("e", None), ("nd", None)])
+    rng = np.random.default_rng(5)
+    check_sizes(m, lambda n: {"x": rand(3, 5, 4), "i": rng.integers(-5, 5, (3, 2, 4)),
+                              "j": rng.integers(-5, 5, (3, 2, 1))}, [0, 1])
+    with mkcache.onnx.load(m) as prog:
+        with pytest.raises(mkcache.Error, match="gather_elements: index 5 is out of range"):
+            prog.run(x=rand(3, 5, 4), i=np.full((3, 2, 4), 5), j=np.zeros((3, 2, 1), np.int64))
+        with pytest.raises(mkcache.Error, match="gather_nd: index -6 is out of range"):
+            prog.run(x=rand(3, 5, 4), i=np.zeros((3, 2, 4), np.int64),
+                     j=np.full((3, 2, 1), -6))
 
 
 def test_input_shapes_pin_the_dims_a_shape_reads():
@@ -217,3 +331,15 @@ def test_input_shapes_pin_the_dims_a_shape_reads():
     with mkcache.onnx.load(m, input_shapes={"x": (3, 4)}) as prog:
         x = rand(3, 4)
         np.testing.assert_array_equal(prog.run(x=x)["y"], x)
+
+
+@pytest.mark.parametrize("dtype", [F, I64])
+def test_tile_by_a_run_time_dim(dtype):
+    """x.repeat(batch, 2) as exported: Tile by a shape read from another
+    input, its batch bound at run time; float32 and int64."""
+    nodes = [helper.make_node("Shape", ["y"], ["s"], start=0, end=1),
+             helper.make_node("Concat", ["s", "two"], ["repeats"], axis=0),
+             helper.make_node("Cast", ["x"], ["xc"], to=dtype),
+             helper.make_node("Tile", ["xc", "repeats"], ["t"])]
+    m = model(nodes, [("x", [3, 4]), ("y", ["N", 5])], [("t", None, dtype)], [ints("two", 2)])
+    check_sizes(m, lambda n: {"x": rand(3, 4) * 100, "y": rand(n, 5)}, [1, 4, 2])

@@ -19,7 +19,7 @@ ort = pytest.importorskip("onnxruntime")
 torch = pytest.importorskip("torch")
 
 import mkcache.onnx  # noqa: E402
-from torch_support import import_torchvision  # noqa: E402
+from torch_support import import_torchvision, import_transformers  # noqa: E402
 
 RTOL = 1e-4
 
@@ -125,7 +125,7 @@ def test_bert(dynamo, tmp_path):
     """BertModel with the attention mask in BERT's own additive form,
     (1 - mask) * the float minimum, token types of zeros (ConstantOfShape of
     the ids' run-time shape) and the position ids given."""
-    transformers = pytest.importorskip("transformers")
+    transformers = import_transformers()
     torch.manual_seed(0)
     bert = transformers.BertModel(_bert_config(transformers)).eval()
 
@@ -151,18 +151,15 @@ def test_bert(dynamo, tmp_path):
     _compare(path, [_bert_feeds(rng, 2, 7), _bert_feeds(rng, 3, 11)])
 
 
-@pytest.mark.xfail(strict=True, raises=mkcache.UnsupportedError, reason=(
-    "transformers' own mask builder needs GatherND (dynamo) and "
-    "Range over the run-time batch and sequence (no operator makes a sequence of a run-time "
-    "length); its embeddings slice the position ids' buffer to the run-time sequence (a "
-    "constant sliced to a run-time length) and gather the token types' buffer by them "
-    "(GatherElements, not in the library)"))
 @pytest.mark.parametrize("dynamo", [False, True], ids=["torchscript", "dynamo"])
 def test_bert_with_its_own_mask_builder(dynamo, tmp_path):
     """BertModel given the 2-D padding mask and nothing else: transformers
-    builds the 4-D mask itself, from aranges over the batch and the
-    sequence."""
-    transformers = pytest.importorskip("transformers")
+    builds the 4-D mask itself, from ranges over the run-time batch and
+    sequence (GatherND of the padding mask by them for the dynamo exporter,
+    a Gather of it flattened by their integer arithmetic for TorchScript's),
+    and its embeddings slice the position ids' buffer to the run-time
+    sequence and gather the token types' buffer by them (GatherElements)."""
+    transformers = import_transformers()
     torch.manual_seed(0)
     bert = transformers.BertModel(_bert_config(transformers)).eval()
 

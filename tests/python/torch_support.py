@@ -27,3 +27,14 @@ def import_torchvision():
             lib.define(f"{op}(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
     _SCHEMAS.append(lib)
     return pytest.importorskip("torchvision")
+
+
+def import_transformers():
+    """transformers, or the test skipped where it is not installed. Its
+    import reads torchvision where that is installed: torchvision is
+    imported first as import_torchvision does."""
+    try:
+        import_torchvision()
+    except pytest.skip.Exception:
+        pass
+    return pytest.importorskip("transformers")

@@ -180,9 +180,11 @@ typedef enum mkc_struct_id {
     MKC_STRUCT_PAD_PARAMS = 24,
     MKC_STRUCT_RESIZE_PARAMS = 25,
     MKC_STRUCT_LOGICAL_PARAMS = 26,
-    MKC_STRUCT_QUANTIZE_PARAMS = 40,
-    MKC_STRUCT_QUANTIZED_CONV_PARAMS = 41,
-    MKC_STRUCT_QUANTIZED_LINEAR_PARAMS = 42,
+    MKC_STRUCT_RANGE_PARAMS = 27,
+    MKC_STRUCT_GATHER_ND_PARAMS = 28,
+    MKC_STRUCT_QUANTIZE_PARAMS = 29,
+    MKC_STRUCT_QUANTIZED_CONV_PARAMS = 30,
+    MKC_STRUCT_QUANTIZED_LINEAR_PARAMS = 31,
     MKC_STRUCT_MAX_ENUM = 0x7fffffff
 } mkc_struct_id;
 
@@ -990,10 +992,14 @@ typedef enum mkc_op {
     MKC_OP_PAD = 24,             /* mkc_pad_params: src                      */
     MKC_OP_RESIZE = 25,          /* mkc_resize_params: src                   */
     MKC_OP_LOGICAL = 26,         /* mkc_logical_params: a [, b]              */
-    MKC_OP_QUANTIZE = 40,        /* mkc_quantize_params: src, scale [, zero_point] */
-    MKC_OP_DEQUANTIZE = 41,      /* mkc_quantize_params: src, scale [, zero_point] */
-    MKC_OP_QUANTIZED_CONV2D = 42, /* mkc_quantized_conv_params: the 8 quantized ports */
-    MKC_OP_QUANTIZED_LINEAR = 43, /* mkc_quantized_linear_params: the 8 quantized ports */
+    MKC_OP_RANGE = 27,           /* mkc_range_params: like                   */
+    MKC_OP_GATHER_ELEMENTS = 28, /* mkc_gather_params: data, indices         */
+    MKC_OP_GATHER_ND = 29,       /* mkc_gather_nd_params: data, indices      */
+    MKC_OP_INTEGER_BINARY = 30,  /* mkc_binary_params: a, b                  */
+    MKC_OP_QUANTIZE = 31,        /* mkc_quantize_params: src, scale [, zero_point] */
+    MKC_OP_DEQUANTIZE = 32,      /* mkc_quantize_params: src, scale [, zero_point] */
+    MKC_OP_QUANTIZED_CONV2D = 33, /* mkc_quantized_conv_params: the 8 quantized ports */
+    MKC_OP_QUANTIZED_LINEAR = 34, /* mkc_quantized_linear_params: the 8 quantized ports */
     MKC_OP_MAX_ENUM = 0x7fffffff
 } mkc_op;
 
@@ -1063,7 +1069,7 @@ typedef struct mkc_reduce_params {
 } mkc_reduce_params;
 MKC_API mkc_status mkc_reduce_params_init(mkc_reduce_params *params);
 
-/* Slices of float32 `data` picked along `axis` by int32 or int64 `indices`
+/* Slices of `data` (any dtype) picked along `axis` by int32 or int64 `indices`
  * (negative ones count from the end; one out of range fails the call or
  * the run with INVALID_ARGUMENT): the result's dims are data's before the
  * axis, then the indices', then data's after it (ONNX's Gather; an
@@ -1225,6 +1231,50 @@ typedef struct mkc_logical_params {
 } mkc_logical_params;
 MKC_API mkc_status mkc_logical_params_init(mkc_logical_params *params);
 
+/* MKC_OP_RANGE: the sequence start, start + delta, start + 2 delta, ...
+ * below (delta > 0) or above (delta < 0) a limit of `like`'s dim at `axis`
+ * (in its caller order) plus `limit_offset`: ONNX's Range whose limit is a
+ * dim bound at run time. Its length is max(ceil((limit - start) / delta), 0);
+ * a length of 0 is an error (no value of a program is empty). The values are
+ * computed in double and converted to `dtype` (F32, S32 or S64); a 1-D
+ * channels-first result. `like` (any dtype) gives its dims only. */
+typedef struct mkc_range_params {
+    size_t struct_size; /* sizeof; set by mkc_range_params_init */
+    int axis;           /* default 0; negative counts from the end */
+    double start;       /* default 0 */
+    double limit_offset; /* default 0: the limit is the dim itself */
+    double delta;       /* default 1; not 0 */
+    mkc_dtype dtype;    /* default S64 */
+    const char *name;   /* cache name; may be NULL */
+} mkc_range_params;
+MKC_API mkc_status mkc_range_params_init(mkc_range_params *params);
+
+/* MKC_OP_GATHER_ELEMENTS (mkc_gather_params): ONNX's GatherElements. data
+ * (any dtype) and int32 or int64 indices of the same rank, each of indices'
+ * dims at most data's except at `axis`; out[i][j][k] = data[idx][j][k] for
+ * axis 0, idx = indices[i][j][k] (negative counts from the end; one out of
+ * range fails the call or the run with INVALID_ARGUMENT). The result has
+ * indices' dims and data's dtype, channels-first.
+ *
+ * MKC_OP_GATHER_ND: ONNX's GatherND. data (any dtype) of rank r, int32 or
+ * int64 indices of rank q; the first batch_dims dims of both agree; the last
+ * dim of indices, k (1 .. r - batch_dims), counts the coordinates each index
+ * gives (negative ones count from the end; one out of range is an error as
+ * above). The result's dims are indices' first q - 1, then data's last
+ * r - batch_dims - k; data's dtype, channels-first (a result of no dims is
+ * [1]). */
+typedef struct mkc_gather_nd_params {
+    size_t struct_size; /* sizeof; set by mkc_gather_nd_params_init */
+    int batch_dims;     /* default 0 */
+    const char *name;   /* cache name; may be NULL */
+} mkc_gather_nd_params;
+MKC_API mkc_status mkc_gather_nd_params_init(mkc_gather_nd_params *params);
+
+/* MKC_OP_INTEGER_BINARY (mkc_binary_params): a (kind) b on S32 or S64
+ * values of one dtype, with numpy broadcasting, in that dtype's arithmetic
+ * (wrapping as unsigned arithmetic does on overflow); DIV truncates toward
+ * zero and a zero divisor fails the call or the run with INVALID_ARGUMENT.
+ * The result channels-first. */
 /* 8-bit quantization as ONNX's QuantizeLinear and DequantizeLinear:
  *   quantize    q = saturate(round(x / scale) + zero_point)
  *   dequantize  x = (q - zero_point) * scale

@@ -62,6 +62,8 @@ constexpr Named kStructId[] = {
     {"pad_params", MKC_STRUCT_PAD_PARAMS},
     {"resize_params", MKC_STRUCT_RESIZE_PARAMS},
     {"logical_params", MKC_STRUCT_LOGICAL_PARAMS},
+    {"range_params", MKC_STRUCT_RANGE_PARAMS},
+    {"gather_nd_params", MKC_STRUCT_GATHER_ND_PARAMS},
     {"quantize_params", MKC_STRUCT_QUANTIZE_PARAMS},
     {"quantized_conv_params", MKC_STRUCT_QUANTIZED_CONV_PARAMS},
     {"quantized_linear_params", MKC_STRUCT_QUANTIZED_LINEAR_PARAMS},

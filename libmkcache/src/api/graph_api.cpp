@@ -140,6 +140,8 @@ MKC_PARAMS_INIT(mkc_resize_params, params->mode = MKC_RESIZE_NEAREST;
                 params->coordinates = MKC_COORDINATES_HALF_PIXEL;
                 params->nearest = MKC_NEAREST_ROUND_PREFER_FLOOR)
 MKC_PARAMS_INIT(mkc_logical_params, params->kind = MKC_LOGICAL_AND)
+MKC_PARAMS_INIT(mkc_range_params, params->delta = 1.0; params->dtype = MKC_DTYPE_S64)
+MKC_PARAMS_INIT(mkc_gather_nd_params, (void)0)
 MKC_PARAMS_INIT(mkc_quantize_params, params->axis = 1; params->to = MKC_DTYPE_U8)
 MKC_PARAMS_INIT(mkc_quantized_conv_params, mkc_conv_params_init(&params->conv);
                 params->dst_dtype = MKC_DTYPE_F32)

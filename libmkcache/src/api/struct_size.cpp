@@ -47,6 +47,8 @@ static_assert(well_formed<mkc_compare_params>());
 static_assert(well_formed<mkc_pad_params>());
 static_assert(well_formed<mkc_resize_params>());
 static_assert(well_formed<mkc_logical_params>());
+static_assert(well_formed<mkc_range_params>());
+static_assert(well_formed<mkc_gather_nd_params>());
 static_assert(well_formed<mkc_quantize_params>());
 static_assert(well_formed<mkc_quantized_conv_params>());
 static_assert(well_formed<mkc_quantized_linear_params>());
@@ -108,6 +110,8 @@ MKC_API mkc_status mkc_get_struct_size(mkc_struct_id id, size_t *size) {
         case MKC_STRUCT_PAD_PARAMS: *size = sizeof(mkc_pad_params); return;
         case MKC_STRUCT_RESIZE_PARAMS: *size = sizeof(mkc_resize_params); return;
         case MKC_STRUCT_LOGICAL_PARAMS: *size = sizeof(mkc_logical_params); return;
+        case MKC_STRUCT_RANGE_PARAMS: *size = sizeof(mkc_range_params); return;
+        case MKC_STRUCT_GATHER_ND_PARAMS: *size = sizeof(mkc_gather_nd_params); return;
         case MKC_STRUCT_QUANTIZE_PARAMS: *size = sizeof(mkc_quantize_params); return;
         case MKC_STRUCT_QUANTIZED_CONV_PARAMS: *size = sizeof(mkc_quantized_conv_params); return;
         case MKC_STRUCT_QUANTIZED_LINEAR_PARAMS:

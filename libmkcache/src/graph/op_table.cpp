@@ -579,8 +579,8 @@ std::string no_attrs_text(const Node &, const NodeInputs &) { return {}; }
 
 void ref_erf(const ReferenceCall &c) { reference::erf(in_f(c, 0), out_f(c), count(c.out)); }
 
-// gather: float32 data, int32 or int64 indices (the row's dtypes); the
-// result channels-first, data's dims around the indices' at the axis.
+// gather: data of any dtype, int32 or int64 indices (the row's dtypes);
+// the result channels-first, data's dims around the indices' at the axis.
 int gather_axis(const Node &node, size_t rank) {
     const int axis = std::get<mkc_gather_params>(node.params).axis;
     const int r = static_cast<int>(rank);
@@ -595,8 +595,128 @@ std::vector<ValueDesc> infer_gather(const Node &node, const NodeInputs &in) {
     out.insert(out.end(), data.begin() + axis + 1, data.end());
     require(out.size() <= MKC_MAX_NDIMS, "gather: the result's rank ", out.size(),
             " is past ", MKC_MAX_NDIMS);
-    check_dims("gather: the result", static_cast<int>(out.size()), out.data(), MKC_DTYPE_F32);
-    return {ops::plain_value(MKC_DTYPE_F32, MKC_LAYOUT_CHANNELS_FIRST, out)};
+    check_dims("gather: the result", static_cast<int>(out.size()), out.data(), in[0]->dtype);
+    return {ops::plain_value(in[0]->dtype, MKC_LAYOUT_CHANNELS_FIRST, out)};
+}
+
+// gather_elements: indices of data's rank, no larger off the axis; the
+// result has the indices' dims and data's dtype.
+std::vector<ValueDesc> infer_gather_elements(const Node &node, const NodeInputs &in) {
+    const Dims data = caller_dims(*in[0]), indices = caller_dims(*in[1]);
+    require(data.size() == indices.size(), "gather_elements: indices have rank ", indices.size(),
+            ", data ", data.size(), " (the same rank)");
+    const int axis = gather_axis(node, data.size());
+    for (size_t i = 0; i < data.size(); ++i)
+        require(static_cast<int>(i) == axis || indices[i] <= data[i],
+                "gather_elements: indices of ", shape_text(indices), " are larger than data of ",
+                shape_text(data), " off the axis (", axis, ")");
+    return {ops::plain_value(in[0]->dtype, MKC_LAYOUT_CHANNELS_FIRST, indices)};
+}
+void ref_gather_elements(const ReferenceCall &c) {
+    reference::gather_elements(c.in[0], c.buffers.in[0], gather_axis(c.node, c.in[0].size()),
+                               c.in[1], c.buffers.in[1], c.dtypes[1] == MKC_DTYPE_S64,
+                               dtype_size(c.dtypes[0]), c.buffers.out[0]);
+}
+
+// gather_nd: ONNX's GatherND (mkcache.h).
+Dims gather_nd_dims(const Node &node, const Dims &data, const Dims &indices) {
+    const int b = std::get<mkc_gather_nd_params>(node.params).batch_dims;
+    const int r = static_cast<int>(data.size()), q = static_cast<int>(indices.size());
+    require(b >= 0 && b < std::min(r, q), "gather_nd: batch_dims must be 0..",
+            std::min(r, q) - 1, " (below both ranks), got ", b);
+    for (int i = 0; i < b; ++i)
+        require(data[static_cast<size_t>(i)] == indices[static_cast<size_t>(i)],
+                "gather_nd: the batch dims of data ", shape_text(data), " and indices ",
+                shape_text(indices), " differ");
+    const int64_t k = indices.back();
+    require(k >= 1 && k <= r - b, "gather_nd: indices' last dim (", k, ") must be 1..", r - b,
+            " (data's rank less batch_dims)");
+    Dims out(indices.begin(), indices.end() - 1);
+    out.insert(out.end(), data.begin() + b + k, data.end());
+    require(out.size() <= MKC_MAX_NDIMS, "gather_nd: the result's rank ", out.size(),
+            " is past ", MKC_MAX_NDIMS);
+    if (out.empty())
+        out.push_back(1);
+    return out;
+}
+std::vector<ValueDesc> infer_gather_nd(const Node &node, const NodeInputs &in) {
+    const Dims out = gather_nd_dims(node, caller_dims(*in[0]), caller_dims(*in[1]));
+    check_dims("gather_nd: the result", static_cast<int>(out.size()), out.data(), in[0]->dtype);
+    return {ops::plain_value(in[0]->dtype, MKC_LAYOUT_CHANNELS_FIRST, out)};
+}
+std::string gather_nd_text(const Node &node, const NodeInputs &) {
+    return ":batch" + std::to_string(std::get<mkc_gather_nd_params>(node.params).batch_dims);
+}
+void ref_gather_nd(const ReferenceCall &c) {
+    reference::gather_nd(c.in[0], c.buffers.in[0],
+                         std::get<mkc_gather_nd_params>(c.node.params).batch_dims, c.in[1],
+                         c.buffers.in[1], c.dtypes[1] == MKC_DTYPE_S64, dtype_size(c.dtypes[0]),
+                         c.buffers.out[0]);
+}
+
+// range: a 1-D sequence whose limit is a dim of `like` plus an offset.
+int64_t range_length(const Node &node, const Dims &like) {
+    const auto &p = std::get<mkc_range_params>(node.params);
+    const int r = static_cast<int>(like.size());
+    require(p.axis >= -r && p.axis < r, "range: axis ", p.axis, " is out of range for rank ", r);
+    require(std::isfinite(p.start) && std::isfinite(p.limit_offset) && std::isfinite(p.delta),
+            "range: start, limit_offset and delta must be finite");
+    require(p.delta != 0, "range: delta is 0");
+    const double limit = static_cast<double>(like[static_cast<size_t>(axis_of(p.axis, like.size()))]) +
+                         p.limit_offset;
+    const double n = std::ceil((limit - p.start) / p.delta);
+    require(n >= 1, "range: the sequence from ", p.start, " to ", limit, " by ", p.delta,
+            " is empty");
+    require(n <= static_cast<double>(int64_t{1} << 40), "range: the sequence from ", p.start,
+            " to ", limit, " by ", p.delta, " is longer than 2^40");
+    // Integers: every value within the dtype (its ends are the extremes).
+    const double last = p.start + (n - 1) * p.delta;
+    const double bound = p.dtype == MKC_DTYPE_S32 ? 2147483647.0 : 9.2e18;
+    require(p.dtype == MKC_DTYPE_F32 || (std::abs(p.start) <= bound && std::abs(last) <= bound),
+            "range: the sequence from ", p.start, " to ", last, " leaves ",
+            dtype_name(p.dtype), "'s range");
+    return static_cast<int64_t>(n);
+}
+std::vector<ValueDesc> infer_range(const Node &node, const NodeInputs &in) {
+    const mkc_dtype dtype = std::get<mkc_range_params>(node.params).dtype;
+    require(dtype == MKC_DTYPE_F32 || dtype == MKC_DTYPE_S32 || dtype == MKC_DTYPE_S64,
+            "range: dtype must be f32, s32 or s64, got ", static_cast<int>(dtype));
+    const Dims out{range_length(node, caller_dims(*in[0]))};
+    check_dims("range: the result", 1, out.data(), dtype);
+    return {ops::plain_value(dtype, MKC_LAYOUT_CHANNELS_FIRST, out)};
+}
+std::string range_text(const Node &node, const NodeInputs &) {
+    const auto &p = std::get<mkc_range_params>(node.params);
+    return ":axis" + std::to_string(p.axis) + ":to_" + dtype_name(p.dtype);
+}
+void ref_range(const ReferenceCall &c) {
+    const auto &p = std::get<mkc_range_params>(c.node.params);
+    reference::range(p.start, p.delta, c.out[0], p.dtype, c.buffers.out[0]);
+}
+
+Dims broadcast(const std::vector<Dims> &shapes, const char *op); // below
+
+// integer_binary: two int32 or two int64 values, broadcast.
+std::vector<ValueDesc> infer_integer_binary(const Node &node, const NodeInputs &in) {
+    const mkc_binary_kind kind = std::get<mkc_binary_params>(node.params).kind;
+    require(kind >= MKC_BINARY_ADD && kind <= MKC_BINARY_MIN,
+            "integer_binary: kind must be ADD, SUB, MUL, DIV, MAX or MIN, got ",
+            static_cast<int>(kind));
+    require(in[0]->dtype == in[1]->dtype, "integer_binary: a is ", dtype_name(in[0]->dtype),
+            ", b ", dtype_name(in[1]->dtype), " (both of one dtype)");
+    const Dims out = broadcast({caller_dims(*in[0]), caller_dims(*in[1])}, "integer_binary");
+    return {ops::plain_value(in[0]->dtype, MKC_LAYOUT_CHANNELS_FIRST, out)};
+}
+void ref_integer_binary(const ReferenceCall &c) {
+    const mkc_binary_kind kind = std::get<mkc_binary_params>(c.node.params).kind;
+    if (c.dtypes[0] == MKC_DTYPE_S64)
+        reference::integer_binary(kind, c.in[0], static_cast<const int64_t *>(c.buffers.in[0]),
+                                  c.in[1], static_cast<const int64_t *>(c.buffers.in[1]), c.out,
+                                  static_cast<int64_t *>(c.buffers.out[0]));
+    else
+        reference::integer_binary(kind, c.in[0], static_cast<const int32_t *>(c.buffers.in[0]),
+                                  c.in[1], static_cast<const int32_t *>(c.buffers.in[1]), c.out,
+                                  static_cast<int32_t *>(c.buffers.out[0]));
 }
 // cast: any dtype in, `to` out; the same dims and label.
 std::vector<ValueDesc> infer_cast(const Node &node, const NodeInputs &in) {
@@ -767,8 +887,9 @@ std::string gather_text(const Node &node, const NodeInputs &) {
     return ":axis" + std::to_string(std::get<mkc_gather_params>(node.params).axis);
 }
 void ref_gather(const ReferenceCall &c) {
-    reference::gather(c.in[0], in_f(c, 0), gather_axis(c.node, c.in[0].size()), c.in[1],
-                      c.buffers.in[1], c.dtypes[1] == MKC_DTYPE_S64, out_f(c));
+    reference::gather(c.in[0], c.buffers.in[0], gather_axis(c.node, c.in[0].size()), c.in[1],
+                      c.buffers.in[1], c.dtypes[1] == MKC_DTYPE_S64, dtype_size(c.dtypes[0]),
+                      c.buffers.out[0]);
 }
 
 void ref_reduce(const ReferenceCall &c) {
@@ -1196,8 +1317,11 @@ constexpr char kPool[] = "pool", kLinear[] = "linear", kMatmul[] = "matmul",
                kErf[] = "erf", kReduce[] = "reduce", kGather[] = "gather", kCast[] = "cast",
                kWhere[] = "where", kSlice[] = "slice", kExpand[] = "expand",
                kCompare[] = "compare", kPad[] = "pad", kResize[] = "resize",
-               kLogical[] = "logical", kQuantize[] = "quantize", kDequantize[] = "dequantize",
-               kQuantizedConv2d[] = "quantized_conv2d", kQuantizedLinear[] = "quantized_linear",
+               kLogical[] = "logical", kRange[] = "range",
+               kGatherElements[] = "gather_elements", kGatherNd[] = "gather_nd",
+               kIntegerBinary[] = "integer_binary", kQuantize[] = "quantize",
+               kDequantize[] = "dequantize", kQuantizedConv2d[] = "quantized_conv2d",
+               kQuantizedLinear[] = "quantized_linear",
                kQuantizedPorts[] =
                    "src,weights,src_scale,weight_scale,bias,src_zero_point,dst_scale,dst_zero_point";
 
@@ -1388,10 +1512,31 @@ std::vector<OpRow> build_rows() {
         // No oneDNN primitive in this version: rows copied by the reference
         // kernel (an embedding lookup).
         Row(NodeOp(MKC_OP_GATHER), kGather)
-            .ports("data,indices", 2, 2, 2)
+            .ports("data,indices", 2, 2, 2).port_dtypes(0, kAnyDtype)
             .port_dtypes(1, dtype_bit(MKC_DTYPE_S32) | dtype_bit(MKC_DTYPE_S64))
             .params(read_as_is<mkc_gather_params, kGather>).infer(infer_gather)
             .attrs(gather_text).reference(ref_gather),
+        Row(NodeOp(MKC_OP_GATHER_ELEMENTS), kGatherElements)
+            .ports("data,indices", 2, 2, 2).port_dtypes(0, kAnyDtype)
+            .port_dtypes(1, dtype_bit(MKC_DTYPE_S32) | dtype_bit(MKC_DTYPE_S64))
+            .params(read_as_is<mkc_gather_params, kGatherElements>)
+            .infer(infer_gather_elements).attrs(gather_text).reference(ref_gather_elements),
+        Row(NodeOp(MKC_OP_GATHER_ND), kGatherNd)
+            .ports("data,indices", 2, 2, 2).port_dtypes(0, kAnyDtype)
+            .port_dtypes(1, dtype_bit(MKC_DTYPE_S32) | dtype_bit(MKC_DTYPE_S64))
+            .params(read_as_is<mkc_gather_nd_params, kGatherNd>).infer(infer_gather_nd)
+            .attrs(gather_nd_text).reference(ref_gather_nd),
+        // The length is the dim of `like` the node reads: a sequence as long
+        // as a dim bound at run time.
+        Row(NodeOp(MKC_OP_RANGE), kRange)
+            .ports("like", 1, 1, 1).port_dtypes(0, kAnyDtype)
+            .params(read_as_is<mkc_range_params, kRange>).infer(infer_range)
+            .attrs(range_text).reference(ref_range),
+        Row(NodeOp(MKC_OP_INTEGER_BINARY), kIntegerBinary)
+            .ports("a,b", 2, 2, 2)
+            .port_dtypes(0, dtype_bit(MKC_DTYPE_S32) | dtype_bit(MKC_DTYPE_S64))
+            .params(read_as_is<mkc_binary_params, kIntegerBinary>).infer(infer_integer_binary)
+            .reference(ref_integer_binary),
         Row(NodeOp(MKC_OP_CAST), kCast)
             .ports("src", 1, 1, 1)
             .port_dtypes(0, kAnyDtype)

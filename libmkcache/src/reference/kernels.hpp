@@ -41,6 +41,17 @@ void erf(const float *src, float *dst, int64_t n);
 // dst = src broadcast to dst_dims (numpy's rule), `bytes` per element.
 void expand(const Dims &src_dims, const void *src, const Dims &dst_dims, size_t bytes, void *dst);
 
+// dst = a (kind) b on integers of type T (int32_t or int64_t) with numpy
+// broadcasting, wrapping on overflow; DIV truncates toward zero and throws
+// INVALID_ARGUMENT on a zero divisor before writing anything.
+template <typename T>
+void integer_binary(mkc_binary_kind kind, const Dims &a_dims, const T *a, const Dims &b_dims,
+                    const T *b, const Dims &dst_dims, T *dst);
+
+// dst[i] = start + i * delta for i < n, computed in double, as `dtype`
+// (F32, S32 or S64).
+void range(double start, double delta, int64_t n, mkc_dtype dtype, void *dst);
+
 // dst = a (kind) b on bytes holding 0 or 1, broadcast as numpy; NOT reads
 // a alone (b is then a again).
 void logical(mkc_logical_kind kind, const Dims &a_dims, const uint8_t *a, const Dims &b_dims,
@@ -149,10 +160,22 @@ void transpose(const Dims &dims, const std::vector<int> &perm, const float *src,
 
 // out = data's slices along `axis` (0 <= axis < rank) picked by `indices`
 // (int32, or int64 when `int64`; negative ones count from the end), as
-// ONNX's Gather. Throws INVALID_ARGUMENT (mkc::Error) naming an index out
-// of range before writing anything.
-void gather(const Dims &data_dims, const float *data, int axis, const Dims &index_dims,
-            const void *indices, bool int64, float *out);
+// ONNX's Gather, `bytes` per element. Throws INVALID_ARGUMENT (mkc::Error)
+// naming an index out of range before writing anything.
+void gather(const Dims &data_dims, const void *data, int axis, const Dims &index_dims,
+            const void *indices, bool int64, size_t bytes, void *out);
+
+// ONNX's GatherElements: out has index_dims (of data's rank, each at most
+// data's dim off `axis`); out[p] = data[p with p[axis] = indices[p]].
+// Errors as gather's.
+void gather_elements(const Dims &data_dims, const void *data, int axis, const Dims &index_dims,
+                     const void *indices, bool int64, size_t bytes, void *out);
+
+// ONNX's GatherND with `batch_dims` leading batch dims: each of indices'
+// rows of k coordinates picks a slice of data's last r - batch_dims - k
+// dims within its batch. Errors as gather's.
+void gather_nd(const Dims &data_dims, const void *data, int batch_dims, const Dims &index_dims,
+               const void *indices, bool int64, size_t bytes, void *out);
 
 // out[i...] = src[start[a] + i[a] * step[a], ...] for every axis a (dims as
 // given; an axis not sliced has start 0, step 1), `bytes` per element.

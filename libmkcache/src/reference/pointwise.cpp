@@ -2,12 +2,16 @@
 // broadcasting, and softmax. Each element is computed in double and rounded
 // once to float, so the kernels stay an independent, accurate check of the
 // eager operators.
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
+
+#include "common/error.hpp"
 
 #include "common/half_floats.hpp"
 #include "reference/kernels.hpp"
@@ -230,6 +234,56 @@ void logical(mkc_logical_kind kind, const Dims &a_dims, const uint8_t *a, const 
         const bool x = a[at[0]] != 0, y = b[at[1]] != 0;
         dst[i] = kind == MKC_LOGICAL_AND ? x && y : kind == MKC_LOGICAL_OR ? x || y
                : kind == MKC_LOGICAL_XOR ? x != y : !x;
+    }
+}
+
+template <typename T>
+void integer_binary(mkc_binary_kind kind, const Dims &a_dims, const T *a, const Dims &b_dims,
+                    const T *b, const Dims &dst_dims, T *dst) {
+    const Broadcast<2> walk(dst_dims, {&a_dims, &b_dims});
+    if (kind == MKC_BINARY_DIV) {
+        int64_t nb = 1;
+        for (int64_t d : b_dims)
+            nb *= d;
+        for (int64_t i = 0; i < nb; ++i)
+            if (b[i] == 0)
+                fail(MKC_STATUS_INVALID_ARGUMENT, "integer_binary: a divisor is 0 (b's element ",
+                     i, ")");
+    }
+    // Sums and products in unsigned arithmetic: they wrap, as the header
+    // says, where the signed ones would be undefined.
+    using U = std::make_unsigned_t<T>;
+    for (int64_t i = 0; i < walk.total(); ++i) {
+        const auto at = walk.at(i);
+        const T x = a[at[0]], y = b[at[1]];
+        switch (kind) {
+        case MKC_BINARY_ADD: dst[i] = static_cast<T>(static_cast<U>(x) + static_cast<U>(y)); break;
+        case MKC_BINARY_SUB: dst[i] = static_cast<T>(static_cast<U>(x) - static_cast<U>(y)); break;
+        case MKC_BINARY_MUL: dst[i] = static_cast<T>(static_cast<U>(x) * static_cast<U>(y)); break;
+        case MKC_BINARY_DIV:
+            // The one quotient past T's range (the least value over -1)
+            // wraps to itself.
+            dst[i] = y == -1 ? static_cast<T>(U{0} - static_cast<U>(x)) : static_cast<T>(x / y);
+            break;
+        case MKC_BINARY_MAX: dst[i] = std::max(x, y); break;
+        default: dst[i] = std::min(x, y); break;
+        }
+    }
+}
+template void integer_binary<int32_t>(mkc_binary_kind, const Dims &, const int32_t *, const Dims &,
+                                      const int32_t *, const Dims &, int32_t *);
+template void integer_binary<int64_t>(mkc_binary_kind, const Dims &, const int64_t *, const Dims &,
+                                      const int64_t *, const Dims &, int64_t *);
+
+void range(double start, double delta, int64_t n, mkc_dtype dtype, void *dst) {
+    for (int64_t i = 0; i < n; ++i) {
+        const double v = start + static_cast<double>(i) * delta;
+        if (dtype == MKC_DTYPE_F32)
+            static_cast<float *>(dst)[i] = static_cast<float>(v);
+        else if (dtype == MKC_DTYPE_S32)
+            static_cast<int32_t *>(dst)[i] = static_cast<int32_t>(v);
+        else
+            static_cast<int64_t *>(dst)[i] = static_cast<int64_t>(v);
     }
 }
 

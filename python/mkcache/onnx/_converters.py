@@ -220,7 +220,25 @@ def where(ctx, node):
         return [_symbolic.result(np.where(np.asarray(sym[0], dtype=bool),
                                           _symbolic.objects(sym[1]),
                                           _symbolic.objects(sym[2])), dtype)]
+    dtype = _symbolic.dtype_of(ctx, node.input[1])
+    if dtype in (np.int32, np.int64, np.bool_):
+        return [_integer_where(ctx, node, dtype)]
     return [ctx.graph.where(*(ctx.value(n) for n in node.input))]
+
+
+def _integer_where(ctx, node, dtype):
+    """condition ? x : y on integers (the library's where is float32's), in
+    their own arithmetic so every value stays exact: y + c * (x - y), c 0 or
+    1, wrapping as the sum does back to x where c is 1. Bools through
+    int32."""
+    g = ctx.graph
+    work = np.dtype(np.int32) if dtype == np.bool_ else np.dtype(dtype)
+    c, x, y = ctx.value(node.input[0]), ctx.value(node.input[1]), ctx.value(node.input[2])
+    if dtype == np.bool_:
+        x, y = g.cast(x, work), g.cast(y, work)
+    picked = g.integer_binary(g.cast(c, work), g.integer_binary(x, y, kind="sub"), kind="mul")
+    out = g.integer_binary(y, picked, kind="add")
+    return g.cast(out, dtype) if dtype == np.bool_ else out
 
 
 @converter("Gather")
@@ -235,14 +253,54 @@ def gather(ctx, node):
         return [_symbolic.result(out, x.dtype)]
     y = ctx.graph.gather(ctx.value(node.input[0]), ctx.value(node.input[1]), axis=axis,
                          name=node.name or None)
-    index = ctx.known.get(node.input[1])
-    if index is not None and index.ndim == 0:
+    if ctx.shape(node.input[1]) == ():
         # A scalar index drops the axis; the graph's constant of it has one
         # element, which keeps it as a 1.
         dims = ctx.dims(node.input[0])
         axis = _axis(axis, len(dims))
         y = _symbolic.squeeze(ctx, y, [1 if i == axis else d for i, d in enumerate(dims)], [axis])
     return [y]
+
+
+@converter("GatherElements", since=11)
+def gather_elements(ctx, node):
+    axis = attributes(node).get("axis", 0)
+    known = _known(ctx, node)
+    if known is not None:
+        data, index = known
+        axis = _axis(axis, data.ndim)
+        if np.any((index < -data.shape[axis]) | (index >= data.shape[axis])):
+            raise Refusal("an index out of range")
+        return [np.take_along_axis(data, np.where(index < 0, index + data.shape[axis], index),
+                                   axis)]
+    y = ctx.graph.gather_elements(ctx.value(node.input[0]), ctx.value(node.input[1]),
+                                  axis=axis, name=node.name or None)
+    if ctx.shape(node.input[1]) is not None:
+        ctx.computed[node.output[0]] = ctx.dims(node.input[1])
+    return [y]
+
+
+def _numpy_gather_nd(data, index, batch_dims):
+    batch = data.shape[:batch_dims]
+    k = index.shape[-1]
+    data = data.reshape((-1,) + data.shape[batch_dims:])
+    rows = index.reshape(data.shape[0], -1, k)
+    bounds = np.array(data.shape[1:1 + k])
+    if np.any((rows < -bounds) | (rows >= bounds)):
+        raise Refusal("an index out of range")
+    rows = np.where(rows < 0, rows + bounds, rows)
+    out = np.stack([data[b][tuple(rows[b].T)] for b in range(data.shape[0])])
+    return out.reshape(batch + index.shape[batch_dims:-1] + data.shape[1 + k:])
+
+
+@converter("GatherND", since=11)
+def gather_nd(ctx, node):
+    batch_dims = attributes(node).get("batch_dims", 0)
+    known = _known(ctx, node)
+    if known is not None:
+        return [_numpy_gather_nd(known[0], known[1], batch_dims)]
+    return [ctx.graph.gather_nd(ctx.value(node.input[0]), ctx.value(node.input[1]),
+                                batch_dims=batch_dims, name=node.name or None)]
 
 
 @converter("Unsqueeze")
@@ -316,11 +374,21 @@ def reshape(ctx, node):
     allowzero = bool(attributes(node).get("allowzero", 0))
     if node.input[1] in ctx.symbolic:  # a shape computed from dims bound at run time
         new = _symbolic.entries(ctx, node.input[1])
-        y = ctx.graph.reshape(ctx.value(node.input[0]),
-                              _symbolic.reshape_target(ctx, node.input[0], new, allowzero))
-        out = _symbolic.reshaped(ctx.dims(node.input[0]), new)
+        src = node.input[0]
+        out = _symbolic.reshaped(ctx.dims(src), new)
+        try:
+            target = _symbolic.reshape_target(ctx, src, new, allowzero)
+        except Refusal:
+            # A reshape of a reshape is one of the first's input, whose
+            # dims may stand where the new ones do ([B*S] back to [B, S]).
+            src = ctx.reshaped_from.get(src)
+            if src is None or out is None or -1 in [e for e in out if not _symbolic.is_dim(e)]:
+                raise
+            target = _symbolic.reshape_dims(ctx.dims(src), out)
+        y = ctx.graph.reshape(ctx.value(src), target)
         if out is not None:  # what shape inference may have left unnamed
             ctx.computed[node.output[0]] = tuple(out)
+        ctx.reshaped_from[node.output[0]] = ctx.reshaped_from.get(src, src)
         return [y]
     target = [int(d) for d in ctx.constant(node.input[1], "the shape").reshape(-1)]
     if allowzero and 0 in target:
@@ -332,6 +400,11 @@ def reshape(ctx, node):
         target = [x.shape[i] if d == 0 else d for i, d in enumerate(target)]
         return [x.reshape(target) if sym is None else _symbolic.result(x.reshape(target),
                                                                         sym.dtype)]
+    ctx.reshaped_from[node.output[0]] = ctx.reshaped_from.get(node.input[0], node.input[0])
+    if ctx.shape(node.input[0]) is not None:
+        out = _symbolic.reshaped(ctx.dims(node.input[0]), target)
+        if out is not None:
+            ctx.computed[node.output[0]] = tuple(out)
     return [ctx.graph.reshape(ctx.value(node.input[0]), tuple(target))]
 
 
@@ -362,9 +435,10 @@ def slice_(ctx, node):
             return None
         return [int(v) for v in np.asarray(ctx.constant(node.input[i], what)).reshape(-1)]
     if any(n in ctx.symbolic for n in node.input[1:3]):  # bounds from dims bound at run time
+        if node.input[0] in ctx.known:
+            return [_slice_constant(ctx, node, ints(3, "axes"), ints(4, "steps"))]
         if node.input[0] not in ctx.values:
-            raise Refusal("slicing a constant to a length bound at run time: the library's "
-                          "slice bounds are fixed when the program is built")
+            raise Refusal("slicing a shape to a length bound at run time")
         dims = ctx.dims(node.input[0])
         starts, ends = (_symbolic.entries(ctx, node.input[i]) for i in (1, 2))
         axes, steps = ints(3, "axes"), ints(4, "steps")
@@ -392,6 +466,44 @@ def slice_(ctx, node):
             index[a] = slice(b, e, st)
         return [known[0][tuple(index)]]
     return [_graph_slice(ctx, ctx.value(node.input[0]), starts, ends, axes, steps, node.name)]
+
+
+def _slice_constant(ctx, node, axes, steps):
+    """A constant sliced to lengths bound at run time: its rows along each
+    such axis gathered by a range from the start to the run-time end (an end
+    past the constant's dim fails the run, naming the index)."""
+    x = ctx.known[node.input[0]]
+    starts, ends = (_symbolic.entries(ctx, node.input[i]) for i in (1, 2))
+    axes = axes if axes is not None else list(range(len(starts)))
+    steps = steps if steps is not None else [1] * len(starts)
+    index, run_time = [slice(None)] * x.ndim, []
+    for a, b, e, st in zip(axes, starts, ends, steps):
+        a = _axis(a, x.ndim)
+        if not _symbolic.is_dim(b) and not _symbolic.is_dim(e):
+            index[a] = slice(b, e, st)
+            continue
+        if _symbolic.is_dim(b) or st <= 0:
+            raise Refusal("slicing a constant from a start bound at run time, or backwards, to "
+                          "a length bound at run time")
+        b = b + x.shape[a] if b < 0 else b
+        run_time.append((a, min(max(b, 0), x.shape[a]), e, st))
+    x = np.ascontiguousarray(x[tuple(index)])
+    dims = list(x.shape)
+    ctx.known[node.output[0] + "/sliced"] = x
+    y = ctx.value(node.output[0] + "/sliced")
+    for a, b, e, st in run_time:
+        d, offset = _symbolic.dim_and_offset(e)
+        if d is None:
+            raise Refusal(f"slicing a constant to {e!r}: the end must be one dim bound at run "
+                          "time plus a constant")
+        name, axis = _symbolic.donor(ctx, d)
+        rows = ctx.graph.arange(ctx.values[name], axis=axis, start=b, delta=st,
+                                limit_offset=offset, dtype=np.int64)
+        y = ctx.graph.gather(y, rows, axis=a)
+        dims[a] = e - b if st == 1 else None
+    if all(v is not None for v in dims):
+        ctx.computed[node.output[0]] = tuple(dims)
+    return y
 
 
 @converter("Slice", since=1, until=9)
@@ -465,26 +577,62 @@ def constant_of_shape(ctx, node):
 @converter("Range", since=11)
 def range_(ctx, node):
     if any(n in ctx.symbolic for n in node.input):
-        raise Refusal("a Range whose bounds are dims bound at run time: no operator of the "
-                      "library makes a sequence of a length bound at run time")
+        return [_run_time_range(ctx, node)]
     start, limit, delta = (np.asarray(ctx.constant(n, "a bound")).reshape(()) for n in node.input)
     return [np.arange(start, limit, delta, dtype=np.result_type(start, limit, delta))]
+
+
+def _run_time_range(ctx, node):
+    """A Range whose limit is a dim bound at run time (plus a constant): the
+    library's range over a value that has the dim."""
+    start, limit, delta = (_symbolic.entries(ctx, n)[0] if n in ctx.symbolic else
+                           np.asarray(ctx.constant(n, "a bound")).reshape(()).item()
+                           for n in node.input)
+    if _symbolic.is_dim(start) or _symbolic.is_dim(delta):
+        raise Refusal("a Range whose start or delta is a dim bound at run time (only its limit "
+                      "may be)")
+    dtype = _symbolic.dtype_of(ctx, node.input[0])
+    if dtype not in (np.float32, np.int32, np.int64):
+        raise Refusal(f"a Range of {dtype} bound at run time (float32, int32 and int64 are)")
+    d, offset = _symbolic.dim_and_offset(limit)
+    if d is None:
+        raise Refusal(f"a Range to {limit!r}: its limit must be one dim bound at run time plus "
+                      "a constant")
+    name, axis = _symbolic.donor(ctx, d)
+    y = ctx.graph.arange(ctx.values[name], axis=axis, start=start, delta=delta,
+                         limit_offset=offset, dtype=dtype, name=node.name or None)
+    if delta == 1 and float(start).is_integer():
+        ctx.computed[node.output[0]] = (limit - int(start),)
+    return y
 
 
 @converter("Tile", since=6)
 def tile(ctx, node):
     """x repeated along each axis, one axis at a time: x seen as [outer, 1,
-    dim, inner], expanded to the repeats in the 1, merged back."""
+    dim, inner], expanded to the repeats in the 1, merged back. One repeat
+    may be a dim bound at run time (a shape's entry): its axis comes last,
+    broadcast to the dim."""
+    if node.input[1] in ctx.symbolic:
+        return [_tile_to_a_run_time_dim(ctx, node)]
     repeats = [int(r) for r in np.asarray(ctx.constant(node.input[1], "repeats")).reshape(-1)]
     known = _known(ctx, node)
     if known is not None:
         return [np.tile(known[0], repeats)]
+    dims = _tiled_dims(ctx, node, repeats)
+    return [_tile_static(ctx, ctx.value(node.input[0]), dims, repeats)]
+
+
+def _tiled_dims(ctx, node, repeats) -> list:
     dims = ctx.shape(node.input[0])
     if dims is None or any(d is None for d in dims):
         raise Refusal("tiling an input whose dims are bound at run time")
-    if len(repeats) != len(dims) or any(r < 1 for r in repeats):
+    if len(repeats) != len(dims) or any(r < 1 for r in repeats if not _symbolic.is_dim(r)):
         raise Refusal(f"repeats {repeats} for an input of rank {len(dims)}")
-    g, v, dims = ctx.graph, ctx.value(node.input[0]), list(dims)
+    return list(dims)
+
+
+def _tile_static(ctx, v, dims, repeats):
+    g = ctx.graph
     for axis, r in enumerate(repeats):
         if r == 1:
             continue
@@ -492,7 +640,30 @@ def tile(ctx, node):
         v = g.expand(g.reshape(v, (outer, 1, dims[axis], inner)), (outer, r, dims[axis], inner))
         dims[axis] *= r
         v = g.reshape(v, tuple(dims))
-    return [v]
+    return v
+
+
+def _tile_to_a_run_time_dim(ctx, node):
+    repeats = _symbolic.entries(ctx, node.input[1])
+    dims = _tiled_dims(ctx, node, repeats)
+    run_time = [a for a, r in enumerate(repeats) if _symbolic.is_dim(r)]
+    if len(run_time) > 1:
+        raise Refusal(f"repeats {repeats}: more than one is a dim bound at run time")
+    axis, r = run_time[0], repeats[run_time[0]]
+    # The constant repeats first, then the axis of the run-time one.
+    v = _tile_static(ctx, ctx.value(node.input[0]), dims,
+                     [1 if a == axis else n for a, n in enumerate(repeats)])
+    outer, inner = int(np.prod(dims[:axis])), int(np.prod(dims[axis + 1:]))
+    seen = node.output[0] + "/seen"
+    ctx.values[seen] = ctx.graph.reshape(v, (outer, 1, dims[axis], inner))
+    ctx.shapes[seen] = (outer, 1, dims[axis], inner)
+    dtype = _symbolic.dtype_of(ctx, node.input[0])
+    ctx.types[seen] = next((t for t, d in KNOWN_TYPES.items() if d == dtype), None)
+    wide = _symbolic.broadcast(ctx, seen, [outer, r, dims[axis], inner])
+    out = list(dims)
+    out[axis] = r * dims[axis]
+    ctx.computed[node.output[0]] = tuple(out)
+    return ctx.graph.reshape(wide, _symbolic.reshape_dims([outer, r, dims[axis], inner], out))
 
 
 @converter("Transpose")
@@ -518,7 +689,39 @@ def concat(ctx, node):
         return [_symbolic.result(np.concatenate([_symbolic.objects(a) for a in sym], axis=axis),
                                  _symbolic.dtype_of(ctx, node.input[0]))]
     rank = ctx.rank(node.input[0], "the first input")
-    return [ctx.graph.concat([ctx.value(n) for n in node.input], axis=_axis(axis, rank))]
+    axis = _axis(axis, rank)
+    dtype = _symbolic.dtype_of(ctx, node.input[0])
+    if dtype in (np.int32, np.int64, np.bool_):
+        return [_concat_by_pads(ctx, node, axis, dtype)]
+    return [ctx.graph.concat([ctx.value(n) for n in node.input], axis=axis)]
+
+
+def _concat_by_pads(ctx, node, axis, dtype):
+    """Integers or bools joined (the library's concat is float32's): each
+    padded with zeros to the whole length at its place, the pieces added
+    (or-ed)."""
+    sizes = []
+    for n in node.input:
+        shape = ctx.shape(n)
+        if shape is None or shape[axis] is None:
+            raise Refusal(f"joining {dtype} values along a dim bound at run time")
+        sizes.append(int(shape[axis]))
+    if len(sizes) == 1:
+        return ctx.value(node.input[0])
+    total, at, out = sum(sizes), 0, None
+    g = ctx.graph
+    for n, size in zip(node.input, sizes):
+        pads = [0] * (2 * len(ctx.shape(n)))
+        pads[axis], pads[len(pads) // 2 + axis] = at, total - at - size
+        piece = g.pad(ctx.value(n), pads)
+        if out is None:
+            out = piece
+        elif dtype == np.bool_:
+            out = g.logical_or(out, piece)
+        else:
+            out = g.integer_binary(out, piece, kind="add")
+        at += size
+    return out
 
 
 # --------------------------------------------------------------- element-wise
@@ -542,9 +745,17 @@ def _binary(op_type):
             out = _symbolic.elementwise(_symbolic.ARITHMETIC[op_type],
                                         *(_symbolic.objects(a) for a in sym))
             return [_symbolic.result(out, _symbolic.dtype_of(ctx, node.input[0]))]
+        if _integer(ctx, node.input):
+            return [ctx.graph.integer_binary(ctx.value(node.input[0]), ctx.value(node.input[1]),
+                                             kind=_GRAPH_BINARY[op_type])]
         method = getattr(ctx.graph, _GRAPH_BINARY[op_type])
         return [method(ctx.value(node.input[0]), ctx.value(node.input[1]))]
     return convert
+
+
+def _integer(ctx, names) -> bool:
+    """Whether the values are integers (the library's integer arithmetic)."""
+    return any(_symbolic.dtype_of(ctx, n) in (np.int32, np.int64) for n in names if n)
 
 
 for _op in _GRAPH_BINARY:
@@ -581,20 +792,28 @@ for _op in _GRAPH_BINARY:
     converter(_op, since=1, until=6)(_legacy_binary(_op))
 
 
-def _variadic(method):
+def _variadic(method, kind, numpy_fn):
     def convert(ctx, node):
+        known = _known(ctx, node)
+        if known is not None:
+            out = known[0]
+            for v in known[1:]:
+                out = numpy_fn(out, v).astype(known[0].dtype)
+            return [out]
         values = [ctx.value(n) for n in node.input]
+        integer = _integer(ctx, node.input)
         out = values[0]
         for v in values[1:]:
-            out = getattr(ctx.graph, method)(out, v)
+            out = ctx.graph.integer_binary(out, v, kind=kind) if integer else \
+                getattr(ctx.graph, method)(out, v)
         return [out]
     return convert
 
 
 # Before opset 8 their inputs had one shape: numpy's rule takes that too.
-converter("Max", since=6)(_variadic("maximum"))
-converter("Min", since=6)(_variadic("minimum"))
-converter("Sum", since=6)(_variadic("add"))
+converter("Max", since=6)(_variadic("maximum", "max", np.maximum))
+converter("Min", since=6)(_variadic("minimum", "min", np.minimum))
+converter("Sum", since=6)(_variadic("add", "add", np.add))
 
 # ONNX activation -> (Graph method, {attribute: (parameter, default)}).
 _ACTIVATIONS = {
@@ -695,6 +914,33 @@ def neg(ctx, node):
     return [ctx.graph.mul(ctx.value(node.input[0]), -1.0)]
 
 
+def _float_input(ctx, node, what):
+    if _symbolic.dtype_of(ctx, node.input[0]) not in (np.float32, None):
+        raise Refusal(f"{what} of {_symbolic.dtype_of(ctx, node.input[0])} values (float32 is "
+                      "converted)")
+    return ctx.value(node.input[0])
+
+
+@converter("Sign", since=9)
+def sign(ctx, node):
+    """1 above 0, -1 below, x itself else (a zero keeps its sign, NaN stays)."""
+    known = _known(ctx, node)
+    if known is not None:
+        return [np.sign(known[0])]
+    g, x = ctx.graph, _float_input(ctx, node, "Sign")
+    return [g.where(g.greater(x, 0.0), 1.0, g.where(g.less(x, 0.0), -1.0, x))]
+
+
+@converter("Shrink", since=9)
+def shrink(ctx, node):
+    """x - bias above lambd, x + bias below -lambd, 0 between."""
+    a = attributes(node)
+    bias, lambd = float(a.get("bias", 0.0)), float(a.get("lambd", 0.5))
+    g, x = ctx.graph, _float_input(ctx, node, "Shrink")
+    return [g.where(g.greater(x, lambd), g.sub(x, bias),
+                    g.where(g.less(x, -lambd), g.add(x, bias), 0.0))]
+
+
 @converter("Reciprocal", since=6)
 def reciprocal(ctx, node):
     return [ctx.graph.div(1.0, ctx.value(node.input[0]))]
@@ -737,9 +983,16 @@ def clip(ctx, node):
     else:
         def bound(i, default):
             if len(node.input) > i and node.input[i]:
+                if node.input[i] in ctx.values:
+                    return node.input[i]  # given at run time
                 return float(np.asarray(ctx.constant(node.input[i], "a bound")).reshape(-1)[0])
             return default
         low, high = bound(1, -big), bound(2, big)
+        if isinstance(low, str) or isinstance(high, str):
+            # min(max(x, low), high), as ONNX defines it (high where low > high).
+            g, y = ctx.graph, ctx.value(node.input[0])
+            y = g.maximum(y, ctx.value(low) if isinstance(low, str) else low)
+            return [g.minimum(y, ctx.value(high) if isinstance(high, str) else high)]
     low, high = max(low, -big), min(high, big)
     return [ctx.graph.clip(ctx.value(node.input[0]), low, high)]
 

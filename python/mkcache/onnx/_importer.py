@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import errors
 from ..graph import Graph
-from . import _converters, _patterns
+from . import _converters, _dims, _patterns, _symbolic
 from ._base import INPUT_TYPES, Refusal
 from ._symbolic import Dim, Symbolic
 # Declared shapes past this many elements are refused before anything is
@@ -56,6 +56,8 @@ class Context:
         # name -> dims (ints and Dims) a converter worked out where shape
         # inference left a dim unnamed (a reshape's -1).
         self.computed = {}
+        # name -> the graph value a chain of reshapes started from.
+        self.reshaped_from = {}
 
     def has(self, name: str) -> bool:
         return name in self.values or name in self.known or name in self.symbolic
@@ -64,10 +66,9 @@ class Context:
         """The graph value of `name` (a known array becomes a constant)."""
         if name in self.values:
             return self.values[name]
-        if name in self.symbolic:
-            raise Refusal(f"{name!r} is a shape holding dims bound at run time "
-                          f"({self.symbolic[name]!r}), read here as data: no operator computes "
-                          "a shape in a program")
+        if name in self.symbolic:  # a shape read as data: its dims' values at run time
+            v = self.values[name] = _symbolic.materialize(self, self.symbolic[name])
+            return v
         array = self.known[name]
         if array.dtype == np.float64:
             array = array.astype(np.float32)
@@ -252,7 +253,9 @@ def load(path_or_model, *, input_shapes: dict | None = None, **compile_options):
     """A compiled Program of an ONNX model: a path, the model's bytes or an
     onnx.ModelProto. input_shapes: {input name: shape} pinning dims (None
     keeps a dim bound at run time). compile_options go to Graph.compile
-    (fuse, inplace, impl, choose, dump, ...)."""
+    (fuse, inplace, impl, choose, dump, ...). A scalar (rank-0) input is
+    given to the program's runs as an array of shape (1,), and a result of
+    no dims comes out so."""
     onnx = _onnx()
     model = _model_of(path_or_model)
     if input_shapes is not None and not isinstance(input_shapes, dict):
@@ -285,7 +288,9 @@ def load(path_or_model, *, input_shapes: dict | None = None, **compile_options):
                     "takes float32, int32, int64 and bool")
             dims = _input_dims(info, input_shapes)
             layout = "NCHW"
-            ctx.values[info.name] = g.input(info.name, dims, layout=layout,
+            # A scalar (rank 0) is run as [1], as a result of no dims comes
+            # out; its ONNX rank stays 0 for the converters.
+            ctx.values[info.name] = g.input(info.name, dims or (1,), layout=layout,
                                            dtype=INPUT_TYPES[elem])
             # The program's dims: those input_shapes pins are static for the
             # shapes computed from them too.
@@ -351,6 +356,7 @@ def _convert_nodes(ctx: Context, nodes) -> None:
                 ctx.known[name] = np.asarray(value)
             else:
                 ctx.values[name] = value
+        _dims.propagate(ctx, node)
     if refusals:
         raise errors.UnsupportedError(
             f"onnx: {len(refusals)} node{'s' if len(refusals) > 1 else ''} cannot be "

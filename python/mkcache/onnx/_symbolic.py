@@ -385,19 +385,16 @@ def broadcast(ctx, x, target: list):
             raise Refusal(f"expanding a dim of {a!r} to {b!r}: whether they agree depends on "
                           "the run")
         missing.append((i, b))
-    if missing and dtype not in (np.float32, np.float64, np.bool_):
-        # Ones multiplied in are float32: exact for the integers a float has.
-        exact = not isinstance(x, str) and np.issubdtype(dtype, np.integer) and \
-            (x.size == 0 or int(np.abs(x).max()) <= 1 << 24)
-        if not exact:
-            raise Refusal(f"broadcasting a {dtype} value to a dim bound at run time")
+    integer = dtype in (np.int32, np.int64)
+    if missing and dtype not in (np.float32, np.float64, np.bool_) and not integer:
+        raise Refusal(f"broadcasting a {dtype} value to a dim bound at run time")
     if isinstance(x, str):
         y = ctx.value(x)
     else:
         x = x.reshape((1,) * (n - x.ndim) + x.shape)
         xdims = x.shape
         y = ctx.graph.constant(np.ascontiguousarray(
-            x.astype(np.float32) if missing or x.dtype == np.float64 else x))
+            x.astype(np.float32) if x.dtype == np.float64 else x))
     if len(static) > len(xdims) or any(s != 1 for s in static):
         y = ctx.graph.expand(y, tuple(static))
     if not missing:
@@ -406,8 +403,10 @@ def broadcast(ctx, x, target: list):
     for i, d in missing:
         r = _ones_along(ctx, d, i, n)
         ones = r if ones is None else ctx.graph.mul(ones, r)
+    if integer:  # the ones in the integers' own arithmetic
+        return ctx.graph.integer_binary(y, ctx.graph.cast(ones, np.dtype(dtype)), kind="mul")
     is_float = dtype in (np.float32, np.float64)
-    if isinstance(x, str) and not is_float:  # bool: through float32
+    if not is_float:  # bool: through float32
         y = ctx.graph.cast(y, np.float32)
     y = ctx.graph.mul(y, ones)
     if not is_float:
@@ -433,3 +432,80 @@ def _ones_along(ctx, d, at: int, rank: int):
     v = ctx.graph.reshape(v, tuple(-1 if k == at else 1 for k in range(rank)))
     ones = ctx.rulers[key] = ctx.graph.where(ctx.graph.cast(v, np.bool_), 1.0, 1.0)
     return ones
+
+
+# ------------------------------------------------- shapes read as data
+
+def dim_and_offset(e):
+    """(d, c) where `e` is one dim bound at run time plus a constant, d + c;
+    else (None, None)."""
+    if not is_dim(e):
+        return None, None
+    monos = [k for k in e.terms if k]
+    if len(monos) != 1 or len(monos[0]) != 1 or e.terms[monos[0]] != 1:
+        return None, None
+    return Dim({monos[0]: 1}), e.terms.get((), 0)
+
+
+def donor(ctx, d):
+    """(a graph value's name, its axis) that has the dim `d`."""
+    found = ctx.donors.get(d)
+    if found is None:
+        raise Refusal(f"no value of the graph has the dim {d!r} to read it at run time")
+    return found
+
+
+def _symbol_value(ctx, d):
+    """A graph value [1] (int64) holding the dim `d` (one symbol) at run
+    time: the last of 1, 2, ..., d, a range as long as a value that has it."""
+    name, axis = donor(ctx, d)
+    seq = ctx.graph.arange(ctx.values[name], axis=axis, start=1, limit_offset=1,
+                           dtype=np.int64)
+    return ctx.graph.slice(seq, [-1], [1 << 62], [0], [1])
+
+
+def dim_value(ctx, d):
+    """A graph value [1] (int64) holding the int or Dim `d` at run time."""
+    g = ctx.graph
+    if not is_dim(d):
+        return g.constant(np.array([int(d)], np.int64))
+    key = ("value", d)
+    if key in ctx.rulers:
+        return ctx.rulers[key]
+    total = None
+    for mono, c in sorted(d.terms.items(), key=lambda kv: (len(kv[0]), str(kv[0]))):
+        piece = None
+        for symbol in mono:
+            s = _symbol_value(ctx, Dim({(symbol,): 1}))
+            piece = s if piece is None else g.integer_binary(piece, s, kind="mul")
+        if piece is None:
+            piece = g.constant(np.array([c], np.int64))
+        elif c != 1:
+            piece = g.integer_binary(piece, np.array([c], np.int64), kind="mul")
+        total = piece if total is None else g.integer_binary(total, piece, kind="add")
+    ctx.rulers[key] = total
+    return total
+
+
+def materialize(ctx, sym: Symbolic):
+    """The graph value of a shape value holding dims bound at run time (a
+    shape read as data: an index, a bound compared with): its int entries
+    a constant, each dim's value added in at its place."""
+    g = ctx.graph
+    if sym.dtype not in (np.int64, np.int32, np.float32, np.bool_):
+        raise Refusal(f"a shape of {sym.dtype} read as data")
+    flat = list(sym.array.reshape(-1))
+    n = len(flat)
+    ints = np.array([0 if is_dim(v) else int(v) for v in flat], np.int64)
+    total = g.constant(ints)
+    for i, v in enumerate(flat):
+        if is_dim(v):
+            piece = dim_value(ctx, v)
+            if n > 1:
+                piece = g.pad(piece, [i, n - 1 - i])
+            total = g.integer_binary(total, piece, kind="add")
+    if sym.dtype != np.int64:
+        total = g.cast(total, sym.dtype)
+    if sym.array.ndim > 1:
+        total = g.reshape(total, tuple(sym.array.shape))
+    return total

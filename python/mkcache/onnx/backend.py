@@ -28,6 +28,10 @@ class MkcacheRep(BackendRep):
         self._scalar = {o.name for o in model.graph.output
                         if o.type.tensor_type.HasField("shape")
                         and len(o.type.tensor_type.shape.dim) == 0}
+        # A scalar input is run as [1] (what load() declares for it).
+        self._scalar_inputs = {i.name for i in model.graph.input
+                               if i.type.tensor_type.HasField("shape")
+                               and len(i.type.tensor_type.shape.dim) == 0}
         self._program = load(model)
 
     def run(self, inputs, **kwargs):  # noqa: ARG002 (the base's signature)
@@ -37,6 +41,9 @@ class MkcacheRep(BackendRep):
             if isinstance(inputs, np.ndarray):
                 inputs = [inputs]
             feeds = dict(zip(self._inputs, inputs))
+        for name in self._scalar_inputs & set(feeds):
+            if np.ndim(feeds[name]) == 0:
+                feeds[name] = np.reshape(feeds[name], (1,))
         out = self._program.run(**feeds)
         values = [out[n].reshape(()) if n in self._scalar else out[n] for n in self._outputs]
         return namedtupledict("Outputs", self._outputs)(*values)
