@@ -1,0 +1,118 @@
+"""int8 against float32 on the same layer, in the same run: a 3x3 64->64
+convolution on 56x56 (batch 1) and a linear layer 128x768 -> 3072, each
+compiled as a one-node program (weights converted once), run interleaved
+round-robin on the library's thread count; the table gives medians and the
+int8 speed-up. The int8 layers read uint8 data and write uint8 (the conv,
+with its relu) or float32 (the linear), with 7-bit weights so that CPUs
+without VNNI run them on oneDNN's int8 kernels too.
+
+    python -m pytest tests/bench/test_bench_precision.py --benchmark-enable --benchmark-only
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+import pytest
+
+import mkcache
+from mkcache.models import interleaved
+
+ISA = mkcache.build_info()["isa"]
+THREADS = mkcache.build_info()["max_threads"]
+RNG = np.random.default_rng(0)
+# case -> timed repetitions
+CASES = {"conv 3x3 64->64 56x56 b1": 40, "linear 128x768 -> 3072": 40}
+RESULTS: dict = defaultdict(dict)
+
+
+def _programs(case):
+    """{precision: (program, inputs)} computing the same layer."""
+    if case.startswith("conv"):
+        x = RNG.uniform(0, 4, (1, 64, 56, 56)).astype(np.float32)
+        w = RNG.standard_normal((64, 64, 3, 3)).astype(np.float32) * 0.05
+        b = RNG.standard_normal(64).astype(np.float32)
+        with mkcache.Graph() as g:
+            g.output(g.conv2d(g.input("x", x.shape), w, b, padding=1, activation="relu"), "y")
+            f32 = g.compile()
+        w_scale = np.abs(w).reshape(64, -1).max(1) / 63
+        wq = np.round(w / w_scale[:, None, None, None]).astype(np.int8)
+        xq = np.clip(np.round(x / 0.02), 0, 255).astype(np.uint8)
+        with mkcache.Graph() as g:
+            g.output(g.quantized_conv2d(g.input("x", x.shape, dtype="uint8"), wq, b,
+                                        src_scale=0.02, weight_scale=w_scale, dst_scale=0.05,
+                                        dst_dtype="uint8", padding=1, activation="relu"), "y")
+            int8 = g.compile()
+        return {"float32": (f32, {"x": x}), "int8": (int8, {"x": xq})}
+    x = RNG.standard_normal((128, 768)).astype(np.float32)
+    w = RNG.standard_normal((3072, 768)).astype(np.float32) * 0.03
+    b = RNG.standard_normal(3072).astype(np.float32)
+    with mkcache.Graph() as g:
+        g.output(g.linear(g.input("x", x.shape), w, b), "y")
+        f32 = g.compile()
+    w_scale = np.abs(w).max(1) / 63
+    wq = np.round(w / w_scale[:, None]).astype(np.int8)
+    xq = (np.clip(np.round(x / 0.03), -127, 127) + 128).astype(np.uint8)
+    with mkcache.Graph() as g:
+        g.output(g.quantized_linear(g.input("x", x.shape, dtype="uint8"), wq, b, src_scale=0.03,
+                                    weight_scale=w_scale, src_zero_point=128), "y")
+        int8 = g.compile()
+    return {"float32": (f32, {"x": x}), "int8": (int8, {"x": xq})}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_int8_against_float32(benchmark, case):
+    benchmark.group = case
+    programs = _programs(case)
+    try:
+        outs = {p: prog.run(**inputs)["y"] for p, (prog, inputs) in programs.items()}
+        # The same layer: the int8 result dequantized is near the float32 one.
+        ref = outs["float32"]
+        got = outs["int8"].astype(np.float32) * (0.05 if case.startswith("conv") else 1.0)
+        cos = float(np.dot(ref.ravel(), got.ravel()) /
+                    (np.linalg.norm(ref) * np.linalg.norm(got)))
+        assert cos > 0.99, f"{case}: cosine similarity of int8 to float32 is {cos:.4f}"
+        fns = {p: (lambda prog=prog, inputs=inputs: prog.run(**inputs))
+               for p, (prog, inputs) in programs.items()}
+        for fn in fns.values():  # warm-up
+            fn()
+        reps = 1 if benchmark.disabled else CASES[case]
+        result = {}
+        benchmark.pedantic(lambda: result.update(interleaved(fns, reps)), rounds=1,
+                           iterations=1)
+        if getattr(benchmark, "stats", None) is not None:
+            RESULTS[case] = dict(result, cosine=cos)
+    finally:
+        for prog, _ in programs.values():
+            prog.close()
+
+
+def render_table() -> str:
+    lines = [f"| case ({ISA}, {THREADS} threads) | float32 (ms) | int8 (ms) | int8 speed-up "
+             "| cosine int8 / float32 |", "|---|---|---|---|---|"]
+    for case, r in RESULTS.items():
+        lines.append(f"| {case} | {r['float32'] * 1e3:.3f} | {r['int8'] * 1e3:.3f} | "
+                     f"{r['float32'] / r['int8']:.2f}x | {r['cosine']:.4f} |")
+    return "\n".join(lines)
+
+
+class _Report:
+    @pytest.hookimpl(trylast=True)
+    def pytest_terminal_summary(self, terminalreporter, config):
+        if not RESULTS:
+            return
+        terminalreporter.write_sep("=", "mkcache: int8 against float32, medians per run "
+                                        "(interleaved round-robin)")
+        terminalreporter.write_line(render_table())
+        path = config.getoption("--bench-report")
+        if path:
+            with open(path, "a") as f:
+                f.write(f"\nint8 against float32:\n\n{render_table()}\n")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _report(request):
+    manager = request.config.pluginmanager
+    if manager.get_plugin("mkcache-precision-report") is None:
+        manager.register(_Report(), "mkcache-precision-report")
+    yield
