@@ -58,6 +58,16 @@ def set_num_threads(threads: int) -> None:
     _capi.lib.mkc_set_num_threads(_checks.integer(threads, "threads", _checks.INT32))
 
 
+def peak_flops() -> float:
+    """Floating-point operations per second one thread reaches on this CPU
+    (fused multiply-adds on the widest vectors oneDNN uses here; measured
+    once per process, about 20 ms): Program.profile's share of peak is a
+    step's rate over this times the threads."""
+    flops = ctypes.c_double()
+    _capi.lib.mkc_get_peak_flops(ctypes.byref(flops))
+    return flops.value
+
+
 def get_num_threads() -> int:
     """The calling thread's OpenMP thread count (see set_num_threads)."""
     threads = ctypes.c_int()
@@ -71,7 +81,7 @@ if library_version() != __version__:
         f"but the mkcache package is {__version__}; reinstall, or fix MKCACHE_LIBRARY")
 
 __all__ = [
-    "__version__", "build_info", "set_num_threads", "get_num_threads", "cache", "grad", "reshape", "flatten", "conv2d", "activation", "ACTIVATIONS", "relu",
+    "__version__", "build_info", "set_num_threads", "get_num_threads", "peak_flops", "cache", "grad", "reshape", "flatten", "conv2d", "activation", "ACTIVATIONS", "relu",
     "leaky_relu", "elu", "gelu", "tanh", "sigmoid", "swish", "silu", "hardswish", "mish",
     "clip", "relu6", "sqrt", "abs", "exp", "log", "square", "softmax", "log_softmax",
     "add", "sub", "mul", "div", "maximum", "minimum", "max_pool2d", "avg_pool2d",

@@ -278,9 +278,13 @@ def run(args) -> int:
     if args.profile:
         steps = sorted(prog.profile(**feeds), key=lambda s: -s["us"])
         total = sum(s["us"] for s in steps) or 1.0
-        print("  slowest steps:")
+        print(f"  slowest steps (GFLOP/s and share of the peak: {mkcache.get_num_threads()} "
+              f"threads x {mkcache.peak_flops() / 1e9:.1f} GFLOP/s measured):")
         for s in steps[:15]:
-            print(f"    {s['us']:9.1f} us {100 * s['us'] / total:5.1f}%  {s['what']}  {s['impl']}")
+            rate = (f"{s['gflops']:7.1f} GFLOP/s {100 * s['peak']:4.0f}%" if s["flops"]
+                    else " " * 20)
+            print(f"    {s['us']:9.1f} us {100 * s['us'] / total:5.1f}%  {rate}  {s['what']}  "
+                  f"{s['impl']}")
     if args.compare:
         try:
             import onnxruntime as ort  # noqa: PLC0415

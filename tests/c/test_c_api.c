@@ -1708,6 +1708,14 @@ static void test_program(void) {
     OK(mkc_program_profile(prog, 1, ins, 1, outs));
     OK(mkc_program_profile_text(prog, text, sizeof text, &needed));
     CHECK(strstr(text, "0\tnode 0 (conv2d 'c_program_conv')\tonednn") == text);
+    /* The conv's arithmetic ends its line: N*O*H*W outputs of C*K*K multiply-adds. */
+    char flops_text[64];
+    snprintf(flops_text, sizeof flops_text, "\t%lld\n", (long long)2 * N * O * H * W * C * K * K);
+    CHECK(strstr(text, flops_text) != NULL);
+    double peak = 0;
+    OK(mkc_get_peak_flops(&peak));
+    CHECK(peak > 1e8);
+    CHECK(mkc_get_peak_flops(NULL) == MKC_STATUS_INVALID_ARGUMENT);
     int lines = 0;
     for (const char *c = text; *c; ++c) lines += *c == '\n';
     CHECK(lines == m.steps);

@@ -159,6 +159,26 @@ def test_profile_times_every_step_with_its_implementation():
             prog.profile()
 
 
+def test_profile_counts_the_arithmetic_of_convolutions_and_linear_layers():
+    # x [2, 3, 9, 11]: conv1 -> [2, 6, 9, 11] over 3 x 3x3 taps; max pool ->
+    # [2, 6, 4, 5]; conv2 (stride (1, 2), padding 1,0 / 2,1) -> [2, 5, 3, 3]
+    # over 6 x 3x3 taps; linear 5 -> 4 on 2 rows. A multiply-add is two.
+    want = {"node 0 (conv2d 'c1')": 2 * (2 * 6 * 9 * 11) * 3 * 9,
+            "conv2d": 2 * (2 * 5 * 3 * 3) * 6 * 9, "linear": 2 * (2 * 4) * 5}
+    with SmallCnn().build(None).compile() as prog:
+        steps = prog.profile(x=rand(2, 3, 9, 11))
+    counted = {s["what"]: s["flops"] for s in steps if s["flops"]}
+    assert counted.pop("node 0 (conv2d 'c1')") == want["node 0 (conv2d 'c1')"]
+    assert sorted(counted.values()) == sorted([want["conv2d"], want["linear"]])
+    assert all(s["flops"] == 0 for s in steps if "pool" in s["what"] or "softmax" in s["what"])
+    for s in steps:
+        assert s["gflops"] == pytest.approx(s["flops"] / s["us"] / 1e3)
+        assert 0 <= s["peak"] < 2  # a share of the measured peak (timing noise aside)
+    # The peak: one thread's fused multiply-adds, at least a scalar core's.
+    peak = mkcache.peak_flops()
+    assert 1e9 < peak < 1e12 and mkcache.peak_flops() == peak  # measured once
+
+
 def test_plan_text_lists_every_step_and_the_totals():
     with SmallCnn("NHWC").build(2).compile() as prog:
         text = prog.plan()  # compiled at once: every dim is static

@@ -595,7 +595,8 @@ def test_the_run_command(tmp_path):
         pass
     out = subprocess.run(args, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
-    assert "plan program:2x3x8x8" in out.stdout and "slowest steps:" in out.stdout
+    assert "plan program:2x3x8x8" in out.stdout and "slowest steps (GFLOP/s" in out.stdout
+    assert "GFLOP/s measured" in out.stdout
     assert "run: " in out.stdout
     if "--compare" in args:
         assert "y: max |difference|" in out.stdout and "mkcache / onnxruntime" in out.stdout

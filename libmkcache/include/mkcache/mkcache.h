@@ -115,6 +115,15 @@ MKC_API mkc_status mkc_get_build_info(const char **json);
 MKC_API mkc_status mkc_set_num_threads(int threads);
 MKC_API mkc_status mkc_get_num_threads(int *threads);
 
+/* What one thread's arithmetic can reach on this CPU, in floating-point
+ * operations per second (a multiply-add counted as two): fused
+ * multiply-adds on the widest vectors of the ISA oneDNN runs on
+ * (ONEDNN_MAX_CPU_ISA lowers it), measured once per process on the first
+ * caller's thread (about 20 ms), then returned as it is. A step's GFLOP/s
+ * (mkc_program_profile_text) over this, times the threads it ran on, is its
+ * share of the machine's peak. Any thread, at any time. */
+MKC_API mkc_status mkc_get_peak_flops(double *flops_per_thread);
+
 /* How many layout conversions (reorders) the library has executed in this
  * process, exports included: a debugging aid to check that a chain of
  * operators converts nothing between them. */
@@ -1463,7 +1472,9 @@ MKC_API mkc_status mkc_program_run(mkc_program *program, int ninputs,
  * after another with nothing overlapped, so their sum exceeds a plain
  * run's time). The times are kept with the program: mkc_program_profile_text
  * gives the last profile any thread made, one line per step:
- * "<step>\t<node or convert>\t<implementation>\t<microseconds>\n". */
+ * "<step>\t<node or convert>\t<implementation>\t<microseconds>\t<flops>\n",
+ * flops the step's arithmetic (a multiply-add counted as two) for the
+ * convolutions, linear and matmul layers, 0 for the other steps. */
 MKC_API mkc_status mkc_program_profile(mkc_program *program, int ninputs,
                                        const mkc_tensor *const *inputs, int noutputs,
                                        mkc_tensor **outputs);

@@ -9,6 +9,7 @@
 
 #include "api/guard.hpp"
 #include "common/engine.hpp"
+#include "common/peak.hpp"
 #include "common/serial.hpp"
 #include "common/thread_state.hpp"
 #include "layout/layout.hpp"
@@ -102,6 +103,13 @@ MKC_API mkc_status mkc_get_num_threads(int *threads) {
     return guard([&] {
         require_out(threads, "threads");
         *threads = omp_max_threads();
+    });
+}
+
+MKC_API mkc_status mkc_get_peak_flops(double *flops_per_thread) {
+    return guard([&] {
+        require_out(flops_per_thread, "flops_per_thread");
+        *flops_per_thread = peak_flops_per_thread();
     });
 }
 

@@ -298,6 +298,8 @@ private:
         step.impl = choice.impl == implementation_named("onednn") ? implementation(*step.entry)
                                                                   : choice.impl->name;
         step.choice = choice.why;
+        if (row(node).flops && !prepared.outputs.empty())
+            step.flops = row(node).flops(node, inputs, prepared.outputs[0]);
         for (const std::string &r : choice.refused)
             step.choice += "; " + r;
         step.serial_elements = prepared.serial_elements;

@@ -490,6 +490,36 @@ std::string reshape_text(const Node &node, const NodeInputs &) {
     return list_text("dims", std::get<ReshapeParams>(node.params).dims);
 }
 
+// ------------------------------------------------------------- flops
+
+int64_t product(const Dims &d, size_t from = 0, size_t to = SIZE_MAX) {
+    int64_t n = 1;
+    for (size_t i = from; i < d.size() && i < to; ++i)
+        n *= d[i];
+    return n;
+}
+// A convolution: each output element sums C/groups x kernel products (a
+// transposed one: each input element spreads over C_out/groups x kernel).
+// Dims in oneDNN's order; the weights are the caller's.
+template <bool Transposed>
+int64_t conv_flops(const Node &, const NodeInputs &in, const ValueDesc &out) {
+    const Dims &w = in[1]->dims;
+    const int64_t kernel = product(w, 2);
+    if (Transposed)
+        return 2 * product(in[0]->dims) * w[1] * kernel;
+    return 2 * product(out.dims) * w[1] * kernel;
+}
+// src [..., K] times weights [N, K]: the result's elements times K.
+int64_t linear_flops(const Node &, const NodeInputs &in, const ValueDesc &out) {
+    return 2 * product(out.dims) * in[1]->dims.back();
+}
+int64_t matmul_flops(const Node &node, const NodeInputs &in, const ValueDesc &out) {
+    const Dims a = caller_dims(*in[0]);
+    const bool ta = std::get<mkc_matmul_params>(node.params).transpose_a != 0;
+    const int64_t k = a.size() < 2 ? a.back() : ta ? a[a.size() - 2] : a.back();
+    return 2 * product(out.dims) * k;
+}
+
 // ------------------------------------------------------ reference kernels
 
 const float *in_f(const ReferenceCall &c, size_t i) {
@@ -1385,6 +1415,10 @@ public:
         r_.reference = kernel;
         return *this;
     }
+    Row &flops(int64_t (*count)(const Node &, const NodeInputs &, const ValueDesc &)) {
+        r_.flops = count;
+        return *this;
+    }
     // Writes dst over its first input (oneDNN and reference kernels alike).
     Row &in_place() {
         r_.onednn_in_place = r_.reference_in_place = true;
@@ -1437,15 +1471,15 @@ std::vector<OpRow> build_rows() {
         Row(NodeOp::conv2d, kConv2d)
             .ports("src,weights,bias", 2, 3, 2).shaping(S::spatial).convolution()
             .params(read_conv_as<kConv2d>).onednn<Conv<2, false>>(ops::ConvOp::run)
-            .reference(ref_conv<false>),
+            .reference(ref_conv<false>).flops(conv_flops<false>),
         Row(NodeOp::conv3d, kConv3d)
             .ports("src,weights,bias", 2, 3, 2).shaping(S::spatial).convolution()
             .params(read_conv_as<kConv3d>).onednn<Conv<3, false>>(ops::ConvOp::run)
-            .reference(ref_conv<false>),
+            .reference(ref_conv<false>).flops(conv_flops<false>),
         Row(NodeOp::conv2d_transpose, kConv2dT)
             .ports("src,weights,bias", 2, 3, 2).shaping(S::spatial).convolution()
             .params(read_conv_as<kConv2dT>).onednn<Conv<2, true>>(ops::ConvOp::run)
-            .reference(ref_conv<true>),
+            .reference(ref_conv<true>).flops(conv_flops<true>),
         Row(NodeOp::activation, "activation")
             .ports("src", 1, 1, 1).shaping(S::same_as_input).in_place()
             .params(read_activation).onednn<Activation>(ops::ActivationOp::run)
@@ -1466,12 +1500,12 @@ std::vector<OpRow> build_rows() {
         Row(NodeOp::linear, kLinear)
             .ports("src,weights,bias", 2, 3, 2).post_op_activation<mkc_linear_params>()
             .params(read_as_is<mkc_linear_params, kLinear>).onednn<Linear>(ops::LinearOp::run)
-            .reference(ref_linear),
+            .reference(ref_linear).flops(linear_flops),
         Row(NodeOp::matmul, kMatmul)
             .ports("a,b,bias", 2, 3, 2).post_op_activation<mkc_matmul_params>()
             .strided_operands()
             .params(read_as_is<mkc_matmul_params, kMatmul>).onednn<Matmul>(ops::MatmulOp::run)
-            .reference(ref_matmul),
+            .reference(ref_matmul).flops(matmul_flops),
         Row(NodeOp::layer_norm, kLayerNorm)
             .ports("src,scale,shift", 1, 3, 1).shaping(S::same_as_input).in_place()
             .params(read_as_is<mkc_layer_norm_params, kLayerNorm>)
@@ -1598,12 +1632,12 @@ std::vector<OpRow> build_rows() {
             .ports(kQuantizedPorts, 4, 8, 4).port_dtypes(0, kAnyDtype)
             .params(read_quantized_conv).onednn<QuantizedConv>(ops::QuantizedConvOp::run)
             .onednn_supports(quantized_conv_onednn_supports).channel_axis<mkc_quantized_conv_params>()
-            .reference(ref_quantized_conv),
+            .reference(ref_quantized_conv).flops(conv_flops<false>),
         Row(NodeOp(MKC_OP_QUANTIZED_LINEAR), kQuantizedLinear)
             .ports(kQuantizedPorts, 4, 8, 4).port_dtypes(0, kAnyDtype)
             .params(read_as_is<mkc_quantized_linear_params, kQuantizedLinear>)
             .onednn<QuantizedLinear>(ops::QuantizedLinearOp::run)
-            .reference(ref_quantized_linear),
+            .reference(ref_quantized_linear).flops(linear_flops),
         Row(NodeOp(MKC_OP_REDUCE), kReduce)
             .ports("src", 1, 1, 1)
             .params(read_as_is<mkc_reduce_params, kReduce>).onednn<Reduce>(ops::ReduceOp::run)

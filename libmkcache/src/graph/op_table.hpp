@@ -105,6 +105,10 @@ struct OpRow {
     std::string (*attrs_text)(const Node &node, const NodeInputs &inputs);
     // The reference kernel (reference/) on plain buffers.
     void (*reference)(const ReferenceCall &call);
+    // The floating-point (or integer) operations one run of the node does,
+    // counting a multiply-add as two: its inputs and its result as inferred.
+    // Null: an operator without a product (its cost is its memory traffic).
+    int64_t (*flops)(const Node &node, const NodeInputs &inputs, const ops::ValueDesc &out);
 };
 
 // The row of `op` (every NodeOp has one).

@@ -52,6 +52,7 @@ struct Step {
     std::vector<std::string> in_formats, out_formats;
     std::string why;       // a converter's reason
     bool in_place = false; // writes into a buffer one of its inputs had (a sum's residual)
+    int64_t flops = 0;     // a node's arithmetic (OpRow::flops; 0 for the others)
 };
 
 // A reshape or transpose node that runs as no step: its result is a view

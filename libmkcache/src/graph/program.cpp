@@ -289,7 +289,7 @@ std::string Program::profile(const Tensor *const *inputs, mkc_tensor **outputs) 
         char us[32];
         std::snprintf(us, sizeof us, "%.3f", seconds[i] * 1e6);
         text += std::to_string(i) + "\t" + plan->steps[i].what + "\t" + plan->steps[i].impl + "\t" +
-                us + "\n";
+                us + "\t" + std::to_string(plan->steps[i].flops) + "\n";
     }
     return text;
 }
