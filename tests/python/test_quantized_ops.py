@@ -188,6 +188,28 @@ def test_without_vnni_full_range_weights_are_refused_not_saturated():
         want = finish(conv_sums(x, w, 1, (1, 1, 1, 1), 1, 1), 1, 0.01, 0.01, None, False,
                       "float32", None, 0)
         check_result(mkcache.quantized_conv2d(x, w, **kwargs), want, "float32")
+    # In a program too (constant weights, bound once).
+    with mkcache.Graph() as g:
+        xi = g.input("x", x.shape, dtype="uint8")
+        g.output(g.quantized_conv2d(xi, w, **kwargs), "y")
+        with g.compile(impl={"quantized_conv2d": "onednn"}) as prog:
+            if NO_VNNI:
+                with pytest.raises(mkcache.UnsupportedError, match="no VNNI.*-63..63"):
+                    prog.run(x=x)
+            else:
+                check_result(prog.run(x=x)["y"], finish(
+                    conv_sums(x, w, 1, (1, 1, 1, 1), 1, 1), 1, 0.01, 0.01, None, False,
+                    "float32", None, 0), "float32")
+    # A scale that is not > 0, given at run time to a program, is refused.
+    with mkcache.Graph() as g:
+        xi = g.input("x", x.shape, dtype="uint8")
+        s = g.input("s", (1,))
+        g.output(g.quantized_conv2d(xi, np.clip(w, -63, 63), src_scale=s, weight_scale=0.01,
+                                    padding=1), "y")
+        with g.compile(impl={"quantized_conv2d": "onednn"}) as prog:
+            with pytest.raises(mkcache.InvalidArgumentError, match=r"src_scale\[0\] is 0"):
+                prog.run(x=x, s=np.zeros(1, np.float32))
+            assert prog.run(x=x, s=np.ones(1, np.float32))["y"].shape == (1, 4, 5, 5)
     # The reference kernel is exact on every CPU.
     with mkcache.Graph() as g:
         xi = g.input("x", x.shape, dtype="uint8")

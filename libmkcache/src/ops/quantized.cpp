@@ -168,12 +168,14 @@ void add_quantization_args(std::vector<std::pair<int, dnnl::memory::desc>> &args
             args.push_back({kArg[port], dnnl::memory::desc(v->dims, to_onednn(v->dtype), tag::a)});
 }
 
+// No in_args: a program calls run() for every execution (rather than
+// binding the primitive's arguments once), as run() checks the scales and,
+// without VNNI, the weights it is given.
 Prepared prepared(const std::shared_ptr<QuantizedEntry> &entry, const QuantizedInputs &in,
                   const dnnl::memory::desc &src_takes, const ValueDesc &y) {
-    Prepared out{entry, {}, {y}, {}, {DNNL_ARG_DST}};
+    Prepared out{entry, {}, {y}, {}, {}};
     for (int port = 0; port < kQPorts; ++port) {
         const ValueDesc *v = in[static_cast<size_t>(port)];
-        out.in_args.push_back(kArg[port]);
         if (!v)
             out.takes.push_back(empty_desc());
         else if (port == kQSrc)
