@@ -273,6 +273,23 @@ def _symmetric_int8(ctx, w, wz):
     return ctx.known[w]
 
 
+def _seven_bit_kernels() -> bool:
+    """Whether oneDNN's int8 kernels on this CPU (no VNNI) add pairs of
+    products in 16 bits, so that they need weights in -63..63."""
+    from .. import build_info  # noqa: PLC0415 (the package imports this module)
+    return build_info()["isa"] in ("sse41", "avx", "avx2", "avx512_core")
+
+
+def _kernel_weights(weights):
+    """Constant int8 weights the quantized operators take on this CPU: full
+    8-bit ones go the float32 route where the int8 kernels need 7 bits (a
+    program's oneDNN node would otherwise saturate them)."""
+    if weights is not None and _seven_bit_kernels() and \
+            np.abs(weights.astype(np.int16)).max() > 63:
+        return None
+    return weights
+
+
 def _qlinear_conv(ctx, node, float_bias: bool, activation):
     q = _QConv(node)
     rank = ctx.rank(q.x, "the input")
@@ -288,7 +305,7 @@ def _qlinear_conv(ctx, node, float_bias: bool, activation):
     n_out = wshape[0]
     if _scale_size(ctx, q.ws, "w_scale") not in (1, n_out):
         raise Refusal(f"w_scale must have 1 or {n_out} values")
-    weights = _symmetric_int8(ctx, q.w, q.wz)
+    weights = _kernel_weights(_symmetric_int8(ctx, q.w, q.wz))
     known_scales = q.xs in ctx.known and q.ws in ctx.known
     if weights is not None and rank == 4 and (q.b is None or (known_scales and q.b in ctx.known)):
         return _quantized_conv(ctx, node, q, weights, float_bias, activation)
@@ -405,7 +422,7 @@ def _qlinear_matmul(ctx, node, bias_name, weights_nk: bool, activation):
     if _scale_size(ctx, bs, "b_scale") not in (1, n):
         raise Refusal(f"b_scale must have 1 or {n} values")
     a_rows = _scale_size(ctx, as_, "a_scale")
-    weights = _symmetric_int8(ctx, b, bz)
+    weights = _kernel_weights(_symmetric_int8(ctx, b, bz))
     if weights is not None and weights.ndim == 2 and a_rows == 1:
         w = weights if weights_nk else weights.T
         to = _type_of(ctx, yz) if yz else _U8
