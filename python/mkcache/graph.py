@@ -601,6 +601,8 @@ class Program(_Closed):
         for i in range(len(self.output_names)):
             _lib.mkc_program_output_shape(self.handle, dims, i, ctypes.byref(nd), buf)
             _lib.mkc_program_output_dtype(self.handle, dims, i, ctypes.byref(dtype))
+            if dtype.value not in _tensor.NUMPY_DTYPES:
+                return None  # a bfloat16 result: the general path exports it as float32
             out.append((tuple(buf[:nd.value]), _tensor.NUMPY_DTYPES[dtype.value]))
         if len(self._shapes) >= 1024:
             self._shapes.clear()

@@ -564,7 +564,8 @@ def _quantized_ports(op, x, weight, bias, src_scale, weight_scale, src_zero_poin
             f"{op}: dst_dtype must be float32, uint8 or int8, got {dst_dtype!r}") from None
 
     def vector(v, dtype, what):
-        if v is None or isinstance(v, Tensor):
+        # Tensors, and a Graph's values (its methods pass them on), as they are.
+        if v is None or isinstance(v, Tensor) or getattr(v, "_mkcache_graph_value", False):
             return v
         arr = np.asarray(v)
         if dtype == np.int32 and arr.size and (np.any(arr != np.round(arr)) or

@@ -3,10 +3,22 @@ from __future__ import annotations
 
 import numpy as np
 
-# ONNX's TensorProto.DataType -> numpy: the dtypes graph inputs take, and
-# those a value computed at load time may have (shape arithmetic).
-INPUT_TYPES = {1: np.float32, 6: np.int32, 7: np.int64, 9: np.bool_}
-KNOWN_TYPES = {1: np.float32, 6: np.int32, 7: np.int64, 9: np.bool_, 11: np.float64}
+try:  # numpy has no bfloat16; onnx reads it as ml_dtypes' (onnx requires that package)
+    from ml_dtypes import bfloat16 as NUMPY_BFLOAT16
+except ImportError:  # pragma: no cover - an onnx without ml_dtypes
+    NUMPY_BFLOAT16 = None
+
+from ..tensor import bfloat16
+
+# ONNX's TensorProto.DataType -> numpy: the dtypes graph inputs take (bfloat16
+# as mkcache names it), and those a value computed at load time may have
+# (shape arithmetic, constants cast or quantized).
+INPUT_TYPES = {1: np.float32, 2: np.uint8, 3: np.int8, 6: np.int32, 7: np.int64, 9: np.bool_,
+               10: np.float16, 16: bfloat16}
+KNOWN_TYPES = {1: np.float32, 2: np.uint8, 3: np.int8, 6: np.int32, 7: np.int64, 9: np.bool_,
+               10: np.float16, 11: np.float64}
+if NUMPY_BFLOAT16 is not None:
+    KNOWN_TYPES[16] = NUMPY_BFLOAT16
 
 
 class Refusal(Exception):

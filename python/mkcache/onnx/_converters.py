@@ -143,7 +143,7 @@ def _cast_to(ctx, node, to: int):
         return [_symbolic.result(x, KNOWN_TYPES[to])]
     if to not in INPUT_TYPES:
         raise Refusal(f"a cast to ONNX element type {to} (this version casts to float32, "
-                      "int32, int64 and bool)")
+                      "float16, bfloat16, int8, uint8, int32, int64 and bool)")
     return [ctx.graph.cast(ctx.value(node.input[0]), INPUT_TYPES[to], name=node.name or None)]
 
 
@@ -1133,18 +1133,27 @@ def conv(ctx, node):
     if wshape is None or any(d is None for d in wshape):
         raise Refusal("the weights' shape is not known")
     bias = ctx.value(node.input[2]) if len(node.input) > 2 and node.input[2] else None
+    if rank == 3:
+        one = _OneD(ctx, node)
+        return [conv_of(ctx, node, one.input(x), one.weights(w), bias, wshape, rank)]
+    return [conv_of(ctx, node, ctx.value(x), ctx.value(w), bias, wshape, rank)]
+
+
+def conv_of(ctx, node, x, w, bias, wshape, rank: int):
+    """The float convolution `node`'s attributes describe, of graph values x
+    and w (for a 1-D one, already given their leading spatial dim of 1)."""
     groups = attributes(node).get("group", 1)
     if rank == 3:
         one = _OneD(ctx, node)
         strides, dilations, padding, _ = one.window(list(wshape[2:]))
-        return [one.result(ctx.graph.conv2d(one.input(x), one.weights(w), bias, stride=strides,
-                                            padding=padding, dilation=dilations, groups=groups,
-                                            name=node.name or None))]
+        return one.result(ctx.graph.conv2d(x, w, bias, stride=strides, padding=padding,
+                                           dilation=dilations, groups=groups,
+                                           name=node.name or None))
     k = rank - 2
     strides, dilations, padding = _spatial(ctx, node, k, list(wshape[2:]))
     method = ctx.graph.conv2d if k == 2 else ctx.graph.conv3d
-    return [method(ctx.value(x), ctx.value(w), bias, stride=tuple(strides), padding=padding,
-                   dilation=tuple(dilations), groups=groups, name=node.name or None)]
+    return method(x, w, bias, stride=tuple(strides), padding=padding,
+                  dilation=tuple(dilations), groups=groups, name=node.name or None)
 
 
 @converter("ConvTranspose")

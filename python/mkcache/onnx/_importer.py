@@ -4,17 +4,22 @@ converters' (``_converters.py``)."""
 from __future__ import annotations
 
 import os
+import re
 
 import numpy as np
 
 from .. import errors
 from ..graph import Graph
 from . import _converters, _dims, _patterns, _symbolic
-from ._base import INPUT_TYPES, Refusal
+from . import _quantized  # noqa: F401 (registers the quantized operators' converters)
+from ..tensor import Tensor, bfloat16
+from ._base import INPUT_TYPES, NUMPY_BFLOAT16, Refusal
 from ._symbolic import Dim, Symbolic
 # Declared shapes past this many elements are refused before anything is
 # allocated (a hostile or broken file).
 _MAX_ELEMENTS = 1 << 40
+# A compile error naming a low-precision input an operator does not take.
+_NARROW_DTYPE_REFUSED = re.compile(r"is (u?int8|float16|bfloat16); \w+ takes")
 
 
 def _onnx():
@@ -72,11 +77,15 @@ class Context:
         array = self.known[name]
         if array.dtype == np.float64:
             array = array.astype(np.float32)
-        elif array.dtype not in (np.float32, np.int32, np.int64, np.bool_):
+        elif array.dtype not in (np.float32, np.int32, np.int64, np.bool_, np.int8, np.uint8,
+                                 np.float16) and array.dtype != NUMPY_BFLOAT16:
             raise Refusal(f"a constant of dtype {array.dtype}")
         if array.ndim == 0:
             array = array.reshape(1)
-        v = self.values[name] = self.graph.constant(np.ascontiguousarray(array), name=name)
+        array = np.ascontiguousarray(array)
+        if array.dtype == NUMPY_BFLOAT16:  # mkcache takes bfloat16 as its bits
+            array = Tensor(array.view(np.uint16), dtype=bfloat16)
+        v = self.values[name] = self.graph.constant(array, name=name)
         return v
 
     def constant(self, name: str, what: str) -> np.ndarray:
@@ -285,7 +294,7 @@ def load(path_or_model, *, input_shapes: dict | None = None, **compile_options):
             if elem not in INPUT_TYPES:
                 raise errors.UnsupportedError(
                     f"onnx: input {info.name!r} has ONNX element type {elem}; this version "
-                    "takes float32, int32, int64 and bool")
+                    "takes float32, float16, bfloat16, int8, uint8, int32, int64 and bool")
             dims = _input_dims(info, input_shapes)
             layout = "NCHW"
             # A scalar (rank 0) is run as [1], as a result of no dims comes
@@ -306,7 +315,15 @@ def load(path_or_model, *, input_shapes: dict | None = None, **compile_options):
                 g.output(ctx.value(out.name), out.name)
             except Refusal as r:
                 raise errors.UnsupportedError(f"onnx: output {out.name!r}: {r}") from None
-        return g.compile(**compile_options)
+        try:
+            return g.compile(**compile_options)
+        except errors.InvalidArgumentError as e:
+            # int8, uint8, float16 and bfloat16 values may reach an operator
+            # that computes on float32 only (an Add of uint8): a model this
+            # version does not take, not an invalid one.
+            if _NARROW_DTYPE_REFUSED.search(str(e)):
+                raise errors.UnsupportedError(f"onnx: {e}") from None
+            raise
     finally:
         g.close()
 

@@ -15,6 +15,12 @@ importer reads.
                Sqrt, Div over the last axes (then Mul by a constant scale and
                Add of a constant shift, when there): one layer_norm, as
                exporters before LayerNormalization (opset 17) write it
+    QDQ        DequantizeLinear of 8-bit data (one scale) and of constant
+               int8 weights with zero point 0 (one scale, or one per output
+               channel) into Conv, MatMul or Gemm (a constant or dequantized
+               bias; a Relu after it), then QuantizeLinear to 8 bits: one
+               quantized convolution or matmul, requantized, as ONNX
+               Runtime's quantizer writes a QDQ model
 """
 from __future__ import annotations
 
@@ -259,9 +265,127 @@ def _layer_norm(g: _Graph, r1: int):
     return matched, inputs, out, {"axis": -len(axes), "epsilon": eps}
 
 
+def _attrs(node) -> dict:
+    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
+
+
+def _dequantized(g: _Graph, name, constant: bool):
+    """(node index, its inputs padded to three, its axis) of the
+    DequantizeLinear making `name`, with constant scale and zero point (and
+    data constant or not, as asked), else None."""
+    d = g.producer.get(name)
+    if g.op(d) != "DequantizeLinear":
+        return None
+    node = g.nodes[d]
+    inputs = list(node.input) + [""] * (3 - len(node.input))
+    a = _attrs(node)
+    if a.get("block_size", 0) or inputs[1] not in g.known or \
+            (inputs[2] and inputs[2] not in g.known) or (inputs[0] in g.known) != constant:
+        return None
+    return d, inputs, a.get("axis", 1)
+
+
+def _quantized_after(g: _Graph, out):
+    """(nodes matched, the activation, QuantizeLinear's inputs, its output)
+    when `out` goes only into QuantizeLinear (through a Relu, maybe) of one
+    constant scale and zero point, else None."""
+    matched, activation = [], ""
+    nxt = g.only_consumer(out)
+    if g.op(nxt) == "Relu":
+        matched.append(nxt)
+        activation = "relu"
+        nxt = g.only_consumer(g.nodes[nxt].output[0])
+    if g.op(nxt) != "QuantizeLinear":
+        return None
+    q = g.nodes[nxt]
+    inputs = list(q.input) + [""] * (3 - len(q.input))
+    a = _attrs(q)
+    if a.get("block_size", 0) or a.get("output_dtype", 0) or \
+            np.size(g.known.get(inputs[1], [])) != 1 or \
+            (inputs[2] and (inputs[2] not in g.known or
+                            g.known[inputs[2]].dtype not in (np.uint8, np.int8))):
+        return None
+    return matched + [nxt], activation, inputs[1:], q.output[0]
+
+
+def _qdq_operands(g: _Graph, x, w, out_axis: int):
+    """The dequantized data x (one scale) and the dequantized constant int8
+    weights w (zero point 0; one scale or one per index of `out_axis`):
+    (nodes matched, x's three inputs, w's three inputs), or None."""
+    xd, wd = _dequantized(g, x, False), _dequantized(g, w, True)
+    if xd is None or wd is None or np.size(g.known[xd[1][1]]) != 1:
+        return None
+    weights = g.known[wd[1][0]]
+    wz = wd[1][2]
+    if weights.dtype != np.int8 or (wz and np.any(g.known[wz] != 0)):
+        return None
+    scales = np.size(g.known[wd[1][1]])
+    if scales != 1 and (wd[2] % weights.ndim != out_axis or scales != weights.shape[out_axis]):
+        return None
+    # A DequantizeLinear read by other nodes too stays for them.
+    matched = [i for i, name in ((xd[0], x), (wd[0], w)) if g.only_consumer(name) is not None]
+    return matched, xd[1], wd[1]
+
+
+def _bias(g: _Graph, name, n):
+    """A bias of n values: constant, or the DequantizeLinear of a constant
+    (which the importer computes when the model is loaded)."""
+    if name in g.known:
+        return np.size(g.known[name]) == n
+    d = _dequantized(g, name, True)
+    return d is not None and np.size(g.known[d[1][0]]) == n
+
+
+def _qdq_conv(g: _Graph, c: int):
+    """(nodes matched, inputs, output, attributes) of a QDQ Conv, or None."""
+    node = g.nodes[c]
+    operands = _qdq_operands(g, node.input[0], node.input[1], 0)
+    if operands is None:
+        return None
+    matched, x, w = operands
+    bias = node.input[2] if len(node.input) > 2 else ""
+    if bias and not _bias(g, bias, np.shape(g.known[w[0]])[0]):
+        return None
+    after = _quantized_after(g, node.output[0])
+    if after is None:
+        return None
+    tail, activation, y, out = after
+    return [c] + matched + tail, x + w + y + [bias], out, {**_attrs(node),
+                                                          "activation": activation}
+
+
+def _qdq_matmul(g: _Graph, m: int):
+    """(nodes matched, inputs, output, attributes) of a QDQ MatMul by 2-D
+    weights, or of a QDQ Gemm (alpha and beta 1, A not transposed)."""
+    node = g.nodes[m]
+    a = _attrs(node)
+    if g.op(m) == "Gemm" and (a.get("alpha", 1.0) != 1.0 or a.get("beta", 1.0) != 1.0 or
+                              a.get("transA", 0)):
+        return None
+    nk = bool(a.get("transB", 0))
+    w = g.known.get(g.nodes[g.producer[node.input[1]]].input[0]) \
+        if node.input[1] in g.producer else None
+    if w is None or np.ndim(w) != 2:
+        return None
+    operands = _qdq_operands(g, node.input[0], node.input[1], 0 if nk else 1)
+    if operands is None:
+        return None
+    matched, x, wq = operands
+    bias = node.input[2] if len(node.input) > 2 else ""
+    if bias and not _bias(g, bias, np.shape(w)[0 if nk else 1]):
+        return None
+    after = _quantized_after(g, node.output[0])
+    if after is None:
+        return None
+    tail, activation, y, out = after
+    return [m] + matched + tail, x + wq + y + [bias], out, {"activation": activation,
+                                                           "weights_nk": int(nk)}
+
+
 # Pattern -> (the op type whose nodes start a match, the matcher, the
 # folded operator), tried in this order.
-_PATTERNS = [("Erf", _erf_gelu, "Gelu"), ("Tanh", _tanh_gelu, "GeluTanh"),
+_PATTERNS = [("Conv", _qdq_conv, "QDQConv"), ("MatMul", _qdq_matmul, "QDQMatMul"),
+             ("Gemm", _qdq_matmul, "QDQMatMul"), ("Erf", _erf_gelu, "Gelu"), ("Tanh", _tanh_gelu, "GeluTanh"),
              ("MatMul", _linear, "MatMulBias"),
              ("ReduceMean", _layer_norm, "LayerNorm")]
 

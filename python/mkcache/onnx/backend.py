@@ -12,7 +12,11 @@ import numpy as np
 from onnx import helper
 from onnx.backend.base import Backend, BackendRep, namedtupledict
 
+from ..tensor import Tensor, bfloat16
+from ._base import NUMPY_BFLOAT16
 from ._importer import load
+
+_BFLOAT16 = 16  # ONNX's TensorProto.BFLOAT16
 
 
 class MkcacheRep(BackendRep):
@@ -32,6 +36,10 @@ class MkcacheRep(BackendRep):
         self._scalar_inputs = {i.name for i in model.graph.input
                                if i.type.tensor_type.HasField("shape")
                                and len(i.type.tensor_type.shape.dim) == 0}
+        # bfloat16 results come out of a program as float32 (exactly):
+        # given back in the dtype onnx reads bfloat16 data as.
+        self._bfloat16 = {o.name for o in model.graph.output
+                          if o.type.tensor_type.elem_type == _BFLOAT16}
         self._program = load(model)
 
     def run(self, inputs, **kwargs):  # noqa: ARG002 (the base's signature)
@@ -44,7 +52,13 @@ class MkcacheRep(BackendRep):
         for name in self._scalar_inputs & set(feeds):
             if np.ndim(feeds[name]) == 0:
                 feeds[name] = np.reshape(feeds[name], (1,))
+        for name, value in feeds.items():
+            if NUMPY_BFLOAT16 is not None and getattr(value, "dtype", None) == NUMPY_BFLOAT16:
+                feeds[name] = Tensor(np.ascontiguousarray(value).view(np.uint16),
+                                     dtype=bfloat16)
         out = self._program.run(**feeds)
+        for name in self._bfloat16 & set(out):
+            out[name] = out[name].astype(NUMPY_BFLOAT16)
         values = [out[n].reshape(()) if n in self._scalar else out[n] for n in self._outputs]
         return namedtupledict("Outputs", self._outputs)(*values)
 
