@@ -109,11 +109,18 @@ def test_in_a_program():
     np.testing.assert_array_equal(out["q"], want)
     np.testing.assert_array_equal(out["y"], dequantize_ref(want, scale, [0, 10, 20, 30]))
     np.testing.assert_array_equal(out["q_u8"], quantize_ref(x, 0.1, 100, np.uint8))
-    # Channels-last data: axis counts in the order the caller gives.
+    # Channels-last data: axis counts in the order the caller gives, and the
+    # result stays channels-last (a quantized_conv2d in NHWC reads it as such).
     xh = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
-    np.testing.assert_array_equal(
-        np.asarray(mkcache.quantize(mkcache.Tensor(xh, "NHWC"), scale, axis=-1, dtype="int8")),
-        quantize_ref(xh, scale, 0, np.int8, 3))
+    qh = mkcache.quantize(mkcache.Tensor(xh, "NHWC"), scale, axis=-1, dtype="int8")
+    assert qh.layout == "NHWC" and qh.shape == xh.shape
+    np.testing.assert_array_equal(np.asarray(qh), quantize_ref(xh, scale, 0, np.int8, 3))
+    qn = quantize_ref(x, scale, 0, np.int8, 1)
+    np.testing.assert_array_equal(qh.numpy("NCHW"), qn)
+    w = np.random.default_rng(4).integers(-63, 64, (3, 4, 1, 1)).astype(np.int8)
+    yh = mkcache.quantized_conv2d(qh, w, src_scale=0.1, weight_scale=0.01, data_format="NHWC")
+    y = mkcache.quantized_conv2d(qn, w, src_scale=0.1, weight_scale=0.01)
+    np.testing.assert_allclose(yh.numpy("NCHW"), np.asarray(y), rtol=1e-6)
 
 
 def test_bad_arguments_are_refused():

@@ -1295,7 +1295,7 @@ MKC_API mkc_status mkc_gather_nd_params_init(mkc_gather_nd_params *params);
  * them); every scale must be finite and > 0. quantize's src is F32 and its
  * result `to` (U8 or S8), which must be the zero point's dtype when one is
  * given; dequantize's src is U8, S8 or S32 and its result F32. Any rank and
- * layout; the result is channels-first. */
+ * layout; the result has src's dims and layout (an NHWC value stays NHWC). */
 typedef struct mkc_quantize_params {
     size_t struct_size; /* sizeof; set by mkc_quantize_params_init */
     int axis;           /* default 1 (used where scale has more than one element) */

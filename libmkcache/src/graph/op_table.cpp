@@ -972,7 +972,7 @@ template <bool Quantize> std::vector<ValueDesc> infer_quantize(const Node &node,
                 dtype_name(in[2]->dtype), ", src ", dtype_name(in[0]->dtype));
     }
     quantize_geometry(node, in, op);
-    return {ops::plain_value(out, MKC_LAYOUT_CHANNELS_FIRST, caller_dims(*in[0]))};
+    return {ops::plain_value(out, in[0]->layout, in[0]->dims)}; // src's dims and label
 }
 void check_scales(const ReferenceCall &c, const char *op) {
     const float *scale = in_f(c, 1);
