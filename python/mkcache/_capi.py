@@ -404,6 +404,8 @@ _SIGNATURES = {
     "mkc_program_plan": [c_void_p, POINTER(c_char), c_size_t, POINTER(c_size_t)],
     "mkc_program_steps": [c_void_p, POINTER(c_char), c_size_t, POINTER(c_size_t)],
     "mkc_program_choices": [c_void_p, POINTER(c_char), c_size_t, POINTER(c_size_t)],
+    "mkc_program_calibrate": [c_void_p, c_int, POINTER(tensor_p)],
+    "mkc_program_calibration": [c_void_p, POINTER(c_char), c_size_t, POINTER(c_size_t)],
     "mkc_program_memory_info": [c_void_p, POINTER(ProgramMemory)],
     "mkc_program_output_shape": [c_void_p, POINTER(c_int64), c_int, POINTER(c_int),
                                  POINTER(c_int64)],

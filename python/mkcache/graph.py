@@ -24,7 +24,7 @@ import threading
 import numpy as np
 
 from . import _capi, _checks, _layout, _operators, ops
-from .errors import InvalidArgumentError
+from .errors import Error, InvalidArgumentError
 from . import tensor as _tensor
 from .tensor import Tensor, _Owner, check_array, input_owner, wrap_handle
 
@@ -702,6 +702,47 @@ class Program(_Closed):
         """The implementation choices measured so far (or read back), one
         line each: key, implementation, each candidate's microseconds."""
         return _capi.call_with_buffer(_lib.mkc_program_choices, self.handle)
+
+    def calibrate(self, batches) -> str:
+        """Float32 runs recording the range of every value an 8-bit plan
+        quantizes (the src of each conv2d and linear node, both operands of
+        each matmul, as the plan numbers the nodes), merged with earlier
+        calls: `batches` an iterable of input dicts as run takes them (at
+        least one). Returns calibration(). A batch of the wrong shape or
+        dtype, or one giving NaN or infinities, is an error naming it; the
+        ranges of the batches before it are kept."""
+        count = 0
+        for i, inputs in enumerate(batches):
+            if not isinstance(inputs, dict):
+                raise InvalidArgumentError(
+                    f"calibrate: batch {i} is a {type(inputs).__name__}; each batch is a dict "
+                    "of inputs, as run takes them")
+            missing = [n for n in self.input_names if n not in inputs]
+            extra = [n for n in inputs if n not in self.input_names]
+            if missing or extra:
+                raise InvalidArgumentError(
+                    f"calibrate: batch {i}: the program takes inputs {self.input_names}"
+                    + (f"; missing {missing}" if missing else "")
+                    + (f"; unknown {extra}" if extra else ""))
+            in_handles, owners = self._input_handles(inputs)  # owners: held for the call
+            try:
+                _lib.mkc_program_calibrate(self.handle, len(self.input_names), in_handles)
+            except Error as e:
+                raise type(e)(f"batch {i}: {e}", e.status) from None
+            count += 1
+        if count == 0:
+            raise InvalidArgumentError("calibrate: no batches (give at least one input dict)")
+        return self.calibration()
+
+    def calibration(self) -> str:
+        """The ranges calibrate() recorded, one line per value:
+        "node<n>|<operator>|<name>|<port>\t<min>\t<max>\t<runs>"."""
+        return _capi.call_with_buffer(_lib.mkc_program_calibration, self.handle)
+
+    def save_calibration(self, path) -> None:
+        """Writes calibration() to `path`."""
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(self.calibration())
 
     def save_choices(self, path) -> None:
         """Writes choices() to `path`, for compile(choices=path)."""

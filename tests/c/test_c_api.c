@@ -1719,6 +1719,14 @@ static void test_program(void) {
     int lines = 0;
     for (const char *c = text; *c; ++c) lines += *c == '\n';
     CHECK(lines == m.steps);
+    /* Calibration: the range of the conv's src over one run. */
+    OK(mkc_program_calibration(prog, text, sizeof text, &needed));
+    CHECK(needed == 1 && text[0] == '\0'); /* none yet */
+    OK(mkc_program_calibrate(prog, 1, ins));
+    OK(mkc_program_calibration(prog, text, sizeof text, &needed));
+    CHECK(strstr(text, "node0|conv2d|c_program_conv|0\t") == text);
+    CHECK(strstr(text, "\t1\n") != NULL); /* one run */
+    CHECK(mkc_program_calibrate(prog, 0, ins) == MKC_STATUS_INVALID_ARGUMENT);
 
     /* The binding path: the output's shape, then plain buffers. */
     int ond = 0;

@@ -1516,6 +1516,24 @@ MKC_API mkc_status mkc_program_plan(const mkc_program *program, char *buf, size_
 MKC_API mkc_status mkc_program_steps(const mkc_program *program, char *buf, size_t size,
                                      size_t *needed);
 
+/* Calibration for 8-bit plans: one float32 run of the program on `inputs`
+ * (as mkc_program_run takes them) that records the range of every value a
+ * quantized plan would quantize - the src of each conv2d and linear node and
+ * both operands of each matmul, as the program's graph has them after
+ * fusion - merged with the ranges of the earlier calibrate calls. It runs
+ * a calibration program of its own (made on the first call; its cache
+ * entries go with the program). A value holding NaN or an infinity is
+ * INVALID_ARGUMENT naming it, the ranges kept as they were; a program with
+ * no such node is INVALID_ARGUMENT. Any thread, many at once. */
+MKC_API mkc_status mkc_program_calibrate(mkc_program *program, int ninputs,
+                                         const mkc_tensor *const *inputs);
+/* The ranges so far, one line per value:
+ * "node<n>|<operator>|<node name>|<port>\t<min>\t<max>\t<runs>\n", in node
+ * order; empty before any calibrate. Copied as mkc_program_plan. Any
+ * thread. */
+MKC_API mkc_status mkc_program_calibration(const mkc_program *program, char *buf, size_t size,
+                                           size_t *needed);
+
 /* The implementation choices measured so far (or read back), one line each:
  * "<key>\t<implementation>\t<name>=<microseconds>,...\n" - the text
  * mkc_program_options.choices takes. Copied as mkc_program_plan; empty when

@@ -369,6 +369,36 @@ MKC_API mkc_status mkc_program_choices(const mkc_program *program, char *buf, si
     });
 }
 
+MKC_API mkc_status mkc_program_calibrate(mkc_program *program, int ninputs,
+                                         const mkc_tensor *const *inputs) {
+    return guard([&] {
+        const ProgramUse use(program);
+        graph::Program &p = *use;
+        const graph::Graph &g = p.graph();
+        const int want = static_cast<int>(p.input_values().size());
+        if (ninputs != want)
+            fail(MKC_STATUS_INVALID_ARGUMENT, "calibrate: the program takes ", want,
+                 " inputs, got ", ninputs);
+        require(ninputs == 0 || inputs != nullptr, "calibrate: inputs is NULL");
+        for (int k = 0; k < ninputs; ++k) {
+            const graph::Value &value = g.values[p.input_values()[k]];
+            const std::string what = "input '" + value.name + "'";
+            const Tensor &t = api::tensor_arg(inputs[k], "calibrate", what.c_str());
+            require(t.dtype == value.dtype, "calibrate: ", what, " is ", dtype_name(t.dtype),
+                    ", the graph's input is ", dtype_name(value.dtype));
+        }
+        p.calibrate(inputs);
+    });
+}
+
+MKC_API mkc_status mkc_program_calibration(const mkc_program *program, char *buf, size_t size,
+                                           size_t *needed) {
+    return guard([&] {
+        const ProgramUse use(program);
+        api::copy_out((*use).calibration_text(), buf, size, needed);
+    });
+}
+
 MKC_API mkc_status mkc_program_memory_info(const mkc_program *program, mkc_program_memory *memory) {
     return guard([&] {
         const ProgramUse use(program);

@@ -45,6 +45,7 @@ Program::Program(Graph graph, const ProgramOptions &options)
 }
 
 Program::~Program() {
+    calibration_.reset(); // its own program's entries go with it
     {
         std::lock_guard<std::mutex> lock(mutex_);
         plans_.clear();
@@ -69,6 +70,22 @@ std::string shape_group_of(const Graph &graph, const std::vector<int> &input_val
 }
 
 } // namespace
+
+void Program::calibrate(const Tensor *const *inputs) {
+    Calibration *c;
+    {
+        std::lock_guard<std::mutex> lock(calibration_mutex_);
+        if (!calibration_)
+            calibration_ = std::make_unique<Calibration>(graph_, options_);
+        c = calibration_.get();
+    }
+    c->observe(inputs);
+}
+
+std::string Program::calibration_text() const {
+    std::lock_guard<std::mutex> lock(calibration_mutex_);
+    return calibration_ ? calibration_->text() : std::string();
+}
 
 void Program::compile_static() {
     std::vector<std::vector<int64_t>> dims;

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "fusion/fuse.hpp"
+#include "graph/calibration.hpp"
 #include "graph/graph.hpp"
 #include "graph/plan.hpp"
 #include "graph/run_context.hpp"
@@ -82,6 +83,10 @@ public:
     size_t plan_count() const;
     // The measured (or read back) choices so far, as Choices::text().
     std::string choices_text() const { return choices_.text(); }
+    // One float32 run recording the ranges of the values an 8-bit plan
+    // quantizes (graph/calibration.hpp), and those ranges as text.
+    void calibrate(const Tensor *const *inputs);
+    std::string calibration_text() const;
 
     // For the fork handlers (common/fork.cpp) only: take every lock of the
     // program (compiling, then plans, then choices), free them in the
@@ -120,6 +125,10 @@ private:
     PassDump dump_{""};
     FuseReport fuse_report_;
     ProgramOptions options_;
+    // Made by the first calibrate() (a program of its own: its entries go
+    // with it, when this program is destroyed).
+    mutable std::mutex calibration_mutex_;
+    std::unique_ptr<Calibration> calibration_;
     uint64_t executor_;
     std::vector<int> input_values_; // value id of each graph input
     mutable std::mutex mutex_;      // plans_, order_, last_, arenas_ (held briefly)

@@ -1,0 +1,106 @@
+#include "graph/calibration.hpp"
+
+#include <cmath>
+#include <cstdio>
+
+#include "common/error.hpp"
+#include "common/handles.hpp"
+#include "graph/op_table.hpp"
+#include "graph/program.hpp"
+
+namespace mkc::graph {
+
+namespace {
+
+// The ports of `node` whose values an 8-bit plan quantizes.
+std::vector<int> observed_ports(const Node &node) {
+    if (node.op == NodeOp::conv2d || node.op == NodeOp::linear)
+        return {0};
+    if (node.op == NodeOp::matmul)
+        return {0, 1};
+    return {};
+}
+
+} // namespace
+
+Calibration::Calibration(const Graph &graph, const ProgramOptions &options) {
+    Graph g = graph;
+    first_output_ = g.outputs.size();
+    for (size_t n = 0; n < g.nodes.size(); ++n) {
+        const Node &node = g.nodes[n];
+        for (int port : observed_ports(node)) {
+            const int v = node.inputs[static_cast<size_t>(port)];
+            if (v == kNoValue || g.values[static_cast<size_t>(v)].dtype != MKC_DTYPE_F32)
+                continue;
+            std::string key = "node" + std::to_string(n) + "|" + row(node).name + "|" +
+                              node.name + "|" + std::to_string(port);
+            g.outputs.push_back({v, "calibration:" + key});
+            keys_.push_back(std::move(key));
+        }
+    }
+    if (keys_.empty())
+        return;
+    ProgramOptions o = options;
+    o.fuse = false; // already fused: the nodes keep their numbers
+    program_ = std::make_unique<Program>(std::move(g), o);
+    ranges_.resize(keys_.size());
+}
+
+Calibration::~Calibration() = default;
+
+void Calibration::observe(const Tensor *const *inputs) {
+    require(program_ != nullptr,
+            "calibrate: the program has no node to calibrate (conv2d, linear or matmul "
+            "reading float32)");
+    std::vector<mkc_tensor *> outputs(first_output_ + keys_.size(), nullptr);
+    struct Release {
+        std::vector<mkc_tensor *> &t;
+        ~Release() {
+            for (mkc_tensor *p : t)
+                if (p && registry<Tensor>().remove(p))
+                    delete p;
+        }
+    } release{outputs};
+    program_->run(inputs, outputs.data());
+    std::vector<Range> seen(keys_.size());
+    for (size_t k = 0; k < keys_.size(); ++k) {
+        const Tensor &t = *outputs[first_output_ + k];
+        const auto *x = static_cast<const float *>(t.data); // plain float32
+        const int64_t n = element_count(t);
+        double lo = INFINITY, hi = -INFINITY;
+        for (int64_t i = 0; i < n; ++i) {
+            if (!std::isfinite(x[i]))
+                fail(MKC_STATUS_INVALID_ARGUMENT, "calibrate: ", keys_[k], " read ", x[i],
+                     ": calibration data must give finite values");
+            lo = std::fmin(lo, x[i]);
+            hi = std::fmax(hi, x[i]);
+        }
+        seen[k] = {lo, hi};
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (size_t k = 0; k < keys_.size(); ++k) {
+        if (runs_ == 0) {
+            ranges_[k] = seen[k];
+            continue;
+        }
+        ranges_[k].min = std::fmin(ranges_[k].min, seen[k].min);
+        ranges_[k].max = std::fmax(ranges_[k].max, seen[k].max);
+    }
+    ++runs_;
+}
+
+std::string Calibration::text() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::string out;
+    if (runs_ == 0)
+        return out;
+    for (size_t k = 0; k < keys_.size(); ++k) {
+        char line[96];
+        std::snprintf(line, sizeof line, "\t%.9g\t%.9g\t%lld\n", ranges_[k].min, ranges_[k].max,
+                      static_cast<long long>(runs_));
+        out += keys_[k] + line;
+    }
+    return out;
+}
+
+} // namespace mkc::graph

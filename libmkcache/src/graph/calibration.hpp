@@ -1,0 +1,56 @@
+// Calibration for 8-bit plans: the ranges a program's float32 runs give the
+// values its quantizable nodes read (the src of each 2-D convolution and
+// linear layer, and both operands of each matmul), gathered over any number
+// of runs, as text a later compile reads back.
+//
+// The values are observed as outputs of a calibration program: the
+// program's (fused) graph with each observed value added as an output,
+// compiled without fusing again, so the nodes and their numbers are the
+// program's own. Keys name the node as the plan does, and the port:
+// "node<n>|<op>|<name>|<port>".
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "graph/graph.hpp"
+#include "tensor/tensor.hpp"
+
+namespace mkc::graph {
+
+class Program;
+struct ProgramOptions;
+
+class Calibration {
+public:
+    // `graph`: the program's graph (fused); `options`: its compile options.
+    Calibration(const Graph &graph, const ProgramOptions &options);
+    ~Calibration();
+
+    // One float32 run on `inputs` (one per graph input), its observed values'
+    // ranges merged into the ones so far. A NaN or infinity in an observed
+    // value is an error naming it, and the ranges stay as they were. Thread
+    // safe.
+    void observe(const Tensor *const *inputs);
+    // "<key>\t<min>\t<max>\t<runs>\n" per observed value, in node order;
+    // empty before any run.
+    std::string text() const;
+    // Whether the graph has anything to observe.
+    bool empty() const { return keys_.empty(); }
+
+private:
+    struct Range {
+        double min = 0, max = 0;
+    };
+    std::vector<std::string> keys_; // per calibration output past the graph's own
+    size_t first_output_ = 0;       // where they start among the outputs
+    std::unique_ptr<Program> program_;
+    mutable std::mutex mutex_;
+    std::vector<Range> ranges_;
+    int64_t runs_ = 0;
+};
+
+} // namespace mkc::graph
