@@ -216,7 +216,7 @@ class ReduceParams(_Sized):
 class ProgramOptions(_Sized):
     _fields_ = [("fuse", c_int), ("inplace", c_int), ("reuse", c_int), ("capacity", c_int64),
                 ("impl", c_char_p), ("measure", c_int), ("choices", c_char_p),
-                ("dump", c_char_p)]
+                ("dump", c_char_p), ("precision", c_char_p), ("calibration", c_char_p)]
 
 
 class ProgramMemory(_Sized):

@@ -402,7 +402,8 @@ class Graph(_Closed):
     # ------------------------------------------------------------ compile
     def compile(self, *, fuse: bool = True, inplace: bool = True, reuse: bool = True,
                 capacity: int = 0, impl: dict | None = None, choose: str = "priority",
-                choices=None, dump=None) -> "Program":
+                choices=None, dump=None, precision: str = "f32",
+                calibration=None) -> "Program":
         """A Program of this graph (the graph may be built further or closed
         afterwards). fuse: merge what oneDNN runs as one primitive (an
         activation into the conv/linear/matmul before it, an add into the
@@ -426,7 +427,15 @@ class Graph(_Closed):
         compiler appends its IR to as text after every pass (the graph as
         built and after fusion, then each plan after bind_inputs, infer,
         choose, lower, outputs and plan_memory); None: the path MKCACHE_DUMP
-        names, if any."""
+        names, if any. precision: "f32", or "int8": each conv2d (ungrouped,
+        without a fused residual sum) and linear layer with constant weights
+        runs quantized (its src to uint8 over the calibrated range, its
+        weights to int8 per output channel, 7 bits on CPUs without VNNI),
+        the rest float32. calibration (int8): batches (an iterable of input
+        dicts: a float32 program of this graph is compiled, calibrated on
+        them and closed, its cache entries going with it), or the text
+        Program.calibration() gave (str or bytes), or a path to a file
+        Program.save_calibration wrote."""
         if impl is None:
             impl_text = None
         elif isinstance(impl, dict):
@@ -462,15 +471,52 @@ class Graph(_Closed):
         for what, text in (("impl", impl_text), ("choices", choices_text), ("dump", dump_text)):
             if text is not None and b"\0" in text:
                 raise InvalidArgumentError(f"{what} holds a NUL byte (text after it would be lost)")
+        if precision not in ("f32", "int8"):
+            raise InvalidArgumentError(f"precision must be 'f32' or 'int8', got {precision!r}")
+        calibration_text = None
+        if precision == "int8":
+            calibration_text = self._calibration_text(
+                calibration, dict(fuse=fuse, inplace=inplace, reuse=reuse, impl=impl,
+                                  choose=choose, choices=choices))
+        elif calibration is not None:
+            raise InvalidArgumentError("calibration is for precision='int8'")
         o = _params(_capi.ProgramOptions, _lib.mkc_program_options_init,
                     fuse=1 if fuse else 0, inplace=1 if inplace else 0,
                     reuse=1 if reuse else 0, capacity=_checks.integer(capacity, "capacity"),
                     impl=impl_text, measure=1 if choose == "measure" else 0,
-                    choices=choices_text, dump=dump_text)
+                    choices=choices_text, dump=dump_text,
+                    precision=precision.encode(), calibration=calibration_text)
         handle = ctypes.c_void_p()
         _lib.mkc_program_compile(self.handle, ctypes.byref(o), ctypes.byref(handle))
         return Program(handle, dict(self._input_layouts), dict(self._input_ranks),
                        dict(self._input_dtypes))
+
+    def _calibration_text(self, calibration, options: dict) -> bytes:
+        """The calibration an int8 compile reads, as bytes: text or a file
+        as given, or made by calibrating a float32 program on batches."""
+        if calibration is None:
+            raise InvalidArgumentError(
+                "precision='int8' needs calibration: batches of inputs, or what "
+                "Program.calibration() gave")
+        if isinstance(calibration, bytes):
+            text = calibration
+        elif isinstance(calibration, str) and "\t" in calibration:
+            text = calibration.encode()
+        elif isinstance(calibration, (str, os.PathLike)):
+            try:
+                with open(calibration, "rb") as f:
+                    text = f.read()
+            except OSError as e:
+                raise InvalidArgumentError(f"calibration: cannot read {calibration!r}: {e}") \
+                    from e
+        else:
+            # The float32 warm-up: its program (and its cache entries) go
+            # once the ranges are read.
+            with self.compile(**options) as warm:
+                text = warm.calibrate(calibration).encode()
+        if b"\0" in text:
+            raise InvalidArgumentError("calibration holds a NUL byte")
+        return text
 
 
 # The activation aliases (relu, gelu, clip, ...), pools, binaries, softmax

@@ -1635,6 +1635,18 @@ static void test_program(void) {
         CHECK(strstr(mkc_last_error(), "dump: cannot open") != NULL && other == NULL);
         po.dump = NULL;
     }
+    /* precision: "int8" needs a calibration of this graph. */
+    CHECK(po.precision == NULL && po.calibration == NULL);
+    po.precision = "int4";
+    CHECK(mkc_program_compile(g, &po, &other) == MKC_STATUS_INVALID_ARGUMENT && other == NULL);
+    CHECK(strstr(mkc_last_error(), "precision must be") != NULL);
+    po.precision = "int8";
+    CHECK(mkc_program_compile(g, &po, &other) == MKC_STATUS_INVALID_ARGUMENT && other == NULL);
+    CHECK(strstr(mkc_last_error(), "calibration is empty") != NULL);
+    po.calibration = "node7|conv2d|x|0\t0\t1\t1\n";
+    CHECK(mkc_program_compile(g, &po, &other) == MKC_STATUS_INVALID_ARGUMENT && other == NULL);
+    CHECK(strstr(mkc_last_error(), "names no node of this graph") != NULL);
+    po.precision = po.calibration = NULL;
     po.impl = "conv2d=fast";
     CHECK(mkc_program_compile(g, &po, &other) == MKC_STATUS_INVALID_ARGUMENT);
     CHECK(strstr(mkc_last_error(), "unknown implementation 'fast'") != NULL && other == NULL);

@@ -241,6 +241,8 @@ MKC_API mkc_status mkc_program_compile(const mkc_graph *graph, const mkc_program
         po.measure = o.measure != 0;
         po.choices = text_or_empty(o.choices);
         po.dump = text_or_empty(o.dump);
+        po.precision = text_or_empty(o.precision);
+        po.calibration = text_or_empty(o.calibration);
         auto p = std::make_unique<mkc_program>(g, po);
         p->p.compile_static();
         registry<mkc_program>().add(p.get());

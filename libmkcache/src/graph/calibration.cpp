@@ -41,7 +41,8 @@ Calibration::Calibration(const Graph &graph, const ProgramOptions &options) {
     if (keys_.empty())
         return;
     ProgramOptions o = options;
-    o.fuse = false; // already fused: the nodes keep their numbers
+    o.fuse = false; // already fused (and quantized): the nodes keep their numbers
+    o.precision.clear();
     program_ = std::make_unique<Program>(std::move(g), o);
     ranges_.resize(keys_.size());
 }

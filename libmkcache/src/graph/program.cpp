@@ -12,6 +12,7 @@
 #include "common/thread_state.hpp"
 #include "handler/handler.hpp"
 #include "keys/keys.hpp"
+#include "precision/quantize_graph.hpp"
 #include "layout/layout.hpp"
 
 namespace mkc::graph {
@@ -38,6 +39,15 @@ Program::Program(Graph graph, const ProgramOptions &options)
     if (options_.fuse) {
         graph_ = fuse(graph_, &fuse_report_, options_.fuse_options);
         dump_.section(title + " after fuse", fuse_report_.text() + graph_text(graph_));
+    }
+    if (options_.precision == "int8") {
+        QuantizeReport report;
+        graph_ = quantize_graph(graph_, options_.calibration, &report);
+        dump_.section(title + " after quantize", report.text + graph_text(graph_));
+    } else {
+        require(options_.precision.empty() || options_.precision == "f32",
+                "compile: precision must be \"f32\" or \"int8\", got \"", options_.precision,
+                "\"");
     }
     for (size_t v = 0; v < graph_.values.size(); ++v)
         if (graph_.values[v].kind == Value::Kind::input)

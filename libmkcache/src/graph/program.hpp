@@ -40,6 +40,10 @@ struct ProgramOptions {
     // Append the IR after every compile pass to this file ("": MKCACHE_DUMP,
     // or none; graph/pass_dump.hpp).
     std::string dump;
+    // "" / "f32", or "int8" with the ranges `calibration` holds
+    // (precision/quantize_graph.hpp).
+    std::string precision;
+    std::string calibration;
 };
 
 class Program {

@@ -41,9 +41,6 @@ struct QuantizedEntry : PrimitiveEntry {
     size_t weight_scales = 1;
 };
 
-// Without VNNI, oneDNN's int8 kernels add pairs of u8 x s8 products in 16
-// bits with saturation (s8 src is shifted to u8 first): exact only while
-// |weight| <= 63, as 255 * 63 * 2 fits and 255 * 127 * 2 does not.
 // The weights' own bytes in a packed arrangement: its padded elements,
 // without the compensation oneDNN may append after them.
 size_t weight_elements(const dnnl::memory::desc &packed) {
@@ -52,7 +49,11 @@ size_t weight_elements(const dnnl::memory::desc &packed) {
     return n;
 }
 
-bool pairs_saturate() {
+} // namespace
+
+// s8 src is shifted to u8 first, so the bound is the same for both: 255 *
+// 63 * 2 fits in 16 bits, 255 * 127 * 2 does not.
+bool int8_pairs_saturate() {
     static const bool saturate = [] {
         using isa = dnnl::cpu_isa;
         const isa at = dnnl::get_effective_cpu_isa();
@@ -60,6 +61,8 @@ bool pairs_saturate() {
     }();
     return saturate;
 }
+
+namespace {
 
 // Scales are data: checked on each run (a handful of floats).
 void check_scales(const QuantizedEntry &e, const Buffers &buffers) {
@@ -249,7 +252,7 @@ Verdict quantized_conv_onednn_supports(const mkc_quantized_conv_params &p,
         v.status = MKC_STATUS_UNSUPPORTED;
         v.reason = "quantized_conv2d: oneDNN runs it ungrouped only (groups is " +
                    std::to_string(p.conv.groups) + ")";
-    } else if (pairs_saturate() && in[kQSrc] && in[kQSrc]->dtype == MKC_DTYPE_S8) {
+    } else if (int8_pairs_saturate() && in[kQSrc] && in[kQSrc]->dtype == MKC_DTYPE_S8) {
         // Its kernels for int8 src halve the weights there (rounding odd ones).
         v.status = MKC_STATUS_UNSUPPORTED;
         v.reason = "quantized_conv2d: without VNNI, oneDNN's kernels for int8 src round the "
@@ -294,7 +297,7 @@ Prepared QuantizedConvOp::prepare(const CacheScope &scope, const Attrs &attrs, c
         e->y_md = pd.dst_desc();
         e->op = "quantized_conv2d";
         e->weight_scales = static_cast<size_t>(in[kQWeightScale]->dims[0]);
-        e->weight_bytes = pairs_saturate() ? weight_elements(pd.weights_desc()) : 0;
+        e->weight_bytes = int8_pairs_saturate() ? weight_elements(pd.weights_desc()) : 0;
         return e;
     });
     return prepared(entry, in, entry->arg_desc(DNNL_ARG_SRC),
@@ -342,7 +345,7 @@ Prepared QuantizedLinearOp::prepare(const CacheScope &scope, const Attrs &attrs,
         e->y_md = layout::plain_desc(s.y, to_onednn(p.dst_dtype), MKC_LAYOUT_CHANNELS_FIRST);
         e->op = "quantized_linear";
         e->weight_scales = static_cast<size_t>(in[kQWeightScale]->dims[0]);
-        e->weight_bytes = pairs_saturate() ? weight_elements(pd.weights_desc()) : 0;
+        e->weight_bytes = int8_pairs_saturate() ? weight_elements(pd.weights_desc()) : 0;
         return e;
     });
     // Plain [..., K] bytes are the [rows, K] the primitive reads; the [N, K]

@@ -54,6 +54,11 @@ struct QuantizedLinearAttrs {
     }
 };
 
+// Whether oneDNN's int8 kernels on this CPU (no VNNI) add pairs of uint8 x
+// int8 products in 16 bits with saturation: exact only for weights within
+// -63..63.
+bool int8_pairs_saturate();
+
 // The checks every implementation shares (dtypes, shapes, which ports are
 // given for the result's dtype) and the result: conv2d's dims in its data
 // format, linear's [..., N] channels-first; U8, S8 or F32 as dst_dtype.

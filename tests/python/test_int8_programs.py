@@ -1,0 +1,122 @@
+"""compile(precision="int8"): the float32 warm-up calibration, then a plan
+running each conv2d and linear layer quantized; its outputs against the
+float32 program's, the calibration reused as text and as a file, the
+warm-up's cache entries gone, and a calibration of another graph refused."""
+import numpy as np
+import pytest
+
+import mkcache
+
+ISA = mkcache.build_info()["isa"]
+
+
+def rand(*shape, seed=0, scale=1.0):
+    return (np.random.default_rng(seed).standard_normal(shape) * scale).astype(np.float32)
+
+
+W1, B1 = rand(16, 3, 3, 3, seed=1, scale=0.3), rand(16, seed=2, scale=0.1)
+W2, B2 = rand(24, 16, 3, 3, seed=3, scale=0.1), rand(24, seed=4, scale=0.1)
+W3, B3 = rand(10, 24 * 4 * 5, seed=5, scale=0.05), rand(10, seed=6, scale=0.1)
+
+
+def build(layout="NCHW"):
+    g = mkcache.Graph()
+    shape = (None, 8, 10, 3) if layout == "NHWC" else (None, 3, 8, 10)
+    x = g.input("x", shape, layout=layout)
+    y = g.conv2d(x, W1, B1, padding=1, activation="relu", data_format=layout, name="c1")
+    y = g.max_pool2d(y, 2, data_format=layout)
+    y = g.conv2d(y, W2, B2, padding=1, activation="relu", data_format=layout, name="c2")
+    if layout == "NHWC":
+        y = g.transpose(y, (0, 3, 1, 2))
+    g.output(g.linear(g.flatten(y), W3, B3, name="fc"), "logits")
+    return g
+
+
+def batches(n, batch=4, layout="NCHW"):
+    shape = (batch, 8, 10, 3) if layout == "NHWC" else (batch, 3, 8, 10)
+    return [{"x": rand(*shape, seed=100 + i)} for i in range(n)]
+
+
+def cosine(a, b):
+    return float(np.dot(a.ravel(), b.ravel()) / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_int8_plan_agrees_with_float32(layout):
+    with build(layout) as g, g.compile() as f32, \
+            g.compile(precision="int8", calibration=batches(4, layout=layout)) as q:
+        for b in batches(3, batch=5, layout=layout):
+            want, got = f32.run(**b)["logits"], q.run(**b)["logits"]
+            assert cosine(want, got) > 0.999
+            assert (want.argmax(1) == got.argmax(1)).mean() >= 0.8
+        plan = q.plan()
+        assert plan.count("quantized_conv2d") == 2 and plan.count("quantized_linear") == 1
+        assert "(quantize)" in plan
+
+
+def test_calibration_text_and_file_give_the_same_plan(tmp_path):
+    with build() as g:
+        with g.compile() as warm:
+            text = warm.calibrate(batches(3))
+            warm.save_calibration(tmp_path / "cal.txt")
+        x = batches(1, batch=2)[0]
+        outs = []
+        for calibration in (text, text.encode(), str(tmp_path / "cal.txt"), tmp_path / "cal.txt",
+                            batches(3)):
+            with g.compile(precision="int8", calibration=calibration) as q:
+                outs.append(q.run(**x)["logits"])
+        for o in outs[1:]:
+            np.testing.assert_array_equal(o, outs[0])
+
+
+def test_the_warm_up_entries_are_reset():
+    mkcache.cache.clear()
+    with build() as g:
+        before = mkcache.cache.stats()["entries"]
+        q = g.compile(precision="int8", calibration=batches(2))
+        # The float32 warm-up program (and its calibration program) ran and
+        # were closed: none of their entries is left.
+        assert mkcache.cache.stats()["entries"] == before
+        q.run(**batches(1)[0])
+        assert mkcache.cache.stats()["entries"] > before
+        q.close()
+        assert mkcache.cache.stats()["entries"] == before
+
+
+def test_bad_calibrations_are_refused():
+    with build() as g:
+        with pytest.raises(mkcache.InvalidArgumentError, match="needs calibration"):
+            g.compile(precision="int8")
+        with pytest.raises(mkcache.InvalidArgumentError, match="precision must be"):
+            g.compile(precision="int4")
+        with pytest.raises(mkcache.InvalidArgumentError, match="calibration is for"):
+            g.compile(calibration="x")
+        with pytest.raises(mkcache.InvalidArgumentError, match="no batches"):
+            g.compile(precision="int8", calibration=[])
+        with pytest.raises(mkcache.InvalidArgumentError, match="is empty"):
+            g.compile(precision="int8", calibration=b"")
+        with pytest.raises(mkcache.InvalidArgumentError, match="is not <key>"):
+            g.compile(precision="int8", calibration="node0|conv2d|c1|0\tfoo\t1\t1\n")
+        with pytest.raises(mkcache.InvalidArgumentError, match="cannot read"):
+            g.compile(precision="int8", calibration="/no/such/file")
+        # A calibration of another graph: a line naming no node of this one,
+        # or a node to quantize without its line.
+        with mkcache.Graph() as other:
+            y = other.conv2d(other.input("x", (None, 3, 8, 10)), W1, name="z")
+            other.output(y, "y")
+            with other.compile() as warm:
+                foreign = warm.calibrate(batches(1))
+        with pytest.raises(mkcache.InvalidArgumentError, match="names no node of this graph"):
+            g.compile(precision="int8", calibration=foreign)
+        with g.compile() as warm:
+            mine = warm.calibrate(batches(1))
+        partial = "".join(line + "\n" for line in mine.splitlines() if "|fc|" not in line)
+        with pytest.raises(mkcache.InvalidArgumentError, match="has no calibration line"):
+            g.compile(precision="int8", calibration=partial)
+        nan = batches(1)[0]
+        nan["x"][0, 0, 0, 0] = np.inf
+        with pytest.raises(mkcache.InvalidArgumentError, match="read inf"):
+            g.compile(precision="int8", calibration=[nan])
+        # Nothing was lost: a good compile works.
+        with g.compile(precision="int8", calibration=mine) as q:
+            assert q.run(**batches(1)[0])["logits"].shape == (4, 10)
