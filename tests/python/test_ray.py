@@ -10,7 +10,6 @@ import os
 import pickle
 import re
 import signal
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -311,3 +310,29 @@ def test_a_bad_batch_fails_the_job_naming_it(ray_session):
     text = str(info.value)
     assert re.search(r"mkcache.ray.Predictor: batch \d+ \(of this worker", text), text
     assert "DTypeError: x must be float32, got float64" in text, text
+
+
+def test_the_batch_example(ray_session, tmp_path):
+    """examples/ray_batch_inference.py on 8 generated images (in this
+    module's Ray): every image once in the Parquet files, with the top-5
+    probabilities ResNet-50 gives them in this process."""
+    import importlib.util
+    pq = pytest.importorskip("pyarrow.parquet")
+    path = Path(__file__).resolve().parents[2] / "examples" / "ray_batch_inference.py"
+    spec = importlib.util.spec_from_file_location("ray_batch_inference", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    out = tmp_path / "predictions"
+    with _within(150):
+        assert example.main(["--rows", "8", "--image", "32", "--batch", "4",
+                             "--out", str(out)]) == 0
+    table = pq.read_table(out).to_pydict()
+    order = np.argsort(table["id"])
+    assert np.array_equal(np.asarray(table["id"])[order], np.arange(8))
+    got = np.asarray(table["probabilities"], np.float32)[order]
+    images = np.stack([np.random.default_rng(i).integers(0, 256, (32, 32, 3), np.uint8)
+                       for i in range(8)])
+    from mkcache.models import ResNet50
+    predict = Predictor(ResNet50(0).onnx_model(image=32).SerializeToString())
+    want = example.top5(predict(example.preprocess({"id": np.arange(8), "image": images})))
+    np.testing.assert_allclose(got, want["probabilities"], rtol=1e-4)
