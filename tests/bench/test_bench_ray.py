@@ -80,7 +80,7 @@ def ray_session():
     the library and this directory by absolute paths)."""
     preload = os.environ.get("LD_PRELOAD", "")
     if any(r in preload for r in ("libasan", "libtsan", "libubsan", "libmsan")):
-        pytest.skip("LD_PRELOAD holds a sanitizer runtime, which Ray's processes would inherit")
+        pytest.skip("LD_PRELOAD holds a sanitizer runtime: no timings from an instrumented run")
     ray = pytest.importorskip("ray", reason="ray is not installed (pip install 'mkcache[ray]')")
     pytest.importorskip("ray.data", reason="ray[data] is not installed")
     paths = [str(Path(mkcache.__file__).resolve().parents[1]), str(Path(__file__).parent)]
