@@ -315,6 +315,18 @@ def test_a_bad_batch_fails_the_job_naming_it(ray_session):
     assert "DTypeError: x must be float32, got float64" in text, text
 
 
+
+def test_a_model_the_workers_cannot_load_fails_the_job(ray_session, tmp_path):
+    """A path no worker can read (the usual slip on a cluster): the job
+    fails with the library's message, after Ray's few restarts of the
+    worker, rather than waiting for a worker that never starts."""
+    missing = str(tmp_path / "absent.onnx")
+    with _within(120), pytest.raises(Exception) as info:
+        _dataset(ray_session, rows=8, blocks=1).map_batches(
+            Predictor, fn_constructor_args=(missing,), compute=_pool(ray_session, 1),
+            batch_format="numpy").materialize()
+    assert f"onnx: cannot read {missing!r}" in str(info.value), str(info.value)
+
 def test_the_batch_example(ray_session, tmp_path):
     """examples/ray_batch_inference.py on 8 generated images (in this
     module's Ray): every image once in the Parquet files, with the top-5
