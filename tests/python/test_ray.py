@@ -176,9 +176,10 @@ def _sanitizer_preloaded() -> str | None:
 
 @pytest.fixture(scope="module")
 def ray_session():
-    """One local Ray of 2 CPUs for the module's Ray tests. Its workers get
-    the library and package under test by absolute paths (they need not
-    start in this directory), and this directory for the test's classes."""
+    """One local Ray of 2 CPUs for the module's Ray tests. Its workers
+    inherit this process's environment and directory; they are also given
+    the package, the library under test and this directory (for DiesOnce)
+    by absolute paths, which is what a cluster's workers would need."""
     runtime = _sanitizer_preloaded()
     if runtime:
         # Ray does run so (its raylet, GCS and workers inherit the
