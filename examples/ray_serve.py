@@ -17,9 +17,10 @@ of different lengths cannot share a padded run). The script then sends
 same model run in this process, and prints the latencies and the batch
 sizes the replica formed.
 
-On a cluster: start Ray there and run the script on the head node with
---host 0.0.0.0 --keep (or `serve deploy` a config naming this module's
-Encoder); --replicas spreads replicas over the nodes.
+On a cluster: start Ray there (`ray start --head`, then `ray start
+--address=HEAD:6379` on the others) and run the script on the head node
+with --host 0.0.0.0 --keep; --replicas N places N replicas, each of
+--threads CPUs, over the nodes, and Serve spreads the requests over them.
 """
 from __future__ import annotations
 
