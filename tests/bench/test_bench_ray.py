@@ -89,6 +89,10 @@ def ray_session():
     env = {"PYTHONPATH": os.pathsep.join(paths)}
     if os.environ.get("MKCACHE_LIBRARY"):
         env["MKCACHE_LIBRARY"] = str(Path(os.environ["MKCACHE_LIBRARY"]).resolve())
+    # A test run reports no usage statistics to Ray's servers (on by default).
+    quiet = "RAY_USAGE_STATS_ENABLED" not in os.environ
+    if quiet:
+        os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
              runtime_env={"env_vars": env})
     ray.data.DataContext.get_current().enable_progress_bars = False
@@ -96,6 +100,8 @@ def ray_session():
         yield ray
     finally:
         ray.shutdown()
+        if quiet:
+            del os.environ["RAY_USAGE_STATS_ENABLED"]
 
 
 def _run(ray, ds, data, runtime, model, workers, threads, batch):
