@@ -577,13 +577,7 @@ class Program(_Closed):
         fast = self._run_arrays(inputs, outputs)
         if fast is not None:
             return fast
-        missing = [n for n in self.input_names if n not in inputs]
-        extra = [n for n in inputs if n not in self.input_names]
-        if missing or extra:
-            raise InvalidArgumentError(
-                f"run: the program takes inputs {self.input_names}"
-                + (f"; missing {missing}" if missing else "")
-                + (f"; unknown {extra}" if extra else ""))
+        self._check_input_names(inputs, "run")
         in_handles, owners = self._input_handles(inputs)  # owners: held for the call
         given = dict(outputs or {})
         unknown = [n for n in given if n not in self.output_names]
@@ -615,6 +609,15 @@ class Program(_Closed):
         return result
 
     __call__ = run
+
+    def _check_input_names(self, inputs: dict, what: str) -> None:
+        missing = [n for n in self.input_names if n not in inputs]
+        extra = [n for n in inputs if n not in self.input_names]
+        if missing or extra:
+            raise InvalidArgumentError(
+                f"{what}: the program takes inputs {self.input_names}"
+                + (f"; missing {missing}" if missing else "")
+                + (f"; unknown {extra}" if extra else ""))
 
     def _input_handles(self, inputs: dict):
         """The C array of the inputs' handles in the program's order, and the
@@ -763,13 +766,7 @@ class Program(_Closed):
                 raise InvalidArgumentError(
                     f"calibrate: batch {i} is a {type(inputs).__name__}; each batch is a dict "
                     "of inputs, as run takes them")
-            missing = [n for n in self.input_names if n not in inputs]
-            extra = [n for n in inputs if n not in self.input_names]
-            if missing or extra:
-                raise InvalidArgumentError(
-                    f"calibrate: batch {i}: the program takes inputs {self.input_names}"
-                    + (f"; missing {missing}" if missing else "")
-                    + (f"; unknown {extra}" if extra else ""))
+            self._check_input_names(inputs, f"calibrate: batch {i}")
             in_handles, owners = self._input_handles(inputs)  # owners: held for the call
             try:
                 _lib.mkc_program_calibrate(self.handle, len(self.input_names), in_handles)

@@ -174,6 +174,23 @@ void add_quantization_args(std::vector<std::pair<int, dnnl::memory::desc>> &args
 // No in_args: a program calls run() for every execution (rather than
 // binding the primitive's arguments once), as run() checks the scales and,
 // without VNNI, the weights it is given.
+// What both operators' entries hold past the primitive: its arguments (the
+// scales and zero points among them), the checks run() makes.
+template <typename PrimitiveDesc>
+void finish_entry(QuantizedEntry &e, const PrimitiveDesc &pd, const QuantizedInputs &in,
+                  const char *op) {
+    std::vector<std::pair<int, dnnl::memory::desc>> args = {{DNNL_ARG_SRC, pd.src_desc()},
+                                                            {DNNL_ARG_WEIGHTS, pd.weights_desc()},
+                                                            {DNNL_ARG_DST, pd.dst_desc()}};
+    if (in[kQBias]) args.push_back({DNNL_ARG_BIAS, pd.bias_desc()});
+    add_quantization_args(args, in);
+    e.set_args(args);
+    e.add_scratchpad(pd);
+    e.op = op;
+    e.weight_scales = static_cast<size_t>(in[kQWeightScale]->dims[0]);
+    e.weight_bytes = int8_pairs_saturate() ? weight_elements(pd.weights_desc()) : 0;
+}
+
 Prepared prepared(const std::shared_ptr<QuantizedEntry> &entry, const QuantizedInputs &in,
                   const dnnl::memory::desc &src_takes, const ValueDesc &y) {
     Prepared out{entry, {}, {y}, {}, {}};
@@ -287,17 +304,8 @@ Prepared QuantizedConvOp::prepare(const CacheScope &scope, const Attrs &attrs, c
             cpu_engine(), dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
             x, w, b, y, s.stride, s.dilation, s.pad_l, s.pad_r, attr);
         e->primitive = dnnl::convolution_forward(pd);
-        std::vector<std::pair<int, dnnl::memory::desc>> args = {
-            {DNNL_ARG_SRC, pd.src_desc()}, {DNNL_ARG_WEIGHTS, pd.weights_desc()},
-            {DNNL_ARG_DST, pd.dst_desc()}};
-        if (in[kQBias]) args.push_back({DNNL_ARG_BIAS, pd.bias_desc()});
-        add_quantization_args(args, in);
-        e->set_args(args);
-        e->add_scratchpad(pd);
+        finish_entry(*e, pd, in, op);
         e->y_md = pd.dst_desc();
-        e->op = "quantized_conv2d";
-        e->weight_scales = static_cast<size_t>(in[kQWeightScale]->dims[0]);
-        e->weight_bytes = int8_pairs_saturate() ? weight_elements(pd.weights_desc()) : 0;
         return e;
     });
     return prepared(entry, in, entry->arg_desc(DNNL_ARG_SRC),
@@ -335,17 +343,8 @@ Prepared QuantizedLinearOp::prepare(const CacheScope &scope, const Attrs &attrs,
             in, p.dst_dtype, 1 << 1, p.activation, p.activation_alpha, p.activation_beta);
         dnnl::matmul::primitive_desc pd(cpu_engine(), x, w, b, y, attr);
         e->primitive = dnnl::matmul(pd);
-        std::vector<std::pair<int, dnnl::memory::desc>> args = {
-            {DNNL_ARG_SRC, pd.src_desc()}, {DNNL_ARG_WEIGHTS, pd.weights_desc()},
-            {DNNL_ARG_DST, pd.dst_desc()}};
-        if (in[kQBias]) args.push_back({DNNL_ARG_BIAS, pd.bias_desc()});
-        add_quantization_args(args, in);
-        e->set_args(args);
-        e->add_scratchpad(pd);
+        finish_entry(*e, pd, in, op);
         e->y_md = layout::plain_desc(s.y, to_onednn(p.dst_dtype), MKC_LAYOUT_CHANNELS_FIRST);
-        e->op = "quantized_linear";
-        e->weight_scales = static_cast<size_t>(in[kQWeightScale]->dims[0]);
-        e->weight_bytes = int8_pairs_saturate() ? weight_elements(pd.weights_desc()) : 0;
         return e;
     });
     // Plain [..., K] bytes are the [rows, K] the primitive reads; the [N, K]
