@@ -145,6 +145,17 @@ def test_moved_and_exported_in_every_plain_layout(dtype):
                                   np.pad(ref, [(0, 0), (0, 0), (1, 1), (1, 1)], mode="reflect"))
 
 
+@pytest.mark.parametrize("dtype", [mkcache.bfloat16, "float16"])
+def test_layout_moves_keep_every_bit_pattern(dtype):
+    # Denormals, infinities and NaNs included: moving data between layouts
+    # copies bits, it never goes through float32 with denormals flushed.
+    bits = np.arange(2 ** 16, dtype=np.uint32).astype(np.uint16).reshape(4, 16, 32, 32)
+    t = (mkcache.Tensor(bits, dtype=mkcache.bfloat16) if dtype is mkcache.bfloat16
+         else mkcache.Tensor(bits.view(np.float16)))
+    moved = t.numpy("NHWC", raw=True) if dtype is mkcache.bfloat16 else t.numpy("NHWC")
+    np.testing.assert_array_equal(moved.view(np.uint16), bits.transpose(0, 2, 3, 1))
+
+
 def test_bfloat16_bits_wrap_without_copying():
     bits = np.array([[0x3F80, 0xC020, 0x7F80]], np.uint16)  # 1, -2.5, inf
     t = mkcache.Tensor(bits, dtype=mkcache.bfloat16)

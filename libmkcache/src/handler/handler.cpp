@@ -119,10 +119,42 @@ void check_rearrangeable(const dnnl::memory::desc &from, const dnnl::memory::des
              "use it in its own plain layout");
 }
 
+namespace {
+
+// 16-bit float data moved between plain arrangements, described as pairs of
+// bytes: some of oneDNN's reorders move bf16 and f16 through float32 with
+// denormals flushed, which is no copy. A plain desc of dims d and strides s
+// is the u8 desc of dims d + [2] and strides 2s + [1]. False (the descs left
+// alone) for other data or a blocked arrangement.
+bool as_byte_pairs(const dnnl::memory::desc &from, const dnnl::memory::desc &to,
+                   dnnl::memory::desc &from_bytes, dnnl::memory::desc &to_bytes) {
+    const auto type = from.get_data_type();
+    if (type != to.get_data_type() ||
+        (type != dnnl::memory::data_type::bf16 && type != dnnl::memory::data_type::f16))
+        return false;
+    const auto bytes = [](const dnnl::memory::desc &d, dnnl::memory::desc &out) {
+        if (d.get_format_kind() != dnnl::memory::format_kind::blocked || d.get_inner_nblks() != 0)
+            return false;
+        Dims dims = d.get_dims(), strides = d.get_strides();
+        for (int64_t &st : strides) st *= 2;
+        dims.push_back(2);
+        strides.push_back(1);
+        out = dnnl::memory::desc(dims, dnnl::memory::data_type::u8, strides);
+        return true;
+    };
+    return bytes(from, from_bytes) && bytes(to, to_bytes);
+}
+
+} // namespace
+
 std::shared_ptr<PrimitiveEntry> reorder_entry(const CacheScope &scope,
-                                              const dnnl::memory::desc &from,
-                                              const dnnl::memory::desc &to) {
-    check_rearrangeable(from, to);
+                                              const dnnl::memory::desc &from_desc,
+                                              const dnnl::memory::desc &to_desc) {
+    check_rearrangeable(from_desc, to_desc);
+    dnnl::memory::desc from_bytes, to_bytes;
+    const bool pairs = as_byte_pairs(from_desc, to_desc, from_bytes, to_bytes);
+    const dnnl::memory::desc &from = pairs ? from_bytes : from_desc;
+    const dnnl::memory::desc &to = pairs ? to_bytes : to_desc;
     // The default name, "reorder:<from>-><to>", built without allocating:
     // this runs on every conversion (and every export of a blocked tensor).
     char name[2 * kFormatNameSize + 16] = "reorder:";
