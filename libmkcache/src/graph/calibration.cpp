@@ -23,6 +23,15 @@ std::vector<int> observed_ports(const Node &node) {
 
 } // namespace
 
+std::string calibration_node(const Graph &graph, size_t n) {
+    const Node &node = graph.nodes[n];
+    return "node" + std::to_string(n) + "|" + row(node).name + "|" + node.name;
+}
+
+std::string calibration_key(const Graph &graph, size_t n, int port) {
+    return calibration_node(graph, n) + "|" + std::to_string(port);
+}
+
 Calibration::Calibration(const Graph &graph, const ProgramOptions &options) {
     Graph g = graph;
     first_output_ = g.outputs.size();
@@ -32,8 +41,7 @@ Calibration::Calibration(const Graph &graph, const ProgramOptions &options) {
             const int v = node.inputs[static_cast<size_t>(port)];
             if (v == kNoValue || g.values[static_cast<size_t>(v)].dtype != MKC_DTYPE_F32)
                 continue;
-            std::string key = "node" + std::to_string(n) + "|" + row(node).name + "|" +
-                              node.name + "|" + std::to_string(port);
+            std::string key = calibration_key(g, n, port);
             g.outputs.push_back({v, "calibration:" + key});
             keys_.push_back(std::move(key));
         }

@@ -24,6 +24,11 @@ namespace mkc::graph {
 class Program;
 struct ProgramOptions;
 
+// The key of node `n`'s observed port, and the node's part of it
+// ("node3|conv2d|c2"): what calibration writes and the int8 pass reads.
+std::string calibration_node(const Graph &graph, size_t n);
+std::string calibration_key(const Graph &graph, size_t n, int port);
+
 class Calibration {
 public:
     // `graph`: the program's graph (fused); `options`: its compile options.

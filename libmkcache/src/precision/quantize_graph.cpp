@@ -8,6 +8,7 @@
 
 #include "common/error.hpp"
 #include "fusion/fusions.hpp"
+#include "graph/calibration.hpp"
 #include "graph/op_table.hpp"
 #include "layout/layout.hpp"
 #include "ops/quantized.hpp"
@@ -49,12 +50,8 @@ std::map<std::string, Range> parse(const std::string &text) {
     return ranges;
 }
 
-// A node's part of its calibration keys, and the key of its port 0.
-std::string prefix_of(const Graph &g, size_t n) {
-    const Node &node = g.nodes[n];
-    return "node" + std::to_string(n) + "|" + row(node).name + "|" + node.name;
-}
-std::string key_of(const Graph &g, size_t n) { return prefix_of(g, n) + "|0"; }
+// The key of the src a quantized node reads (its port 0).
+std::string key_of(const Graph &g, size_t n) { return calibration_key(g, n, 0); }
 
 // Whether the pass rewrites `node`: a conv2d without groups or fused sum,
 // or a linear layer, whose weights are a float32 constant.
@@ -102,7 +99,7 @@ public:
                                                         : -1;
             const bool names_a_node =
                 n >= 0 && n < static_cast<long>(g_.nodes.size()) && port_bar != std::string::npos &&
-                k.substr(0, port_bar) == prefix_of(g_, static_cast<size_t>(n));
+                k.substr(0, port_bar) == calibration_node(g_, static_cast<size_t>(n));
             if (!names_a_node)
                 fail(MKC_STATUS_INVALID_ARGUMENT, "compile (int8): calibration line '", k,
                      "' names no node of this graph: the calibration is of another graph");
