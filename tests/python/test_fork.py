@@ -314,3 +314,39 @@ def test_child_threads_do_not_inherit_entries_of_parent_threads(rng):
     assert code == OK, {None: "the child hung", WRONG: "parent threads' entries survived",
                         WRONG + 10: "a child thread hit a parent thread's entries",
                         WRONG + 20: "the forking thread lost its entry"}.get(code, code)
+
+
+_CHILD_CPUS = "import os; print(sorted(os.sched_getaffinity(0)))"
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="this process may run on one CPU only")
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_children_keep_every_cpu_of_their_parent(rng):
+    """Intel's OpenMP runtime, started again in a forked child (as the
+    library does there), binds the child's thread to one CPU; whatever the
+    child then starts (a subprocess, Ray's workers) would share that CPU.
+    Forked children, and processes started through a fork after the library
+    ran with two threads, keep every CPU their parent may use."""
+    import subprocess
+    import sys
+    mkcache.set_num_threads(2)
+    x = rng.standard_normal((4, 64, 32, 32), dtype=np.float32)
+    np.testing.assert_array_equal(mkcache.relu(x).numpy(), relu(x))
+    parent = sorted(os.sched_getaffinity(0))
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        try:
+            mkcache.relu(x)  # the child's own OpenMP run
+            os.write(write, repr(sorted(os.sched_getaffinity(0))).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    assert _wait(pid, CHILD_TIMEOUT) == OK
+    with os.fdopen(read) as f:
+        assert f.read() == repr(parent)
+    # preexec_fn makes subprocess fork (not vfork), so the fork handlers run.
+    spawned = subprocess.run([sys.executable, "-c", _CHILD_CPUS], preexec_fn=lambda: None,
+                             capture_output=True, text=True, check=True, timeout=60)
+    assert spawned.stdout.strip() == repr(parent)

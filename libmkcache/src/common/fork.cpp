@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <sched.h>
 
 #include <initializer_list>
 #include <new>
@@ -46,6 +47,13 @@ void start_openmp() {
         if (f) f();
 }
 
+// The CPUs the forking thread may run on, kept from before the fork: Intel's
+// runtime, started again in a child, binds the child's thread to the first
+// CPU of the set, and every process the child starts (a subprocess, a Ray
+// worker) would inherit that one CPU.
+cpu_set_t forking_thread_cpus;
+bool forking_thread_cpus_known = false;
+
 void lock_tensor(const Tensor *t) { t->mutex.lock(); }
 void unlock_tensor(const Tensor *t) { t->mutex.unlock(); }
 
@@ -64,6 +72,10 @@ void unlock_program(const mkc_program *p) {
 // waiting for a lock taken earlier in this order.
 void prepare() {
     registry<mkc_program>().lock_all();
+    // Under the first lock: a second thread forking waits until this fork
+    // is done before it writes these.
+    forking_thread_cpus_known = pthread_getaffinity_np(
+        pthread_self(), sizeof forking_thread_cpus, &forking_thread_cpus) == 0;
     registry<mkc_program>().for_each_live(lock_program);
     registry<mkc_graph>().lock_all();
     primitive_creation_mutex().lock();
@@ -116,6 +128,8 @@ void child() {
     // the forking thread, gives it a number of the new runtime before any
     // other thread exists.
     start_openmp();
+    if (forking_thread_cpus_known)
+        pthread_setaffinity_np(pthread_self(), sizeof forking_thread_cpus, &forking_thread_cpus);
 
     // The forking thread's own state (common/thread_state.hpp: its cache
     // context, key hash, stream, front caches) stays as it was: it is the
