@@ -165,7 +165,8 @@ class QuantizeParams(_Sized):
 
 
 class QuantizedConvParams(_Sized):
-    _fields_ = [("conv", ConvParams), ("dst_dtype", c_int), ("name", c_char_p)]
+    _fields_ = [("conv", ConvParams), ("dst_dtype", c_int), ("name", c_char_p),
+                ("sum_scale", c_float), ("sum_zero_point", c_int32)]
 
 
 class QuantizedLinearParams(_Sized):

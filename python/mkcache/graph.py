@@ -237,7 +237,8 @@ class Graph(_Closed):
 
     def quantized_conv2d(self, x, weight, bias=None, *, src_scale, weight_scale,
                          src_zero_point=None, dst_scale=None, dst_zero_point=None,
-                         dst_dtype="float32", stride=1, padding=0, dilation=1, groups=1,
+                         dst_dtype="float32", residual=None, sum_scale=1.0,
+                         sum_zero_point=0, stride=1, padding=0, dilation=1, groups=1,
                          data_format="NCHW", activation=None, name=None) -> Value:
         """As mkcache.quantized_conv2d (padding as numbers); scales and zero
         points numbers, arrays (made constants) or Values."""
@@ -247,7 +248,10 @@ class Graph(_Closed):
                                          weight_scale, src_zero_point, dst_scale,
                                          dst_zero_point, dst_dtype)
         p = ops._quantized_conv_params(None, None, stride, padding, dilation, groups,
-                                       data_format, activation, to, name)
+                                       data_format, activation, to, name, residual is not None,
+                                       sum_scale, sum_zero_point)
+        if residual is not None:
+            ports += (residual,)
         return self._quantized_node("quantized_conv2d", p, ports, p.conv.data_format)
 
     def quantized_linear(self, x, weight, bias=None, *, src_scale, weight_scale,
@@ -263,10 +267,10 @@ class Graph(_Closed):
                                     None)
 
     _QUANTIZED_PORTS = ("x", "weight", "src_scale", "weight_scale", "bias", "src_zero_point",
-                        "dst_scale", "dst_zero_point")
+                        "dst_scale", "dst_zero_point", "residual")
 
     def _quantized_node(self, op, params, ports, fmt) -> Value:
-        values = [self._value(v, what, fmt if i == 0 else None)
+        values = [self._value(v, what, fmt if i in (0, 8) else None)
                   for i, (v, what) in enumerate(zip(ports, self._QUANTIZED_PORTS))]
         return self._node(op, params, self._inputs(*values))
 

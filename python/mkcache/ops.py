@@ -583,36 +583,47 @@ def _quantized_ports(op, x, weight, bias, src_scale, weight_scale, src_zero_poin
 
 
 def quantized_conv2d(x, weight, bias=None, *, src_scale, weight_scale, src_zero_point=None,
-                     dst_scale=None, dst_zero_point=None, dst_dtype="float32", stride=1,
-                     padding=0, dilation=1, groups=1, data_format="NCHW", activation=None,
-                     name=None, out=None) -> Tensor:
+                     dst_scale=None, dst_zero_point=None, dst_dtype="float32", residual=None,
+                     sum_scale=1.0, sum_zero_point=0, stride=1, padding=0, dilation=1,
+                     groups=1, data_format="NCHW", activation=None, name=None,
+                     out=None) -> Tensor:
     """2-D convolution of 8-bit data: x uint8 or int8 (its real values
     src_scale * (x - src_zero_point)), weight int8 [O, C/groups, KH, KW]
     (real: weight_scale * weight, weight_scale one number or one per output
-    channel), bias float32 in real units. The result is float32, or with
-    dst_dtype uint8/int8 requantized: round(y / dst_scale) + dst_zero_point,
+    channel), bias float32 in real units. A residual (of the result's dtype
+    and shape; real values sum_scale * (residual - sum_zero_point)) is added
+    before the activation. The result is float32, or with dst_dtype
+    uint8/int8 requantized: round(y / dst_scale) + dst_zero_point,
     saturated. Sums are exact; oneDNN's int8 kernels run it (groups 1),
     the reference kernel otherwise. Other arguments as conv2d."""
     ports, to = _quantized_ports("quantized_conv2d", x, weight, bias, src_scale, weight_scale,
                                  src_zero_point, dst_scale, dst_zero_point, dst_dtype)
     p = _quantized_conv_params(x, weight, stride, padding, dilation, groups, data_format,
-                               activation, to, name)
-    # x is read in data_format's order, the weights always as OIHW.
+                               activation, to, name, residual is not None, sum_scale,
+                               sum_zero_point)
+    # x (and a residual) are read in data_format's order, the weights always as OIHW.
     ports = ((Tensor(x, data_format) if isinstance(x, np.ndarray) else x),
              (Tensor(weight, "NCHW") if isinstance(weight, np.ndarray) else weight)) + ports[2:]
+    if residual is not None:
+        ports += (Tensor(residual, data_format) if isinstance(residual, np.ndarray)
+                  else residual,)
     return _op_run(_capi.OPS["quantized_conv2d"], p, ports, out)
 
 
 def _quantized_conv_params(x, weight, stride, padding, dilation, groups, data_format,
-                           activation, to, name):
+                           activation, to, name, residual=False, sum_scale=1.0,
+                           sum_zero_point=0):
     conv = _build_conv_params("conv", 2, x, weight, stride, padding, dilation, groups,
                               data_format, activation, None)
     p = _capi.QuantizedConvParams()
     _lib.mkc_quantized_conv_params_init(ctypes.byref(p))
     ctypes.memmove(ctypes.byref(p.conv), ctypes.byref(conv), ctypes.sizeof(conv))
     p.conv.name = None
+    p.conv.sum = int(residual)
     p.dst_dtype = to
     p.name = _name(name)
+    p.sum_scale = _checks.real(sum_scale, "sum_scale")
+    p.sum_zero_point = _checks.integer(sum_zero_point, "sum_zero_point", _checks.INT32)
     return p
 
 

@@ -139,6 +139,77 @@ def test_linear_against_integer_arithmetic(shape, src_dtype, dst_dtype, zero_poi
     check_result(got, want, dst_dtype)
 
 
+@pytest.mark.parametrize("dst_dtype,sum_zero,relu", [
+    ("float32", 0, True), ("uint8", 0, True), ("uint8", 9, False), ("int8", -4, False)])
+@pytest.mark.parametrize("data_format", ["NCHW", "NHWC"])
+def test_conv2d_residual_against_integer_arithmetic(dst_dtype, sum_zero, relu, data_format):
+    """A residual added before the activation: real value sum_scale *
+    (residual - sum_zero_point), in the result's dtype; eagerly and in
+    programs on each implementation (there the output buffer holds the
+    residual, in place when nothing reads it after)."""
+    rng = np.random.default_rng(11)
+    n, c, h, w_, o = 2, 5, 7, 9, 6
+    x = rng.integers(0, 256, (n, c, h, w_)).astype(np.uint8)
+    w = rng.integers(-W_MAX, W_MAX + 1, (o, c, 3, 3)).astype(np.int8)
+    bias = rng.standard_normal(o).astype(np.float32)
+    shape = (n, o, h, w_)
+    if dst_dtype == "float32":
+        r = rng.standard_normal(shape).astype(np.float32)
+        sum_scale, dst = 1.0, {}
+    else:
+        info = np.iinfo(dst_dtype)
+        r = rng.integers(info.min, info.max + 1, shape).astype(dst_dtype)
+        sum_scale, dst = 0.07, dict(dst_scale=0.09, dst_zero_point=3)
+    acc = conv_sums(x.astype(np.int64) - 5, w, 1, (1, 1, 1, 1), 1, 1)
+    y = acc * (0.02 * 0.004) + bias.reshape(1, -1, 1, 1) + sum_scale * (r.astype(np.float64)
+                                                                         - sum_zero)
+    if relu:
+        y = np.maximum(y, 0)
+    if dst_dtype == "float32":
+        want = y
+    else:
+        info = np.iinfo(dst_dtype)
+        want = np.clip(np.rint(y / 0.09) + 3, info.min, info.max)
+    kwargs = dict(src_scale=0.02, weight_scale=0.004, src_zero_point=5, dst_dtype=dst_dtype,
+                  sum_scale=sum_scale, sum_zero_point=sum_zero, padding=1,
+                  activation="relu" if relu else None, data_format=data_format, **dst)
+    to_fmt = (lambda a: np.ascontiguousarray(a.transpose(0, 2, 3, 1))) \
+        if data_format == "NHWC" else (lambda a: a)
+    back = (lambda a: np.asarray(a).transpose(0, 3, 1, 2)) if data_format == "NHWC" \
+        else np.asarray
+    xin, rin = mkcache.Tensor(to_fmt(x), data_format), mkcache.Tensor(to_fmt(r), data_format)
+    check_result(back(mkcache.quantized_conv2d(xin, w, bias, residual=rin, **kwargs)), want,
+                 dst_dtype)
+    for impl in ("onednn", "reference"):
+        with mkcache.Graph() as g:
+            xi = g.input("x", xin.shape, dtype=np.uint8, layout=data_format)
+            ri = g.input("r", rin.shape, dtype=r.dtype, layout=data_format)
+            g.output(g.quantized_conv2d(xi, w, bias, residual=ri, **kwargs), "y")
+            with g.compile(impl={"quantized_conv2d": impl}) as prog:
+                got = prog.run(x=to_fmt(x), r=to_fmt(r))["y"]
+        check_result(back(got), want, dst_dtype)
+
+
+def test_conv2d_residual_is_checked():
+    x = np.zeros((1, 2, 4, 4), np.uint8)
+    w = np.ones((3, 2, 1, 1), np.int8)
+    common = dict(src_scale=0.1, weight_scale=0.1)
+    with pytest.raises(mkcache.InvalidArgumentError, match="residual.*float32.*uint8"):
+        mkcache.quantized_conv2d(x, w, residual=np.zeros((1, 3, 4, 4), np.float32),
+                                 dst_dtype="uint8", dst_scale=0.1, **common)
+    with pytest.raises(mkcache.InvalidArgumentError, match="shape"):
+        mkcache.quantized_conv2d(x, w, residual=np.zeros((1, 3, 4, 5), np.float32), **common)
+    with pytest.raises(mkcache.InvalidArgumentError, match="sum_scale"):
+        mkcache.quantized_conv2d(x, w, residual=np.zeros((1, 3, 4, 4), np.float32),
+                                 sum_scale=0.0, **common)
+    with pytest.raises(mkcache.InvalidArgumentError, match="sum_zero_point"):
+        mkcache.quantized_conv2d(x, w, residual=np.zeros((1, 3, 4, 4), np.float32),
+                                 sum_zero_point=2, **common)
+    with pytest.raises(mkcache.InvalidArgumentError, match="sum_zero_point"):
+        mkcache.quantized_conv2d(x, w, residual=np.zeros((1, 3, 4, 4), np.uint8),
+                                 dst_dtype="uint8", dst_scale=0.1, sum_zero_point=300, **common)
+
+
 def test_in_programs_on_each_implementation():
     rng = np.random.default_rng(5)
     x = rng.uniform(-3, 3, (2, 4, 6, 6)).astype(np.float32)

@@ -1316,9 +1316,14 @@ MKC_API mkc_status mkc_quantize_params_init(mkc_quantize_params *params);
  *   5 src_zero_point  S32 [1] (optional; absent: 0)
  *   6 dst_scale       F32 [1] (U8 and S8 results only)
  *   7 dst_zero_point  S32 [1] (optional, U8 and S8 results only; absent: 0)
+ *   8 residual        quantized_conv2d with conv.sum != 0 only: the value
+ *                     added before the activation, of the result's dtype and
+ *                     shape (real value sum_scale * (residual -
+ *                     sum_zero_point))
  * Computed as
  *   y = activation(sum(src_scale * (src - src_zero_point) *
- *                      weight_scale[o] * weights) + bias[o])
+ *                      weight_scale[o] * weights) + bias[o]
+ *                  [+ sum_scale * (residual - sum_zero_point)])
  * with exact integer products and sums, and returned as F32 (`dst_dtype`
  * F32), or requantized: saturate(round(y / dst_scale) + dst_zero_point),
  * ties to even, as U8 or S8. Scales must be finite and > 0. Runs on
@@ -1330,10 +1335,12 @@ MKC_API mkc_status mkc_quantize_params_init(mkc_quantize_params *params);
  * (MKC_STATUS_UNSUPPORTED) rather than saturate. */
 typedef struct mkc_quantized_conv_params {
     size_t struct_size;    /* sizeof; set by mkc_quantized_conv_params_init */
-    mkc_conv_params conv;  /* the convolution (its name, sum and training unused:
-                              sum and training must be 0) */
+    mkc_conv_params conv;  /* the convolution (its name unused; training must be
+                              0; sum != 0 adds the residual, port 8) */
     mkc_dtype dst_dtype;   /* F32 (default), U8 or S8 */
     const char *name;      /* cache name; may be NULL */
+    float sum_scale;       /* the residual's scale (default 1; > 0, finite) */
+    int32_t sum_zero_point; /* the residual's zero point (default 0; 0 for F32) */
 } mkc_quantized_conv_params;
 MKC_API mkc_status mkc_quantized_conv_params_init(mkc_quantized_conv_params *params);
 

@@ -144,7 +144,7 @@ MKC_PARAMS_INIT(mkc_range_params, params->delta = 1.0; params->dtype = MKC_DTYPE
 MKC_PARAMS_INIT(mkc_gather_nd_params, (void)0)
 MKC_PARAMS_INIT(mkc_quantize_params, params->axis = 1; params->to = MKC_DTYPE_U8)
 MKC_PARAMS_INIT(mkc_quantized_conv_params, mkc_conv_params_init(&params->conv);
-                params->dst_dtype = MKC_DTYPE_F32)
+                params->dst_dtype = MKC_DTYPE_F32; params->sum_scale = 1.0f)
 MKC_PARAMS_INIT(mkc_quantized_linear_params, params->activation = MKC_ACTIVATION_NONE;
                 params->dst_dtype = MKC_DTYPE_F32)
 MKC_PARAMS_INIT(mkc_program_options, params->fuse = params->inplace = params->reuse = 1)

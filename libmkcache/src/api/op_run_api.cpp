@@ -108,6 +108,13 @@ void run_op(const graph::OpRow &row, const void *params, int ninputs,
                 y_data = temporary.get();
             }
         }
+        // A fused sum adds to what the output buffer holds: the residual.
+        const int residual = row.residual_port(node);
+        if (residual != graph::kNoValue && tensors.at(static_cast<size_t>(residual))) {
+            const void *r = arranged(scope, *tensors[static_cast<size_t>(residual)], y.desc, temps);
+            if (r != y_data)
+                std::memcpy(y_data, r, y.desc.get_size());
+        }
         std::vector<void *> out_data(p.outputs.size(), nullptr);
         out_data[0] = y_data;
         choice.impl->run(row)(scope, *p.entry, {in_data.data(), out_data.data()});

@@ -232,9 +232,19 @@ MKC_SIZED_IN_ONE_PIECE(mkc_logical_params)
 MKC_SIZED_IN_ONE_PIECE(mkc_range_params)
 MKC_SIZED_IN_ONE_PIECE(mkc_gather_nd_params)
 MKC_SIZED_IN_ONE_PIECE(mkc_quantize_params)
-MKC_SIZED_IN_ONE_PIECE(mkc_quantized_conv_params)
 MKC_SIZED_IN_ONE_PIECE(mkc_quantized_linear_params)
 #undef MKC_SIZED_IN_ONE_PIECE
+
+template <>
+struct Sized<mkc_quantized_conv_params> {
+    using T = mkc_quantized_conv_params;
+    static constexpr size_t sizes[] = {MKC_FIELD_END(T, name), MKC_FIELD_END(T, sum_scale),
+                                       MKC_FIELD_END(T, sum_zero_point)};
+    static constexpr SizeRule rule{"mkc_quantized_conv_params",
+                                   "initialise params with mkc_quantized_conv_params_init", sizes,
+                                   std::size(sizes)};
+    static void defaults(T *p) { mkc_quantized_conv_params_init(p); }
+};
 
 template <>
 struct Sized<mkc_program_options> {

@@ -145,6 +145,13 @@ int conv_residual(const Node &node) {
                                                                                       : kNoValue;
 }
 int no_residual(const Node &) { return kNoValue; }
+// A quantized convolution's at port 8.
+int quantized_conv_residual(const Node &node) {
+    return std::get<mkc_quantized_conv_params>(node.params).conv.sum != 0 &&
+                   node.inputs.size() > ops::kQResidual
+               ? ops::kQResidual
+               : kNoValue;
+}
 
 bool transpose_view(const Node &node, const ValueDesc &src, const ValueDesc &,
                     ValueDesc &result) {
@@ -1051,15 +1058,29 @@ QuantizedValues quantized_values(const ReferenceCall &c) {
         v.weights[i] = static_cast<const int8_t *>(c.buffers.in[kQWeights])[i];
     return v;
 }
+// A fused sum's residual, which `out` holds before the kernel runs: its
+// real value sum_scale * (out[i] - zero_point).
+struct Residual {
+    bool on = false;
+    float scale = 1;
+    int32_t zero_point = 0;
+};
 // dst[i] from the integer sum acc[i] of output channel `channel`.
 void finish_quantized(const QuantizedValues &v, mkc_dtype dst, const float *bias,
                       mkc_activation_kind activation, float alpha, float beta,
-                      const std::vector<float> &acc, int64_t channels, int64_t inner, void *out) {
+                      const std::vector<float> &acc, int64_t channels, int64_t inner, void *out,
+                      Residual residual = {}) {
     for (size_t i = 0; i < acc.size(); ++i) {
         const int64_t o = (static_cast<int64_t>(i) / inner) % channels;
         const double scale =
             static_cast<double>(v.src_scale) * v.weight_scale[v.weight_scales > 1 ? o : 0];
         double y = acc[i] * scale + (bias ? bias[o] : 0.0);
+        if (residual.on) {
+            const double r = dst == MKC_DTYPE_F32 ? static_cast<const float *>(out)[i]
+                             : dst == MKC_DTYPE_U8 ? static_cast<const uint8_t *>(out)[i]
+                                                   : static_cast<const int8_t *>(out)[i];
+            y += static_cast<double>(residual.scale) * (r - residual.zero_point);
+        }
         if (activation != MKC_ACTIVATION_NONE)
             y = reference::activate(activation, alpha, beta, static_cast<float>(y));
         if (dst == MKC_DTYPE_F32) {
@@ -1077,6 +1098,7 @@ void ref_quantized_conv(const ReferenceCall &c) {
     const QuantizedValues v = quantized_values(c);
     mkc_conv_params sums = p.conv;
     sums.activation = MKC_ACTIVATION_NONE;
+    sums.sum = 0; // the residual is added by finish_quantized
     std::vector<float> acc(static_cast<size_t>(count(c.out)));
     reference::conv(sums, false, c.channels_last, c.in[ops::kQSrc], v.src.data(),
                     c.in[ops::kQWeights], v.weights.data(), nullptr, c.out, acc.data());
@@ -1084,7 +1106,7 @@ void ref_quantized_conv(const ReferenceCall &c) {
     const int64_t inner = c.channels_last ? 1 : c.out[2] * c.out[3];
     finish_quantized(v, p.dst_dtype, opt_f(c, ops::kQBias), p.conv.activation,
                      p.conv.activation_alpha, p.conv.activation_beta, acc, channels, inner,
-                     c.buffers.out[0]);
+                     c.buffers.out[0], Residual{p.conv.sum != 0, p.sum_scale, p.sum_zero_point});
 }
 void ref_quantized_linear(const ReferenceCall &c) {
     const auto &p = std::get<mkc_quantized_linear_params>(c.node.params);
@@ -1353,7 +1375,8 @@ constexpr char kPool[] = "pool", kLinear[] = "linear", kMatmul[] = "matmul",
                kDequantize[] = "dequantize", kQuantizedConv2d[] = "quantized_conv2d",
                kQuantizedLinear[] = "quantized_linear",
                kQuantizedPorts[] =
-                   "src,weights,src_scale,weight_scale,bias,src_zero_point,dst_scale,dst_zero_point";
+                   "src,weights,src_scale,weight_scale,bias,src_zero_point,dst_scale,dst_zero_point,"
+                   "residual";
 
 // A row written as a sequence of named parts, so the table below reads as
 // one: what an operator is (its name, ports, shaping), what it may do, and
@@ -1444,6 +1467,10 @@ public:
         return channel_axis<mkc_conv_params>()
             .post_op_activation<mkc_conv_params>()
             .window(conv_stride);
+    }
+    Row &residual(int (*port)(const Node &)) {
+        r_.residual_port = port;
+        return *this;
     }
     Row &strided_operands() {
         r_.onednn_reads_views = true;
@@ -1629,7 +1656,8 @@ std::vector<OpRow> build_rows() {
         // 8-bit src and weights with their scales: oneDNN's int8 kernels, the
         // reference kernel where those do not compute the operator.
         Row(NodeOp(MKC_OP_QUANTIZED_CONV2D), kQuantizedConv2d)
-            .ports(kQuantizedPorts, 4, 8, 4).port_dtypes(0, kAnyDtype)
+            .ports(kQuantizedPorts, 4, 9, 4).port_dtypes(0, kAnyDtype)
+            .residual(quantized_conv_residual)
             .params(read_quantized_conv).onednn<QuantizedConv>(ops::QuantizedConvOp::run)
             .onednn_supports(quantized_conv_onednn_supports).channel_axis<mkc_quantized_conv_params>()
             .reference(ref_quantized_conv).flops(conv_flops<false>),

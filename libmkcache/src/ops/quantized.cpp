@@ -30,9 +30,11 @@ constexpr int kArg[kQPorts] = {DNNL_ARG_SRC,
                                DNNL_ARG_BIAS,
                                DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC,
                                DNNL_ARG_ATTR_SCALES | DNNL_ARG_DST,
-                               DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST};
-constexpr const char *kPortName[kQPorts] = {"src",  "weights",        "src_scale", "weight_scale",
-                                            "bias", "src_zero_point", "dst_scale", "dst_zero_point"};
+                               DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST,
+                               0}; // the residual: the output buffer holds it
+constexpr const char *kPortName[kQPorts] = {"src",       "weights",        "src_scale",
+                                            "weight_scale", "bias",        "src_zero_point",
+                                            "dst_scale", "dst_zero_point", "residual"};
 
 struct QuantizedEntry : PrimitiveEntry {
     dnnl::memory::desc y_md; // the result as the primitive writes it
@@ -132,9 +134,16 @@ void check_ports(const char *op, mkc_dtype dst, const QuantizedInputs &in, int64
     if (in[kQDstZeroPoint]) check_vector(op, in, kQDstZeroPoint, MKC_DTYPE_S32, 1);
 }
 
+// `sum`: a residual added before the activation (its scale, zero point).
+struct SumPostOp {
+    bool on = false;
+    float scale = 1;
+    int32_t zero_point = 0;
+};
+
 dnnl::primitive_attr quantization_attr(const QuantizedInputs &in, mkc_dtype dst,
                                        int weights_mask, mkc_activation_kind activation,
-                                       float alpha, float beta) {
+                                       float alpha, float beta, SumPostOp sum = {}) {
     dnnl::primitive_attr attr = user_scratchpad_attr();
     attr.set_scales_mask(DNNL_ARG_SRC, 0);
     attr.set_scales_mask(DNNL_ARG_WEIGHTS, in[kQWeightScale]->dims[0] > 1 ? weights_mask : 0);
@@ -143,11 +152,14 @@ dnnl::primitive_attr quantization_attr(const QuantizedInputs &in, mkc_dtype dst,
         attr.set_scales_mask(DNNL_ARG_DST, 0);
         if (in[kQDstZeroPoint]) attr.set_zero_points_mask(DNNL_ARG_DST, 0);
     }
-    if (activation != MKC_ACTIVATION_NONE) {
-        dnnl::post_ops ops;
+    dnnl::post_ops ops;
+    // The residual's raw values (the destination's bytes before the run),
+    // in real units: before the activation, and before the result is
+    // divided by dst_scale.
+    if (sum.on) ops.append_sum(sum.scale, sum.zero_point);
+    if (activation != MKC_ACTIVATION_NONE)
         ops.append_eltwise(activation_info(activation, alpha).alg, alpha, beta);
-        attr.set_post_ops(ops);
-    }
+    if (ops.len() > 0) attr.set_post_ops(ops);
     return attr;
 }
 
@@ -196,7 +208,7 @@ Prepared prepared(const std::shared_ptr<QuantizedEntry> &entry, const QuantizedI
     Prepared out{entry, {}, {y}, {}, {}};
     for (int port = 0; port < kQPorts; ++port) {
         const ValueDesc *v = in[static_cast<size_t>(port)];
-        if (!v)
+        if (!v || port == kQResidual)
             out.takes.push_back(empty_desc());
         else if (port == kQSrc)
             out.takes.push_back(src_takes);
@@ -243,12 +255,32 @@ LinearShape linear_shape(const QuantizedInputs &in) {
 ValueDesc quantized_conv_infer(const mkc_quantized_conv_params &p, const QuantizedInputs &in) {
     const char *op = "quantized_conv2d";
     require(in[kQSrc] && in[kQWeights], op, ": src and weights are required");
-    require(p.conv.sum == 0 && p.conv.training == 0, op, ": conv.sum and conv.training must be 0");
+    require(p.conv.training == 0, op, ": conv.training must be 0");
     require(in[kQWeights]->dims.size() == 4, op, ": weights must be [O, C/groups, KH, KW]");
     const int64_t channels = in[kQWeights]->dims[0];
     check_ports(op, p.dst_dtype, in, channels);
     const ConvShape s = conv2d_shape(op, p.conv, *in[kQSrc], *in[kQWeights], in[kQBias]);
-    return plain_value(p.dst_dtype, conv_data_format(p, *in[kQSrc]), s.y);
+    const ValueDesc y = plain_value(p.dst_dtype, conv_data_format(p, *in[kQSrc]), s.y);
+    const ValueDesc *r = in[kQResidual];
+    if (p.conv.sum == 0) {
+        require(!r, op, ": a residual (input 8) is added only with conv.sum != 0");
+        return y;
+    }
+    require(r != nullptr, op, ": conv.sum needs the residual (input 8)");
+    require(r->dtype == p.dst_dtype, op, ": the residual is ", dtype_name(r->dtype),
+            ", the result ", dtype_name(p.dst_dtype), " (dst_dtype): they must match");
+    require(caller_dims(*r) == caller_dims(y), op, ": the residual's shape ",
+            shape_text(caller_dims(*r)), " is not the result's ", shape_text(caller_dims(y)));
+    require(std::isfinite(p.sum_scale) && p.sum_scale > 0, op, ": sum_scale is ", p.sum_scale,
+            "; it must be finite and > 0");
+    if (p.dst_dtype == MKC_DTYPE_F32)
+        require(p.sum_zero_point == 0, op, ": sum_zero_point must be 0 for a float32 residual");
+    else
+        require(p.sum_zero_point >= (p.dst_dtype == MKC_DTYPE_U8 ? 0 : -128) &&
+                    p.sum_zero_point <= (p.dst_dtype == MKC_DTYPE_U8 ? 255 : 127),
+                op, ": sum_zero_point ", p.sum_zero_point, " is outside ",
+                dtype_name(p.dst_dtype), "'s range");
+    return y;
 }
 
 ValueDesc quantized_linear_infer(const mkc_quantized_linear_params &p, const QuantizedInputs &in) {
@@ -299,7 +331,8 @@ Prepared QuantizedConvOp::prepare(const CacheScope &scope, const Attrs &attrs, c
             y(s.y, to_onednn(p.dst_dtype), tag::any);
         const dnnl::primitive_attr attr =
             quantization_attr(in, p.dst_dtype, 1, p.conv.activation, p.conv.activation_alpha,
-                              p.conv.activation_beta);
+                              p.conv.activation_beta,
+                              SumPostOp{p.conv.sum != 0, p.sum_scale, p.sum_zero_point});
         dnnl::convolution_forward::primitive_desc pd(
             cpu_engine(), dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
             x, w, b, y, s.stride, s.dilation, s.pad_l, s.pad_r, attr);
@@ -316,6 +349,7 @@ void QuantizedConvOp::run(const CacheScope &scope, PrimitiveEntry &entry, const 
     const auto &e = static_cast<const QuantizedEntry &>(entry);
     check_scales(e, buffers);
     if (e.weight_bytes) check_weight_range(e, buffers.in[kQWeights]);
+    // The output buffer holds the residual of a sum before the run.
     run_bound(scope, entry, buffers,
               {kArg[0], kArg[1], kArg[2], kArg[3], kArg[4], kArg[5], kArg[6], kArg[7]},
               {DNNL_ARG_DST});

@@ -1,5 +1,5 @@
 // quantized_conv2d and quantized_linear on oneDNN's int8 kernels, as
-// phases (see ops/phases.hpp). Their eight ports and what they compute are
+// phases (see ops/phases.hpp). Their ports and what they compute are
 // mkcache.h's (mkc_quantized_conv_params); scales and zero points are
 // inputs bound at run time, so one primitive serves every scale.
 #pragma once
@@ -21,6 +21,7 @@ enum QuantizedPort {
     kQSrcZeroPoint,
     kQDstScale,
     kQDstZeroPoint,
+    kQResidual, // quantized_conv2d with a sum: held by the output buffer, not read
     kQPorts
 };
 using QuantizedInputs = std::array<const ValueDesc *, kQPorts>;
@@ -40,6 +41,9 @@ struct QuantizedConvAttrs {
         v.field("a", c.activation_alpha);
         v.field("b", c.activation_beta);
         v.field("to", p.dst_dtype);
+        v.field("sum", c.sum);
+        v.field("ss", p.sum_scale);
+        v.field("sz", static_cast<int64_t>(p.sum_zero_point));
     }
 };
 
