@@ -120,3 +120,66 @@ def test_bad_calibrations_are_refused():
         # Nothing was lost: a good compile works.
         with g.compile(precision="int8", calibration=mine) as q:
             assert q.run(**batches(1)[0])["logits"].shape == (4, 10)
+
+
+# A small residual network: a stem, a block adding its input back, a block
+# adding a strided 1x1 projection, global pooling and a classifier; channels
+# not multiples of 16, batch above 1.
+RW = {k: rand(*shape, seed=200 + i, scale=s) for i, (k, shape, s) in enumerate([
+    ("stem", (12, 3, 3, 3), 0.3), ("a1", (12, 12, 1, 1), 0.3), ("a2", (12, 12, 3, 3), 0.1),
+    ("a3", (12, 12, 1, 1), 0.3), ("b1", (20, 12, 1, 1), 0.3), ("b2", (20, 20, 3, 3), 0.1),
+    ("b3", (20, 20, 1, 1), 0.3), ("proj", (20, 12, 1, 1), 0.3), ("fc", (7, 20), 0.3)])}
+
+
+def build_residual():
+    g = mkcache.Graph()
+    x = g.input("x", (None, 3, 11, 13))
+    stem = g.conv2d(x, RW["stem"], padding=1, activation="relu", name="stem")
+    y = g.conv2d(stem, RW["a1"], activation="relu", name="a1")
+    y = g.conv2d(y, RW["a2"], padding=1, activation="relu", name="a2")
+    y = g.conv2d(y, RW["a3"], name="a3")
+    a = g.relu(g.add(y, stem))
+    y = g.conv2d(a, RW["b1"], activation="relu", name="b1")
+    y = g.conv2d(y, RW["b2"], stride=2, padding=1, activation="relu", name="b2")
+    y = g.conv2d(y, RW["b3"], name="b3")
+    b = g.relu(g.add(y, g.conv2d(a, RW["proj"], stride=2, name="proj")))
+    pooled = g.flatten(g.global_avg_pool(b))
+    g.output(g.linear(pooled, RW["fc"], name="fc"), "logits")
+    return g
+
+
+def residual_batches(n, batch=3, seed=300):
+    return [{"x": rand(batch, 3, 11, 13, seed=seed + i)} for i in range(n)]
+
+
+def test_int8_results_pass_between_layers_as_uint8():
+    """Each quantized layer writes the uint8 its quantized readers take
+    (requantized inside its primitive), the residual sums add in uint8, and
+    the plan quantizes only the network's input: against the float32
+    program, and against the same plan on the reference kernels (the
+    integer arithmetic computed independently)."""
+    with build_residual() as g, g.compile() as f32:
+        calibration = f32.calibrate(residual_batches(4))
+        impls = {"quantized_conv2d": "reference", "quantized_linear": "reference"}
+        with g.compile(precision="int8", calibration=calibration) as q, \
+                g.compile(precision="int8", calibration=calibration, impl=impls) as ref:
+            q.run(**residual_batches(1)[0])
+            plan = q.plan()
+            assert plan.count("quantized_conv2d") == 8 and plan.count("quantized_linear") == 1
+            # Quantize steps for the input and the pooled features only; the
+            # last block (read by the pooling) and its projection write
+            # float32, so nothing is dequantized.
+            assert plan.count("(quantize)") == 2 and "(dequantize)" not in plan, plan
+            assert "6 result(s) passed on as uint8" in plan
+            assert "node 3 (conv2d 'a3'): src uint8" in plan and \
+                "adds its residual in uint8" in plan
+            assert "adds its residual in float32" in plan
+            for b in residual_batches(3, batch=4, seed=400):
+                want, got, exact = f32.run(**b)["logits"], q.run(**b)["logits"], \
+                    ref.run(**b)["logits"]
+                assert cosine(want, got) > 0.995
+                # oneDNN's kernels scale in float32: a value at a rounding tie
+                # may land one step away, and the step carries on.
+                assert cosine(exact, got) > 0.9999
+                np.testing.assert_allclose(got, exact, rtol=0,
+                                           atol=0.02 * np.abs(exact).max())

@@ -348,8 +348,9 @@ MKC_API mkc_status mkc_program_plan(const mkc_program *program, char *buf, size_
         const graph::Program &p = *use;
         std::shared_ptr<const graph::Plan> hold;
         const graph::Plan &plan = last_plan(p, hold);
-        api::copy_out(p.fuse_report().text() + graph::plan_text(p.graph(), plan), buf, size,
-                      needed);
+        api::copy_out(p.fuse_report().text() + p.quantize_report() +
+                          graph::plan_text(p.graph(), plan),
+                      buf, size, needed);
     });
 }
 

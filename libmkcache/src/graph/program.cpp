@@ -44,6 +44,7 @@ Program::Program(Graph graph, const ProgramOptions &options)
         QuantizeReport report;
         graph_ = quantize_graph(graph_, options_.calibration, &report);
         dump_.section(title + " after quantize", report.text + graph_text(graph_));
+        quantize_report_ = std::move(report.text);
     } else {
         require(options_.precision.empty() || options_.precision == "f32",
                 "compile: precision must be \"f32\" or \"int8\", got \"", options_.precision,

@@ -56,6 +56,8 @@ public:
     // The graph the program runs: the caller's, fused (fuse_report()).
     const Graph &graph() const { return graph_; }
     const FuseReport &fuse_report() const { return fuse_report_; }
+    // The 8-bit plan's choices, node by node (empty for a float32 program).
+    const std::string &quantize_report() const { return quantize_report_; }
     // The graph's inputs' value ids, in the order runs pass them.
     const std::vector<int> &input_values() const { return input_values_; }
     uint64_t executor() const { return executor_; }
@@ -128,6 +130,7 @@ private:
     Graph graph_;
     PassDump dump_{""};
     FuseReport fuse_report_;
+    std::string quantize_report_;
     ProgramOptions options_;
     // Made by the first calibrate() (a program of its own: its entries go
     // with it, when this program is destroyed).

@@ -50,15 +50,11 @@ std::map<std::string, Range> parse(const std::string &text) {
     return ranges;
 }
 
-// The key of the src a quantized node reads (its port 0).
-std::string key_of(const Graph &g, size_t n) { return calibration_key(g, n, 0); }
-
-// Whether the pass rewrites `node`: a conv2d without groups or fused sum,
-// or a linear layer, whose weights are a float32 constant.
+// Whether the pass rewrites `node`: a conv2d without groups, or a linear
+// layer, whose weights are a float32 constant.
 bool quantizable(const Graph &g, const Node &node) {
     if (node.op == NodeOp::conv2d) {
-        const auto &p = std::get<mkc_conv_params>(node.params);
-        if (p.groups != 1 || p.sum != 0)
+        if (std::get<mkc_conv_params>(node.params).groups != 1)
             return false;
     } else if (node.op != NodeOp::linear) {
         return false;
@@ -66,6 +62,11 @@ bool quantizable(const Graph &g, const Node &node) {
     const int w = node.inputs[1];
     const Value &weights = g.values[static_cast<size_t>(w)];
     return weights.kind == Value::Kind::constant && weights.dtype == MKC_DTYPE_F32;
+}
+
+// A convolution's residual port (kNoValue: it adds none).
+int residual_port(const Node &node) {
+    return node.op == NodeOp::conv2d ? row(node).residual_port(node) : kNoValue;
 }
 
 template <typename T>
@@ -78,20 +79,68 @@ std::shared_ptr<Tensor> constant_of(mkc_dtype dtype, const Dims &dims, const std
     return t;
 }
 
+// A value's uint8 form: real = scale * (q - zero_point), over the recorded
+// range widened to hold zero (padding and relu's zeros stay exact).
+struct Quantization {
+    float scale = 1;
+    int32_t zero_point = 0;
+};
+Quantization quantization_of(const Range &r) {
+    const double lo = std::min(r.min, 0.0), hi = std::max(r.max, 0.0);
+    const double span = hi - lo;
+    Quantization q;
+    q.scale = span > 0 ? static_cast<float>(span / 255.0) : 1.0f;
+    q.zero_point = static_cast<int32_t>(std::clamp(std::nearbyint(-lo / q.scale), 0.0, 255.0));
+    return q;
+}
+
+// The rewrite. Each value a quantized node reads gets one uint8 form, from
+// the union of the ranges recorded where it is read. A quantized node's
+// result is written in that form by the node itself (requantized inside
+// its primitive) when the result has one and, for a convolution adding a
+// residual, the residual has one too (the sum then adds it in 8 bits);
+// otherwise it writes float32. A reader wanting the other form gets a
+// quantize or dequantize step, made once per value, before its first such
+// reader. Graph outputs stay float32.
 class Rewrite {
 public:
     Rewrite(const Graph &g, const std::map<std::string, Range> &ranges, QuantizeReport &report)
-        : g_(g), ranges_(ranges), report_(report), map_(g.values.size(), kNoValue) {}
+        : g_(g), ranges_(ranges), report_(report), map_(g.values.size(), kNoValue),
+          range_(g.values.size()), known_(g.values.size(), false),
+          held_(g.values.size(), false), u8_(g.values.size(), kNoValue),
+          f32_(g.values.size(), kNoValue), form_(g.values.size()) {}
 
     Graph run() {
+        check_lines();
+        decide();
         // Inputs and constants first, in their order (runs pass the inputs so).
         for (size_t v = 0; v < g_.values.size(); ++v)
             if (g_.values[v].kind != Value::Kind::result) {
                 out_.values.push_back(g_.values[v]);
                 map_[v] = static_cast<int>(out_.values.size()) - 1;
             }
-        // Every line must name a node of this graph (lines of matmul
-        // operands, which this pass leaves float32, included).
+        for (size_t n = 0; n < g_.nodes.size(); ++n) {
+            if (quantized_[n])
+                quantize(static_cast<int>(n));
+            else
+                copy(g_.nodes[n]);
+        }
+        for (const Output &o : g_.outputs)
+            out_.outputs.push_back({as_f32(o.value), o.name});
+        int kept = 0;
+        for (size_t v = 0; v < g_.values.size(); ++v)
+            kept += held_[v];
+        report_.text += std::to_string(report_.quantized) + " node(s) quantized to 8 bits; " +
+                        std::to_string(kept) + " result(s) passed on as uint8, " +
+                        std::to_string(quantize_steps_) + " quantize and " +
+                        std::to_string(dequantize_steps_) + " dequantize step(s)\n";
+        return std::move(out_);
+    }
+
+private:
+    // Every line must name a node of this graph (lines of matmul operands,
+    // which this pass leaves float32, included).
+    void check_lines() const {
         for (const auto &entry : ranges_) {
             const std::string &k = entry.first;
             const size_t port_bar = k.rfind('|');
@@ -104,26 +153,76 @@ public:
                 fail(MKC_STATUS_INVALID_ARGUMENT, "compile (int8): calibration line '", k,
                      "' names no node of this graph: the calibration is of another graph");
         }
-        for (size_t n = 0; n < g_.nodes.size(); ++n) {
-            const Node &node = g_.nodes[n];
-            const auto found = ranges_.find(key_of(g_, n));
-            if (!quantizable(g_, node)) {
-                copy(node);
-                continue;
-            }
-            if (found == ranges_.end())
-                fail(MKC_STATUS_INVALID_ARGUMENT, "compile (int8): ", g_.describe_node(static_cast<int>(n)),
-                     " has no calibration line ('", key_of(g_, n),
-                     "'): the calibration is of another graph, or none was made");
-            quantize(static_cast<int>(n), found->second);
-        }
-        for (const Output &o : g_.outputs)
-            out_.outputs.push_back({map_[static_cast<size_t>(o.value)], o.name});
-        report_.text += std::to_string(report_.quantized) + " node(s) quantized to 8 bits\n";
-        return std::move(out_);
     }
 
-private:
+    // Adds the range recorded at (node n, port) to its value's.
+    void record(size_t n, int port) {
+        const auto found = ranges_.find(calibration_key(g_, n, port));
+        if (found == ranges_.end())
+            return;
+        const size_t v = static_cast<size_t>(g_.nodes[n].inputs[static_cast<size_t>(port)]);
+        Range &r = range_[v];
+        r = known_[v] ? Range{std::min(r.min, found->second.min), std::max(r.max, found->second.max)}
+                      : found->second;
+        known_[v] = true;
+    }
+
+    void decide() {
+        quantized_.assign(g_.nodes.size(), false);
+        for (size_t n = 0; n < g_.nodes.size(); ++n) {
+            const Node &node = g_.nodes[n];
+            if (!quantizable(g_, node))
+                continue;
+            if (ranges_.find(calibration_key(g_, n, 0)) == ranges_.end())
+                fail(MKC_STATUS_INVALID_ARGUMENT, "compile (int8): ", g_.describe_node(static_cast<int>(n)),
+                     " has no calibration line ('", calibration_key(g_, n, 0),
+                     "'): the calibration is of another graph, or none was made");
+            quantized_[n] = true;
+            record(n, 0);
+            const int residual = residual_port(node);
+            if (residual != kNoValue)
+                record(n, residual);
+        }
+        std::vector<bool> output(g_.values.size(), false);
+        for (const Output &o : g_.outputs)
+            output[static_cast<size_t>(o.value)] = true;
+        for (size_t v = 0; v < g_.values.size(); ++v)
+            if (known_[v])
+                form_[v] = quantization_of(range_[v]);
+        for (size_t n = 0; n < g_.nodes.size(); ++n) {
+            if (!quantized_[n])
+                continue;
+            const Node &node = g_.nodes[n];
+            const size_t y = static_cast<size_t>(node.outputs[0]);
+            const int residual = residual_port(node);
+            held_[y] = known_[y] && !output[y] &&
+                       (residual == kNoValue ||
+                        known_[static_cast<size_t>(node.inputs[static_cast<size_t>(residual)])]);
+        }
+        // A result is held only while some reader takes it as uint8: a
+        // quantized node's src, or the residual of a convolution whose own
+        // result is held. Dropping one may drop another (a residual whose
+        // convolution now writes float32): repeat until none changes.
+        for (bool changed = true; changed;) {
+            changed = false;
+            std::vector<bool> wanted(g_.values.size(), false);
+            for (size_t n = 0; n < g_.nodes.size(); ++n) {
+                if (!quantized_[n])
+                    continue;
+                const Node &node = g_.nodes[n];
+                wanted[static_cast<size_t>(node.inputs[0])] = true;
+                const int residual = residual_port(node);
+                if (residual != kNoValue && held_[static_cast<size_t>(node.outputs[0])])
+                    wanted[static_cast<size_t>(node.inputs[static_cast<size_t>(residual)])] = true;
+            }
+            for (size_t v = 0; v < g_.values.size(); ++v)
+                if (held_[v] && !wanted[v]) {
+                    held_[v] = false;
+                    changed = true;
+                }
+        }
+    }
+
     int add_constant(std::shared_ptr<Tensor> t, const std::string &name) {
         Value v;
         v.kind = Value::Kind::constant;
@@ -137,7 +236,8 @@ private:
     }
 
     // Appends `node` reading new value ids; its outputs get new results.
-    void emit(Node node, const std::vector<int> &old_outputs) {
+    // Returns its first output.
+    int emit(Node node, const std::vector<int> &old_outputs) {
         const int index = static_cast<int>(out_.nodes.size());
         node.outputs.clear();
         for (size_t port = 0; port < old_outputs.size(); ++port) {
@@ -151,27 +251,99 @@ private:
                 map_[static_cast<size_t>(old_outputs[port])] = node.outputs.back();
         }
         out_.nodes.push_back(std::move(node));
+        return out_.nodes.back().outputs.front();
     }
 
-    int mapped(int v) const { return v == kNoValue ? kNoValue : map_[static_cast<size_t>(v)]; }
+    // The value's name for its constants ("x", "node7").
+    std::string base_name(size_t v) const {
+        const Value &value = g_.values[v];
+        if (!value.name.empty())
+            return value.name;
+        if (value.kind == Value::Kind::result) {
+            const Node &producer = g_.nodes[static_cast<size_t>(value.producer)];
+            return producer.name.empty() ? "node" + std::to_string(value.producer) : producer.name;
+        }
+        return "value" + std::to_string(v);
+    }
+
+    // The constants of value v's uint8 form: scale, zero point as uint8
+    // (quantize and dequantize take the result's dtype) and as int32 (the
+    // quantized operators'), made once.
+    struct FormConstants {
+        int scale = kNoValue, zero_u8 = kNoValue, zero_s32 = kNoValue;
+    };
+    const FormConstants &constants(size_t v) {
+        FormConstants &c = form_constants_[v];
+        if (c.scale != kNoValue)
+            return c;
+        const Quantization &q = form_[v];
+        const std::string base = base_name(v);
+        c.scale = add_constant(constant_of<float>(MKC_DTYPE_F32, {1}, {q.scale}), base + ":scale");
+        c.zero_u8 = add_constant(
+            constant_of<uint8_t>(MKC_DTYPE_U8, {1}, {static_cast<uint8_t>(q.zero_point)}),
+            base + ":zero_point");
+        c.zero_s32 = add_constant(constant_of<int32_t>(MKC_DTYPE_S32, {1}, {q.zero_point}),
+                                  base + ":zero_point_s32");
+        return c;
+    }
+
+    static Node conversion(int op) {
+        Node node;
+        node.op = NodeOp(op);
+        mkc_quantize_params qp{};
+        qp.struct_size = sizeof qp;
+        qp.axis = 1;
+        qp.to = MKC_DTYPE_U8;
+        node.params = qp;
+        return node;
+    }
+
+    // Value v (of the input graph) as uint8 in its form: the node's own
+    // result, or a quantize step made once.
+    int as_u8(int v) {
+        const size_t i = static_cast<size_t>(v);
+        if (held_[i])
+            return map_[i];
+        if (u8_[i] == kNoValue) {
+            const FormConstants &c = constants(i);
+            Node q = conversion(MKC_OP_QUANTIZE);
+            q.inputs = {map_[i], c.scale, c.zero_u8};
+            u8_[i] = emit(std::move(q), {kNoValue});
+            ++quantize_steps_;
+        }
+        return u8_[i];
+    }
+
+    // Value v as float32: as it is, or a dequantize step made once.
+    int as_f32(int v) {
+        if (v == kNoValue)
+            return kNoValue;
+        const size_t i = static_cast<size_t>(v);
+        if (!held_[i])
+            return map_[i];
+        if (f32_[i] == kNoValue) {
+            const FormConstants &c = constants(i);
+            Node d = conversion(MKC_OP_DEQUANTIZE);
+            d.inputs = {map_[i], c.scale, c.zero_u8};
+            f32_[i] = emit(std::move(d), {kNoValue});
+            ++dequantize_steps_;
+        }
+        return f32_[i];
+    }
 
     void copy(const Node &node) {
         Node n = node;
         for (int &v : n.inputs)
-            v = mapped(v);
+            v = as_f32(v);
         emit(std::move(n), node.outputs);
     }
 
-    void quantize(int index, const Range &r) {
-        const Node &node = g_.nodes[static_cast<size_t>(index)];
-        // src: uint8 over [min(r.min, 0), max(r.max, 0)] (zero exactly
-        // representable: padding and relu's zeros stay exact).
-        const double lo = std::min(r.min, 0.0), hi = std::max(r.max, 0.0);
-        const double span = hi - lo;
-        const float src_scale = span > 0 ? static_cast<float>(span / 255.0) : 1.0f;
-        const int32_t zero =
-            static_cast<int32_t>(std::clamp(std::nearbyint(-lo / src_scale), 0.0, 255.0));
-        // weights: per output channel, symmetric.
+    // Weights: int8, symmetric, per output channel.
+    struct Weights {
+        int values = kNoValue, scales = kNoValue;
+        int steps = 127;
+    };
+    Weights weights_of(const Node &node, const std::string &base) {
         const Tensor &w = *g_.values[static_cast<size_t>(node.inputs[1])].constant;
         const std::vector<float> values = fusion::plain_values(w);
         const int64_t channels = w.dims[0];
@@ -189,40 +361,61 @@ private:
                 q[o * per + i] = static_cast<int8_t>(std::clamp(
                     std::nearbyint(static_cast<double>(values[o * per + i]) / s), -steps, steps));
         }
+        Weights out;
+        out.values = add_constant(constant_of<int8_t>(MKC_DTYPE_S8, w.dims, q),
+                                  base + ":weights_int8");
+        out.scales = add_constant(constant_of<float>(MKC_DTYPE_F32, {channels}, weight_scale),
+                                  base + ":weight_scale");
+        out.steps = static_cast<int>(steps);
+        return out;
+    }
+
+    void quantize(int index) {
+        const Node &node = g_.nodes[static_cast<size_t>(index)];
+        const size_t src = static_cast<size_t>(node.inputs[0]);
+        const size_t y = static_cast<size_t>(node.outputs[0]);
         const std::string base = node.name.empty() ? "node" + std::to_string(index) : node.name;
-        const int c_src_scale = add_constant(
-            constant_of<float>(MKC_DTYPE_F32, {1}, {src_scale}), base + ":src_scale");
-        const int c_zero_u8 = add_constant(
-            constant_of<uint8_t>(MKC_DTYPE_U8, {1}, {static_cast<uint8_t>(zero)}),
-            base + ":src_zero_point");
-        const int c_zero_s32 =
-            add_constant(constant_of<int32_t>(MKC_DTYPE_S32, {1}, {zero}), base + ":src_zero");
-        const int c_weights = add_constant(constant_of<int8_t>(MKC_DTYPE_S8, w.dims, q),
-                                           base + ":weights_int8");
-        const int c_weight_scale = add_constant(
-            constant_of<float>(MKC_DTYPE_F32, {channels}, weight_scale), base + ":weight_scale");
-
-        Node qnode;
-        qnode.op = NodeOp(MKC_OP_QUANTIZE);
-        mkc_quantize_params qp{};
-        qp.struct_size = sizeof qp;
-        qp.axis = 1;
-        qp.to = MKC_DTYPE_U8;
-        qnode.params = qp;
-        qnode.inputs = {mapped(node.inputs[0]), c_src_scale, c_zero_u8};
-        const int before = static_cast<int>(out_.values.size());
-        emit(std::move(qnode), {kNoValue});
-        const int src_q = before; // the quantize step's result
-
+        const Weights w = weights_of(node, base);
+        const FormConstants &in = constants(src);
+        const int src_u8 = as_u8(static_cast<int>(src));
+        // Zero points of 0 are left out: oneDNN's kernels then skip their
+        // compensation.
+        const auto zero_or_none = [&](size_t v, int constant) {
+            return form_[v].zero_point != 0 ? constant : kNoValue;
+        };
         Node qn;
         qn.name = node.name;
-        const int bias = node.inputs.size() > 2 ? mapped(node.inputs[2]) : kNoValue;
-        qn.inputs = {src_q, c_weights, c_src_scale, c_weight_scale, bias, c_zero_s32};
+        const int bias = node.inputs.size() > 2 ? as_f32(node.inputs[2]) : kNoValue;
+        qn.inputs = {src_u8, w.values, in.scale, w.scales, bias, zero_or_none(src, in.zero_s32)};
+        const bool held = held_[y];
+        if (held) {
+            const FormConstants &out = constants(y);
+            qn.inputs.push_back(out.scale);
+            qn.inputs.push_back(zero_or_none(y, out.zero_s32));
+        }
+        const mkc_dtype dst = held ? MKC_DTYPE_U8 : MKC_DTYPE_F32;
+        std::string sum_text;
         if (node.op == NodeOp::conv2d) {
             mkc_quantized_conv_params p{};
             p.struct_size = sizeof p;
             p.conv = std::get<mkc_conv_params>(node.params);
-            p.dst_dtype = MKC_DTYPE_F32;
+            p.dst_dtype = dst;
+            p.sum_scale = 1;
+            const int residual = residual_port(node);
+            if (residual != kNoValue) {
+                const int r = node.inputs[static_cast<size_t>(residual)];
+                qn.inputs.resize(ops::kQResidual, kNoValue);
+                if (held) {
+                    const Quantization &rq = form_[static_cast<size_t>(r)];
+                    p.sum_scale = rq.scale;
+                    p.sum_zero_point = rq.zero_point;
+                    qn.inputs.push_back(as_u8(r));
+                    sum_text = ", adds its residual in uint8";
+                } else {
+                    qn.inputs.push_back(as_f32(r));
+                    sum_text = ", adds its residual in float32";
+                }
+            }
             qn.op = NodeOp(MKC_OP_QUANTIZED_CONV2D);
             qn.params = p;
         } else {
@@ -232,23 +425,46 @@ private:
             p.activation = l.activation;
             p.activation_alpha = l.activation_alpha;
             p.activation_beta = l.activation_beta;
-            p.dst_dtype = MKC_DTYPE_F32;
+            p.dst_dtype = dst;
             qn.op = NodeOp(MKC_OP_QUANTIZED_LINEAR);
             qn.params = p;
         }
+        while (!qn.inputs.empty() && qn.inputs.back() == kNoValue)
+            qn.inputs.pop_back();
         emit(std::move(qn), node.outputs);
         ++report_.quantized;
-        char line[200];
-        std::snprintf(line, sizeof line, "%s: src uint8 scale %.6g zero point %d, weights int8 "
-                      "(%d steps) per output channel\n",
-                      g_.describe_node(index).c_str(), src_scale, zero, static_cast<int>(steps));
+        char line[320];
+        std::snprintf(line, sizeof line,
+                      "%s: src uint8 scale %.6g zero point %d, weights int8 (%d steps) per output "
+                      "channel, result %s%s\n",
+                      g_.describe_node(index).c_str(), form_[src].scale, form_[src].zero_point,
+                      w.steps,
+                      held ? ("uint8 scale " + format_float(form_[y].scale) + " zero point " +
+                              std::to_string(form_[y].zero_point))
+                                 .c_str()
+                           : "float32",
+                      sum_text.c_str());
         report_.text += line;
+    }
+
+    static std::string format_float(float f) {
+        char text[32];
+        std::snprintf(text, sizeof text, "%.6g", f);
+        return text;
     }
 
     const Graph &g_;
     const std::map<std::string, Range> &ranges_;
     QuantizeReport &report_;
-    std::vector<int> map_;
+    std::vector<int> map_;        // input graph's value -> its (float32 or held) id here
+    std::vector<Range> range_;    // per value of the input graph
+    std::vector<bool> known_;     // its range was recorded
+    std::vector<bool> held_;      // written as uint8 by its quantized producer
+    std::vector<int> u8_, f32_;   // the quantize / dequantize step's result, once made
+    std::vector<Quantization> form_;
+    std::map<size_t, FormConstants> form_constants_;
+    std::vector<bool> quantized_; // per node
+    int quantize_steps_ = 0, dequantize_steps_ = 0;
     Graph out_;
 };
 
