@@ -6,11 +6,20 @@ int8 speed-up. The int8 layers read uint8 data and write uint8 (the conv,
 with its relu) or float32 (the linear), with 7-bit weights so that CPUs
 without VNNI run them on oneDNN's int8 kernels too.
 
+And a whole model: ResNet-50 (random weights, batch 1) compiled in float32
+and with compile(precision="int8") (calibrated on float32 runs of random
+images), beside onnxruntime running the same model's ONNX export in
+float32 and quantized by its own quantize_static (QDQ, per channel, uint8
+activations, 7-bit ranges where the CPU has no VNNI), all four interleaved
+on the same thread count.
+
     python -m pytest tests/bench/test_bench_precision.py --benchmark-enable --benchmark-only
 """
 from __future__ import annotations
 
+import sys
 from collections import defaultdict
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,12 +27,17 @@ import pytest
 import mkcache
 from mkcache.models import interleaved
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from optional import WHY_NOT, installed  # noqa: E402
+
 ISA = mkcache.build_info()["isa"]
 THREADS = mkcache.build_info()["max_threads"]
 RNG = np.random.default_rng(0)
 # case -> timed repetitions
 CASES = {"conv 3x3 64->64 56x56 b1": 40, "linear 128x768 -> 3072": 40}
 RESULTS: dict = defaultdict(dict)
+MODEL_RESULTS: dict = {}
+NO_VNNI = ISA in ("sse41", "avx", "avx2", "avx512_core")
 
 
 def _programs(case):
@@ -87,6 +101,93 @@ def test_int8_against_float32(benchmark, case):
             prog.close()
 
 
+def _cosine(a, b) -> float:
+    a, b = np.asarray(a, np.float64).ravel(), np.asarray(b, np.float64).ravel()
+    return float(np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+def _ort_int8(model_bytes, batches, path):
+    """The model quantized by onnxruntime's quantize_static, saved at `path`."""
+    from onnxruntime.quantization import (CalibrationDataReader, QuantFormat,  # noqa: PLC0415
+                                          QuantType, quantize_static)
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.it = iter(batches)
+
+        def get_next(self):
+            return next(self.it, None)
+
+    src = path.with_name("f32.onnx")
+    src.write_bytes(model_bytes)
+    quantize_static(str(src), str(path), Reader(), quant_format=QuantFormat.QDQ,
+                    per_channel=True, reduce_range=NO_VNNI, activation_type=QuantType.QUInt8,
+                    weight_type=QuantType.QInt8)
+    return path
+
+
+def test_resnet50_int8_against_onnxruntime(benchmark, tmp_path):
+    """ResNet-50 b1: float32 and int8 programs, and onnxruntime's float32 and
+    int8 sessions when it is installed, interleaved."""
+    pytest.importorskip("onnx")
+    from mkcache.models import ResNet50  # noqa: PLC0415
+    benchmark.group = "ResNet-50 int8"
+    image = 64 if benchmark.disabled else 224
+    m = ResNet50(0)
+    rng = np.random.default_rng(7)
+    calib = [{"x": rng.standard_normal((1, 3, image, image), dtype=np.float32)}
+             for _ in range(1 if benchmark.disabled else 8)]
+    x = rng.standard_normal((1, 3, image, image), dtype=np.float32)
+    programs = {"float32": m.graph(batch=1, image=image).compile()}
+    programs["int8"] = m.graph(batch=1, image=image).compile(precision="int8",
+                                                             calibration=calib)
+    fns = {f"mkcache {p}": (lambda prog=prog: prog.run(x=x)) for p, prog in programs.items()}
+    outs = {f"mkcache {p}": list(prog.run(x=x).values())[0] for p, prog in programs.items()}
+    notes = []
+    ort = installed("onnxruntime")
+    if ort is None:
+        notes.append(WHY_NOT["onnxruntime"])
+    else:
+        model = m.onnx_model(image=image).SerializeToString()
+        so = ort.SessionOptions()
+        so.intra_op_num_threads, so.inter_op_num_threads = THREADS, 1
+        sessions = {"float32": ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])}
+        try:
+            q = _ort_int8(model, calib, tmp_path / "int8.onnx")
+            sessions["int8"] = ort.InferenceSession(str(q), so,
+                                                    providers=["CPUExecutionProvider"])
+        except ImportError as e:
+            notes.append(f"onnxruntime.quantization does not import: {e}")
+        for p, sess in sessions.items():
+            fns[f"onnxruntime {p}"] = lambda sess=sess: sess.run(None, {"x": x})
+            outs[f"onnxruntime {p}"] = sess.run(None, {"x": x})[0]
+    try:
+        want = outs["mkcache float32"]
+        cos = {k: _cosine(v, want) for k, v in outs.items()}
+        assert cos["mkcache int8"] > 0.99, cos
+        for fn in fns.values():
+            fn()
+        reps = 1 if benchmark.disabled else 30
+        result = {}
+        benchmark.pedantic(lambda: result.update(interleaved(fns, reps)), rounds=1,
+                           iterations=1)
+        if getattr(benchmark, "stats", None) is not None:
+            MODEL_RESULTS.update(times=result, cosine=cos, notes=notes)
+    finally:
+        for prog in programs.values():
+            prog.close()
+
+
+def render_model_table() -> str:
+    t, cos = MODEL_RESULTS["times"], MODEL_RESULTS["cosine"]
+    base = t["mkcache float32"]
+    lines = [f"| ResNet-50 b1 ({ISA}, {THREADS} threads) | ms | / mkcache float32 "
+             "| cosine to mkcache float32 |", "|---|---|---|---|"]
+    for k, v in t.items():
+        lines.append(f"| {k} | {v * 1e3:.2f} | {v / base:.2f} | {cos[k]:.4f} |")
+    return "\n".join(lines + [f"note: {n}" for n in MODEL_RESULTS["notes"]])
+
+
 def render_table() -> str:
     lines = [f"| case ({ISA}, {THREADS} threads) | float32 (ms) | int8 (ms) | int8 speed-up "
              "| cosine int8 / float32 |", "|---|---|---|---|---|"]
@@ -99,15 +200,19 @@ def render_table() -> str:
 class _Report:
     @pytest.hookimpl(trylast=True)
     def pytest_terminal_summary(self, terminalreporter, config):
-        if not RESULTS:
+        if not RESULTS and not MODEL_RESULTS:
             return
         terminalreporter.write_sep("=", "mkcache: int8 against float32, medians per run "
                                         "(interleaved round-robin)")
         terminalreporter.write_line(render_table())
+        if MODEL_RESULTS:
+            terminalreporter.write_line(render_model_table())
         path = config.getoption("--bench-report")
         if path:
             with open(path, "a") as f:
                 f.write(f"\nint8 against float32:\n\n{render_table()}\n")
+                if MODEL_RESULTS:
+                    f.write(f"\n{render_model_table()}\n")
 
 
 @pytest.fixture(scope="module", autouse=True)

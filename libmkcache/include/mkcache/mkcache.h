@@ -1443,14 +1443,17 @@ typedef struct mkc_program_options {
                            the path MKCACHE_DUMP names, or none). A file that
                            cannot be opened is an error */
     const char *precision;   /* "f32" (NULL or "", default): every node as built;
-                                "int8": each conv2d (ungrouped, no fused sum)
-                                and linear layer with float32 constant weights
-                                quantized from `calibration` - its src to
-                                uint8 with a zero point over the recorded
-                                range, its weights to int8 per output channel
-                                (7 bits on a CPU without VNNI) - through a
-                                quantize step and the quantized operator, the
-                                rest float32. Others: INVALID_ARGUMENT */
+                                "int8": each ungrouped conv2d (a fused sum
+                                included) and linear layer with float32
+                                constant weights quantized from `calibration`:
+                                each value they read gets one uint8 form
+                                (scale and zero point over its recorded
+                                range), weights int8 per output channel (7
+                                bits on a CPU without VNNI); a quantized layer
+                                whose result a quantized reader takes writes
+                                that uint8 itself, and quantize / dequantize
+                                steps convert where the forms differ; the rest
+                                float32. Others: INVALID_ARGUMENT */
     const char *calibration; /* int8: what mkc_program_calibration gave a
                                 program of the same graph. A line naming no
                                 node of this graph, or a node to quantize

@@ -1,19 +1,22 @@
 // The 8-bit plan of a graph: the compile pass that rewrites each 2-D
-// convolution (ungrouped, without a fused sum) and linear layer whose
-// weights are float32 constants into a quantize step and the quantized
-// operator, from the ranges a calibration recorded (graph/calibration.hpp):
+// convolution (ungrouped, a fused sum included) and linear layer whose
+// weights are float32 constants into the quantized operator, from the
+// ranges a calibration recorded (graph/calibration.hpp):
 //
-//   src       uint8 with a zero point spanning the recorded range (zero
-//             included), one scale for the tensor;
+//   values    each value a quantized node reads (src, or a residual it
+//             adds) gets one uint8 form: a scale and zero point spanning
+//             the union of its recorded ranges, zero included;
 //   weights   int8, symmetric, one scale per output channel: 127 steps on
 //             a CPU with VNNI, 63 without (oneDNN's kernels there add pairs
 //             of products in 16 bits, which 7-bit weights cannot saturate);
-//   result    float32 from the quantized operator (bias and activation
-//             applied in real units), read by the rest of the graph as
-//             before.
+//   results   uint8 in the result's form, written by the quantized node
+//             itself, while a reader takes it so (a quantized node's src,
+//             or the residual of a convolution writing uint8); float32
+//             otherwise, and for graph outputs.
 //
-// Every other node stays float32. The nodes keep their numbers' order; a
-// quantize step is inserted before the node it feeds.
+// Every other node stays float32. A reader wanting the other form of a
+// value gets a quantize or dequantize step, made once, before its first
+// such reader.
 #pragma once
 
 #include <string>
