@@ -679,15 +679,19 @@ def _float32(params: dict) -> dict:
             if not k.endswith("num_batches_tracked")}
 
 
-def interleaved(fns: dict, runs: int) -> dict:
+def interleaved(fns: dict, runs: int, settle: float = 0.0) -> dict:
     """{name: median seconds per call}: each repetition calls every function
     once, in turn (round-robin, the first one rotating), so a slow spell of
-    a shared machine falls on all of them alike."""
+    a shared machine falls on all of them alike. `settle`: seconds to wait
+    before each call, while the previous runtime's idle threads stop
+    spinning (untimed)."""
     names = list(fns)
     times = {name: [] for name in names}
     for r in range(runs):
         for name in names[r % len(names):] + names[:r % len(names)]:  # first one rotates
             fn = fns[name]
+            if settle:
+                time.sleep(settle)
             t0 = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - t0)
