@@ -640,7 +640,44 @@ static void test_low_precision_dtypes(void) {
     mkc_quantized_conv_params cq;
     OK(mkc_quantized_conv_params_init(&cq));
     CHECK(cq.conv.struct_size == sizeof(mkc_conv_params) && cq.conv.groups == 1 &&
-          cq.dst_dtype == MKC_DTYPE_F32);
+          cq.dst_dtype == MKC_DTYPE_F32 && cq.sum_scale == 1.0f && cq.sum_zero_point == 0);
+    {
+        /* A 1x1 convolution of one u8 channel, weight 2, adding a u8 residual
+         * (scale 0.25, zero point 4) before the relu, requantized to u8 with
+         * dst_scale 0.5: y = relu(0.5 * 1 * 2 * (x - 10) + 0.25 * (r - 4)). */
+        uint8_t cx[4] = {10, 12, 14, 0}, cr[4] = {4, 8, 0, 4}, cy[4] = {0};
+        int8_t cw = 2;
+        float cws = 1.0f, cds = 0.5f;
+        const int64_t dx[4] = {1, 1, 2, 2}, dw[4] = {1, 1, 1, 1};
+        mkc_tensor *tcx = NULL, *tcw = NULL, *tcws = NULL, *tcds = NULL, *tcr = NULL,
+                   *tcy = NULL;
+        OK(mkc_tensor_wrap(MKC_DTYPE_U8, 4, dx, MKC_LAYOUT_NCHW, cx, &tcx));
+        OK(mkc_tensor_wrap(MKC_DTYPE_S8, 4, dw, MKC_LAYOUT_NCHW, &cw, &tcw));
+        OK(mkc_tensor_wrap(MKC_DTYPE_F32, 1, d1, MKC_LAYOUT_NCHW, &cws, &tcws));
+        OK(mkc_tensor_wrap(MKC_DTYPE_F32, 1, d1, MKC_LAYOUT_NCHW, &cds, &tcds));
+        OK(mkc_tensor_wrap(MKC_DTYPE_U8, 4, dx, MKC_LAYOUT_NCHW, cr, &tcr));
+        cq.conv.sum = 1;
+        cq.conv.activation = MKC_ACTIVATION_RELU;
+        cq.dst_dtype = MKC_DTYPE_U8;
+        cq.sum_scale = 0.25f;
+        cq.sum_zero_point = 4;
+        const mkc_tensor *conv_in[9] = {tcx, tcw, tss, tcws, NULL, tsz, tcds, NULL, tcr};
+        OK(mkc_op_run(MKC_OP_QUANTIZED_CONV2D, &cq, 9, conv_in, &tcy));
+        OK(mkc_tensor_export(tcy, MKC_LAYOUT_NCHW, cy, sizeof cy));
+        /* y = 0 + 0, 2 + 1, 4 - 1, relu(-10 + 0) -> /0.5 */
+        CHECK(cy[0] == 0 && cy[1] == 6 && cy[2] == 6 && cy[3] == 0);
+        cq.sum_scale = 0.0f; /* refused, naming it */
+        mkc_tensor *none = NULL;
+        CHECK(mkc_op_run(MKC_OP_QUANTIZED_CONV2D, &cq, 9, conv_in, &none) ==
+              MKC_STATUS_INVALID_ARGUMENT && none == NULL);
+        CHECK(strstr(mkc_last_error(), "sum_scale") != NULL);
+        OK(mkc_tensor_destroy(tcy));
+        OK(mkc_tensor_destroy(tcr));
+        OK(mkc_tensor_destroy(tcds));
+        OK(mkc_tensor_destroy(tcws));
+        OK(mkc_tensor_destroy(tcw));
+        OK(mkc_tensor_destroy(tcx));
+    }
     const mkc_tensor *bad_in[6] = {tss, tqw, tss, tws, NULL, tsz}; /* float32 src */
     CHECK(mkc_op_run(MKC_OP_QUANTIZED_LINEAR, &lp, 6, bad_in, &bad) ==
           MKC_STATUS_INVALID_ARGUMENT);
