@@ -120,6 +120,9 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--require-accuracy", type=float, default=None,
                     help="exit with status 1 if the final test accuracy is lower")
+    ap.add_argument("--require-int8-drop", type=float, default=None,
+                    help="exit with status 1 if the int8 program's accuracy is lower than "
+                         "float32's by more than this")
     args = ap.parse_args(argv)
 
     x_train, x_test, y_train, y_test = load_digits(args.seed)
@@ -161,8 +164,19 @@ def main(argv=None) -> int:
         if not np.allclose(logp, eager, rtol=1e-4, atol=1e-5):
             print("the program's log-probabilities differ from the eager calls'")
             return 1
+    # 8 bits: the same graph calibrated on float32 runs of training images,
+    # then the test set through the int8 plan.
+    calibration = [{"x": x_train[i:i + 64]} for i in range(0, 256, 64)]
+    with net.graph().compile(precision="int8", calibration=calibration) as program:
+        logp8 = program.run(x=x_test)["logp"]
+        accuracy8 = float((logp8.argmax(1) == y_test).mean())
+        print(f"int8 program: test accuracy {accuracy8:.4f} "
+              f"({(accuracy8 - accuracy) * 100:+.2f} points against float32)")
     if args.require_accuracy is not None and accuracy < args.require_accuracy:
         print(f"below the required {args.require_accuracy:.4f}")
+        return 1
+    if args.require_int8_drop is not None and accuracy - accuracy8 > args.require_int8_drop:
+        print(f"int8 loses more than the allowed {args.require_int8_drop:.4f}")
         return 1
     return 0
 
