@@ -594,8 +594,8 @@ def quantized_conv2d(x, weight, bias=None, *, src_scale, weight_scale, src_zero_
     and shape; real values sum_scale * (residual - sum_zero_point)) is added
     before the activation. The result is float32, or with dst_dtype
     uint8/int8 requantized: round(y / dst_scale) + dst_zero_point,
-    saturated. Sums are exact; oneDNN's int8 kernels run it (groups 1),
-    the reference kernel otherwise. Other arguments as conv2d."""
+    saturated. Sums are exact; oneDNN's int8 kernels run it (grouped and
+    depthwise too), the reference kernel where they would not be exact. Other arguments as conv2d."""
     ports, to = _quantized_ports("quantized_conv2d", x, weight, bias, src_scale, weight_scale,
                                  src_zero_point, dst_scale, dst_zero_point, dst_dtype)
     p = _quantized_conv_params(x, weight, stride, padding, dilation, groups, data_format,

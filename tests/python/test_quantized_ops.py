@@ -72,7 +72,9 @@ CONV_CASES = [
     (2, 5, 11, 7, 6, 3, 2, (0, 1, 2, 0), 1, 1),
     (2, 17, 8, 8, 19, 1, 1, (0, 0, 0, 0), 1, 1),
     (1, 4, 10, 10, 8, 3, 1, (2, 2, 2, 2), 2, 1),
-    (2, 6, 7, 7, 6, 3, 1, (1, 1, 1, 1), 1, 3),  # grouped: the reference kernel
+    (2, 6, 7, 7, 6, 3, 1, (1, 1, 1, 1), 1, 3),  # grouped
+    (2, 19, 9, 8, 19, 3, 2, (1, 1, 0, 2), 1, 19),  # depthwise
+    (1, 8, 6, 6, 16, 3, 1, (1, 1, 1, 1), 2, 4),  # grouped, each group widening
 ]
 
 
@@ -188,6 +190,29 @@ def test_conv2d_residual_against_integer_arithmetic(dst_dtype, sum_zero, relu, d
             with g.compile(impl={"quantized_conv2d": impl}) as prog:
                 got = prog.run(x=to_fmt(x), r=to_fmt(r))["y"]
         check_result(back(got), want, dst_dtype)
+
+
+@pytest.mark.parametrize("groups,c,o", [(3, 6, 9), (17, 17, 17)])
+def test_grouped_conv2d_runs_on_onednn_in_programs(groups, c, o):
+    """Grouped and depthwise convolutions on oneDNN's int8 kernels (the
+    weights read through a grouped view, scales per output channel), forced
+    in a program, against int64 arithmetic."""
+    rng = np.random.default_rng(groups)
+    x = rng.integers(0, 256, (2, c, 10, 9)).astype(np.uint8)
+    w = rng.integers(-W_MAX, W_MAX + 1, (o, c // groups, 3, 3)).astype(np.int8)
+    ws = rng.uniform(0.002, 0.01, o).astype(np.float32)
+    bias = rng.standard_normal(o).astype(np.float32)
+    acc = conv_sums(x.astype(np.int64) - 3, w, 1, (1, 1, 1, 1), 1, groups)
+    want = finish(acc, 1, 0.03, ws, bias, True, "uint8", 0.05, 0)
+    with mkcache.Graph() as g:
+        xi = g.input("x", x.shape, dtype=np.uint8)
+        g.output(g.quantized_conv2d(xi, w, bias, src_scale=0.03, weight_scale=ws,
+                                    src_zero_point=3, dst_scale=0.05, dst_dtype="uint8",
+                                    padding=1, groups=groups, activation="relu"), "y")
+        with g.compile(impl={"quantized_conv2d": "onednn"}) as prog:
+            got = prog.run(x=x)["y"]
+            assert "quantized_conv2d) onednn" in prog.plan()
+    check_result(got, want, "uint8")
 
 
 def test_conv2d_residual_is_checked():

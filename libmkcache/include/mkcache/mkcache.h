@@ -1327,8 +1327,8 @@ MKC_API mkc_status mkc_quantize_params_init(mkc_quantize_params *params);
  * with exact integer products and sums, and returned as F32 (`dst_dtype`
  * F32), or requantized: saturate(round(y / dst_scale) + dst_zero_point),
  * ties to even, as U8 or S8. Scales must be finite and > 0. Runs on
- * oneDNN's int8 kernels where they compute exactly this: conv2d with
- * groups == 1, and on a CPU without VNNI with U8 src only (oneDNN rounds
+ * oneDNN's int8 kernels where they compute exactly this (grouped and
+ * depthwise conv2d included), on a CPU without VNNI with U8 src only (oneDNN rounds
  * the weights of its S8-src convolutions to even values there); the
  * reference kernel otherwise. Without VNNI, oneDNN's kernels also add pairs
  * of products in 16 bits: a run on them refuses weights outside -63..63
@@ -1443,8 +1443,8 @@ typedef struct mkc_program_options {
                            the path MKCACHE_DUMP names, or none). A file that
                            cannot be opened is an error */
     const char *precision;   /* "f32" (NULL or "", default): every node as built;
-                                "int8": each ungrouped conv2d (a fused sum
-                                included) and linear layer with float32
+                                "int8": each conv2d (grouped, depthwise and
+                                with a fused sum included) and linear layer with float32
                                 constant weights quantized from `calibration`:
                                 each value they read gets one uint8 form
                                 (scale and zero point over its recorded

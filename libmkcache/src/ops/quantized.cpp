@@ -296,12 +296,9 @@ ValueDesc quantized_linear_infer(const mkc_quantized_linear_params &p, const Qua
 
 Verdict quantized_conv_onednn_supports(const mkc_quantized_conv_params &p,
                                        const QuantizedInputs &in) {
+    (void)p;
     Verdict v;
-    if (p.conv.groups != 1) {
-        v.status = MKC_STATUS_UNSUPPORTED;
-        v.reason = "quantized_conv2d: oneDNN runs it ungrouped only (groups is " +
-                   std::to_string(p.conv.groups) + ")";
-    } else if (int8_pairs_saturate() && in[kQSrc] && in[kQSrc]->dtype == MKC_DTYPE_S8) {
+    if (int8_pairs_saturate() && in[kQSrc] && in[kQSrc]->dtype == MKC_DTYPE_S8) {
         // Its kernels for int8 src halve the weights there (rounding odd ones).
         v.status = MKC_STATUS_UNSUPPORTED;
         v.reason = "quantized_conv2d: without VNNI, oneDNN's kernels for int8 src round the "
@@ -315,7 +312,6 @@ Prepared QuantizedConvOp::prepare(const CacheScope &scope, const Attrs &attrs, c
     const char *op = "quantized_conv2d";
     const mkc_quantized_conv_params &p = attrs.p;
     const ValueDesc y0 = quantized_conv_infer(p, in);
-    require(p.conv.groups == 1, op, ": oneDNN's kernels run it ungrouped only");
     const ConvShape s = conv2d_shape(op, p.conv, *in[kQSrc], *in[kQWeights], in[kQBias]);
     const mkc_layout data_format = conv_data_format(p, *in[kQSrc]);
     const KeyText key = key_text(op, "", attrs);
@@ -329,8 +325,12 @@ Prepared QuantizedConvOp::prepare(const CacheScope &scope, const Attrs &attrs, c
             w(s.weights, dnnl::memory::data_type::s8, tag::any),
             b = in[kQBias] ? dnnl::memory::desc({s.y[1]}, f32, tag::a) : dnnl::memory::desc(),
             y(s.y, to_onednn(p.dst_dtype), tag::any);
+        // Per-output-channel scales run along the weights' dim 0, or dims
+        // 0 and 1 (group, channel in group) of grouped weights.
+        const int weights_mask = p.conv.groups > 1 ? 3 : 1;
         const dnnl::primitive_attr attr =
-            quantization_attr(in, p.dst_dtype, 1, p.conv.activation, p.conv.activation_alpha,
+            quantization_attr(in, p.dst_dtype, weights_mask, p.conv.activation,
+                              p.conv.activation_alpha,
                               p.conv.activation_beta,
                               SumPostOp{p.conv.sum != 0, p.sum_scale, p.sum_zero_point});
         dnnl::convolution_forward::primitive_desc pd(
@@ -341,8 +341,18 @@ Prepared QuantizedConvOp::prepare(const CacheScope &scope, const Attrs &attrs, c
         e->y_md = pd.dst_desc();
         return e;
     });
-    return prepared(entry, in, entry->arg_desc(DNNL_ARG_SRC),
-                    ValueDesc{y0.dtype, data_format, entry->y_md.get_dims(), entry->y_md});
+    Prepared out = prepared(entry, in, entry->arg_desc(DNNL_ARG_SRC),
+                            ValueDesc{y0.dtype, data_format, entry->y_md.get_dims(), entry->y_md});
+    if (p.conv.groups > 1) {
+        // Grouped weights [O, C/G, KH, KW] are read as [G, O/G, C/G, KH, KW]:
+        // the same plain bytes.
+        out.views.resize(kQPorts);
+        out.views[kQWeights] = {
+            layout::plain_desc(in[kQWeights]->dims, dnnl::memory::data_type::s8,
+                               MKC_LAYOUT_CHANNELS_FIRST),
+            dnnl::memory::desc(s.weights, dnnl::memory::data_type::s8, tag::goihw)};
+    }
+    return out;
 }
 
 void QuantizedConvOp::run(const CacheScope &scope, PrimitiveEntry &entry, const Buffers &buffers) {

@@ -50,15 +50,11 @@ std::map<std::string, Range> parse(const std::string &text) {
     return ranges;
 }
 
-// Whether the pass rewrites `node`: a conv2d without groups, or a linear
-// layer, whose weights are a float32 constant.
+// Whether the pass rewrites `node`: a conv2d or linear layer whose weights
+// are a float32 constant.
 bool quantizable(const Graph &g, const Node &node) {
-    if (node.op == NodeOp::conv2d) {
-        if (std::get<mkc_conv_params>(node.params).groups != 1)
-            return false;
-    } else if (node.op != NodeOp::linear) {
+    if (node.op != NodeOp::conv2d && node.op != NodeOp::linear)
         return false;
-    }
     const int w = node.inputs[1];
     const Value &weights = g.values[static_cast<size_t>(w)];
     return weights.kind == Value::Kind::constant && weights.dtype == MKC_DTYPE_F32;
