@@ -183,3 +183,50 @@ def test_int8_results_pass_between_layers_as_uint8():
                 assert cosine(exact, got) > 0.9999
                 np.testing.assert_allclose(got, exact, rtol=0,
                                            atol=0.02 * np.abs(exact).max())
+
+
+def test_onnx_load_int8_mobilenetv2_depthwise_and_residuals():
+    """mkcache.onnx.load(precision="int8", calibration=...) on MobileNetV2's
+    ONNX export (depthwise convolutions, relu6, residual adds, a classifier),
+    small images and batch 2: every conv and the classifier quantized, the
+    depthwise ones on oneDNN's int8 kernels; against the float32 import, and
+    against onnxruntime's own quantize_static model when it is installed."""
+    pytest.importorskip("onnx")
+    import mkcache.onnx
+    from mkcache.models import MobileNetV2
+    model = MobileNetV2(0).onnx_model(image=32).SerializeToString()
+    rng = np.random.default_rng(3)
+    calib = [{"x": rng.standard_normal((2, 3, 32, 32), dtype=np.float32)} for _ in range(3)]
+    x = rng.standard_normal((2, 3, 32, 32), dtype=np.float32)
+    with mkcache.onnx.load(model) as f32, \
+            mkcache.onnx.load(model, precision="int8", calibration=calib) as q:
+        want, got = f32.run(x=x), q.run(x=x)
+        (name, w), = want.items()
+        assert cosine(w, got[name]) > 0.99
+        plan = q.plan()
+        assert "(conv2d" not in plan.split("plan program")[1]  # every conv quantized
+        # The depthwise ones too run on oneDNN's int8 kernels.
+        steps = [l for l in plan.splitlines() if "(quantized_conv2d" in l]
+        assert len(steps) == 52 and all(" onednn:" in l for l in steps), plan
+    ort = pytest.importorskip("onnxruntime")
+    quantization = pytest.importorskip("onnxruntime.quantization")
+
+    class Reader(quantization.CalibrationDataReader):
+        def __init__(self):
+            self.it = iter(calib)
+
+        def get_next(self):
+            return next(self.it, None)
+
+    import tempfile
+    from pathlib import Path
+    with tempfile.TemporaryDirectory() as d:
+        src, dst = Path(d) / "f32.onnx", Path(d) / "int8.onnx"
+        src.write_bytes(model)
+        quantization.quantize_static(str(src), str(dst), Reader(),
+                                     quant_format=quantization.QuantFormat.QDQ,
+                                     per_channel=True, reduce_range=True)
+        sess = ort.InferenceSession(str(dst), providers=["CPUExecutionProvider"])
+        theirs = sess.run(None, {"x": x})[0]
+    # Two calibrations of the same model (min/max both): close, not equal.
+    assert cosine(theirs, got[name]) > 0.98
