@@ -6,12 +6,12 @@ int8 speed-up. The int8 layers read uint8 data and write uint8 (the conv,
 with its relu) or float32 (the linear), with 7-bit weights so that CPUs
 without VNNI run them on oneDNN's int8 kernels too.
 
-And a whole model: ResNet-50 (random weights, batch 1) compiled in float32
-and with compile(precision="int8") (calibrated on float32 runs of random
-images), beside onnxruntime running the same model's ONNX export in
-float32 and quantized by its own quantize_static (QDQ, per channel, uint8
-activations, 7-bit ranges where the CPU has no VNNI), all four interleaved
-on the same thread count.
+And whole models: ResNet-50 and MobileNetV2 (random weights, batch 1),
+their ONNX exports imported in float32 and with precision="int8"
+(calibrated on float32 runs of random images), beside onnxruntime running
+the same export in float32 and quantized by its own quantize_static (QDQ,
+per channel, uint8 activations, 7-bit ranges where the CPU has no VNNI),
+all four interleaved on the same thread count.
 
     python -m pytest tests/bench/test_bench_precision.py --benchmark-enable --benchmark-only
 """
@@ -126,21 +126,26 @@ def _ort_int8(model_bytes, batches, path):
     return path
 
 
-def test_resnet50_int8_against_onnxruntime(benchmark, tmp_path):
-    """ResNet-50 b1: float32 and int8 programs, and onnxruntime's float32 and
+@pytest.mark.parametrize("model_name", ["ResNet-50", "MobileNetV2"])
+def test_model_int8_against_onnxruntime(benchmark, tmp_path, model_name):
+    """A CNN's ONNX export, batch 1: imported in float32 and in int8
+    (mkcache.onnx.load(precision="int8")), and onnxruntime's float32 and
     int8 sessions when it is installed, interleaved."""
     pytest.importorskip("onnx")
-    from mkcache.models import ResNet50  # noqa: PLC0415
-    benchmark.group = "ResNet-50 int8"
+    import mkcache.onnx  # noqa: PLC0415
+    from mkcache.models import MobileNetV2, ResNet50  # noqa: PLC0415
+    benchmark.group = f"{model_name} int8"
     image = 64 if benchmark.disabled else 224
-    m = ResNet50(0)
+    m = {"ResNet-50": ResNet50, "MobileNetV2": MobileNetV2}[model_name](0)
+    model = m.onnx_model(image=image).SerializeToString()
     rng = np.random.default_rng(7)
     calib = [{"x": rng.standard_normal((1, 3, image, image), dtype=np.float32)}
              for _ in range(1 if benchmark.disabled else 8)]
     x = rng.standard_normal((1, 3, image, image), dtype=np.float32)
-    programs = {"float32": m.graph(batch=1, image=image).compile()}
-    programs["int8"] = m.graph(batch=1, image=image).compile(precision="int8",
-                                                             calibration=calib)
+    shapes = {"x": x.shape}
+    programs = {"float32": mkcache.onnx.load(model, input_shapes=shapes),
+                "int8": mkcache.onnx.load(model, input_shapes=shapes, precision="int8",
+                                          calibration=calib)}
     fns = {f"mkcache {p}": (lambda prog=prog: prog.run(x=x)) for p, prog in programs.items()}
     outs = {f"mkcache {p}": list(prog.run(x=x).values())[0] for p, prog in programs.items()}
     notes = []
@@ -148,7 +153,6 @@ def test_resnet50_int8_against_onnxruntime(benchmark, tmp_path):
     if ort is None:
         notes.append(WHY_NOT["onnxruntime"])
     else:
-        model = m.onnx_model(image=image).SerializeToString()
         so = ort.SessionOptions()
         so.intra_op_num_threads, so.inter_op_num_threads = THREADS, 1
         sessions = {"float32": ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])}
@@ -174,20 +178,23 @@ def test_resnet50_int8_against_onnxruntime(benchmark, tmp_path):
         benchmark.pedantic(lambda: result.update(interleaved(fns, reps, settle=0.25)),
                            rounds=1, iterations=1)
         if getattr(benchmark, "stats", None) is not None:
-            MODEL_RESULTS.update(times=result, cosine=cos, notes=notes)
+            MODEL_RESULTS[model_name] = dict(times=result, cosine=cos, notes=notes)
     finally:
         for prog in programs.values():
             prog.close()
 
 
 def render_model_table() -> str:
-    t, cos = MODEL_RESULTS["times"], MODEL_RESULTS["cosine"]
-    base = t["mkcache float32"]
-    lines = [f"| ResNet-50 b1 ({ISA}, {THREADS} threads) | ms | / mkcache float32 "
+    lines = [f"| b1 224x224 ({ISA}, {THREADS} threads) | ms | / mkcache float32 "
              "| cosine to mkcache float32 |", "|---|---|---|---|"]
-    for k, v in t.items():
-        lines.append(f"| {k} | {v * 1e3:.2f} | {v / base:.2f} | {cos[k]:.4f} |")
-    return "\n".join(lines + [f"note: {n}" for n in MODEL_RESULTS["notes"]])
+    notes = []
+    for name, r in MODEL_RESULTS.items():
+        t, cos = r["times"], r["cosine"]
+        base = t["mkcache float32"]
+        for k, v in t.items():
+            lines.append(f"| {name}: {k} | {v * 1e3:.2f} | {v / base:.2f} | {cos[k]:.4f} |")
+        notes += [f"note: {n}" for n in r["notes"] if f"note: {n}" not in notes]
+    return "\n".join(lines + notes)
 
 
 def render_table() -> str:
