@@ -76,6 +76,7 @@ class LinearParams(_Sized):
         ("activation_beta", c_float),
         ("training", c_int),
         ("name", c_char_p),
+        ("sum", c_int),
     ]
 
 
@@ -171,7 +172,8 @@ class QuantizedConvParams(_Sized):
 
 class QuantizedLinearParams(_Sized):
     _fields_ = [("activation", c_int), ("activation_alpha", c_float),
-                ("activation_beta", c_float), ("dst_dtype", c_int), ("name", c_char_p)]
+                ("activation_beta", c_float), ("dst_dtype", c_int), ("name", c_char_p),
+                ("sum", c_int), ("sum_scale", c_float), ("sum_zero_point", c_int32)]
 
 
 class PadParams(_Sized):

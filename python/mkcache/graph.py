@@ -256,15 +256,19 @@ class Graph(_Closed):
 
     def quantized_linear(self, x, weight, bias=None, *, src_scale, weight_scale,
                          src_zero_point=None, dst_scale=None, dst_zero_point=None,
-                         dst_dtype="float32", activation=None, name=None) -> Value:
+                         dst_dtype="float32", residual=None, sum_scale=1.0, sum_zero_point=0,
+                         activation=None, name=None) -> Value:
         """As mkcache.quantized_linear; scales and zero points as for
         quantized_conv2d."""
         ports, to = ops._quantized_ports("quantized_linear", x, weight, bias, src_scale,
                                          weight_scale, src_zero_point, dst_scale,
                                          dst_zero_point, dst_dtype)
-        return self._quantized_node("quantized_linear",
-                                    ops._quantized_linear_params(activation, to, name), ports,
-                                    None)
+        if residual is not None:
+            ports += (residual,)
+        return self._quantized_node(
+            "quantized_linear", ops._quantized_linear_params(
+                activation, to, name, residual is not None, sum_scale, sum_zero_point),
+            ports, None)
 
     _QUANTIZED_PORTS = ("x", "weight", "src_scale", "weight_scale", "bias", "src_zero_point",
                         "dst_scale", "dst_zero_point", "residual")

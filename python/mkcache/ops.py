@@ -627,24 +627,33 @@ def _quantized_conv_params(x, weight, stride, padding, dilation, groups, data_fo
     return p
 
 
-def _quantized_linear_params(activation, to, name):
+def _quantized_linear_params(activation, to, name, residual=False, sum_scale=1.0,
+                             sum_zero_point=0):
     p = _capi.QuantizedLinearParams()
     _lib.mkc_quantized_linear_params_init(ctypes.byref(p))
     p.activation, p.activation_alpha, p.activation_beta = _fused_activation(activation)
     p.dst_dtype = to
     p.name = _name(name)
+    p.sum = int(residual)
+    p.sum_scale = _checks.real(sum_scale, "sum_scale")
+    p.sum_zero_point = _checks.integer(sum_zero_point, "sum_zero_point", _checks.INT32)
     return p
 
 
 def quantized_linear(x, weight, bias=None, *, src_scale, weight_scale, src_zero_point=None,
-                     dst_scale=None, dst_zero_point=None, dst_dtype="float32", activation=None,
-                     name=None, out=None) -> Tensor:
+                     dst_scale=None, dst_zero_point=None, dst_dtype="float32", residual=None,
+                     sum_scale=1.0, sum_zero_point=0, activation=None, name=None,
+                     out=None) -> Tensor:
     """A fully connected layer of 8-bit data: x [..., K] uint8 or int8,
-    weight int8 [N, K], bias float32 [N]: [..., N], scaled and requantized
-    as quantized_conv2d (weight_scale one number or one per N)."""
+    weight int8 [N, K], bias float32 [N]: [..., N], scaled, residual added
+    and requantized as quantized_conv2d (weight_scale one number or one per
+    N)."""
     ports, to = _quantized_ports("quantized_linear", x, weight, bias, src_scale, weight_scale,
                                  src_zero_point, dst_scale, dst_zero_point, dst_dtype)
-    p = _quantized_linear_params(activation, to, name)
+    p = _quantized_linear_params(activation, to, name, residual is not None, sum_scale,
+                                 sum_zero_point)
+    if residual is not None:
+        ports += (residual,)
     return _op_run(_capi.OPS["quantized_linear"], p, ports, out)
 
 
@@ -661,27 +670,37 @@ def dequantize(x, scale, zero_point=None, axis=1, *, name=None, out=None) -> Ten
                    (x, scale, zero_point), out)
 
 
-def _linear_params(activation, name, training=False):
+def _linear_params(activation, name, training=False, residual=False):
     """Prepared once per distinct arguments (_prepared); not to be modified."""
-    return _prepared(_build_linear_params, activation, name, training)
+    return _prepared(_build_linear_params, activation, name, training, residual)
 
 
-def _build_linear_params(activation, name, training):
+def _build_linear_params(activation, name, training, residual=False):
     p = _capi.LinearParams()
     _lib.mkc_linear_params_init(ctypes.byref(p))
     p.activation, p.activation_alpha, p.activation_beta = _fused_activation(activation)
     p.training = 1 if training else 0
     p.name = _name(name)
+    p.sum = 1 if residual else 0
     return p
 
 
-def linear(x, weight, bias=None, *, activation=None, training=False, name=None,
+def linear(x, weight, bias=None, *, activation=None, residual=None, training=False, name=None,
            out=None) -> Tensor:
     """x[..., in] @ weight[out, in]^T + bias[out], with an optional fused
     activation. Mark weight ``constant=True`` (a Tensor) to convert it to
-    oneDNN's layout once. training: oneDNN's training forward, its
-    descriptor left for ``mkcache.grad.linear``."""
-    p = _linear_params(activation, name, training)
+    oneDNN's layout once. residual: added before the activation (oneDNN's
+    sum post-op; a Tensor residual is updated in place, an array is copied
+    first). training: oneDNN's training forward, its descriptor left for
+    ``mkcache.grad.linear``."""
+    p = _linear_params(activation, name, training, residual is not None)
+    if residual is not None:
+        if out is not None:
+            raise InvalidArgumentError("give either residual or out, not both")
+        if isinstance(residual, Tensor):
+            check_writable(residual, "residual")
+        out = residual if isinstance(residual, Tensor) else Tensor(
+            np.array(check_array(residual, "residual")))
     args = _Args()
     try:
         hx = args.handle(x, "x", _default_layout())

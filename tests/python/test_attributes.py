@@ -136,9 +136,10 @@ POOL_CHANGES = {"kind": 2, "kernel": [2, 3], "stride": [1, 2], "pad_begin": [0, 
 
 X2 = _tensor(rng.standard_normal((3, 5)))
 W_LINEAR = _tensor(rng.standard_normal((4, 5)))
-LINEAR_BASE = dict(activation=2, activation_alpha=1.0, activation_beta=0.0, training=0)
+LINEAR_BASE = dict(activation=2, activation_alpha=1.0, activation_beta=0.0, training=0, sum=0)
 LINEAR_CHANGES = {"activation": 0, "activation_alpha": 0.5, "activation_beta": 0.25,
-                  "training": 1}
+                  "training": 1, "sum": 1}
+LINEAR_RESIDUAL = rng.standard_normal((3, 4)).astype(F)
 
 A_SQUARE = _tensor(rng.standard_normal((2, 4, 4)))
 B_SQUARE = _tensor(rng.standard_normal((2, 4, 4)))
@@ -186,9 +187,10 @@ STRUCT_FAMILIES = {
     "pool": (_capi.PoolParams, _struct_call(lib.mkc_pool, _capi.PoolParams,
                                             lib.mkc_pool_params_init, lambda c: (X,)),
              POOL_BASE, POOL_CHANGES),
-    "linear": (_capi.LinearParams, _struct_call(lib.mkc_linear, _capi.LinearParams,
-                                                lib.mkc_linear_params_init,
-                                                lambda c: (X2, W_LINEAR, None)),
+    "linear": (_capi.LinearParams, _struct_call(
+        lib.mkc_linear, _capi.LinearParams, lib.mkc_linear_params_init,
+        lambda c: (X2, W_LINEAR, None),
+        lambda c: _tensor(LINEAR_RESIDUAL.copy()) if c.get("sum") else None),  # fresh each call
                LINEAR_BASE, LINEAR_CHANGES),
     "matmul": (_capi.MatmulParams, _struct_call(lib.mkc_matmul, _capi.MatmulParams,
                                                 lib.mkc_matmul_params_init,

@@ -230,3 +230,30 @@ def test_onnx_load_int8_mobilenetv2_depthwise_and_residuals():
         theirs = sess.run(None, {"x": x})[0]
     # Two calibrations of the same model (min/max both): close, not equal.
     assert cosine(theirs, got[name]) > 0.98
+
+
+def test_int8_transformer_layer_adds_residuals_in_the_linear_layers():
+    """A small BERT layer (hidden 24, 2 heads, ffn 40; batch 2, sequence 7):
+    the residual adds after the attention output and the second FFN
+    linear fuse into those linear layers (in float32 too), and the int8
+    plan keeps them as the quantized layers' sums; against the float32
+    program, and against the same plan on the reference kernels."""
+    from mkcache.models import BertLayer
+    layer = BertLayer(0, hidden=24, heads=2, ffn=40)
+    rng = np.random.default_rng(9)
+    calib = [{"x": rng.standard_normal((2, 7, 24), dtype=np.float32)} for _ in range(3)]
+    with layer.graph(batch=2, seq=7) as g, g.compile() as f32:
+        x = rng.standard_normal((2, 7, 24), dtype=np.float32)
+        want = f32.run(x=x)["y"]
+        f32_plan = f32.plan()
+        assert f32_plan.count("(linear") >= 2 and f32_plan.count("as its sum") >= 2, f32_plan
+        # The float32 program against the layer op by op in float64.
+        np.testing.assert_allclose(want, layer.reference(x), rtol=1e-4, atol=1e-4)
+        impls = {"quantized_linear": "reference", "quantized_conv2d": "reference"}
+        with g.compile(precision="int8", calibration=calib) as q, \
+                g.compile(precision="int8", calibration=calib, impl=impls) as ref:
+            got, exact = q.run(x=x)["y"], ref.run(x=x)["y"]
+            plan = q.plan()
+    assert "adds its residual in" in plan, plan
+    assert cosine(want, got) > 0.99
+    assert cosine(exact, got) > 0.9999

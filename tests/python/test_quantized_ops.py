@@ -215,6 +215,42 @@ def test_grouped_conv2d_runs_on_onednn_in_programs(groups, c, o):
     check_result(got, want, "uint8")
 
 
+@pytest.mark.parametrize("dst_dtype,sum_scale,sum_zero", [
+    ("float32", 1.0, 0), ("uint8", 0.06, 7), ("int8", 0.05, -3)])
+def test_linear_residual_against_integer_arithmetic(dst_dtype, sum_scale, sum_zero):
+    rng = np.random.default_rng(21)
+    x = rng.integers(0, 256, (3, 5, 29)).astype(np.uint8)
+    w = rng.integers(-W_MAX, W_MAX + 1, (11, 29)).astype(np.int8)
+    bias = rng.standard_normal(11).astype(np.float32)
+    if dst_dtype == "float32":
+        r = rng.standard_normal((3, 5, 11)).astype(np.float32)
+        dst = {}
+    else:
+        info = np.iinfo(dst_dtype)
+        r = rng.integers(info.min, info.max + 1, (3, 5, 11)).astype(dst_dtype)
+        dst = dict(dst_scale=0.08, dst_zero_point=2)
+    acc = (x.astype(np.int64) - 4) @ w.T.astype(np.int64)
+    y = acc * (0.03 * 0.002) + bias + sum_scale * (r.astype(np.float64) - sum_zero)
+    if dst_dtype == "float32":
+        want = y
+    else:
+        info = np.iinfo(dst_dtype)
+        want = np.clip(np.rint(y / 0.08) + 2, info.min, info.max)
+    kwargs = dict(src_scale=0.03, weight_scale=0.002, src_zero_point=4, dst_dtype=dst_dtype,
+                  sum_scale=sum_scale, sum_zero_point=sum_zero, **dst)
+    check_result(mkcache.quantized_linear(x, w, bias, residual=r, **kwargs), want, dst_dtype)
+    for impl in ("onednn", "reference"):
+        with mkcache.Graph() as g:
+            xi = g.input("x", x.shape, dtype=np.uint8)
+            ri = g.input("r", r.shape, dtype=r.dtype)
+            g.output(g.quantized_linear(xi, w, bias, residual=ri, **kwargs), "y")
+            with g.compile(impl={"quantized_linear": impl}) as prog:
+                got = prog.run(x=x, r=r)["y"]
+        check_result(got, want, dst_dtype)
+    with pytest.raises(mkcache.InvalidArgumentError, match="shape"):
+        mkcache.quantized_linear(x, w, bias, residual=np.ascontiguousarray(r[:, :4]), **kwargs)
+
+
 def test_conv2d_residual_is_checked():
     x = np.zeros((1, 2, 4, 4), np.uint8)
     w = np.ones((3, 2, 1, 1), np.int8)

@@ -684,6 +684,11 @@ typedef struct mkc_linear_params {
     float activation_beta;
     int training;                   /* != 0: forward_training (see below)    */
     const char *name;               /* cache name; may be NULL               */
+    int sum;                        /* != 0: dst += linear(src) (residual add):
+                                       *dst must exist, plain row-major, and
+                                       hold the residual; added before the
+                                       activation. Graph nodes: 0 (an add node
+                                       adds a residual; fusion merges it) */
 } mkc_linear_params;
 
 /* Defaults: no activation, no name. */
@@ -1316,7 +1321,8 @@ MKC_API mkc_status mkc_quantize_params_init(mkc_quantize_params *params);
  *   5 src_zero_point  S32 [1] (optional; absent: 0)
  *   6 dst_scale       F32 [1] (U8 and S8 results only)
  *   7 dst_zero_point  S32 [1] (optional, U8 and S8 results only; absent: 0)
- *   8 residual        quantized_conv2d with conv.sum != 0 only: the value
+ *   8 residual        with a sum (quantized_conv2d: conv.sum != 0,
+ *                     quantized_linear: sum != 0) only: the value
  *                     added before the activation, of the result's dtype and
  *                     shape (real value sum_scale * (residual -
  *                     sum_zero_point))
@@ -1352,6 +1358,9 @@ typedef struct mkc_quantized_linear_params {
     float activation_beta;
     mkc_dtype dst_dtype;            /* F32 (default), U8 or S8 */
     const char *name;               /* cache name; may be NULL */
+    int sum;                        /* != 0: adds the residual (port 8) */
+    float sum_scale;                /* the residual's scale (default 1) */
+    int32_t sum_zero_point;         /* its zero point (default 0; 0 for F32) */
 } mkc_quantized_linear_params;
 MKC_API mkc_status mkc_quantized_linear_params_init(mkc_quantized_linear_params *params);
 

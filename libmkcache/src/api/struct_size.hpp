@@ -79,7 +79,8 @@ struct Sized<mkc_linear_params> {
     using T = mkc_linear_params;
     static constexpr size_t sizes[] = {
         MKC_FIELD_END(T, activation), MKC_FIELD_END(T, activation_alpha),
-        MKC_FIELD_END(T, activation_beta), MKC_FIELD_END(T, training), MKC_FIELD_END(T, name)};
+        MKC_FIELD_END(T, activation_beta), MKC_FIELD_END(T, training), MKC_FIELD_END(T, name),
+        MKC_FIELD_END(T, sum), sizeof(T)}; // sum leaves trailing padding
     static constexpr SizeRule rule{"mkc_linear_params",
                                    "initialise params with mkc_linear_params_init", sizes,
                                    std::size(sizes)};
@@ -232,7 +233,6 @@ MKC_SIZED_IN_ONE_PIECE(mkc_logical_params)
 MKC_SIZED_IN_ONE_PIECE(mkc_range_params)
 MKC_SIZED_IN_ONE_PIECE(mkc_gather_nd_params)
 MKC_SIZED_IN_ONE_PIECE(mkc_quantize_params)
-MKC_SIZED_IN_ONE_PIECE(mkc_quantized_linear_params)
 #undef MKC_SIZED_IN_ONE_PIECE
 
 template <>
@@ -244,6 +244,18 @@ struct Sized<mkc_quantized_conv_params> {
                                    "initialise params with mkc_quantized_conv_params_init", sizes,
                                    std::size(sizes)};
     static void defaults(T *p) { mkc_quantized_conv_params_init(p); }
+};
+
+template <>
+struct Sized<mkc_quantized_linear_params> {
+    using T = mkc_quantized_linear_params;
+    static constexpr size_t sizes[] = {MKC_FIELD_END(T, name), MKC_FIELD_END(T, sum),
+                                       MKC_FIELD_END(T, sum_scale),
+                                       MKC_FIELD_END(T, sum_zero_point), sizeof(T)};
+    static constexpr SizeRule rule{"mkc_quantized_linear_params",
+                                   "initialise params with mkc_quantized_linear_params_init",
+                                   sizes, std::size(sizes)};
+    static void defaults(T *p) { mkc_quantized_linear_params_init(p); }
 };
 
 template <>

@@ -12,15 +12,14 @@ namespace mkc::graph {
 
 namespace {
 
-// The ports of `node` whose values an 8-bit plan quantizes: a conv's
-// residual too, which an 8-bit convolution adds in 8 bits.
+// The ports of `node` whose values an 8-bit plan quantizes: the residual
+// of a convolution or linear layer too, which its 8-bit form adds in 8
+// bits.
 std::vector<int> observed_ports(const Node &node) {
-    if (node.op == NodeOp::conv2d) {
+    if (node.op == NodeOp::conv2d || node.op == NodeOp::linear) {
         const int residual = row(node).residual_port(node);
         return residual == kNoValue ? std::vector<int>{0} : std::vector<int>{0, residual};
     }
-    if (node.op == NodeOp::linear)
-        return {0};
     if (node.op == NodeOp::matmul)
         return {0, 1};
     return {};

@@ -476,13 +476,13 @@ private:
             holders_[r.index].push_back(v);
     }
 
-    // The buffer a convolution with a sum writes, which holds the residual
-    // before it runs: in place, the residual's own bytes when they are
-    // arranged as the convolution writes, or the copy of them a converter
-    // already made in that arrangement for an earlier reader - either only
-    // when nothing reads the residual after the convolution and the
-    // convolution does not read those bytes itself (conv(r) + r). Else a
-    // copy of the residual made by a step before it.
+    // The buffer a node with a sum (a convolution, a linear layer) writes,
+    // which holds the residual before it runs: in place, the residual's own
+    // bytes when they are arranged as the node writes, or the copy of them a
+    // converter already made in that arrangement for an earlier reader -
+    // either only when nothing reads the residual after the node and the
+    // node does not read those bytes itself (conv(r) + r). Else a copy of the
+    // residual made by a step before it.
     BufferRef residual(int n, const ValueDesc &y, const std::vector<BufferRef> &reads,
                        bool &in_place) {
         const Node &node = g_.nodes[n];
@@ -507,7 +507,7 @@ private:
             }
         }
         const BufferRef copy = new_buffer(y.desc.get_size(), static_cast<int>(plan_.steps.size()));
-        add_converter(r, y.desc, copy, "the residual the convolution adds to");
+        add_converter(r, y.desc, copy, "the residual the node adds to");
         return copy;
     }
 

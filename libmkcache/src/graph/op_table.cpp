@@ -73,6 +73,12 @@ template <const char *Op>
 NodeParams read_conv_as(const void *params, std::string &name, const char *call) {
     return read_conv(Op, params, name, call);
 }
+NodeParams read_linear(const void *params, std::string &name, const char *call) {
+    const auto p = abi_params<mkc_linear_params>(params, "linear", name, call);
+    require(p.sum == 0, call,
+            " (linear): sum must be 0 (add the residual with an add node; fusion merges it)");
+    return p;
+}
 
 NodeParams read_activation(const void *params, std::string &name, const char *call) {
     const auto p = abi_params<mkc_activation_params>(params, "activation", name, call);
@@ -145,6 +151,18 @@ int conv_residual(const Node &node) {
                                                                                       : kNoValue;
 }
 int no_residual(const Node &) { return kNoValue; }
+// A linear layer with a fused sum reads its residual at port 3.
+int linear_residual(const Node &node) {
+    return std::get<mkc_linear_params>(node.params).sum != 0 && node.inputs.size() > 3 ? 3
+                                                                                        : kNoValue;
+}
+// A quantized linear layer's at port 8.
+int quantized_linear_residual(const Node &node) {
+    return std::get<mkc_quantized_linear_params>(node.params).sum != 0 &&
+                   node.inputs.size() > ops::kQResidual
+               ? ops::kQResidual
+               : kNoValue;
+}
 // A quantized convolution's at port 8.
 int quantized_conv_residual(const Node &node) {
     return std::get<mkc_quantized_conv_params>(node.params).conv.sum != 0 &&
@@ -567,8 +585,22 @@ void ref_pool(const ReferenceCall &c) {
 void ref_linear(const ReferenceCall &c) {
     const auto &p = std::get<mkc_linear_params>(c.node.params);
     const int64_t in = c.in[0].back(), out = c.in[1][0];
+    if (!p.sum) {
+        reference::linear(count(c.in[0]) / in, in, out, in_f(c, 0), in_f(c, 1), opt_f(c, 2),
+                          p.activation, p.activation_alpha, p.activation_beta, out_f(c));
+        return;
+    }
+    // The output buffer holds the residual: added before the activation.
+    float *y = out_f(c);
+    const std::vector<float> residual(y, y + count(c.out));
     reference::linear(count(c.in[0]) / in, in, out, in_f(c, 0), in_f(c, 1), opt_f(c, 2),
-                      p.activation, p.activation_alpha, p.activation_beta, out_f(c));
+                      MKC_ACTIVATION_NONE, 0, 0, y);
+    for (size_t i = 0; i < residual.size(); ++i) {
+        const float sum = y[i] + residual[i];
+        y[i] = p.activation == MKC_ACTIVATION_NONE
+                   ? sum
+                   : reference::activate(p.activation, p.activation_alpha, p.activation_beta, sum);
+    }
 }
 void ref_matmul(const ReferenceCall &c) {
     reference::matmul(std::get<mkc_matmul_params>(c.node.params), c.in[0], in_f(c, 0), c.in[1],
@@ -1117,7 +1149,8 @@ void ref_quantized_linear(const ReferenceCall &c) {
     reference::linear(rows, w[1], w[0], v.src.data(), v.weights.data(), nullptr,
                       MKC_ACTIVATION_NONE, 0, 0, acc.data());
     finish_quantized(v, p.dst_dtype, opt_f(c, ops::kQBias), p.activation, p.activation_alpha,
-                     p.activation_beta, acc, w[0], 1, c.buffers.out[0]);
+                     p.activation_beta, acc, w[0], 1, c.buffers.out[0],
+                     Residual{p.sum != 0, p.sum_scale, p.sum_zero_point});
 }
 
 // pad: ONNX's Pad along some axes (mkcache.h, mkc_pad_params): per axis of
@@ -1525,8 +1558,10 @@ std::vector<OpRow> build_rows() {
             .params(read_as_is<mkc_pool_params, kPool>).onednn<Pool>(ops::PoolOp::run)
             .reference(ref_pool),
         Row(NodeOp::linear, kLinear)
-            .ports("src,weights,bias", 2, 3, 2).post_op_activation<mkc_linear_params>()
-            .params(read_as_is<mkc_linear_params, kLinear>).onednn<Linear>(ops::LinearOp::run)
+            .ports("src,weights,bias,residual", 2, 4, 2).shaping(S::leading)
+            .post_op_activation<mkc_linear_params>()
+            .residual(linear_residual)
+            .params(read_linear).onednn<Linear>(ops::LinearOp::run)
             .reference(ref_linear).flops(linear_flops),
         Row(NodeOp::matmul, kMatmul)
             .ports("a,b,bias", 2, 3, 2).post_op_activation<mkc_matmul_params>()
@@ -1662,7 +1697,8 @@ std::vector<OpRow> build_rows() {
             .onednn_supports(quantized_conv_onednn_supports).channel_axis<mkc_quantized_conv_params>()
             .reference(ref_quantized_conv).flops(conv_flops<false>),
         Row(NodeOp(MKC_OP_QUANTIZED_LINEAR), kQuantizedLinear)
-            .ports(kQuantizedPorts, 4, 8, 4).port_dtypes(0, kAnyDtype)
+            .ports(kQuantizedPorts, 4, 9, 4).port_dtypes(0, kAnyDtype)
+            .residual(quantized_linear_residual)
             .params(read_as_is<mkc_quantized_linear_params, kQuantizedLinear>)
             .onednn<QuantizedLinear>(ops::QuantizedLinearOp::run)
             .reference(ref_quantized_linear).flops(linear_flops),

@@ -43,6 +43,7 @@ enum class Shaping {
     same_as_input, // element-wise or normalising: the input's dims
     spatial,       // convolutions and pooling: the batch passes; a stride-1 dim may
     broadcast,     // numpy broadcasting of the two inputs
+    leading,       // a linear layer: the input's dims but the last, which the weights give
 };
 
 // How many inputs (at least, at most) and outputs an operator has.

@@ -129,6 +129,16 @@ private:
             return spatial_shape(node, out);
         case Shaping::broadcast:
             return broadcast_shape(node, out);
+        case Shaping::leading:
+            // [..., in] -> [..., out]: the leading dims pass, the last one
+            // comes from the other (not symbolic) inputs.
+            for (size_t i = 1; i < node.inputs.size(); ++i)
+                if (node.inputs[i] != kNoValue && shapes_[node.inputs[i]].symbolic())
+                    return false;
+            if (out.dims.size() != src.dims.size() || src.dims.empty() || src.dims.back() < 0)
+                return false;
+            std::copy(src.dims.begin(), src.dims.end() - 1, out.dims.begin());
+            return true;
         case Shaping::none:
             break;
         }

@@ -32,12 +32,14 @@ struct MatmulEntry : PrimitiveEntry {
     dnnl::matmul::primitive_desc pd;
 };
 
-// The post-ops: the result times `scale` (when not 1), then the activation.
+// The post-ops: the result times `scale` (when not 1), plus what the
+// destination holds (`sum`: a residual), then the activation.
 dnnl::primitive_attr activation_attr(mkc_activation_kind kind, float alpha, float beta,
-                                     float scale = 1.f) {
+                                     float scale = 1.f, bool sum = false) {
     dnnl::primitive_attr attr = user_scratchpad_attr();
     dnnl::post_ops ops;
     if (scale != 1.f) ops.append_eltwise(dnnl::algorithm::eltwise_linear, scale, 0.f);
+    if (sum) ops.append_sum(1.f);
     if (kind != MKC_ACTIVATION_NONE) ops.append_eltwise(activation_info(kind, alpha).alg, alpha, beta);
     if (ops.len() > 0) attr.set_post_ops(ops);
     return attr;
@@ -71,6 +73,7 @@ LinearGeometry linear_geometry(const char *op, const mkc_linear_params &p, const
         fail(MKC_STATUS_INVALID_ARGUMENT, op, ": src has ", g.xc.back(),
              " input features but weights expect ", w[1], " (weights shape ", shape_text(w), ")");
     if (p.activation != MKC_ACTIVATION_NONE) activation_info(p.activation, p.activation_alpha);
+    require(!(p.sum && training), op, ": a sum (residual add) has no training forward");
     g.rows = 1;
     for (size_t i = 0; i + 1 < g.xc.size(); ++i) g.rows *= g.xc[i];
     check_result_dims(op, Dims{g.rows, w[0]}, MKC_DTYPE_F32); // rows: bounded by src's size
@@ -119,7 +122,8 @@ dnnl::inner_product_forward::primitive_desc linear_descriptor(const mkc_linear_p
     const Dims &w = g.w;
     const dnnl::memory::desc x_view({g.rows, w[1]}, f32, tag::ab), w_md(w, f32, tag::any),
         y2_md({g.rows, w[0]}, f32, tag::ab);
-    const auto attr = activation_attr(p.activation, p.activation_alpha, p.activation_beta);
+    const auto attr =
+        activation_attr(p.activation, p.activation_alpha, p.activation_beta, 1.f, p.sum != 0);
     const auto prop =
         training ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference;
     if (bias)
@@ -197,6 +201,17 @@ void linear(const CacheScope &scope, const mkc_linear_params &p, const Tensor &s
             const Tensor &weights, const Tensor *bias, mkc_tensor **dst) {
     const LinearGeometry g = linear_geometry("linear", p, src, weights, bias, p.training != 0);
     check_linear_bias(g, bias);
+    if (p.sum) {
+        // The residual is read in place: it must already be the result's
+        // plain row-major bytes.
+        require(*dst != nullptr, "linear: sum (accumulate into dst) needs an existing dst");
+        const Tensor &r = **dst;
+        require(r.dtype == MKC_DTYPE_F32 && caller_dims(r) == linear_result_dims(g) &&
+                    r.desc == dnnl::memory::desc(linear_result_dims(g), f32,
+                                                 row_major_strides(linear_result_dims(g))),
+                "linear: the residual (dst) must be float32, plain row-major, of shape ",
+                shape_text(linear_result_dims(g)));
+    }
     auto entry = prepare_linear(scope, p, p.name, g, src, bias, p.training != 0);
     std::unique_ptr<Tensor> holder, created;
     const Tensor &x =

@@ -20,6 +20,7 @@ struct LinearAttrs {
         v.field("a", p.activation_alpha);
         v.field("b", p.activation_beta);
         v.field("training", training);
+        v.field("sum", p.sum);
     }
 };
 

@@ -250,6 +250,31 @@ LinearShape linear_shape(const QuantizedInputs &in) {
     return s;
 }
 
+// A sum's residual (port 8): given exactly when `sum`, of the result's
+// dtype and shape, with a valid scale and zero point.
+void check_residual(const char *op, const char *flag, bool sum, mkc_dtype dst, float sum_scale,
+                    int32_t sum_zero_point, const QuantizedInputs &in, const ValueDesc &y) {
+    const ValueDesc *r = in[kQResidual];
+    if (!sum) {
+        require(!r, op, ": a residual (input 8) is added only with ", flag, " != 0");
+        return;
+    }
+    require(r != nullptr, op, ": ", flag, " needs the residual (input 8)");
+    require(r->dtype == dst, op, ": the residual is ", dtype_name(r->dtype), ", the result ",
+            dtype_name(dst), " (dst_dtype): they must match");
+    require(caller_dims(*r) == caller_dims(y), op, ": the residual's shape ",
+            shape_text(caller_dims(*r)), " is not the result's ", shape_text(caller_dims(y)));
+    require(std::isfinite(sum_scale) && sum_scale > 0, op, ": sum_scale is ", sum_scale,
+            "; it must be finite and > 0");
+    if (dst == MKC_DTYPE_F32)
+        require(sum_zero_point == 0, op, ": sum_zero_point must be 0 for a float32 residual");
+    else
+        require(sum_zero_point >= (dst == MKC_DTYPE_U8 ? 0 : -128) &&
+                    sum_zero_point <= (dst == MKC_DTYPE_U8 ? 255 : 127),
+                op, ": sum_zero_point ", sum_zero_point, " is outside ", dtype_name(dst),
+                "'s range");
+}
+
 } // namespace
 
 ValueDesc quantized_conv_infer(const mkc_quantized_conv_params &p, const QuantizedInputs &in) {
@@ -261,25 +286,8 @@ ValueDesc quantized_conv_infer(const mkc_quantized_conv_params &p, const Quantiz
     check_ports(op, p.dst_dtype, in, channels);
     const ConvShape s = conv2d_shape(op, p.conv, *in[kQSrc], *in[kQWeights], in[kQBias]);
     const ValueDesc y = plain_value(p.dst_dtype, conv_data_format(p, *in[kQSrc]), s.y);
-    const ValueDesc *r = in[kQResidual];
-    if (p.conv.sum == 0) {
-        require(!r, op, ": a residual (input 8) is added only with conv.sum != 0");
-        return y;
-    }
-    require(r != nullptr, op, ": conv.sum needs the residual (input 8)");
-    require(r->dtype == p.dst_dtype, op, ": the residual is ", dtype_name(r->dtype),
-            ", the result ", dtype_name(p.dst_dtype), " (dst_dtype): they must match");
-    require(caller_dims(*r) == caller_dims(y), op, ": the residual's shape ",
-            shape_text(caller_dims(*r)), " is not the result's ", shape_text(caller_dims(y)));
-    require(std::isfinite(p.sum_scale) && p.sum_scale > 0, op, ": sum_scale is ", p.sum_scale,
-            "; it must be finite and > 0");
-    if (p.dst_dtype == MKC_DTYPE_F32)
-        require(p.sum_zero_point == 0, op, ": sum_zero_point must be 0 for a float32 residual");
-    else
-        require(p.sum_zero_point >= (p.dst_dtype == MKC_DTYPE_U8 ? 0 : -128) &&
-                    p.sum_zero_point <= (p.dst_dtype == MKC_DTYPE_U8 ? 255 : 127),
-                op, ": sum_zero_point ", p.sum_zero_point, " is outside ",
-                dtype_name(p.dst_dtype), "'s range");
+    check_residual(op, "conv.sum", p.conv.sum != 0, p.dst_dtype, p.sum_scale, p.sum_zero_point,
+                   in, y);
     return y;
 }
 
@@ -291,7 +299,9 @@ ValueDesc quantized_linear_infer(const mkc_quantized_linear_params &p, const Qua
     check_ports(op, p.dst_dtype, in, in[kQWeights]->dims[0]);
     if (p.activation != MKC_ACTIVATION_NONE) activation_info(p.activation, p.activation_alpha);
     const LinearShape s = linear_shape(in);
-    return plain_value(p.dst_dtype, MKC_LAYOUT_CHANNELS_FIRST, s.y);
+    const ValueDesc y = plain_value(p.dst_dtype, MKC_LAYOUT_CHANNELS_FIRST, s.y);
+    check_residual(op, "sum", p.sum != 0, p.dst_dtype, p.sum_scale, p.sum_zero_point, in, y);
+    return y;
 }
 
 Verdict quantized_conv_onednn_supports(const mkc_quantized_conv_params &p,
@@ -383,8 +393,9 @@ Prepared QuantizedLinearOp::prepare(const CacheScope &scope, const Attrs &attrs,
             b = in[kQBias] ? dnnl::memory::desc({1, s.n}, f32, tag::ab) : dnnl::memory::desc(),
             y({s.rows, s.n}, to_onednn(p.dst_dtype), tag::ab);
         // Per-output-channel weight scales run along N, matmul's dim 1.
-        const dnnl::primitive_attr attr = quantization_attr(
-            in, p.dst_dtype, 1 << 1, p.activation, p.activation_alpha, p.activation_beta);
+        const dnnl::primitive_attr attr =
+            quantization_attr(in, p.dst_dtype, 1 << 1, p.activation, p.activation_alpha,
+                              p.activation_beta, SumPostOp{p.sum != 0, p.sum_scale, p.sum_zero_point});
         dnnl::matmul::primitive_desc pd(cpu_engine(), x, w, b, y, attr);
         e->primitive = dnnl::matmul(pd);
         finish_entry(*e, pd, in, op);

@@ -55,6 +55,9 @@ struct QuantizedLinearAttrs {
         v.field("a", p.activation_alpha);
         v.field("b", p.activation_beta);
         v.field("to", p.dst_dtype);
+        v.field("sum", p.sum);
+        v.field("ss", p.sum_scale);
+        v.field("sz", static_cast<int64_t>(p.sum_zero_point));
     }
 };
 

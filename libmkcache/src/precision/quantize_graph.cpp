@@ -60,10 +60,9 @@ bool quantizable(const Graph &g, const Node &node) {
     return weights.kind == Value::Kind::constant && weights.dtype == MKC_DTYPE_F32;
 }
 
-// A convolution's residual port (kNoValue: it adds none).
-int residual_port(const Node &node) {
-    return node.op == NodeOp::conv2d ? row(node).residual_port(node) : kNoValue;
-}
+// The residual port of a convolution or linear layer (kNoValue: it adds
+// none).
+int residual_port(const Node &node) { return row(node).residual_port(node); }
 
 template <typename T>
 std::shared_ptr<Tensor> constant_of(mkc_dtype dtype, const Dims &dims, const std::vector<T> &data) {
@@ -390,28 +389,33 @@ private:
             qn.inputs.push_back(zero_or_none(y, out.zero_s32));
         }
         const mkc_dtype dst = held ? MKC_DTYPE_U8 : MKC_DTYPE_F32;
+        // A residual: added in uint8 (its form) when the result is uint8,
+        // else in float32.
         std::string sum_text;
+        float sum_scale = 1;
+        int32_t sum_zero_point = 0;
+        const int residual = residual_port(node);
+        if (residual != kNoValue) {
+            const int r = node.inputs[static_cast<size_t>(residual)];
+            qn.inputs.resize(ops::kQResidual, kNoValue);
+            if (held) {
+                const Quantization &rq = form_[static_cast<size_t>(r)];
+                sum_scale = rq.scale;
+                sum_zero_point = rq.zero_point;
+                qn.inputs.push_back(as_u8(r));
+                sum_text = ", adds its residual in uint8";
+            } else {
+                qn.inputs.push_back(as_f32(r));
+                sum_text = ", adds its residual in float32";
+            }
+        }
         if (node.op == NodeOp::conv2d) {
             mkc_quantized_conv_params p{};
             p.struct_size = sizeof p;
             p.conv = std::get<mkc_conv_params>(node.params);
             p.dst_dtype = dst;
-            p.sum_scale = 1;
-            const int residual = residual_port(node);
-            if (residual != kNoValue) {
-                const int r = node.inputs[static_cast<size_t>(residual)];
-                qn.inputs.resize(ops::kQResidual, kNoValue);
-                if (held) {
-                    const Quantization &rq = form_[static_cast<size_t>(r)];
-                    p.sum_scale = rq.scale;
-                    p.sum_zero_point = rq.zero_point;
-                    qn.inputs.push_back(as_u8(r));
-                    sum_text = ", adds its residual in uint8";
-                } else {
-                    qn.inputs.push_back(as_f32(r));
-                    sum_text = ", adds its residual in float32";
-                }
-            }
+            p.sum_scale = sum_scale;
+            p.sum_zero_point = sum_zero_point;
             qn.op = NodeOp(MKC_OP_QUANTIZED_CONV2D);
             qn.params = p;
         } else {
@@ -422,6 +426,9 @@ private:
             p.activation_alpha = l.activation_alpha;
             p.activation_beta = l.activation_beta;
             p.dst_dtype = dst;
+            p.sum = l.sum;
+            p.sum_scale = sum_scale;
+            p.sum_zero_point = sum_zero_point;
             qn.op = NodeOp(MKC_OP_QUANTIZED_LINEAR);
             qn.params = p;
         }
