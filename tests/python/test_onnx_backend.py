@@ -21,7 +21,8 @@ import mkcache.onnx.backend as backend  # noqa: E402
 # the operator in lower case, words joined by '_' for some).
 OPERATOR_TESTS = [
     "abs", "add", "and", "averagepool", "batchnorm", "cast", "castlike", "clip", "concat",
-    "constant", "constantofshape", "conv", "convinteger", "dequantizelinear", "div", "dropout", "edge_pad", "elu", "equal",
+    "constant", "constantofshape", "conv", "convinteger", "dequantizelinear", "div",
+    "dynamicquantizelinear", "dropout", "edge_pad", "elu", "equal",
     "erf", "exp", "expand", "flatten", "gather", "gathernd", "gelu", "gemm", "globalaveragepool",
     "globalmaxpool", "greater", "greater_equal", "hardswish", "identity", "instancenorm",
     "layer_normalization", "leakyrelu", "less", "less_equal", "log", "logsoftmax", "lrn",
