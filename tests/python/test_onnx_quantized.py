@@ -176,6 +176,11 @@ def test_integer_sums_past_float32_exactness_split_along_the_reduction():
     (got,), (want,) = both(m, {"x": x, "w": w})
     assert want.max() > 2 ** 27
     np.testing.assert_array_equal(got, want)
+    m = model([node], [helper.make_tensor_value_info("x", U8, [2, 512, 3, 4])],
+              [helper.make_tensor_value_info("y", TensorProto.INT32, None)], [init("w", w)],
+              opset=10)  # the weights constant: each run's part made at load
+    (got,), (want,) = both(m, {"x": x})
+    np.testing.assert_array_equal(got, want)
     node = helper.make_node("MatMulInteger", ["a", "b", "az"], ["y"])
     b = rng.integers(-128, 128, (3000, 5)).astype(np.int8)
     b[:, 0] = -128  # a column at the bound
@@ -458,6 +463,11 @@ def test_dynamic_quantize_linear_of_a_constant_is_computed_at_load():
     got = mkcache.onnx.load(m).run(x=x)["y"]
     (want,) = ReferenceEvaluator(m).run(None, {"x": x})
     np.testing.assert_array_equal(got, want)
+    # A constant with a NaN: refused at load, as a run would fail.
+    c[1, 2] = np.nan
+    m.graph.initializer[0].CopyFrom(init("c", c))
+    with pytest.raises(mkcache.UnsupportedError, match="scale is not finite and > 0"):
+        mkcache.onnx.load(m)
 
 
 def test_dynamic_quantize_linear_bad_input():

@@ -129,7 +129,8 @@ def test_round_layout_out_and_a_graph():
                 b = rand(n, 17, 5, 3)
                 assert_same_floats(prog.run(x=b)["y"], np.rint(b * 2))
             assert "(round) reference" in prog.plan()
-    with pytest.raises(mkcache.InvalidArgumentError, match=r"input 0 \(src\) is int32; round takes float32"):
+    with pytest.raises(mkcache.InvalidArgumentError,
+                       match=r"input 0 \(src\) is int32; round takes float32"):
         mkcache.round(np.arange(4, dtype=np.int32))
 
 

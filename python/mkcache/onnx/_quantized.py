@@ -184,10 +184,13 @@ def _dynamic_quantization(x):
     x = np.asarray(x, np.float32)
     hi = np.float32(max(0.0, x.max())) if x.size else np.float32(0)
     lo = np.float32(min(0.0, x.min())) if x.size else np.float32(0)
-    scale = np.float32(1.0 if hi == lo else hi - lo) / np.float32(255)
+    with np.errstate(over="ignore", under="ignore"):
+        scale = np.float32(1.0 if hi == lo else hi - lo) / np.float32(255)
+    if not (np.all(np.isfinite(x)) and np.isfinite(scale) and scale > 0):
+        raise Refusal("a constant input whose scale is not finite and > 0 (a NaN or an "
+                      "infinity in it, or a range float32 cannot hold)")
     zero = np.float32(np.rint(np.clip(-lo / scale, 0, 255)))
-    with np.errstate(invalid="ignore"):
-        y = np.clip(np.rint(x / scale) + zero, 0, 255)
+    y = np.clip(np.rint(x / scale) + zero, 0, 255)
     return [y.astype(np.uint8), np.array(scale, np.float32), np.array(zero).astype(np.uint8)]
 
 
@@ -445,12 +448,12 @@ def _exact_runs(rows, span, what):
         peak = (csum[start:] - base).max(axis=1) * span  # nondecreasing along the axis
         n = int(np.searchsorted(peak, _EXACT))
         if n == 0:
-            raise Refusal(f"{what}: one product may reach {int(peak[0])} (float32, which "
-                          "this version computes the sums in, holds integers exactly only "
-                          "below 2^24)")
+            raise Refusal(f"{what}: the sums over one index of its reduced axis may reach "
+                          f"{int(peak[0])} (float32, which this version computes them in, "
+                          "holds integers exactly only below 2^24)")
         runs.append((start, start + n))
         start += n
-    return runs
+    return runs or [(0, k)]
 
 
 def _weight_rows(ctx, w, wz, axis, out_axis):
