@@ -150,6 +150,9 @@ _REDUCE_DOC = ("The {what} of x over `axes` (an int or a sequence of x's axes as
 TABLE_OP_TABLE = {
     "erf": TableOp("erf", doc="The error function, 2/sqrt(pi) * integral of exp(-t^2) from 0 "
                               "to x, element by element."),
+    "round": TableOp("round", doc="float32 x rounded to the nearest integer element by "
+                                  "element, ties to even (numpy's rint, ONNX's Round): 2.5 "
+                                  "-> 2, -0.5 -> -0; infinities and NaN kept."),
     "gather": TableOp("gather", ("axis=0",), "gather_params(axis, name)",
                       "The slices of `data` (any dtype) along `axis` picked by int32 or int64 "
                       "`indices` (negative ones count from the end): data's dims before the "

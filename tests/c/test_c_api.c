@@ -211,8 +211,8 @@ static void test_cache(void) {
 
 /* The rest of the core API: thread-local context, tensor queries, keys
  * listing, executor reset, and a few operators with known answers. */
-/* Operators of the table called eagerly through mkc_op_run: erf (a
- * reference kernel) and a mean over one axis (oneDNN's reduction), each
+/* Operators of the table called eagerly through mkc_op_run: erf and round
+ * (reference kernels) and a mean over one axis (oneDNN's reduction), each
  * against double math; bad calls refused with the operator named. */
 static void test_op_run(void) {
     const int64_t d[2] = {3, 5};
@@ -224,6 +224,11 @@ static void test_op_run(void) {
     OK(mkc_op_run(MKC_OP_ERF, NULL, 1, in, &y));
     OK(mkc_tensor_export(y, MKC_LAYOUT_NCHW, out, sizeof out));
     for (int i = 0; i < 15; ++i) CHECK(fabs(out[i] - erf((double)x[i])) <= 1.2e-7 * fabs(erf((double)x[i])));
+    mkc_tensor *r = NULL;
+    OK(mkc_op_run(MKC_OP_ROUND, NULL, 1, in, &r));
+    OK(mkc_tensor_export(r, MKC_LAYOUT_NCHW, out, sizeof out));
+    for (int i = 0; i < 15; ++i) CHECK(out[i] == rint(x[i])); /* ties to even, as rint */
+    OK(mkc_tensor_destroy(r));
 
     mkc_reduce_params rp;
     OK(mkc_reduce_params_init(&rp));

@@ -21,12 +21,13 @@ import mkcache.onnx.backend as backend  # noqa: E402
 # the operator in lower case, words joined by '_' for some).
 OPERATOR_TESTS = [
     "abs", "add", "and", "averagepool", "batchnorm", "cast", "castlike", "clip", "concat",
-    "constant", "constantofshape", "conv", "convinteger", "dequantizelinear", "div", "dropout", "edge_pad", "elu", "equal",
+    "constant", "constantofshape", "conv", "convinteger", "dequantizelinear", "div",
+    "dynamicquantizelinear", "dropout", "edge_pad", "elu", "equal",
     "erf", "exp", "expand", "flatten", "gather", "gathernd", "gelu", "gemm", "globalaveragepool",
     "globalmaxpool", "greater", "greater_equal", "hardswish", "identity", "instancenorm",
     "layer_normalization", "leakyrelu", "less", "less_equal", "log", "logsoftmax", "lrn",
     "matmul", "matmulinteger", "max", "maxpool", "min", "mish", "mul", "neg", "not", "or", "pow", "qlinearconv", "qlinearmatmul", "quantizelinear", "range",
-    "reciprocal", "reduce_l1", "reduce_l2", "reduce_log_sum", "reduce_log_sum_exp",
+    "reciprocal", "round", "reduce_l1", "reduce_l2", "reduce_log_sum", "reduce_log_sum_exp",
     "reduce_max", "reduce_mean", "reduce_min", "reduce_sum", "reduce_sum_square",
     "reflect_pad", "relu", "reshape", "resize", "shape", "sigmoid", "size", "slice",
     "shrink", "sign", "softmax", "softplus", "split", "sqrt", "squeeze", "sub", "sum", "tanh", "tile",

@@ -6,6 +6,8 @@ Requantized 8-bit results may differ from onnxruntime's by 1 where y / scale
 lands near a tie (the scales are multiplied in another order); the tests use
 7-bit weights (or reduce_range) so that oneDNN runs them on every CPU, and
 check the refusal of 8-bit weights on CPUs without VNNI."""
+import warnings
+
 import numpy as np
 import pytest
 
@@ -14,6 +16,7 @@ ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import mkcache  # noqa: E402
+import mkcache.models  # noqa: E402
 import mkcache.onnx  # noqa: E402
 from mkcache.onnx import _patterns  # noqa: E402
 
@@ -159,12 +162,42 @@ def test_conv_integer_and_matmul_integer_are_exact():
     np.testing.assert_array_equal(got, want)
 
 
-def test_conv_integer_refused_where_float32_may_round_the_sums():
-    node = helper.make_node("ConvInteger", ["x", "w"], ["y"])
-    m = model([node], [helper.make_tensor_value_info("x", U8, [1, 512, 3, 3]),
+def test_integer_sums_past_float32_exactness_split_along_the_reduction():
+    # Full-range run-time values, 512 channels of 3x3 (sums up to 600
+    # million) and an inner dim of 3000 (up to 190 million): float32 would
+    # round them; the sums of runs below 2^24 each are exact, added as int32.
+    rng = np.random.default_rng(9)
+    node = helper.make_node("ConvInteger", ["x", "w"], ["y"], pads=[1, 1, 1, 1])
+    m = model([node], [helper.make_tensor_value_info("x", U8, [2, 512, 3, 4]),
                        helper.make_tensor_value_info("w", U8, [4, 512, 3, 3])],
               [helper.make_tensor_value_info("y", TensorProto.INT32, None)], opset=10)
-    with pytest.raises(mkcache.UnsupportedError, match="2\\^24"):
+    x = rng.integers(200, 256, (2, 512, 3, 4)).astype(np.uint8)
+    w = rng.integers(200, 256, (4, 512, 3, 3)).astype(np.uint8)
+    (got,), (want,) = both(m, {"x": x, "w": w})
+    assert want.max() > 2 ** 27
+    np.testing.assert_array_equal(got, want)
+    m = model([node], [helper.make_tensor_value_info("x", U8, [2, 512, 3, 4])],
+              [helper.make_tensor_value_info("y", TensorProto.INT32, None)], [init("w", w)],
+              opset=10)  # the weights constant: each run's part made at load
+    (got,), (want,) = both(m, {"x": x})
+    np.testing.assert_array_equal(got, want)
+    node = helper.make_node("MatMulInteger", ["a", "b", "az"], ["y"])
+    b = rng.integers(-128, 128, (3000, 5)).astype(np.int8)
+    b[:, 0] = -128  # a column at the bound
+    m = model([node], [helper.make_tensor_value_info("a", U8, [3, 3000])],
+              [helper.make_tensor_value_info("y", TensorProto.INT32, None)],
+              [init("b", b), init("az", np.uint8(0))], opset=10)
+    a = np.full((3, 3000), 255, np.uint8)
+    a[1] = rng.integers(0, 256, 3000)
+    (got,), (want,) = both(m, {"a": a})
+    assert -want.min() > 2 ** 26
+    np.testing.assert_array_equal(got, want)
+    # A grouped convolution is not split.
+    node = helper.make_node("ConvInteger", ["x", "w"], ["y"], group=2)
+    m = model([node], [helper.make_tensor_value_info("x", U8, [1, 1024, 3, 3]),
+                       helper.make_tensor_value_info("w", U8, [4, 512, 3, 3])],
+              [helper.make_tensor_value_info("y", TensorProto.INT32, None)], opset=10)
+    with pytest.raises(mkcache.UnsupportedError, match="grouped convolution.*2\\^24"):
         mkcache.onnx.load(m)
 
 
@@ -342,3 +375,274 @@ def test_onnxruntime_quantize_static_cnn(tmp_path, fmt):
                                             if i.name == last.input[1])))
     assert np.abs(got - want).max() <= 2 * step + 1e-6
     assert (got.argmax(1) == want.argmax(1)).mean() >= 0.95
+
+
+# ------------------------------------------------- DynamicQuantizeLinear
+
+def dynamic_quantize_model(shape, opset=13, x_type=F32):
+    node = helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "scale", "zero"], name="dq")
+    return model([node], [helper.make_tensor_value_info("x", x_type, shape)],
+                 [helper.make_tensor_value_info("y", U8, None),
+                  helper.make_tensor_value_info("scale", F32, None),
+                  helper.make_tensor_value_info("zero", U8, None)], opset=opset)
+
+
+def _ties():
+    # Range 255, so scale 1: halves are exact ties of y (to even), and the
+    # zero point round(2.5) a tie too (2).
+    return np.array([[-2.5, 252.5, 0.5, 1.5, -0.5, 3.5, 100.5, 251.5]], np.float32)
+
+
+DYNAMIC_INPUTS = {
+    "normal": lambda rng: rng.normal(0.3, 2, (3, 5, 7)).astype(np.float32),
+    "positive only": lambda rng: rng.uniform(1, 9, (2, 11)).astype(np.float32),
+    "negative only": lambda rng: -rng.uniform(1e-3, 4e-3, (4, 3, 2, 5)).astype(np.float32),
+    "zeros": lambda rng: np.zeros((3, 4), np.float32),
+    "ties": lambda rng: _ties(),
+    "one element": lambda rng: np.full((1, 1), -7.25, np.float32),
+    "tiny range": lambda rng: np.array([[1e-40, -3e-40, 2e-41]], np.float32),
+    "wide range": lambda rng: np.array([[3e37, -1e38, 1.0, -1.0]], np.float32),
+}
+
+
+@pytest.mark.parametrize("case", list(DYNAMIC_INPUTS))
+@pytest.mark.parametrize("opset", [11, 13, 21])
+def test_dynamic_quantize_linear_matches_the_reference_exactly(case, opset):
+    from onnx.reference import ReferenceEvaluator  # noqa: PLC0415
+    x = DYNAMIC_INPUTS[case](np.random.default_rng(10))
+    m = dynamic_quantize_model([None] * x.ndim, opset)
+    got = mkcache.onnx.load(m).run(x=x)
+    y, scale, zero = ReferenceEvaluator(m).run(None, {"x": x})
+    assert got["y"].dtype == np.uint8 and got["zero"].dtype == np.uint8
+    np.testing.assert_array_equal(got["y"], y)
+    assert got["scale"].shape == (1,) and got["scale"][0].tobytes() == scale.tobytes()
+    assert got["zero"][0] == zero
+    if case == "ties":
+        np.testing.assert_array_equal(y, [[0, 254, 2, 4, 2, 6, 102, 254]])
+        assert zero == 2 and scale == 1
+    # onnxruntime agrees, but for the scale of an input of zeros (its 1
+    # against the reference's 1/255; y and the zero point are 0 either way).
+    (wy, wscale, wzero) = ort.InferenceSession(
+        m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    np.testing.assert_array_equal(got["y"], wy)
+    assert got["zero"][0] == wzero
+    assert got["scale"][0] == (wscale / 255 if case == "zeros" else wscale)
+
+
+def test_dynamic_quantize_linear_ties_and_sizes_against_the_reference():
+    # Many ranges and sizes, in one program with the dims bound at run time;
+    # a third of the inputs multiples of half a scale (ties).
+    from onnx.reference import ReferenceEvaluator  # noqa: PLC0415
+    rng = np.random.default_rng(11)
+    m = dynamic_quantize_model([None, 3, None])
+    reference = ReferenceEvaluator(m)
+    with mkcache.onnx.load(m) as prog:
+        for i in range(60):
+            shape = (int(rng.integers(1, 4)), 3, int(rng.integers(1, 300)))
+            x = rng.normal(rng.normal(0, 2), 10 ** rng.uniform(-5, 5), shape).astype(np.float32)
+            if i % 3 == 0:
+                hi, lo = np.float32(rng.uniform(0.1, 9)), np.float32(-rng.uniform(0, 9))
+                step = (hi - lo) / np.float32(255)
+                x = (rng.integers(-600, 600, shape) * np.float32(0.5) * step).astype(np.float32)
+                x.reshape(-1)[:2] = hi, lo
+            got = prog.run(x=x)
+            y, scale, zero = reference.run(None, {"x": x})
+            np.testing.assert_array_equal(got["y"], y)
+            assert got["scale"][0].tobytes() == scale.tobytes() and got["zero"][0] == zero
+
+
+def test_dynamic_quantize_linear_of_a_constant_is_computed_at_load():
+    from onnx.reference import ReferenceEvaluator  # noqa: PLC0415
+    c = np.random.default_rng(12).normal(0, 1, (4, 6)).astype(np.float32)
+    nodes = [helper.make_node("DynamicQuantizeLinear", ["c"], ["q", "s", "z"]),
+             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["d"]),
+             helper.make_node("Add", ["x", "d"], ["y"])]
+    m = model(nodes, [helper.make_tensor_value_info("x", F32, [4, 6])],
+              [helper.make_tensor_value_info("y", F32, None)], [init("c", c)], opset=21)
+    x = np.ones((4, 6), np.float32)
+    got = mkcache.onnx.load(m).run(x=x)["y"]
+    (want,) = ReferenceEvaluator(m).run(None, {"x": x})
+    np.testing.assert_array_equal(got, want)
+    # A constant with a NaN: refused at load, as a run would fail.
+    c[1, 2] = np.nan
+    m.graph.initializer[0].CopyFrom(init("c", c))
+    with pytest.raises(mkcache.UnsupportedError, match="scale is not finite and > 0"):
+        mkcache.onnx.load(m)
+
+
+def test_dynamic_quantize_linear_bad_input():
+    # Not float32: refused when the model is loaded.
+    with pytest.raises(mkcache.UnsupportedError,
+                       match=r"DynamicQuantizeLinear 'dq'.*an input of float16 "
+                             r"\(DynamicQuantizeLinear takes float32\)"):
+        mkcache.onnx.load(dynamic_quantize_model([2, 3], x_type=TensorProto.FLOAT16))
+    with pytest.raises(mkcache.UnsupportedError, match="an input of int32"):
+        mkcache.onnx.load(dynamic_quantize_model([2, 3], x_type=TensorProto.INT32))
+    # A NaN or an infinity, or a range float32 cannot hold: no scale the
+    # results can be given by (ONNX leaves them undefined), an error.
+    with mkcache.onnx.load(dynamic_quantize_model([None])) as prog:
+        for x in ([1.0, np.nan, -1.0], [np.inf, 2.0], [-np.inf], [3e38, -3e38]):
+            with pytest.raises(mkcache.InvalidArgumentError,
+                               match="scale.*every scale must be finite and > 0"):
+                prog.run(x=np.array(x, np.float32))
+        # The program runs on after them.
+        assert prog.run(x=np.array([2.0, -1.0], np.float32))["zero"][0] == 85
+
+
+# ------------------------------------- onnxruntime's quantize_dynamic (QOperator)
+# DynamicQuantizeLinear before each quantized MatMul or Conv, then
+# MatMulInteger / ConvInteger, Cast to float, Mul by the product of the
+# scales and Add of the bias: the same integer arithmetic in mkcache and in
+# onnxruntime (which fuses the MatMul chains into its DynamicQuantizeMatMul
+# and MatMulIntegerToFloat kernels, and Add with LayerNormalization).
+
+def quantize_dynamic(tmp_path, m, per_channel, name="q", **options):
+    quantization = pytest.importorskip("onnxruntime.quantization")
+    src, dst = tmp_path / f"{name}_float.onnx", tmp_path / f"{name}.onnx"
+    onnx.save(m, src)
+    quantization.quantize_dynamic(str(src), str(dst), per_channel=per_channel,
+                                  weight_type=quantization.QuantType.QInt8, **options)
+    return str(dst)
+
+
+def session(path, optimized=True):
+    options = ort.SessionOptions()
+    if not optimized:
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+
+
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_quantize_dynamic_linear_is_exact(tmp_path, per_channel):
+    # One MatMul (an inner dim of 3072, BERT-base's FFN output) and its
+    # bias: the int32 sums are exact (two runs of the inner dim here), the
+    # float steps after them the same operations in the same order, so
+    # mkcache's results are onnxruntime's bit for bit, fused or not.
+    rng = np.random.default_rng(13)
+    k, n = 3072, 40
+    m = model([helper.make_node("MatMul", ["x", "w"], ["m"]),
+               helper.make_node("Add", ["m", "b"], ["y"])],
+              [helper.make_tensor_value_info("x", F32, ["batch", "seq", k])],
+              [helper.make_tensor_value_info("y", F32, None)],
+              [init("w", rng.normal(0, k ** -0.5, (k, n)).astype(np.float32)),
+               init("b", rng.normal(0, 0.1, n).astype(np.float32))], opset=17)
+    path = quantize_dynamic(tmp_path, m, per_channel)
+    ops = [node.op_type for node in onnx.load(path).graph.node]
+    assert "DynamicQuantizeLinear" in ops and "MatMulInteger" in ops
+    fused, plain = session(path), session(path, optimized=False)
+    with mkcache.onnx.load(path) as prog:
+        for shape in ((2, 5, k), (1, 3, k)):
+            x = rng.normal(0, 1, shape).astype(np.float32)
+            got = prog.run(x=x)["y"]
+            np.testing.assert_array_equal(got, plain.run(None, {"x": x})[0])
+            np.testing.assert_array_equal(got, fused.run(None, {"x": x})[0])
+
+
+def assert_near_onnxruntime(got, want, reference):
+    """mkcache's result of a quantize_dynamic model beside onnxruntime's.
+    Both compute the same integers, but the float operators between the
+    quantized ones (softmax, erf, layer norm, ...) round differently in
+    their last bits. Where such a difference moves a value of a
+    DynamicQuantizeLinear across a rounding boundary, or moves the tensor's
+    max or min and so its scale, one quantized input differs by one step:
+    the token that reads it differs by about that step times a weight (BERT
+    layer, seed 0: one token of 18, by 9e-4, 1.2% of the quantization
+    error), and through the attention of later layers its whole sequence.
+    So: most values within 1e-5 of the result's magnitude (a quarter at
+    least, for one such sequence of a batch of 2), and none past 5% of what
+    quantizing itself costs (onnxruntime's result against the float one)."""
+    assert got.shape == want.shape
+    diff = np.abs(got.astype(np.float64) - want)
+    agree = (diff <= 1e-5 * float(np.abs(want).max())).mean()
+    assert agree >= 0.25, f"only {agree:.0%} of the values agree"
+    quantization_error = float(np.abs(want - reference).max())
+    assert diff.max() <= 0.05 * quantization_error, (diff.max(), quantization_error)
+
+
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_quantize_dynamic_bert_layer(tmp_path, per_channel):
+    """BERT-base's encoder layer (hidden 768, FFN 3072) quantized by
+    quantize_dynamic (int8 weights, per tensor or per output channel),
+    batch and sequence bound at run time, two sizes through one program."""
+    layer = mkcache.models.BertLayer(0)
+    path = quantize_dynamic(tmp_path, layer.onnx_model(), per_channel)
+    ops = [node.op_type for node in onnx.load(path).graph.node]
+    assert ops.count("DynamicQuantizeLinear") == 4 and ops.count("MatMulInteger") == 6
+    rng = np.random.default_rng(14)
+    sess = session(path)
+    with mkcache.onnx.load(path) as prog:
+        for shape in ((2, 9, 768), (1, 5, 768)):
+            x = rng.normal(0, 1, shape).astype(np.float32)
+            want = sess.run(None, {"x": x})[0]
+            assert_near_onnxruntime(prog.run(x=x)["y"], want, layer.reference(x))
+
+
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_quantize_dynamic_transformers_bert(tmp_path, per_channel):
+    """transformers' BertModel (2 layers, hidden 64, 4 heads, intermediate
+    128, vocabulary 100; random weights) exported by torch.onnx's
+    TorchScript exporter, then quantize_dynamic: every MatMul of the
+    encoder and the pooler through MatMulInteger, the embedding tables int8
+    through DequantizeLinear."""
+    torch = pytest.importorskip("torch")
+    from torch_support import import_transformers  # noqa: PLC0415
+    transformers = import_transformers()
+    torch.manual_seed(0)
+    bert = transformers.BertModel(transformers.BertConfig(
+        num_hidden_layers=2, hidden_size=64, num_attention_heads=4, intermediate_size=128,
+        vocab_size=100, max_position_embeddings=64, type_vocab_size=2,
+        attn_implementation="eager")).eval()
+
+    class Bert(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bert = bert
+
+        def forward(self, input_ids, attention_mask):
+            out = self.bert(input_ids=input_ids, attention_mask=attention_mask)
+            return out.last_hidden_state, out.pooler_output
+
+    rng = np.random.default_rng(15)
+
+    def feeds(batch, seq):
+        mask = np.ones((batch, seq), np.int64)
+        mask[-1, seq - 2:] = 0  # the last sequence padded
+        return {"input_ids": rng.integers(0, 100, (batch, seq)).astype(np.int64),
+                "attention_mask": mask}
+
+    names, outputs = ["input_ids", "attention_mask"], ["last_hidden_state", "pooler_output"]
+    src = tmp_path / "bert.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(Bert().eval(), tuple(torch.from_numpy(v) for v in feeds(2, 7).values()),
+                          str(src), input_names=names, output_names=outputs, dynamo=False,
+                          opset_version=17,
+                          dynamic_axes={n: {0: "batch", 1: "seq"} for n in names})
+    path = quantize_dynamic(tmp_path, onnx.load(src), per_channel)
+    ops = [node.op_type for node in onnx.load(path).graph.node]
+    assert ops.count("MatMulInteger") == 13 and "DynamicQuantizeLinear" in ops
+    sess, float_sess = session(path), session(str(src))
+    with mkcache.onnx.load(path) as prog:
+        for shape in ((2, 7), (3, 11)):
+            f = feeds(*shape)
+            got = prog.run(**f)
+            for name, want, reference in zip(outputs, sess.run(None, f), float_sess.run(None, f)):
+                assert_near_onnxruntime(got[name], want, reference)
+
+
+def test_quantize_dynamic_cnn(tmp_path):
+    """small_cnn quantized by quantize_dynamic per channel: its convolutions
+    through ConvInteger, its MatMul through MatMulInteger (onnxruntime fuses
+    that one into DynamicQuantizeMatMul); no float operator between the
+    quantized ones but Relu, so the results are onnxruntime's exactly."""
+    path = quantize_dynamic(tmp_path, small_cnn(), True, op_types_to_quantize=["Conv", "MatMul"])
+    ops = [node.op_type for node in onnx.load(path).graph.node]
+    if "ConvInteger" not in ops:
+        pytest.skip("this onnxruntime's quantize_dynamic leaves Conv in float")
+    assert ops.count("ConvInteger") == 3 and ops.count("DynamicQuantizeLinear") == 4
+    rng = np.random.default_rng(16)
+    sess = session(path)
+    with mkcache.onnx.load(path) as prog:
+        for n in (5, 1):
+            x = rng.normal(0, 1, (n, 3, 9, 9)).astype(np.float32)
+            np.testing.assert_array_equal(prog.run(x=x)["y"], sess.run(None, {"x": x})[0])

@@ -1,7 +1,7 @@
-"""Operators that exist only through the operator table - erf (a reference
-kernel: oneDNN has no erf primitive) and reduce_sum / _mean / _max / _min
-(oneDNN's reduction primitive, and a reference kernel) - eager, in graphs
-and from C, against float64 numpy on odd shapes in both layouts."""
+"""Operators that exist only through the operator table - erf and round
+(reference kernels) and reduce_sum / _mean / _max / _min (oneDNN's
+reduction primitive, and a reference kernel) - eager, in graphs and from C,
+against float64 numpy on odd shapes in both layouts."""
 from __future__ import annotations
 
 import ctypes
@@ -86,6 +86,52 @@ def test_erf_in_a_graph(layout):
             g.compile(impl={"erf": "onednn"})
     ref = _erf64(np.maximum(x_in, 0))
     np.testing.assert_allclose(y, ref, rtol=2 ** -23, atol=1e-38)
+
+
+# ------------------------------------------------------------------ round
+
+ROUND_EDGES = np.array([0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 0.49999997, -0.49999997, 0.0, -0.0,
+                        -0.4, 1e-45, 3.7, -3.7, 4194303.5, 4194304.5, 8388607.5, -8388607.5,
+                        8388608.0, 8388609.0, 16777217.0, 3.4e38, -3.4e38, np.inf, -np.inf,
+                        np.nan], dtype=np.float32)
+
+
+def assert_same_floats(got, want):
+    """Equal to the bit (the sign of a zero, NaN where NaN)."""
+    np.testing.assert_array_equal(np.asarray(got).view(np.uint32), np.asarray(want).view(np.uint32))
+
+
+def test_round_is_rint_to_the_bit():
+    # Ties to even, -0 kept, integers past 2^23 and the special values
+    # unchanged; then every kind of float: random bit patterns.
+    assert_same_floats(mkcache.round(ROUND_EDGES).numpy(), np.rint(ROUND_EDGES))
+    bits = RNG.integers(0, 2 ** 32, 1 << 18, dtype=np.uint64).astype(np.uint32)
+    x = bits.view(np.float32)
+    x = x[~np.isnan(x)]  # NaN payloads: numpy may quiet them
+    assert_same_floats(mkcache.round(x).numpy(), np.rint(x))
+    halves = (RNG.integers(-2 ** 23, 2 ** 23, 4099) + 0.5).astype(np.float32)
+    assert_same_floats(mkcache.round(halves).numpy(), np.rint(halves))
+
+
+def test_round_layout_out_and_a_graph():
+    a = rand(2, 17, 5, 3) * 4
+    y = mkcache.round(nhwc(a))
+    assert y.layout == "NHWC" and y.shape == (2, 5, 3, 17)
+    assert_same_floats(y.numpy(layout="NCHW"), np.rint(a))
+    t = mkcache.Tensor(a.copy())
+    assert mkcache.round(t, out=t) is t
+    assert_same_floats(t.numpy(), np.rint(a))
+    with mkcache.Graph() as g:
+        x = g.input("x", (None, 17, 5, 3))
+        g.output(g.round(g.mul(x, 2.0)), "y")
+        with g.compile() as prog:
+            for n in (2, 3):
+                b = rand(n, 17, 5, 3)
+                assert_same_floats(prog.run(x=b)["y"], np.rint(b * 2))
+            assert "(round) reference" in prog.plan()
+    with pytest.raises(mkcache.InvalidArgumentError,
+                       match=r"input 0 \(src\) is int32; round takes float32"):
+        mkcache.round(np.arange(4, dtype=np.int32))
 
 
 # ---------------------------------------------------------------- reduce
@@ -226,6 +272,8 @@ def test_op_run_refuses_bad_calls():
     assert rc != 0 and "erf: input 0 is required" in _capi.lib.mkc_last_error().decode()
     rc, _ = _op_run(_capi.OPS["erf"], None, [t, t])
     assert rc != 0 and "erf: takes 1 inputs, got 2" in _capi.lib.mkc_last_error().decode()
+    rc, _ = _op_run(_capi.OPS["round"], ctypes.addressof(p), [t])
+    assert rc != 0 and "op_run (round): takes no params" in _capi.lib.mkc_last_error().decode()
     # Other operators of the table run through it too, as their nodes do.
     rc, dst = _op_run(_capi.OPS["activation"], None, [t])
     assert rc != 0 and "op_run (activation): params is NULL" in _capi.lib.mkc_last_error().decode()

@@ -1014,6 +1014,7 @@ typedef enum mkc_op {
     MKC_OP_DEQUANTIZE = 32,      /* mkc_quantize_params: src, scale [, zero_point] */
     MKC_OP_QUANTIZED_CONV2D = 33, /* mkc_quantized_conv_params: the 8 quantized ports */
     MKC_OP_QUANTIZED_LINEAR = 34, /* mkc_quantized_linear_params: the 8 quantized ports */
+    MKC_OP_ROUND = 35,           /* no params (NULL): src                    */
     MKC_OP_MAX_ENUM = 0x7fffffff
 } mkc_op;
 
@@ -1363,6 +1364,11 @@ typedef struct mkc_quantized_linear_params {
     int32_t sum_zero_point;         /* its zero point (default 0; 0 for F32) */
 } mkc_quantized_linear_params;
 MKC_API mkc_status mkc_quantized_linear_params_init(mkc_quantized_linear_params *params);
+
+/* MKC_OP_ROUND: float32 src rounded element by element to the nearest
+ * integer, ties to even (ONNX's Round, numpy's rint): 2.5 -> 2, -0.5 ->
+ * -0; infinities, NaN and values already integers (every one of magnitude
+ * 2^23 and more) unchanged. The result has src's dims and layout. */
 
 /* MKC_OP_WHERE: condition (BOOL) ? x : y (float32), element by element,
  * the three broadcast as numpy does (in their caller orders); the result

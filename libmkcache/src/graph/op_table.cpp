@@ -647,6 +647,7 @@ std::vector<ValueDesc> infer_float_elementwise(const Node &, const NodeInputs &i
 std::string no_attrs_text(const Node &, const NodeInputs &) { return {}; }
 
 void ref_erf(const ReferenceCall &c) { reference::erf(in_f(c, 0), out_f(c), count(c.out)); }
+void ref_round(const ReferenceCall &c) { reference::round(in_f(c, 0), out_f(c), count(c.out)); }
 
 // gather: data of any dtype, int32 or int64 indices (the row's dtypes);
 // the result channels-first, data's dims around the indices' at the axis.
@@ -1406,7 +1407,7 @@ constexpr char kPool[] = "pool", kLinear[] = "linear", kMatmul[] = "matmul",
                kGatherElements[] = "gather_elements", kGatherNd[] = "gather_nd",
                kIntegerBinary[] = "integer_binary", kQuantize[] = "quantize",
                kDequantize[] = "dequantize", kQuantizedConv2d[] = "quantized_conv2d",
-               kQuantizedLinear[] = "quantized_linear",
+               kQuantizedLinear[] = "quantized_linear", kRound[] = "round",
                kQuantizedPorts[] =
                    "src,weights,src_scale,weight_scale,bias,src_zero_point,dst_scale,dst_zero_point,"
                    "residual";
@@ -1605,6 +1606,12 @@ std::vector<OpRow> build_rows() {
             .ports("src", 1, 1, 1).shaping(S::same_as_input).in_place()
             .params(read_none<kErf>).infer(infer_float_elementwise<kErf>)
             .reference(ref_erf),
+        // oneDNN's eltwise round is not bound: rounding is exact, so the
+        // reference kernel's result is every implementation's.
+        Row(NodeOp(MKC_OP_ROUND), kRound)
+            .ports("src", 1, 1, 1).shaping(S::same_as_input).in_place()
+            .params(read_none<kRound>).infer(infer_float_elementwise<kRound>)
+            .reference(ref_round),
         // No oneDNN primitive in this version: rows copied by the reference
         // kernel (an embedding lookup).
         Row(NodeOp(MKC_OP_GATHER), kGather)

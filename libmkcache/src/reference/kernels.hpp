@@ -38,6 +38,10 @@ void activation(mkc_activation_kind kind, float alpha, float beta, const float *
 // dst[i] = erf(src[i]) for n elements; dst may be src.
 void erf(const float *src, float *dst, int64_t n);
 
+// dst[i] = src[i] rounded to the nearest integer, ties to even, for n
+// elements; dst may be src.
+void round(const float *src, float *dst, int64_t n);
+
 // dst = src broadcast to dst_dims (numpy's rule), `bytes` per element.
 void expand(const Dims &src_dims, const void *src, const Dims &dst_dims, size_t bytes, void *dst);
 

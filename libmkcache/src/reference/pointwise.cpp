@@ -395,4 +395,16 @@ void erf(const float *src, float *dst, int64_t n) {
         dst[i] = static_cast<float>(std::erf(static_cast<double>(src[i])));
 }
 
+void round(const float *src, float *dst, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+        // Below 2^23, |x| + 2^23 lies in [2^23, 2^24), whose floats are the
+        // integers: the sum rounds |x| to the nearest, ties to even (2^23 is
+        // even), and taking 2^23 away again is exact. At 2^23 and past it
+        // every float is an integer, kept as are infinities and NaN. The
+        // sign goes back on last, so -0.4 gives -0 as rint does.
+        const float x = src[i], a = std::fabs(x);
+        dst[i] = a < 8388608.0f ? std::copysign((a + 8388608.0f) - 8388608.0f, x) : x;
+    }
+}
+
 } // namespace mkc::reference

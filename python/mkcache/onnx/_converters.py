@@ -820,6 +820,7 @@ _ACTIVATIONS = {
     "Relu": ("relu", {}, 6), "Sigmoid": ("sigmoid", {}, 6), "Tanh": ("tanh", {}, 6),
     "Sqrt": ("sqrt", {}, 6), "Abs": ("abs", {}, 6), "Exp": ("exp", {}, 6),
     "Log": ("log", {}, 6), "Erf": ("erf", {}, 9), "HardSwish": ("hardswish", {}, 14),
+    "Round": ("round", {}, 11),
     "Mish": ("mish", {}, 18), "Softplus": ("softplus", {}, 1),
     "LeakyRelu": ("leaky_relu", {"alpha": ("negative_slope", 0.01)}, 6),
     "Elu": ("elu", {"alpha": ("alpha", 1.0)}, 6),

@@ -14,6 +14,7 @@ _SAME = {"Cast", "CastLike", "Not", "Neg", "Abs", "Relu", "Sigmoid", "Tanh", "Er
          "Exp", "Log", "Softmax", "LogSoftmax", "LayerNormalization", "Identity", "Dropout",
          "Gelu", "Reciprocal", "Clip", "LeakyRelu", "Elu", "Softplus", "HardSwish", "Mish",
          "Floor", "Ceil", "Round", "Sign", "IsNaN", "IsInf",
+         "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear",
          "GeluTanh", "LayerNorm"}  # the last two: patterns folded into one operator
 # Operators that broadcast their inputs as numpy does.
 _BROADCAST = {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum", "Mean", "And", "Or",
@@ -94,8 +95,8 @@ def _rule(ctx, node, inferred):
     if op == "MatMulBias":  # a folded MatMul by constant weights and its bias
         a, w = ctx.dims(ins[0]), ctx.dims(ins[1])
         return list(a[:-1]) + [w[-1]]
-    if op == "MatMul":
-        a, b = ctx.dims(ins[0]), ctx.dims(ins[1])
+    if op in ("MatMul", "MatMulInteger", "QLinearMatMul"):
+        a, b = ctx.dims(ins[0]), ctx.dims(ins[3 if op == "QLinearMatMul" else 1])
         if len(a) < 2 or len(b) < 2:
             return None
         batch = _broadcast_dims(a[:-2], b[:-2])

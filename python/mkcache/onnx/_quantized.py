@@ -176,6 +176,57 @@ def dequantize_linear(ctx, node):
     return [y]
 
 
+# ------------------------------------------------- DynamicQuantizeLinear
+
+def _dynamic_quantization(x):
+    """DynamicQuantizeLinear of a known array, as ONNX's reference computes
+    it (float32 throughout): (y, y_scale, y_zero_point)."""
+    x = np.asarray(x, np.float32)
+    hi = np.float32(max(0.0, x.max())) if x.size else np.float32(0)
+    lo = np.float32(min(0.0, x.min())) if x.size else np.float32(0)
+    with np.errstate(over="ignore", under="ignore"):
+        scale = np.float32(1.0 if hi == lo else hi - lo) / np.float32(255)
+    if not (np.all(np.isfinite(x)) and np.isfinite(scale) and scale > 0):
+        raise Refusal("a constant input whose scale is not finite and > 0 (a NaN or an "
+                      "infinity in it, or a range float32 cannot hold)")
+    zero = np.float32(np.rint(np.clip(-lo / scale, 0, 255)))
+    y = np.clip(np.rint(x / scale) + zero, 0, 255)
+    return [y.astype(np.uint8), np.array(scale, np.float32), np.array(zero).astype(np.uint8)]
+
+
+@converter("DynamicQuantizeLinear", since=11)
+def dynamic_quantize_linear(ctx, node):
+    """uint8 quantization of x by its own range widened to hold 0:
+    scale = (max(0, max x) - min(0, min x)) / 255, zero point = the
+    saturated round(-min(0, min x) / scale), y = QuantizeLinear's result of
+    x by them. The graph takes the range, then quantizes -min(0, min x) by
+    the scale (which rounds and saturates as the zero point wants) and x by
+    both; every step is one float32 operation rounded once, the reference's
+    arithmetic, so the three results are the reference's exactly.
+
+    An input of zeros only has max = min: ONNX's reference then takes the
+    range as 1 (scale 1/255; onnxruntime gives 1); y and the zero point are
+    0 either way. Where ONNX leaves the results undefined - a NaN or an
+    infinity in x (the sum of x * 0 is then NaN and is added to the range),
+    a range past float32's largest, or one so small that the scale rounds
+    to 0 - the scale is not finite and > 0, and the run fails as
+    quantize does on such a scale."""
+    x = node.input[0]
+    t = _type_of(ctx, x)
+    if t not in (_F32, None):
+        raise Refusal(f"an input of {_type_name(t)} (DynamicQuantizeLinear takes float32)")
+    if x in ctx.known:
+        return _dynamic_quantization(ctx.known[x])
+    g, xv = ctx.graph, ctx.value(x)
+    hi = g.maximum(g.reduce_max(xv), 0.0)
+    lo = g.minimum(g.reduce_min(xv), 0.0)
+    span = g.add(g.sub(hi, lo), g.reduce_sum(g.mul(xv, 0.0)))
+    span = g.where(g.equal(span, 0.0), 1.0, span)
+    scale = g.div(span, 255.0)
+    zero = g.quantize(g.mul(lo, -1.0), scale, dtype=np.uint8)
+    return [g.quantize(xv, scale, zero, dtype=np.uint8, name=node.name or None), scale, zero]
+
+
 # ------------------------------------------------- the float32 route
 
 def _range_from_zero(ctx, name, zp):
@@ -189,24 +240,37 @@ def _range_from_zero(ctx, name, zp):
     return hi - lo
 
 
-def _shifted(ctx, name, zp, axis):
+def _shifted(ctx, name, zp, axis, runs=None, run_axis=0):
     """float32 x - zero point (exact: small integers), a constant where both
-    are known; the zero point one value, or one per index of `axis`."""
+    are known; the zero point one value, or one per index of `axis`. With
+    `runs` ([start, end) along `run_axis`), the list of those parts."""
     t = _type_of(ctx, name)
     if t not in _EIGHT_BIT:
         raise Refusal(f"{name!r} is {_type_name(t)} (this version takes uint8 and int8)")
+    whole = runs is None
+    if whole or len(runs) == 1:  # the whole of x
+        runs = [(None, None)]
     if name in ctx.known and (zp is None or zp in ctx.known):
         x = ctx.known[name].astype(np.int32)
         z = 0 if zp is None else _broadcast_along(ctx.known[zp], axis, x.ndim).astype(np.int32)
-        return ctx.graph.constant(np.ascontiguousarray((x - z).astype(np.float32)))
+        d = np.moveaxis((x - z).astype(np.float32), run_axis, 0)
+        parts = [ctx.graph.constant(np.ascontiguousarray(np.moveaxis(d[k0:k1], 0, run_axis)))
+                 for k0, k1 in runs]
+        return parts[0] if whole else parts
     v = ctx.value(name)
     if zp is None:
-        return ctx.graph.cast(v, np.float32)
-    n = _size(ctx, zp)
-    if n is None:
-        raise Refusal(f"the size of zero point {zp!r} is not known")
-    z = _zero_point(ctx, zp, _EIGHT_BIT[t])
-    return ctx.graph.dequantize(v, np.ones(n, np.float32), z, axis=axis if n > 1 else 1)
+        v = ctx.graph.cast(v, np.float32)
+    else:
+        n = _size(ctx, zp)
+        if n is None:
+            raise Refusal(f"the size of zero point {zp!r} is not known")
+        z = _zero_point(ctx, zp, _EIGHT_BIT[t])
+        v = ctx.graph.dequantize(v, np.ones(n, np.float32), z, axis=axis if n > 1 else 1)
+    if whole:
+        return v
+    if runs == [(None, None)]:
+        return [v]
+    return [ctx.graph.slice(v, [k0], [k1], axes=[run_axis]) for k0, k1 in runs]
 
 
 def _times_scales(ctx, acc, factors, rank):
@@ -370,25 +434,52 @@ def qlinear_conv(ctx, node):
     return _qlinear_conv(ctx, node, float_bias=False, activation=None)
 
 
-def _exact_or_refuse(bound, what):
-    if bound >= _EXACT:
-        raise Refusal(f"{what}: its integer sums may reach {bound} (float32, which this version "
-                      "computes them in, holds integers exactly only below 2^24)")
+def _exact_runs(rows, span, what):
+    """Runs [start, end) of a reduction axis whose sums float32 holds
+    exactly: rows [K, N] bound |w - zero point| summed over the rest of one
+    output's reduction, per index of the axis and output (N 1: one bound for
+    every output); span the largest |x - zero point|. Each run ends before
+    an output's partial sums could reach 2^24 (the integer sums are then
+    exact in any order); one run where the whole axis stays below."""
+    csum = np.cumsum(np.asarray(rows, np.int64), axis=0)
+    runs, start, k = [], 0, csum.shape[0]
+    while start < k:
+        base = csum[start - 1] if start else 0
+        peak = (csum[start:] - base).max(axis=1) * span  # nondecreasing along the axis
+        n = int(np.searchsorted(peak, _EXACT))
+        if n == 0:
+            raise Refusal(f"{what}: the sums over one index of its reduced axis may reach "
+                          f"{int(peak[0])} (float32, which this version computes them in, "
+                          "holds integers exactly only below 2^24)")
+        runs.append((start, start + n))
+        start += n
+    return runs or [(0, k)]
 
 
-def _weight_bound(ctx, w, wz, axis):
-    """The largest sum of |w - zero point| over one output (along every axis
-    but `axis`), from the constant weights; None where they are not known."""
-    if w not in ctx.known or (wz is not None and wz not in ctx.known):
-        return None
-    wv = ctx.known[w].astype(np.int64)
-    z = 0 if wz is None else _broadcast_along(ctx.known[wz], axis, wv.ndim).astype(np.int64)
-    d = np.abs(wv - z)
-    return int(np.moveaxis(d, axis, 0).reshape(d.shape[axis], -1).sum(1).max())
+def _weight_rows(ctx, w, wz, axis, out_axis):
+    """|w - zero point| summed over every axis of w but the reduction axis
+    `axis` and the output axis `out_axis`, as [reduction, outputs] from
+    constant weights, else its worst per index of `axis` as [reduction, 1];
+    the zero points one value, or one per index of `out_axis`."""
+    shape = ctx.shape(w)
+    if shape is None or any(d is None for d in shape):
+        raise Refusal(f"the shape of {w!r} is not known")
+    if w in ctx.known and (wz is None or wz in ctx.known):
+        wv = ctx.known[w].astype(np.int64)
+        z = 0 if wz is None else _broadcast_along(ctx.known[wz], out_axis, wv.ndim).astype(
+            np.int64)
+        d = np.moveaxis(np.abs(wv - z), (axis, out_axis), (0, 1))
+        return d.reshape(d.shape[0], d.shape[1], -1).sum(2)
+    inner = [d for i, d in enumerate(shape) if i not in (axis, out_axis)]
+    per_row = int(np.prod(inner, dtype=np.int64)) * _range_from_zero(ctx, w, wz)
+    return np.full((shape[axis], 1), per_row, np.int64)
 
 
 @converter("ConvInteger", since=10)
 def conv_integer(ctx, node):
+    """The int32 sums as float32 convolutions, exact below 2^24: where the
+    bound on an output's sum passes that, a convolution per run of input
+    channels (one group only), their sums added as int32."""
     x, w, xz, wz = node.input[0], node.input[1], _input(node, 2), _input(node, 3)
     rank = ctx.rank(x, "the input")
     if rank not in (3, 4, 5):
@@ -396,12 +487,21 @@ def conv_integer(ctx, node):
     wshape = ctx.shape(w)
     if wshape is None or any(d is None for d in wshape):
         raise Refusal("the weights' shape is not known")
-    per_output = _weight_bound(ctx, w, wz, 0)
-    if per_output is None:
-        per_output = int(np.prod(wshape[1:])) * _range_from_zero(ctx, w, wz)
-    _exact_or_refuse(per_output * _range_from_zero(ctx, x, xz), "ConvInteger")
-    acc = _conv_sums(ctx, node, x, xz, w, wz, None, rank, wshape)
-    return [ctx.graph.cast(acc, np.int32)]
+    runs = _exact_runs(_weight_rows(ctx, w, wz, 1, 0), _range_from_zero(ctx, x, xz),
+                       "ConvInteger")
+    if len(runs) > 1 and attributes(node).get("group", 1) != 1:
+        raise Refusal("ConvInteger: a grouped convolution whose integer sums may reach 2^24 "
+                      "(float32, which this version computes them in, holds integers exactly "
+                      "only below 2^24)")
+    g, sums = ctx.graph, None
+    parts = zip(runs, _shifted(ctx, x, xz, 1, runs, 1), _shifted(ctx, w, wz, 0, runs, 1))
+    for (c0, c1), xs, ws in parts:
+        shape = list(wshape) if len(runs) == 1 else [wshape[0], c1 - c0] + list(wshape[2:])
+        if rank == 3:  # a 1-D convolution as the 2-D one over [N, C, 1, W]
+            xs, ws = g.reshape(xs, (0, 0, 1, -1)), g.reshape(ws, (0, 0, 1, -1))
+        part = g.cast(conv_of(ctx, node, xs, ws, None, shape, rank), np.int32)
+        sums = part if sums is None else g.integer_binary(sums, part)
+    return [sums]
 
 
 # ------------------------------------------------- QLinearMatMul, MatMulInteger
@@ -464,15 +564,28 @@ def qlinear_matmul(ctx, node):
 
 @converter("MatMulInteger", since=10)
 def matmul_integer(ctx, node):
+    """The int32 sums as float32 matmuls, exact below 2^24: where the bound
+    on an output's sum passes that (a long inner dim of full 8-bit values),
+    a matmul per run of the inner dim, their sums added as int32."""
     a, b, az, bz = node.input[0], node.input[1], _input(node, 2), _input(node, 3)
     ra, rb = ctx.rank(a, "A"), ctx.rank(b, "B")
     if ra < 2 or rb < 2:
         raise Refusal("a 1-D operand is not supported")
-    per_column = _weight_bound(ctx, b, bz, rb - 1) if rb == 2 else None
-    if per_column is None:
-        per_column = ctx.shape(b)[-2] * _range_from_zero(ctx, b, bz)
-    _exact_or_refuse(per_column * _range_from_zero(ctx, a, az), "MatMulInteger")
-    return [ctx.graph.cast(_matmul_sums(ctx, a, az, b, bz), np.int32)]
+    if rb == 2:
+        rows = _weight_rows(ctx, b, bz, 0, 1)
+    else:  # batched B: each index of the inner dim at its worst
+        inner = ctx.shape(b)[-2]
+        if inner is None:
+            raise Refusal("the inner dim of B is not known")
+        rows = np.full((inner, 1), _range_from_zero(ctx, b, bz), np.int64)
+    runs = _exact_runs(rows, _range_from_zero(ctx, a, az), "MatMulInteger")
+    g, sums = ctx.graph, None
+    parts = zip(_shifted(ctx, a, az, ra - 2, runs, ra - 1),
+                _shifted(ctx, b, bz, rb - 1, runs, rb - 2))
+    for ap, bp in parts:
+        part = g.cast(g.matmul(ap, bp), np.int32)
+        sums = part if sums is None else g.integer_binary(sums, part)
+    return [sums]
 
 
 # The QDQ pattern's folded operators (_patterns.py): QLinearConv's and
