@@ -106,10 +106,18 @@ def _cosine(a, b) -> float:
     return float(np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b)))
 
 
-def _ort_int8(model_bytes, batches, path):
-    """The model quantized by onnxruntime's quantize_static, saved at `path`."""
+def _ort_int8(model_bytes, batches, path, dynamic=False):
+    """The model quantized by onnxruntime's quantize_static (or, `dynamic`,
+    quantize_dynamic: what its transformers' int8 recipe uses), saved at
+    `path`."""
     from onnxruntime.quantization import (CalibrationDataReader, QuantFormat,  # noqa: PLC0415
-                                          QuantType, quantize_static)
+                                          QuantType, quantize_dynamic, quantize_static)
+    src = path.with_name("f32.onnx")
+    src.write_bytes(model_bytes)
+    if dynamic:
+        quantize_dynamic(str(src), str(path), weight_type=QuantType.QInt8,
+                         reduce_range=NO_VNNI)
+        return path
 
     class Reader(CalibrationDataReader):
         def __init__(self):
@@ -118,30 +126,37 @@ def _ort_int8(model_bytes, batches, path):
         def get_next(self):
             return next(self.it, None)
 
-    src = path.with_name("f32.onnx")
-    src.write_bytes(model_bytes)
     quantize_static(str(src), str(path), Reader(), quant_format=QuantFormat.QDQ,
                     per_channel=True, reduce_range=NO_VNNI, activation_type=QuantType.QUInt8,
                     weight_type=QuantType.QInt8)
     return path
 
 
-@pytest.mark.parametrize("model_name", ["ResNet-50", "MobileNetV2"])
+@pytest.mark.parametrize("model_name", ["ResNet-50", "MobileNetV2", "BERT layer seq 128"])
 def test_model_int8_against_onnxruntime(benchmark, tmp_path, model_name):
-    """A CNN's ONNX export, batch 1: imported in float32 and in int8
+    """A model's ONNX export, batch 1: imported in float32 and in int8
     (mkcache.onnx.load(precision="int8")), and onnxruntime's float32 and
-    int8 sessions when it is installed, interleaved."""
+    int8 sessions when it is installed, interleaved. The CNNs at 224x224
+    (64 untimed), onnxruntime's int8 from quantize_static; the BERT layer
+    at sequence 128 (16 untimed), onnxruntime's from quantize_dynamic."""
     pytest.importorskip("onnx")
     import mkcache.onnx  # noqa: PLC0415
-    from mkcache.models import MobileNetV2, ResNet50  # noqa: PLC0415
+    from mkcache.models import BertLayer, MobileNetV2, ResNet50  # noqa: PLC0415
     benchmark.group = f"{model_name} int8"
-    image = 64 if benchmark.disabled else 224
-    m = {"ResNet-50": ResNet50, "MobileNetV2": MobileNetV2}[model_name](0)
-    model = m.onnx_model(image=image).SerializeToString()
     rng = np.random.default_rng(7)
-    calib = [{"x": rng.standard_normal((1, 3, image, image), dtype=np.float32)}
+    bert = model_name.startswith("BERT")
+    if bert:
+        seq = 16 if benchmark.disabled else 128
+        model = BertLayer(0).onnx_model(batch=1, seq=seq).SerializeToString()
+        shape = (1, seq, 768)
+    else:
+        image = 64 if benchmark.disabled else 224
+        m = {"ResNet-50": ResNet50, "MobileNetV2": MobileNetV2}[model_name](0)
+        model = m.onnx_model(image=image).SerializeToString()
+        shape = (1, 3, image, image)
+    calib = [{"x": rng.standard_normal(shape, dtype=np.float32)}
              for _ in range(1 if benchmark.disabled else 8)]
-    x = rng.standard_normal((1, 3, image, image), dtype=np.float32)
+    x = rng.standard_normal(shape, dtype=np.float32)
     shapes = {"x": x.shape}
     programs = {"float32": mkcache.onnx.load(model, input_shapes=shapes),
                 "int8": mkcache.onnx.load(model, input_shapes=shapes, precision="int8",
@@ -157,7 +172,7 @@ def test_model_int8_against_onnxruntime(benchmark, tmp_path, model_name):
         so.intra_op_num_threads, so.inter_op_num_threads = THREADS, 1
         sessions = {"float32": ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])}
         try:
-            q = _ort_int8(model, calib, tmp_path / "int8.onnx")
+            q = _ort_int8(model, calib, tmp_path / "int8.onnx", dynamic=bert)
             sessions["int8"] = ort.InferenceSession(str(q), so,
                                                     providers=["CPUExecutionProvider"])
         except ImportError as e:
@@ -185,7 +200,7 @@ def test_model_int8_against_onnxruntime(benchmark, tmp_path, model_name):
 
 
 def render_model_table() -> str:
-    lines = [f"| b1 224x224 ({ISA}, {THREADS} threads) | ms | / mkcache float32 "
+    lines = [f"| batch 1 ({ISA}, {THREADS} threads) | ms | / mkcache float32 "
              "| cosine to mkcache float32 |", "|---|---|---|---|"]
     notes = []
     for name, r in MODEL_RESULTS.items():
