@@ -11,27 +11,29 @@ namespace mkc::graph::fusion {
 
 namespace {
 
-// The linear layer's case: its result is channels-first [..., out].
-bool fuse_linear_sum(Rewriter &r, int p, int c) {
-    const Node &consumer = r.node(c);
-    Node fused = r.node(p);
-    auto &params = std::get<mkc_linear_params>(fused.params);
-    if (params.activation != MKC_ACTIVATION_NONE || params.sum || params.training)
-        return false;
-    const int y = fused.outputs[0];
-    const int residual = consumer.inputs[0] == y ? consumer.inputs[1] : consumer.inputs[0];
-    const Shape ys = r.shape(y), rs = r.shape(residual);
-    if (!same_shape(ys, rs) || rs.layout != ys.layout ||
-        r.value(residual).dtype != MKC_DTYPE_F32)
-        return false;
-    fused.inputs.resize(3, kNoValue);
-    fused.inputs.push_back(residual);
-    params.sum = 1;
-    std::string line = r.describe(c) + " fused into " + r.describe(p) + " as its sum with " +
-                       r.describe_value(residual);
-    r.merge(p, c, std::move(fused), std::move(line));
-    ++r.report().sums;
-    return true;
+// The params' post-op fields: whether they leave room for a sum, and
+// setting it. A convolution's result must carry its data format's label.
+struct SumTarget {
+    bool open = false;
+    bool labelled = false; // the result's label must be `layout`
+    mkc_layout layout = MKC_LAYOUT_CHANNELS_FIRST;
+    int *sum = nullptr;
+};
+
+SumTarget sum_target(Node &node) {
+    SumTarget t;
+    if (node.op == NodeOp::linear) {
+        auto &p = std::get<mkc_linear_params>(node.params);
+        t.open = p.activation == MKC_ACTIVATION_NONE && !p.sum && !p.training;
+        t.sum = &p.sum;
+    } else if (row(node).convolution) {
+        auto &p = std::get<mkc_conv_params>(node.params);
+        t.open = p.activation == MKC_ACTIVATION_NONE && !p.sum && concrete(p.data_format);
+        t.labelled = true;
+        t.layout = p.data_format;
+        t.sum = &p.sum;
+    }
+    return t;
 }
 
 } // namespace
@@ -41,25 +43,21 @@ bool fuse_sum(Rewriter &r, int p, int c) {
     if (consumer.op != NodeOp::binary ||
         std::get<BinaryParams>(consumer.params).kind != MKC_BINARY_ADD)
         return false;
-    if (r.node(p).op == NodeOp::linear)
-        return fuse_linear_sum(r, p, c);
     Node fused = r.node(p);
-    if (!row(fused).convolution)
-        return false;
-    auto &params = std::get<mkc_conv_params>(fused.params);
-    if (params.activation != MKC_ACTIVATION_NONE || params.sum || !concrete(params.data_format))
+    const SumTarget target = sum_target(fused);
+    if (!target.open)
         return false;
     const int y = fused.outputs[0];
     const int residual = consumer.inputs[0] == y ? consumer.inputs[1] : consumer.inputs[0];
-    // The sum adds the residual element by element in the convolution's
+    // The sum adds the residual element by element in the node's
     // arrangement: the same dims under the same label, for every run.
     const Shape ys = r.shape(y), rs = r.shape(residual);
-    if (!same_shape(ys, rs) || ys.layout != params.data_format ||
+    if (!same_shape(ys, rs) || (target.labelled && ys.layout != target.layout) ||
         r.value(residual).dtype != MKC_DTYPE_F32)
         return false;
     fused.inputs.resize(3, kNoValue);
     fused.inputs.push_back(residual);
-    params.sum = 1;
+    *target.sum = 1;
     std::string line = r.describe(c) + " fused into " + r.describe(p) + " as its sum with " +
                        r.describe_value(residual);
     r.merge(p, c, std::move(fused), std::move(line));
