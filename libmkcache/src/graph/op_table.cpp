@@ -1329,6 +1329,19 @@ void ref_resize(const ReferenceCall &c) {
 // one, and a coordinate that is not a half lies at least 1 / (2m) from
 // one: nearest is taken while n * m stays below 2^21, where that rounding
 // cannot cross a half.
+// oneDNN's max and min reductions compare without ordering NaN: their
+// result depends on where a NaN stands ([1, NaN, -1] gives -1). The
+// operator propagates NaN, so those run on the reference kernel.
+ops::Verdict reduce_onednn_supports(const Node &node, const NodeInputs &) {
+    ops::Verdict v;
+    const mkc_reduce_kind kind = std::get<mkc_reduce_params>(node.params).kind;
+    if (kind == MKC_REDUCE_MAX || kind == MKC_REDUCE_MIN) {
+        v.status = MKC_STATUS_UNSUPPORTED;
+        v.reason = "oneDNN's max and min reductions do not propagate NaN";
+    }
+    return v;
+}
+
 ops::Verdict resize_onednn_supports(const Node &node, const NodeInputs &in) {
     return ops::verdict_of([&] {
         const auto &p = std::get<mkc_resize_params>(node.params);
@@ -1712,7 +1725,7 @@ std::vector<OpRow> build_rows() {
         Row(NodeOp(MKC_OP_REDUCE), kReduce)
             .ports("src", 1, 1, 1)
             .params(read_as_is<mkc_reduce_params, kReduce>).onednn<Reduce>(ops::ReduceOp::run)
-            .reference(ref_reduce),
+            .onednn_supports(reduce_onednn_supports).reference(ref_reduce),
     };
     std::sort(rows.begin(), rows.end(),
               [](const OpRow &a, const OpRow &b) { return a.op < b.op; });
