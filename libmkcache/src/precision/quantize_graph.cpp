@@ -218,18 +218,6 @@ private:
         }
     }
 
-    int add_constant(std::shared_ptr<Tensor> t, const std::string &name) {
-        Value v;
-        v.kind = Value::Kind::constant;
-        v.name = name;
-        v.dtype = t->dtype;
-        v.layout = t->layout;
-        v.dims = caller_dims(*t);
-        v.constant = std::move(t);
-        out_.values.push_back(std::move(v));
-        return static_cast<int>(out_.values.size()) - 1;
-    }
-
     // Appends `node` reading new value ids; its outputs get new results.
     // Returns its first output.
     int emit(Node node, const std::vector<int> &old_outputs) {
@@ -273,12 +261,13 @@ private:
             return c;
         const Quantization &q = form_[v];
         const std::string base = base_name(v);
-        c.scale = add_constant(constant_of<float>(MKC_DTYPE_F32, {1}, {q.scale}), base + ":scale");
-        c.zero_u8 = add_constant(
+        c.scale =
+            out_.add_constant(constant_of<float>(MKC_DTYPE_F32, {1}, {q.scale}), base + ":scale");
+        c.zero_u8 = out_.add_constant(
             constant_of<uint8_t>(MKC_DTYPE_U8, {1}, {static_cast<uint8_t>(q.zero_point)}),
             base + ":zero_point");
-        c.zero_s32 = add_constant(constant_of<int32_t>(MKC_DTYPE_S32, {1}, {q.zero_point}),
-                                  base + ":zero_point_s32");
+        c.zero_s32 = out_.add_constant(
+            constant_of<int32_t>(MKC_DTYPE_S32, {1}, {q.zero_point}), base + ":zero_point_s32");
         return c;
     }
 
@@ -357,10 +346,10 @@ private:
                     std::nearbyint(static_cast<double>(values[o * per + i]) / s), -steps, steps));
         }
         Weights out;
-        out.values = add_constant(constant_of<int8_t>(MKC_DTYPE_S8, w.dims, q),
-                                  base + ":weights_int8");
-        out.scales = add_constant(constant_of<float>(MKC_DTYPE_F32, {channels}, weight_scale),
-                                  base + ":weight_scale");
+        out.values = out_.add_constant(constant_of<int8_t>(MKC_DTYPE_S8, w.dims, q),
+                                       base + ":weights_int8");
+        out.scales = out_.add_constant(
+            constant_of<float>(MKC_DTYPE_F32, {channels}, weight_scale), base + ":weight_scale");
         out.steps = static_cast<int>(steps);
         return out;
     }
