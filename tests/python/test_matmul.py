@@ -116,3 +116,28 @@ def test_linear_matmul_errors(rng):
         mkcache.matmul(np.ones(4, np.float32), np.ones((4, 2), np.float32))
     with pytest.raises(mkcache.InvalidArgumentError, match="activation"):
         mkcache.matmul(x, np.ones((4, 2), np.float32), activation="nope")
+
+
+def test_linear_residual_eager(rng):
+    """residual=: added before the activation (a Tensor residual updated in
+    place, an array left as it was); a residual of another shape, or with
+    training, refused."""
+    x = rng.standard_normal((2, 3, 7), dtype=np.float32)
+    w = rng.standard_normal((5, 7), dtype=np.float32)
+    b = rng.standard_normal(5, dtype=np.float32)
+    r = rng.standard_normal((2, 3, 5), dtype=np.float32)
+    kept = r.copy()
+    want = np.maximum(x.astype(np.float64) @ w.T + b + r, 0)
+    got = mkcache.linear(x, w, b, residual=r, activation="relu")
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(r, kept)
+    t = mkcache.Tensor(r.copy())
+    assert mkcache.linear(x, w, b, residual=t) is t
+    np.testing.assert_allclose(t.numpy(), x.astype(np.float64) @ w.T + b + r, rtol=1e-5,
+                               atol=1e-5)
+    with pytest.raises(mkcache.InvalidArgumentError, match="residual .dst. must be float32"):
+        mkcache.linear(x, w, b, residual=np.zeros((2, 3, 4), np.float32))
+    with pytest.raises(mkcache.InvalidArgumentError, match="no training forward"):
+        mkcache.linear(x, w, b, residual=r, training=True)
+    with pytest.raises(mkcache.InvalidArgumentError, match="either residual or out"):
+        mkcache.linear(x, w, b, residual=r, out=mkcache.Tensor(r.copy()))
