@@ -434,12 +434,19 @@ class Graph(_Closed):
         nodes it names, so a deployment need not measure. dump: a path the
         compiler appends its IR to as text after every pass (the graph as
         built and after fusion, then each plan after bind_inputs, infer,
-        choose, lower, outputs and plan_memory); None: the path MKCACHE_DUMP
-        names, if any. precision: "f32", or "int8": each conv2d (ungrouped,
-        without a fused residual sum) and linear layer with constant weights
-        runs quantized (its src to uint8 over the calibrated range, its
-        weights to int8 per output channel, 7 bits on CPUs without VNNI),
-        the rest float32. calibration (int8): batches (an iterable of input
+        precision, choose, lower, outputs and plan_memory); None: the path
+        MKCACHE_DUMP names, if any. precision: "f32"; "int8": each conv2d (grouped,
+        depthwise and with a fused residual sum included) and linear layer
+        with constant weights runs quantized (its src to uint8 over the
+        calibrated range, its weights to int8 per output channel, 7 bits on
+        CPUs without VNNI), the rest float32; "bf16": every convolution,
+        linear, matmul, pooling, activation, softmax, layer norm, binary,
+        concat and transpose computes in bfloat16 (biases and layer-norm
+        scales stay float32), converted at the edges, the outputs float32
+        (needs AVX-512 or AVX2-VNNI-2, else impl= must put those operators
+        on "reference"); "auto": "int8" when calibration is given, else
+        "bf16" where the CPU computes bfloat16 natively, else "f32" (the
+        plan's first lines say which). calibration (int8, auto): batches (an iterable of input
         dicts: a float32 program of this graph is compiled, calibrated on
         them and closed, its cache entries going with it), or the text
         Program.calibration() gave (str or bytes), or a path to a file
@@ -479,15 +486,16 @@ class Graph(_Closed):
         for what, text in (("impl", impl_text), ("choices", choices_text), ("dump", dump_text)):
             if text is not None and b"\0" in text:
                 raise InvalidArgumentError(f"{what} holds a NUL byte (text after it would be lost)")
-        if precision not in ("f32", "int8"):
-            raise InvalidArgumentError(f"precision must be 'f32' or 'int8', got {precision!r}")
+        if precision not in ("f32", "bf16", "int8", "auto"):
+            raise InvalidArgumentError(
+                f"precision must be 'f32', 'bf16', 'int8' or 'auto', got {precision!r}")
         calibration_text = None
-        if precision == "int8":
+        if precision == "int8" or (precision == "auto" and calibration is not None):
             calibration_text = self._calibration_text(
                 calibration, dict(fuse=fuse, inplace=inplace, reuse=reuse, impl=impl,
                                   choose=choose, choices=choices))
         elif calibration is not None:
-            raise InvalidArgumentError("calibration is for precision='int8'")
+            raise InvalidArgumentError("calibration is for precision='int8' (or 'auto')")
         o = _params(_capi.ProgramOptions, _lib.mkc_program_options_init,
                     fuse=1 if fuse else 0, inplace=1 if inplace else 0,
                     reuse=1 if reuse else 0, capacity=_checks.integer(capacity, "capacity"),

@@ -1689,6 +1689,22 @@ static void test_program(void) {
     CHECK(mkc_program_compile(g, &po, &other) == MKC_STATUS_INVALID_ARGUMENT && other == NULL);
     CHECK(strstr(mkc_last_error(), "names no node of this graph") != NULL);
     po.precision = po.calibration = NULL;
+    /* precision "bf16" on the reference kernels (every CPU: without
+     * oneDNN's bfloat16 kernels it needs them asked for): bfloat16's
+     * rounding of the inputs, weights and result, the output float32. */
+    po.precision = "bf16";
+    po.impl = "conv2d=reference,activation=reference";
+    OK(mkc_program_compile(g, &po, &other));
+    OK(mkc_program_run_plain(other, run_dims, run_in, run_out));
+    {
+        double peak = 0;
+        for (int i = 0; i < N * O * H * W; ++i) peak = fmax(peak, fabs(ref[i]));
+        for (int i = 0; i < N * O * H * W; ++i)
+            CHECK(fabs(out[i] - ref[i]) <= 0x1p-6 * fabs(ref[i]) + 0x1p-7 * peak);
+    }
+    OK(mkc_program_destroy(other));
+    other = NULL;
+    po.precision = NULL;
     po.impl = "conv2d=fast";
     CHECK(mkc_program_compile(g, &po, &other) == MKC_STATUS_INVALID_ARGUMENT);
     CHECK(strstr(mkc_last_error(), "unknown implementation 'fast'") != NULL && other == NULL);

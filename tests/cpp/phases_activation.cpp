@@ -33,10 +33,10 @@ TEST(activation_check_gives_the_eager_message) {
     CHECK(ops::check<ActivationOp>({MKC_ACTIVATION_RELU, 0, 0}, in).ok());
 
     ops::ValueDesc other = in;
-    other.dtype = MKC_DTYPE_BF16;
+    other.dtype = MKC_DTYPE_F16;
     const ops::Verdict dtype = ops::check<ActivationOp>({MKC_ACTIVATION_RELU, 0, 0}, other);
     CHECK(dtype.status == MKC_STATUS_INVALID_ARGUMENT);
-    CHECK_EQ_TEXT(dtype.reason, "activation: src must be float32, got bfloat16");
+    CHECK_EQ_TEXT(dtype.reason, "activation: src must be float32 or bfloat16, got float16");
 }
 
 TEST(activation_prepared_run_matches_eager) {

@@ -144,7 +144,7 @@ TEST(batch_norm_check_gives_the_eager_message) {
     auto src = tensor({2, 6, 3, 3}), low_rank = tensor({6});
     auto vec = tensor({6}), short_vec = tensor({5}), matrix = tensor({6, 1});
     auto odd = tensor({2, 6, 3, 3});
-    odd->dtype = static_cast<mkc_dtype>(7);
+    odd->dtype = MKC_DTYPE_F16;
     const auto f = MKC_LAYOUT_CHANNELS_FIRST;
     struct Case {
         mkc_batch_norm_params p;

@@ -21,7 +21,7 @@ constexpr mkc_binary_kind kKinds[] = {MKC_BINARY_ADD, MKC_BINARY_SUB, MKC_BINARY
 // A tensor of a dtype no operator takes (only float32 exists).
 std::unique_ptr<Tensor> bad_dtype(const Dims &dims) {
     auto t = tensor(dims);
-    t->dtype = static_cast<mkc_dtype>(7);
+    t->dtype = MKC_DTYPE_F16;
     return t;
 }
 

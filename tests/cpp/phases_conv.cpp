@@ -212,7 +212,7 @@ TEST(conv_check_gives_the_eager_message) {
          [](mkc_conv_params &p) { p.activation = static_cast<mkc_activation_kind>(999); }, keep},
         {"data_format", good,
          [](mkc_conv_params &p) { p.data_format = static_cast<mkc_layout>(7); }, keep},
-        {"dtype", good, none, [](Tensor &x, Tensor &) { x.dtype = static_cast<mkc_dtype>(7); }},
+        {"dtype", good, none, [](Tensor &x, Tensor &) { x.dtype = MKC_DTYPE_F16; }},
         {"grouped weights not plain", cases()[2], none,
          [](Tensor &, Tensor &w) {
              w.desc = dnnl::memory::desc(w.dims, dnnl::memory::data_type::f32,
@@ -421,7 +421,7 @@ TEST(conv_backward_check_gives_the_eager_message) {
     p.pad_end[0] = -1;
     compare(p, *dy_ok, good);
     p.pad_end[0] = 0;
-    dy_ok->dtype = static_cast<mkc_dtype>(7);
+    dy_ok->dtype = MKC_DTYPE_F16;
     compare(p, *dy_ok, good);
     dy_ok->dtype = MKC_DTYPE_F32;
     CHECK(ops::check<ConvBackwardDataOp>(ConvAttrs(p, 2, false, true), ops::describe(*x),

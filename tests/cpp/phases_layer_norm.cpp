@@ -149,7 +149,7 @@ TEST(layer_norm_check_gives_the_eager_message) {
     auto src = tensor({2, 16, 3});
     auto ok = tensor({3}), wrong = tensor({4}), wide = tensor({16, 3});
     auto odd = tensor({2, 16, 3});
-    odd->dtype = static_cast<mkc_dtype>(7);
+    odd->dtype = MKC_DTYPE_F16;
     // 48 values arranged nChw16c: the right count, not plain.
     auto not_plain = blocked(*tensor({1, 48, 1, 1}));
     struct Case {

@@ -106,7 +106,7 @@ TEST(lrn_check_gives_the_eager_message) {
     const TargetGuard guard;
     auto src = tensor({2, 6, 3, 3}), flat = tensor({2, 6});
     auto odd = tensor({2, 6, 3, 3});
-    odd->dtype = static_cast<mkc_dtype>(7);
+    odd->dtype = MKC_DTYPE_F16;
     const auto f = MKC_LAYOUT_CHANNELS_FIRST;
     struct Case {
         mkc_lrn_params p;

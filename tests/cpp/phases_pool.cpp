@@ -170,7 +170,7 @@ TEST(pool_check_gives_the_eager_message) {
     // A src that is not float32.
     const mkc_pool_params p = params_of(good);
     auto x = tensor(good.x);
-    x->dtype = static_cast<mkc_dtype>(7);
+    x->dtype = MKC_DTYPE_F16;
     const ops::Verdict v = ops::check<PoolOp>(attrs_of(p, good), ops::describe(*x));
     const ops::Verdict eager = error_of([&] { eager_pool(p, *x); });
     CHECK(!v.ok() && v.status == eager.status);
@@ -302,7 +302,7 @@ TEST(pool_backward_check_gives_the_eager_message) {
     compare(p, *dy); // diff_dst's shape
     y[2] -= 1;
     auto dy_ok = tensor(y, good.layout, 2);
-    dy_ok->dtype = static_cast<mkc_dtype>(7);
+    dy_ok->dtype = MKC_DTYPE_F16;
     compare(p, *dy_ok); // diff_dst's type
     dy_ok->dtype = MKC_DTYPE_F32;
     mkc_pool_params q = p;

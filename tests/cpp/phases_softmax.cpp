@@ -14,7 +14,7 @@ using ops::SoftmaxOp;
 // A tensor of a dtype no operator takes (only float32 exists).
 std::unique_ptr<Tensor> bad_dtype(const Dims &dims) {
     auto t = tensor(dims);
-    t->dtype = static_cast<mkc_dtype>(7);
+    t->dtype = MKC_DTYPE_F16;
     return t;
 }
 

@@ -205,15 +205,15 @@ def test_bad_low_precision_input_is_refused():
         mkcache.Tensor(x).astype("complex64")
     with pytest.raises(mkcache.InvalidArgumentError, match="float16 or bfloat16"):
         mkcache.cast(x, "bfloat8")
-    # Arithmetic operators compute on float32 and say so.
+    # Arithmetic operators compute on float32 or bfloat16 and say so.
     q = mkcache.Tensor(x).astype("int8")
-    with pytest.raises(mkcache.Error, match="src must be float32, got int8"):
+    with pytest.raises(mkcache.Error, match="src must be float32 or bfloat16, got int8"):
         mkcache.relu(q)
-    b = mkcache.Tensor(x).astype(mkcache.bfloat16)
-    with pytest.raises(mkcache.Error, match="must be float32"):
-        mkcache.add(b, b)
-    with pytest.raises(mkcache.Error, match="src must be float32, got bfloat16"):
-        mkcache.softmax(b)
+    h = mkcache.Tensor(x).astype("float16")
+    with pytest.raises(mkcache.Error, match="a must be float32 or bfloat16, got float16"):
+        mkcache.add(h, h)
+    with pytest.raises(mkcache.Error, match="src must be float32 or bfloat16, got float16"):
+        mkcache.softmax(h)
     # A pad value the dtype cannot hold.
     with pytest.raises(mkcache.InvalidArgumentError, match="is not an integer of uint8"):
         mkcache.pad(mkcache.Tensor(x).astype("uint8"), [0, 1, 0, 0], value=256)

@@ -98,7 +98,9 @@ MKC_API const char *mkc_last_error(void);
 MKC_API mkc_status mkc_get_version(int *major, int *minor, int *patch);
 
 /* A JSON object describing this build and machine: {"version",
- * "onednn_version", "onednn_cpu_runtime", "isa", "max_threads",
+ * "onednn_version", "onednn_cpu_runtime", "isa", "bf16" ("native": the CPU
+ * computes bfloat16, "emulated": oneDNN has bfloat16 kernels that convert
+ * through float32, "none": no bfloat16 kernels, as on AVX2), "max_threads",
  * "onednn_cache_capacity", ...}. The string belongs to the library and stays
  * valid until the next call of this function on the same thread. */
 MKC_API mkc_status mkc_get_build_info(const char **json);
@@ -1453,8 +1455,8 @@ typedef struct mkc_program_options {
     const char *dump;   /* a file to append the compiler's IR to as text after
                            every pass: the graph as built and after fusion,
                            then per plan (input shapes) after bind_inputs,
-                           infer, choose, lower, outputs and plan_memory, each
-                           section headed "=== ... ===" (NULL or "" (default):
+                           infer, precision, choose, lower, outputs and
+                           plan_memory, each section headed "=== ... ===" (NULL or "" (default):
                            the path MKCACHE_DUMP names, or none). A file that
                            cannot be opened is an error */
     const char *precision;   /* "f32" (NULL or "", default): every node as built;
@@ -1468,8 +1470,24 @@ typedef struct mkc_program_options {
                                 whose result a quantized reader takes writes
                                 that uint8 itself, and quantize / dequantize
                                 steps convert where the forms differ; the rest
-                                float32. Others: INVALID_ARGUMENT */
-    const char *calibration; /* int8: what mkc_program_calibration gave a
+                                float32.
+                                "bf16": every convolution, linear, matmul,
+                                pooling, activation, softmax, layer norm,
+                                binary, concat and transpose node computes in
+                                bfloat16 (biases and layer-norm scale and
+                                shift stay float32); converters change the
+                                dtype where a value arrives in the other one
+                                (constants once, at compile) and the outputs
+                                are float32. Needs oneDNN's bfloat16 kernels
+                                (AVX-512 or AVX2-VNNI-2): elsewhere
+                                UNSUPPORTED naming the ISA, unless `impl`
+                                puts each of those operators on "reference".
+                                "auto": "int8" with a calibration, else
+                                "bf16" where the CPU computes bfloat16
+                                natively, else "f32" (the plan text's
+                                "precision auto:" line says which).
+                                Others: INVALID_ARGUMENT */
+    const char *calibration; /* int8 (and auto): what mkc_program_calibration gave a
                                 program of the same graph. A line naming no
                                 node of this graph, or a node to quantize
                                 without its line, is INVALID_ARGUMENT */

@@ -8,6 +8,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "api/guard.hpp"
+#include "common/cpu_features.hpp"
 #include "common/engine.hpp"
 #include "common/peak.hpp"
 #include "common/serial.hpp"
@@ -23,23 +24,6 @@ using mkc::api::guard;
 using mkc::api::require_out;
 
 namespace {
-
-const char *isa_name(dnnl_cpu_isa_t isa) {
-    switch (isa) {
-    case dnnl_cpu_isa_sse41: return "sse41";
-    case dnnl_cpu_isa_avx: return "avx";
-    case dnnl_cpu_isa_avx2: return "avx2";
-    case dnnl_cpu_isa_avx2_vnni: return "avx2_vnni";
-    case dnnl_cpu_isa_avx2_vnni_2: return "avx2_vnni_2";
-    case dnnl_cpu_isa_avx512_core: return "avx512_core";
-    case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
-    case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
-    case dnnl_cpu_isa_avx512_core_fp16: return "avx512_core_fp16";
-    case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
-    case dnnl_cpu_isa_avx512_core_amx_fp16: return "avx512_core_amx_fp16";
-    default: return "default";
-    }
-}
 
 // OpenMP's thread count, read from the OpenMP runtime oneDNN loaded
 // (libmkcache itself does not link one); the cores without one.
@@ -130,7 +114,8 @@ MKC_API mkc_status mkc_get_build_info(const char **json) {
                std::to_string(v->minor) + "." + std::to_string(v->patch) +
                "\", \"onednn_git_hash\": \"" + v->hash + "\", \"onednn_cpu_runtime\": \"" +
                runtime_name(v->cpu_runtime) + "\", \"isa\": \"" +
-               isa_name(dnnl_get_effective_cpu_isa()) +
+               cpu_isa_name() + "\", \"bf16\": \"" +
+               (cpu_has_native_bf16() ? "native" : cpu_has_bf16_kernels() ? "emulated" : "none") +
                "\", \"max_threads\": " + std::to_string(omp_max_threads()) +
                ", \"onednn_cache_capacity\": " + std::to_string(capacity) +
                ", \"compiler\": \"" +

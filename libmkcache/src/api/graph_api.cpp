@@ -348,7 +348,7 @@ MKC_API mkc_status mkc_program_plan(const mkc_program *program, char *buf, size_
         const graph::Program &p = *use;
         std::shared_ptr<const graph::Plan> hold;
         const graph::Plan &plan = last_plan(p, hold);
-        api::copy_out(p.fuse_report().text() + p.quantize_report() +
+        api::copy_out(p.fuse_report().text() + p.precision_report() +
                           graph::plan_text(p.graph(), plan),
                       buf, size, needed);
     });

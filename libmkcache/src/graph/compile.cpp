@@ -2,6 +2,10 @@
 //   bind_inputs  the inputs' dims bound: their plain descriptions;
 //   infer        every node's outputs from its row (its operator's checks,
 //                errors naming the node), on plain descriptions;
+//   precision    which nodes compute in bfloat16 (a bfloat16 plan: each
+//                whose operator computes in either float); their data
+//                inputs are shown to them in bfloat16 from here on, so the
+//                converters below change the dtype where it differs;
 //   choose       every node's implementation by override or priority;
 //   lower        per node in order: a measured choice where asked, the
 //                step prepared on its inputs' actual arrangements (its entry
@@ -55,6 +59,12 @@ std::string implementation(const PrimitiveEntry &e) {
         name == nullptr)
         return "onednn";
     return std::string("onednn:") + name;
+}
+
+// An arrangement as plans show it: its format, and " bf16" for bfloat16
+// bytes (a bfloat16 plan's converters change the dtype).
+std::string arrangement_name(const dnnl::memory::desc &d) {
+    return format_name(d) + (d.get_data_type() == dnnl::memory::data_type::bf16 ? " bf16" : "");
 }
 
 void run_converter(const CacheScope &scope, PrimitiveEntry &entry, const ops::Buffers &b) {
@@ -145,6 +155,14 @@ public:
         }
     }
 
+    void precision() {
+        bf16_.assign(g_.nodes.size(), false);
+        if (!options_.bf16)
+            return;
+        for (size_t n = 0; n < g_.nodes.size(); ++n)
+            bf16_[n] = row(g_.nodes[n]).reference_widens_bf16;
+    }
+
     void choose_implementations() {
         choices_.assign(g_.nodes.size(), {});
         for (size_t n = 0; n < g_.nodes.size(); ++n) {
@@ -152,8 +170,13 @@ public:
             if (lowered_as_view(node))
                 continue;
             NodeInputs inputs;
-            for (int v : node.inputs)
-                inputs.push_back(v == kNoValue ? nullptr : &logical_[v]);
+            std::vector<ValueDesc> typed(node.inputs.size());
+            for (size_t i = 0; i < node.inputs.size(); ++i) {
+                const int v = node.inputs[i];
+                inputs.push_back(v == kNoValue ? nullptr
+                                               : computed_as(static_cast<int>(n), i, logical_[v],
+                                                             typed[i]));
+            }
             choices_[n] =
                 choose(node, inputs, options_.overrides, g_.describe_node(static_cast<int>(n)));
         }
@@ -182,12 +205,13 @@ public:
                 s += std::string(" ") + dtype_name(d.dtype) + " " + shape_text(d.dims) + " " +
                      layout::name(d.layout);
             if (!desc_[v].dims.empty() && value.kind == Value::Kind::result)
-                s += " as " + format_name(desc_[v].desc);
+                s += " as " + arrangement_name(desc_[v].desc);
             s += "\n";
         }
         for (size_t n = 0; n < choices_.size(); ++n)
             if (choices_[n].impl)
-                s += g_.describe_node(static_cast<int>(n)) + ": " + choices_[n].impl->name + " (" +
+                s += g_.describe_node(static_cast<int>(n)) + ": " + choices_[n].impl->name +
+                     (n < bf16_.size() && bf16_[n] ? " in bfloat16" : "") + " (" +
                      choices_[n].why + ")\n";
         if (!plan_.steps.empty() || !plan_.views.empty())
             s += plan_text(g_, plan_);
@@ -198,7 +222,8 @@ public:
         for (size_t k = 0; k < g_.outputs.size(); ++k) {
             const int v = g_.outputs[k].value;
             const ValueDesc &have = desc_[v];
-            const ValueDesc plain = ops::plain_value(have.dtype, have.layout, have.dims);
+            // As the graph types it (a bfloat16 result is converted back).
+            const ValueDesc plain = ops::plain_value(logical_[v].dtype, have.layout, have.dims);
             plan_.outputs.push_back(plain);
             const BufferRef out{BufferRef::Kind::output, static_cast<int>(k), 0};
             // A node's result already plain is written where the caller wants
@@ -261,7 +286,7 @@ private:
         for (;;) {
             const Implementation &impl = *choice.impl;
             std::vector<ValueDesc> shown;
-            shown_to(impl, node, inputs, shown);
+            shown_to(impl, n, inputs, shown);
             y_strides.clear();
             auto perm = y_perm_.find(n);
             if (perm != y_perm_.end() && impl.reads_views(row(node)))
@@ -323,7 +348,7 @@ private:
                 i < prepared.views.size() && !prepared.views[i].view.is_zero();
             step.in.push_back(through_view ? read_through(v, prepared.views[i], want)
                                            : read(v, want));
-            step.in_formats.push_back(format_name(want));
+            step.in_formats.push_back(arrangement_name(want));
         }
         // A fused sum: the output buffer holds the residual before the
         // node runs.
@@ -354,7 +379,7 @@ private:
                 share(residual_buffer, v);
                 touch(residual_buffer, step_index);
                 step.out.push_back(residual_buffer);
-                step.out_formats.push_back(format_name(prepared.outputs[0].desc));
+                step.out_formats.push_back(arrangement_name(prepared.outputs[0].desc));
                 continue;
             }
             const int v = node.outputs[o];
@@ -363,21 +388,40 @@ private:
             where_[v] = new_buffer(prepared.outputs[o].desc.get_size(), step_index);
             share(where_[v], v);
             step.out.push_back(where_[v]);
-            step.out_formats.push_back(format_name(prepared.outputs[o].desc));
+            step.out_formats.push_back(arrangement_name(prepared.outputs[o].desc));
         }
         plan_.steps.push_back(std::move(step));
     }
 
-    // A view is shown plain to an implementation that does not read
-    // strided bytes where they are (read() then converts it): `inputs`
-    // pointed at those descriptions, kept in `shown`.
-    void shown_to(const Implementation &impl, const Node &node, NodeInputs &inputs,
+    // Node `n`'s input `i`, held as `have`, in the dtype the node computes
+    // it in: `have` itself, or plain in that dtype, kept in `slot` (a
+    // converter makes it so).
+    const ValueDesc *computed_as(int n, size_t i, const ValueDesc &have, ValueDesc &slot) const {
+        const Node &node = g_.nodes[n];
+        const int v = node.inputs[i];
+        const mkc_dtype want = bf16_[n] && bf16_port(row(node), i) &&
+                                       logical_[v].dtype == MKC_DTYPE_F32
+                                   ? MKC_DTYPE_BF16
+                                   : logical_[v].dtype;
+        if (have.dtype == want)
+            return &have;
+        slot = ops::plain_value(want, have.layout, have.dims);
+        return &slot;
+    }
+
+    // Node `n`'s inputs as `impl` is shown them (`inputs` pointed at those
+    // descriptions, kept in `shown`): in the dtype the node computes them
+    // in, and a view plain to an implementation that does not read strided
+    // bytes where they are (read() then converts it).
+    void shown_to(const Implementation &impl, int n, NodeInputs &inputs,
                   std::vector<ValueDesc> &shown) const {
+        const Node &node = g_.nodes[n];
         shown.assign(node.inputs.size(), {});
         for (size_t i = 0; i < node.inputs.size(); ++i) {
             const int v = node.inputs[i];
-            inputs[i] = v == kNoValue ? nullptr : &desc_[v];
-            if (v != kNoValue && view_[v] && !impl.reads_views(row(node))) {
+            inputs[i] = v == kNoValue ? nullptr : computed_as(n, i, desc_[v], shown[i]);
+            if (v != kNoValue && inputs[i] == &desc_[v] && view_[v] &&
+                !impl.reads_views(row(node))) {
                 const ValueDesc &have = desc_[v];
                 shown[i] = ops::plain_value(have.dtype, have.layout, have.dims);
                 inputs[i] = &shown[i];
@@ -391,11 +435,16 @@ private:
     void measure_choice(int n, NodeInputs inputs, Choice &choice) {
         const Node &node = g_.nodes[n];
         std::vector<const Implementation *> capable;
-        for (const Implementation *impl : implementations())
+        for (const Implementation *impl : implementations()) {
+            std::vector<ValueDesc> shown;
+            shown_to(*impl, n, inputs, shown);
             if (impl->supports(node, inputs).ok())
                 capable.push_back(impl);
+        }
         if (capable.size() < 2)
             return;
+        std::vector<ValueDesc> typed;
+        shown_to(*capable[0], n, inputs, typed);
         const std::string key = choice_key(g_, n, inputs);
         Measured m;
         const bool known = options_.choices->find(key, m);
@@ -410,7 +459,7 @@ private:
             double best = -1;
             for (const Implementation *impl : capable) {
                 std::vector<ValueDesc> shown;
-                shown_to(*impl, node, inputs, shown);
+                shown_to(*impl, n, inputs, shown);
                 std::string why;
                 const double us = time_candidate(plan_.scope, *impl, node, inputs, arriving, why);
                 if (us < 0) {
@@ -429,7 +478,7 @@ private:
         }
         const Implementation *chosen = implementation_named(m.impl);
         std::vector<ValueDesc> shown;
-        shown_to(*chosen, node, inputs, shown);
+        shown_to(*chosen, n, inputs, shown);
         const ops::Verdict v = chosen->supports(node, inputs);
         if (!v.ok())
             fail(MKC_STATUS_INVALID_ARGUMENT, g_.describe_node(n), ": the choice read back, '",
@@ -684,8 +733,8 @@ private:
         touch(from, static_cast<int>(plan_.steps.size()));
         step.in = {from};
         step.out = {out};
-        step.in_formats = {format_name(have)};
-        step.out_formats = {format_name(want)};
+        step.in_formats = {arrangement_name(have)};
+        step.out_formats = {arrangement_name(want)};
         step.why = why;
         plan_.steps.push_back(std::move(step));
         ++plan_.converters;
@@ -764,6 +813,7 @@ private:
     std::vector<ValueDesc> logical_; // per value, as inferred (plain)
     std::vector<std::vector<ValueDesc>> inferred_; // per node, its outputs as inferred
     std::vector<Choice> choices_;                  // per node (none for a view)
+    std::vector<bool> bf16_;                       // per node: computes in bfloat16
     std::vector<BufferRef> where_;
     std::vector<bool> view_;                  // a strided view only a matmul reads as it is
     std::map<int, bool> redirected_;          // per arena buffer: moved to a graph output
@@ -799,6 +849,7 @@ std::unique_ptr<Plan> compile_plan(const Graph &graph,
     const Pass kPlanPasses[] = {
         {"bind_inputs", [&] { c.bind_inputs(dims); }},
         {"infer", [&] { c.infer(); }},
+        {"precision", [&] { c.precision(); }},
         {"choose", [&] { c.choose_implementations(); }},
         {"lower", [&] { c.lower(); }},
         {"outputs", [&] { c.outputs(); }},

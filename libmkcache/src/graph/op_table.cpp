@@ -1451,6 +1451,13 @@ public:
             r_.dtypes[i] = dtypes;
         return *this;
     }
+    // Its ports take float32 or bfloat16 (one of them for the data: its
+    // checks say which ports must agree); its reference kernel computes on
+    // float32.
+    Row &floats() {
+        r_.reference_widens_bf16 = true;
+        return port_dtypes(0, dtype_bit(MKC_DTYPE_F32) | dtype_bit(MKC_DTYPE_BF16));
+    }
     Row &shaping(Shaping s) {
         r_.shaping = s;
         return *this;
@@ -1543,47 +1550,50 @@ std::vector<OpRow> build_rows() {
     constexpr int kAll = 4096; // concat's inputs: none optional
     std::vector<OpRow> rows = {
         Row(NodeOp::conv2d, kConv2d)
-            .ports("src,weights,bias", 2, 3, 2).shaping(S::spatial).convolution()
+            .ports("src,weights,bias", 2, 3, 2).floats().shaping(S::spatial).convolution()
             .params(read_conv_as<kConv2d>).onednn<Conv<2, false>>(ops::ConvOp::run)
             .reference(ref_conv<false>).flops(conv_flops<false>),
         Row(NodeOp::conv3d, kConv3d)
-            .ports("src,weights,bias", 2, 3, 2).shaping(S::spatial).convolution()
+            .ports("src,weights,bias", 2, 3, 2).floats().shaping(S::spatial).convolution()
             .params(read_conv_as<kConv3d>).onednn<Conv<3, false>>(ops::ConvOp::run)
             .reference(ref_conv<false>).flops(conv_flops<false>),
         Row(NodeOp::conv2d_transpose, kConv2dT)
-            .ports("src,weights,bias", 2, 3, 2).shaping(S::spatial).convolution()
+            .ports("src,weights,bias", 2, 3, 2).floats().shaping(S::spatial).convolution()
             .params(read_conv_as<kConv2dT>).onednn<Conv<2, true>>(ops::ConvOp::run)
             .reference(ref_conv<true>).flops(conv_flops<true>),
         Row(NodeOp::activation, "activation")
-            .ports("src", 1, 1, 1).shaping(S::same_as_input).in_place()
+            .ports("src", 1, 1, 1).floats().shaping(S::same_as_input).in_place()
             .params(read_activation).onednn<Activation>(ops::ActivationOp::run)
             .reference(ref_activation),
         Row(NodeOp::softmax, "softmax")
-            .ports("src", 1, 1, 1).shaping(S::same_as_input).in_place()
+            .ports("src", 1, 1, 1).floats().shaping(S::same_as_input).in_place()
             .params(read_softmax).onednn<Softmax>(ops::SoftmaxOp::run)
             .reference(ref_softmax),
         Row(NodeOp::binary, "binary")
-            .ports("a,b", 2, 2, 2).shaping(S::broadcast).in_place()
+            .ports("a,b", 2, 2, 2).floats().shaping(S::broadcast).in_place()
             .params(read_binary).onednn<Binary>(ops::BinaryOp::run)
             .reference(ref_binary),
         Row(NodeOp::pool, kPool)
-            .ports("src", 1, 1, 1).shaping(S::spatial).channel_axis<mkc_pool_params>()
+            .ports("src", 1, 1, 1).floats().shaping(S::spatial).channel_axis<mkc_pool_params>()
             .window(pool_stride)
             .params(read_as_is<mkc_pool_params, kPool>).onednn<Pool>(ops::PoolOp::run)
             .reference(ref_pool),
         Row(NodeOp::linear, kLinear)
-            .ports("src,weights,bias,residual", 2, 4, 2).shaping(S::leading)
+            .ports("src,weights,bias,residual", 2, 4, 2).floats()
+            .shaping(S::leading)
             .post_op_activation<mkc_linear_params>()
             .residual(linear_residual)
             .params(read_linear).onednn<Linear>(ops::LinearOp::run)
             .reference(ref_linear).flops(linear_flops),
         Row(NodeOp::matmul, kMatmul)
-            .ports("a,b,bias", 2, 3, 2).post_op_activation<mkc_matmul_params>()
+            .ports("a,b,bias", 2, 3, 2).floats()
+            .post_op_activation<mkc_matmul_params>()
             .strided_operands()
             .params(read_as_is<mkc_matmul_params, kMatmul>).onednn<Matmul>(ops::MatmulOp::run)
             .reference(ref_matmul).flops(matmul_flops),
         Row(NodeOp::layer_norm, kLayerNorm)
-            .ports("src,scale,shift", 1, 3, 1).shaping(S::same_as_input).in_place()
+            .ports("src,scale,shift", 1, 3, 1).floats()
+            .port_dtypes(1, dtype_bit(MKC_DTYPE_F32)).shaping(S::same_as_input).in_place()
             .params(read_as_is<mkc_layer_norm_params, kLayerNorm>)
             .onednn<LayerNorm>(ops::LayerNormOp::run)
             .reference(ref_layer_norm),
@@ -1598,11 +1608,11 @@ std::vector<OpRow> build_rows() {
             .params(read_as_is<mkc_lrn_params, kLrn>).onednn<Lrn>(ops::LrnOp::run)
             .reference(ref_lrn),
         Row(NodeOp::concat, "concat")
-            .ports(nullptr, 1, kAll, kAll)
+            .ports(nullptr, 1, kAll, kAll).floats()
             .params(read_concat).onednn<Concat>(ops::ConcatOp::run)
             .reference(ref_concat),
         Row(NodeOp::transpose, "transpose")
-            .ports("src", 1, 1, 1)
+            .ports("src", 1, 1, 1).floats()
             .params(read_transpose).onednn<Transpose>(ops::TransposeOp::run)
             .view(transpose_view, transpose_text, transpose_perm)
             .reference(ref_transpose),
@@ -1777,6 +1787,11 @@ std::string dtype_list(uint32_t dtypes) {
 }
 
 } // namespace
+
+bool bf16_port(const OpRow &r, size_t port) {
+    return r.reference_widens_bf16 && (port_dtypes(r, port) & dtype_bit(MKC_DTYPE_BF16)) &&
+           port_name(r, port) != "bias";
+}
 
 std::vector<ValueDesc> infer_node(const Node &node, const NodeInputs &inputs) {
     const OpRow &r = row(node);

@@ -68,6 +68,9 @@ struct OpRow {
     bool view;         // reshape or transpose: may be a view of its input
     bool onednn_in_place, reference_in_place; // may write dst over its first input
     bool onednn_reads_views; // takes strided operands and writes given strides
+    // Its reference kernel reads and writes float32: bfloat16 inputs are
+    // widened for it and its result rounded back.
+    bool reference_widens_bf16;
 
     // The node's params from the caller's ABI struct (sized, name copied
     // out to `name`); throws INVALID_ARGUMENT naming the call ("graph
@@ -135,6 +138,11 @@ constexpr uint32_t kAnyDtype = [] {
 inline uint32_t port_dtypes(const OpRow &row, size_t port) {
     return row.dtypes[port < row.dtypes.size() ? port : row.dtypes.size() - 1];
 }
+
+// Whether a bfloat16 plan gives port `port` of `r` bfloat16: the data ports
+// of an operator computing in either float (a bias stays float32, which the
+// primitives take as it is and which keeps its precision).
+bool bf16_port(const OpRow &r, size_t port);
 
 // The node's outputs' descriptions, or its error: an input of a dtype its
 // row does not take ("input 0 (src) is int64; conv2d takes float32"), else

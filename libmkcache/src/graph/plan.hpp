@@ -98,6 +98,11 @@ struct CompileOptions {
     // `choices` holds already (read back, or measured by an earlier plan)
     // is taken as it is, measuring or not.
     bool measure = false;
+    // Every node whose operator computes in bfloat16 as well does so, its
+    // float32 inputs converted where they arrive (constants once) and its
+    // result passed on in bfloat16 to readers that take it; the others,
+    // and the outputs, get float32 back by converters.
+    bool bf16 = false;
     Choices *choices = nullptr;
     ConvertedConstants *constants = nullptr; // shared between plans (null: the plan's own)
     const PassDump *dump = nullptr;          // the IR after each pass (null: none)

@@ -7,9 +7,11 @@
 #include <utility>
 
 #include "cache/blob_cache.hpp"
+#include "common/cpu_features.hpp"
 #include "common/error.hpp"
 #include "common/serial.hpp"
 #include "common/thread_state.hpp"
+#include "graph/op_table.hpp"
 #include "handler/handler.hpp"
 #include "keys/keys.hpp"
 #include "precision/quantize_graph.hpp"
@@ -40,19 +42,68 @@ Program::Program(Graph graph, const ProgramOptions &options)
         graph_ = fuse(graph_, &fuse_report_, options_.fuse_options);
         dump_.section(title + " after fuse", fuse_report_.text() + graph_text(graph_));
     }
-    if (options_.precision == "int8") {
+    std::string &precision = options_.precision;
+    require(precision.empty() || precision == "f32" || precision == "int8" ||
+                precision == "bf16" || precision == "auto",
+            "compile: precision must be \"f32\", \"bf16\", \"int8\" or \"auto\", got \"",
+            precision, "\"");
+    if (precision == "auto") {
+        // The fastest this CPU runs: 8 bits where there are ranges to
+        // quantize with, else bfloat16 where the CPU computes it natively.
+        precision = !options_.calibration.empty() ? "int8"
+                    : cpu_has_native_bf16()       ? "bf16"
+                                                  : "f32";
+        precision_report_ = "precision auto: " + precision + " (" + cpu_isa_name() +
+                            (precision == "int8"   ? ", calibrated"
+                             : precision == "bf16" ? ", native bfloat16"
+                                                   : ", no calibration nor native bfloat16") +
+                            ")\n";
+    }
+    if (precision == "int8") {
         QuantizeReport report;
         graph_ = quantize_graph(graph_, options_.calibration, &report);
         dump_.section(title + " after quantize", report.text + graph_text(graph_));
-        quantize_report_ = std::move(report.text);
-    } else {
-        require(options_.precision.empty() || options_.precision == "f32",
-                "compile: precision must be \"f32\" or \"int8\", got \"", options_.precision,
-                "\"");
+        precision_report_ += report.text;
+    } else if (precision == "bf16") {
+        require_bf16_plan();
+        options_.compile.bf16 = true;
+        int nodes = 0;
+        for (const Node &node : graph_.nodes)
+            nodes += row(node).reference_widens_bf16;
+        precision_report_ += std::to_string(nodes) + " node(s) compute in bfloat16 (" +
+                             (cpu_has_native_bf16() ? "native" : "emulated through float32") +
+                             " on " + cpu_isa_name() + ")\n";
     }
     for (size_t v = 0; v < graph_.values.size(); ++v)
         if (graph_.values[v].kind == Value::Kind::input)
             input_values_.push_back(static_cast<int>(v));
+}
+
+// A bfloat16 plan on a CPU without oneDNN's bfloat16 kernels: only the
+// reference implementation computes it, so every node that would compute in
+// bfloat16 must be overridden to it; anything else is refused here, naming
+// the ISA, rather than left to fail node by node.
+void Program::require_bf16_plan() const {
+    if (cpu_has_bf16_kernels())
+        return;
+    const Overrides &o = options_.compile.overrides;
+    for (size_t n = 0; n < graph_.nodes.size(); ++n) {
+        const OpRow &r = row(graph_.nodes[n]);
+        if (!r.reference_widens_bf16)
+            continue;
+        const auto by_option = o.by_option.find(r.name);
+        const auto by_environment = o.by_environment.find(r.name);
+        const std::string asked = by_option != o.by_option.end() ? by_option->second
+                                  : by_environment != o.by_environment.end()
+                                      ? by_environment->second
+                                      : std::string();
+        if (asked != "reference")
+            fail(MKC_STATUS_UNSUPPORTED, "compile: precision \"bf16\" needs a CPU with AVX-512 "
+                 "or AVX2-VNNI-2: oneDNN has no bfloat16 kernels for ", cpu_isa_name(), " (",
+                 graph_.describe_node(static_cast<int>(n)),
+                 "; impl={\"", r.name, "\": \"reference\"} computes it on the reference "
+                 "kernels instead)");
+    }
 }
 
 Program::~Program() {

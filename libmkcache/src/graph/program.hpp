@@ -56,8 +56,9 @@ public:
     // The graph the program runs: the caller's, fused (fuse_report()).
     const Graph &graph() const { return graph_; }
     const FuseReport &fuse_report() const { return fuse_report_; }
-    // The 8-bit plan's choices, node by node (empty for a float32 program).
-    const std::string &quantize_report() const { return quantize_report_; }
+    // The precision chosen ("auto"), and the 8-bit plan's choices node by
+    // node or the count of bfloat16 nodes (empty for a float32 program).
+    const std::string &precision_report() const { return precision_report_; }
     // The graph's inputs' value ids, in the order runs pass them.
     const std::vector<int> &input_values() const { return input_values_; }
     uint64_t executor() const { return executor_; }
@@ -102,6 +103,8 @@ public:
     void unlock_for_fork();
 
 private:
+    void require_bf16_plan() const;
+
     // An arena and the bindings of the plan it ran last (a plan's run on an
     // arena bound for it binds nothing).
     struct Arena {
@@ -130,7 +133,7 @@ private:
     Graph graph_;
     PassDump dump_{""};
     FuseReport fuse_report_;
-    std::string quantize_report_;
+    std::string precision_report_;
     ProgramOptions options_;
     // Made by the first calibrate() (a program of its own: its entries go
     // with it, when this program is destroyed).

@@ -534,7 +534,7 @@ void Handler::run_two_inputs(const CacheScope &scope, PrimitiveEntry &entry, int
         // input was bound (or converted) before.
         exec.input(arg_a, a);
         exec.input(arg_b, b);
-        out = prepare_output(dst, entry, result_arg, out_layout, MKC_DTYPE_F32, op);
+        out = prepare_output(dst, entry, result_arg, out_layout, a.dtype, op);
         exec.output(result_arg, out.data);
         exec.run();
     }
@@ -579,13 +579,18 @@ const Tensor &Handler::plain_input(const CacheScope &scope, const PrimitiveEntry
 Tensor &Handler::plain_output(const PrimitiveEntry &entry, int arg_id, mkc_tensor **dst,
                               const dnnl::memory::desc &plain, mkc_layout layout,
                               std::unique_ptr<Tensor> &created, const char *op) {
+    // A float result: bfloat16 where the primitive writes it so.
+    const mkc_dtype dtype =
+        plain.get_data_type() == dnnl::memory::data_type::bf16 ? MKC_DTYPE_BF16 : MKC_DTYPE_F32;
     if (*dst == nullptr) {
-        created = make_owned_tensor(plain, layout, MKC_DTYPE_F32);
+        created = make_owned_tensor(plain, layout, dtype);
         return *created;
     }
     Tensor &y = **dst;
     if (!entry.matches(y, arg_id, plain)) {
-        if (!(y.dtype == MKC_DTYPE_F32 && y.dims == plain.get_dims()))
+        require(y.dtype == dtype, op, ": dst is ", dtype_name(y.dtype), " but the result ",
+                dtype_name(dtype));
+        if (!(y.dims == plain.get_dims()))
             fail(MKC_STATUS_INVALID_ARGUMENT, op,
                  ": dst must have the result's shape ", shape_text(plain.get_dims()));
         require(static_cast<bool>(y.owned), op, ": dst must be row-major");

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <string>
 
+#include "common/cpu_features.hpp"
 #include "common/engine.hpp"
 #include "common/serial.hpp"
 #include "common/error.hpp"
@@ -15,6 +16,7 @@
 #include "ops/attrs.hpp"
 #include "ops/binary.hpp"
 #include "ops/call_words.hpp"
+#include "ops/float_dtype.hpp"
 #include "keys/keys.hpp"
 #include "ops/ops.hpp"
 
@@ -143,8 +145,8 @@ struct BinaryShape {
 // The checks of a call (made when its entry is looked up).
 template <typename V>
 BinaryShape check_binary(const BinaryInfo &info, const V &a, const V &b) {
-    require(a.dtype == MKC_DTYPE_F32 && b.dtype == MKC_DTYPE_F32, info.name,
-            ": a and b must be float32");
+    require_float_src(info.name, "a", a.dtype);
+    require_same_float(info.name, "b", b.dtype, a.dtype);
     const Dims ca = caller_dims(a), cb = caller_dims(b);
     BinaryShape s;
     s.n = static_cast<int>(std::max(ca.size(), cb.size()));
@@ -189,6 +191,7 @@ std::shared_ptr<BinaryEntry> build_binary(const CacheScope &scope, const BinaryI
     handler.sign(swapped ? 1 : 0);
     sign_input_layout(handler, src0, DNNL_ARG_SRC_0);
     handler.sign_layout(view);
+    if (src0.dtype != MKC_DTYPE_F32) require_bf16_kernels(info.name);
     // A viewed src1 is read as its plain bytes (src1_plain): [1, 4] and
     // [1, 1, 4] broadcast to one view, but are not read alike.
     if (viewed) handler.sign_layout(src1.desc);

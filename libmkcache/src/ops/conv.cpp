@@ -17,12 +17,14 @@
 #include "common/engine.hpp"
 #include "common/error.hpp"
 #include "common/small_dims.hpp"
+#include "common/cpu_features.hpp"
 #include "handler/handler.hpp"
 #include "handler/kept_primitives.hpp"
 #include "ops/attrs.hpp"
 #include "ops/call_words.hpp"
 #include "keys/keys.hpp"
 #include "ops/conv.hpp"
+#include "ops/float_dtype.hpp"
 #include "ops/ops.hpp"
 #include "ops/window_bounds.hpp"
 
@@ -101,6 +103,7 @@ struct Geometry {
     int k;                 // spatial rank
     const Dims &x, &w;     // oneDNN order; w as the caller gives it
     mkc_dtype x_dtype, w_dtype;
+    mkc_dtype b_dtype = MKC_DTYPE_F32; // the bias's, when there is one
     SmallDims y;
     SmallDims onednn_w;    // weights dims oneDNN wants (grouped: g first)
     SmallDims stride, dilation, pad_l, pad_r;
@@ -114,9 +117,9 @@ mkc_layout data_format_of(mkc_layout requested, mkc_layout target, int ndims) {
 
 template <typename V>
 void check_types(const char *op, const V &src, const V &weights, const V *bias) {
-    require(src.dtype == MKC_DTYPE_F32 && weights.dtype == MKC_DTYPE_F32 &&
-                (!bias || bias->dtype == MKC_DTYPE_F32),
-            op, ": every input must be float32");
+    const mkc_dtype dtype = require_float_src(op, "src", src.dtype);
+    require_same_float(op, "weights", weights.dtype, dtype);
+    if (bias) require_float_param(op, "bias", bias->dtype);
 }
 
 void check_params(const char *op, const mkc_conv_params &p, int k, bool transposed) {
@@ -163,6 +166,7 @@ Geometry geometry(const char *op, const mkc_conv_params &p, const V &src, const 
     require((transposed ? ic : oc) % groups == 0, op, ": ", transposed ? "input" : "output",
             " channels (", transposed ? ic : oc, ") not divisible by groups (", groups, ")");
     if (bias) {
+        g.b_dtype = bias->dtype;
         const Dims &b = onednn_dims(*bias);
         require(b.size() == 1 && b[0] == oc, op, ": bias must have shape [", oc, "]");
     }
@@ -218,7 +222,8 @@ Geometry geometry(const char *op, const mkc_conv_params &p, const V &src, const 
 // described with the dims oneDNN wants (goihw for groups).
 dnnl::memory::desc plain_weights_view(const Geometry &g, int64_t groups, bool transposed) {
     const Dims &w = g.w;
-    if (!transposed && groups == 1) return layout::plain_desc(w, f32, MKC_LAYOUT_CHANNELS_FIRST);
+    const auto dt = onednn_float(g.w_dtype);
+    if (!transposed && groups == 1) return layout::plain_desc(w, dt, MKC_LAYOUT_CHANNELS_FIRST);
     int64_t ks = 1; // product of kernel dims
     for (int i = 0; i < g.k; ++i) ks *= w[2 + i];
     Dims ksd(g.k), kst(g.k);
@@ -242,7 +247,7 @@ dnnl::memory::desc plain_weights_view(const Geometry &g, int64_t groups, bool tr
     }
     dims.insert(dims.end(), ksd.begin(), ksd.end());
     strides.insert(strides.end(), kst.begin(), kst.end());
-    return dnnl::memory::desc(dims, f32, strides);
+    return dnnl::memory::desc(dims, dt, strides);
 }
 
 // The caller's weights re-described as oneDNN sees them (plain bytes) for
@@ -265,7 +270,8 @@ template <typename V>
 void check_plain_weights(const char *op, const V &weights, const Geometry &g, int64_t groups,
                          bool transposed) {
     if (!transposed && groups == 1) return;
-    require_plain_weights(weights.desc == layout::plain_desc(g.w, f32, MKC_LAYOUT_CHANNELS_FIRST),
+    require_plain_weights(weights.desc == layout::plain_desc(g.w, onednn_float(weights.dtype),
+                                                             MKC_LAYOUT_CHANNELS_FIRST),
                           op, transposed);
 }
 
@@ -316,14 +322,15 @@ void sign_forward(Handler &h, const ConvAttrs &attrs, const Geometry &g, bool bi
     h.sign(attrs.transposed ? OpKind::deconvolution : OpKind::convolution);
     h.sign_value(g.x, g.x_dtype);
     h.sign_value(g.w, g.w_dtype);
-    h.sign(bias ? 1 : 0);
+    h.sign(bias ? 1 + static_cast<int>(g.b_dtype) : 0);
     sign_attrs(h, attrs);
 }
 
 // The bias (or bias gradient) descriptor; a zero one means "no bias" to
 // oneDNN, so one primitive-descriptor constructor serves both.
 dnnl::memory::desc bias_desc(const Geometry &g, bool bias) {
-    return bias ? dnnl::memory::desc({g.y[1]}, f32, tag::a) : dnnl::memory::desc();
+    return bias ? dnnl::memory::desc({g.y[1]}, onednn_float(g.b_dtype), tag::a)
+                : dnnl::memory::desc();
 }
 
 std::shared_ptr<ConvEntry> forward_descriptor(const mkc_conv_params &p, const Geometry &g,
@@ -337,8 +344,9 @@ std::shared_ptr<ConvEntry> forward_descriptor(const mkc_conv_params &p, const Ge
     attr.set_post_ops(ops);
     const auto prop = training ? dnnl::prop_kind::forward_training
                                : dnnl::prop_kind::forward_inference;
-    const dnnl::memory::desc src_md(g.x, f32, tag::any), w_md(g.onednn_w.vec(), f32, tag::any),
-        dst_md(g.y.vec(), f32, tag::any), b_md = bias_desc(g, bias);
+    const auto dt = onednn_float(g.x_dtype);
+    const dnnl::memory::desc src_md(g.x, dt, tag::any), w_md(g.onednn_w.vec(), dt, tag::any),
+        dst_md(g.y.vec(), dt, tag::any), b_md = bias_desc(g, bias);
     auto e = std::make_shared<ConvEntry>();
     if (transposed) {
         try {
@@ -378,6 +386,7 @@ std::shared_ptr<ConvEntry> prepare_forward(const CacheScope &scope, const char *
     const bool transposed = attrs.transposed;
     check_params(op, p, k, transposed);
     const Geometry g = geometry(op, p, src, weights, bias, k, transposed);
+    if (g.x_dtype != MKC_DTYPE_F32) require_bf16_kernels(op);
 
     const bool named = name && name[0];
     Handler handler(scope, op, name, named ? nullptr : default_name(op, attrs, g, bias), nullptr,
@@ -398,7 +407,8 @@ std::shared_ptr<ConvEntry> prepare_forward(const CacheScope &scope, const char *
         e->set_args(*pd, args);
         e->weights_view = weights_view(g, p.groups, transposed);
         if (e->weights_view)
-            e->plain_weights = layout::plain_desc(g.w, f32, MKC_LAYOUT_CHANNELS_FIRST);
+            e->plain_weights =
+                layout::plain_desc(g.w, onednn_float(g.w_dtype), MKC_LAYOUT_CHANNELS_FIRST);
         return e;
     });
     if (attrs.training && !entry->transferred.exchange(true)) {
@@ -418,11 +428,12 @@ ValueDesc ConvOp::infer(const Attrs &attrs, const ValueDesc &src, const ValueDes
     const char *op = conv_op_name(attrs);
     const mkc_conv_params &p = attrs.p;
     check_types(op, src, weights, bias);
+    require_f32_training(op, src.dtype, attrs.training);
     const mkc_layout data_format = data_format_of(p.data_format, src.layout, attrs.k + 2);
     check_params(op, p, attrs.k, attrs.transposed);
     const Geometry g = geometry(op, p, src, weights, bias, attrs.k, attrs.transposed);
     check_plain_weights(op, weights, g, p.groups, attrs.transposed);
-    return plain_value(MKC_DTYPE_F32, data_format, g.y.vec());
+    return plain_value(src.dtype, data_format, g.y.vec());
 }
 
 Prepared ConvOp::prepare(const CacheScope &scope, const Attrs &attrs, const char *name,
@@ -440,7 +451,7 @@ Prepared ConvOp::prepare(const CacheScope &scope, const Attrs &attrs, const char
     Prepared out{entry,
                  {entry->arg_desc(DNNL_ARG_SRC), entry->arg_desc(DNNL_ARG_WEIGHTS),
                   bias ? entry->arg_desc(DNNL_ARG_BIAS) : empty_desc()},
-                 {ValueDesc{MKC_DTYPE_F32, data_format, y.get_dims(), y}},
+                 {ValueDesc{src.dtype, data_format, y.get_dims(), y}},
                  {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_BIAS},
                  {DNNL_ARG_DST}};
     if (entry->weights_view)
@@ -470,9 +481,13 @@ void convolution(const CacheScope &scope, const char *op, int k, bool transposed
                  const mkc_conv_params &p, const Tensor &src, const Tensor &weights,
                  const Tensor *bias, mkc_tensor **dst) {
     check_types(op, src, weights, bias);
+    require_f32_training(op, src.dtype, p.training != 0);
     ThreadState &state = *scope.state; // once: a thread-local lookup
     const mkc_layout data_format = layout::resolve(state, p.data_format, k + 2);
-    if (p.sum) require(*dst != nullptr, op, ": sum (accumulate into dst) needs an existing dst");
+    if (p.sum) {
+        require(*dst != nullptr, op, ": sum (accumulate into dst) needs an existing dst");
+        require_same_float(op, "dst (the sum's residual)", (*dst)->dtype, src.dtype);
+    }
 
     // A call whose arguments this thread ran before (and whose entry the
     // cache still holds) skips the checks, shapes, key and signature: they
@@ -499,7 +514,7 @@ void convolution(const CacheScope &scope, const char *op, int k, bool transposed
     }
     Handler::Output out =
         residual ? Handler::Output{} : Handler::prepare_output(dst, *entry, DNNL_ARG_DST,
-                                                               data_format, MKC_DTYPE_F32, op);
+                                                               data_format, src.dtype, op);
     void *y_data = residual ? residual.get() : out.data;
     {
         Handler::Execution exec(*entry, scope);

@@ -3,6 +3,7 @@
 #include <charconv>
 #include <string>
 
+#include "common/cpu_features.hpp"
 #include "common/engine.hpp"
 #include "common/serial.hpp"
 #include "common/error.hpp"
@@ -12,6 +13,7 @@
 #include "ops/activation_kernels.hpp"
 #include "ops/attrs.hpp"
 #include "ops/call_words.hpp"
+#include "ops/float_dtype.hpp"
 #include "ops/ops.hpp"
 
 namespace mkc::ops {
@@ -102,8 +104,7 @@ public:
 // is built).
 template <typename V>
 void check_activation(const V &src) {
-    require(src.dtype == MKC_DTYPE_F32, "activation: src must be float32, got ",
-            dtype_name(src.dtype));
+    require_float_src("activation", "src", src.dtype);
 }
 
 template <typename V>
@@ -118,6 +119,7 @@ std::shared_ptr<EltwiseEntry> prepare_activation(const CacheScope &scope,
     handler.sign(OpKind::activation);
     sign_attrs(handler, attrs);
     sign_input_layout(handler, src, DNNL_ARG_SRC);
+    if (src.dtype != MKC_DTYPE_F32) require_bf16_kernels("activation");
 
     auto entry = handler.acquire_primitive<EltwiseEntry>([&] {
         auto e = std::make_shared<EltwiseEntry>();
@@ -125,7 +127,7 @@ std::shared_ptr<EltwiseEntry> prepare_activation(const CacheScope &scope,
                                                       dnnl::prop_kind::forward_inference, a.alg,
                                                       src.desc, src.desc, attrs.alpha, attrs.beta,
                                                       user_scratchpad_attr());
-        e->own_kernel = own_activation_kernel(attrs.kind);
+        e->own_kernel = src.dtype == MKC_DTYPE_F32 && own_activation_kernel(attrs.kind);
         e->attrs = attrs;
         if (!e->own_kernel) e->primitive = dnnl::eltwise_forward(e->pd);
         e->set_args(e->pd, {DNNL_ARG_SRC, DNNL_ARG_DST});

@@ -4,11 +4,13 @@
 #include <optional>
 #include <string>
 
+#include "common/cpu_features.hpp"
 #include "common/engine.hpp"
 #include "common/error.hpp"
 #include "handler/handler.hpp"
 #include "ops/attrs.hpp"
 #include "ops/call_words.hpp"
+#include "ops/float_dtype.hpp"
 #include "keys/keys.hpp"
 #include "ops/layer_norm.hpp"
 #include "ops/ops.hpp"
@@ -38,7 +40,8 @@ struct LayerNormGeometry {
 template <typename V>
 LayerNormGeometry layer_norm_geometry(const char *op, const mkc_layer_norm_params &p,
                                       const V &src, const V *scale, const V *shift) {
-    require(src.dtype == MKC_DTYPE_F32, op, ": src must be float32, got ", dtype_name(src.dtype));
+    require_float_src(op, "src", src.dtype);
+    require_f32_training(op, src.dtype, p.training != 0);
     require(p.epsilon >= 0.f, op, ": epsilon must be >= 0");
     LayerNormGeometry g;
     g.xc = caller_dims(src);
@@ -74,8 +77,9 @@ std::shared_ptr<LayerNormEntry> acquire_layer_norm(Handler &handler, const Layer
     sign_attrs(handler, attrs);
     return handler.acquire_primitive<LayerNormEntry>([&] {
         auto e = std::make_shared<LayerNormEntry>();
-        const dnnl::memory::desc x2({g.rows, g.cols}, f32, tag::ab), vec({g.cols}, f32, tag::a),
-            stat({g.rows}, f32, tag::a);
+        // Scale and shift stay float32 for bfloat16 data, as oneDNN takes them.
+        const dnnl::memory::desc x2({g.rows, g.cols}, onednn_float(src.dtype), tag::ab),
+            vec({g.cols}, f32, tag::a), stat({g.rows}, f32, tag::a);
         flags f = flags::none;
         if (scale) f |= flags::use_scale;
         if (shift) f |= flags::use_shift;
@@ -93,7 +97,7 @@ std::shared_ptr<LayerNormEntry> acquire_layer_norm(Handler &handler, const Layer
             args.push_back({DNNL_ARG_VARIANCE, stat});
         }
         e->set_args(args);
-        e->x_plain = layout::plain_desc(src.dims, f32, src.layout);
+        e->x_plain = layout::plain_desc(src.dims, onednn_float(src.dtype), src.layout);
         if (scale) e->scale_plain = layout::plain_desc(scale->dims, f32, scale->layout);
         if (shift) e->shift_plain = layout::plain_desc(shift->dims, f32, shift->layout);
         e->add_scratchpad(e->pd);
@@ -108,6 +112,7 @@ std::shared_ptr<LayerNormEntry> prepare_layer_norm(const CacheScope &scope,
                                                    const LayerNormGeometry &g, const V &src,
                                                    const V *scale, const V *shift,
                                                    BlobCache::HitTicket &ticket, bool &hit) {
+    if (src.dtype != MKC_DTYPE_F32) require_bf16_kernels("layer_norm");
     const bool named = name && name[0];
     Handler handler(scope, "layer_norm", name, named ? nullptr : default_name(attrs), nullptr,
                     Dims{g.rows, g.cols});
@@ -195,7 +200,7 @@ ValueDesc LayerNormOp::infer(const Attrs &attrs, const ValueDesc &src, const Val
                              const ValueDesc *shift) {
     layer_norm_geometry("layer_norm", attrs.p, src, scale, shift);
     check_plain_vectors(scale, shift, "layer_norm");
-    return plain_value(MKC_DTYPE_F32, src.layout, src.dims);
+    return plain_value(src.dtype, src.layout, src.dims);
 }
 
 Prepared LayerNormOp::prepare(const CacheScope &scope, const Attrs &attrs, const char *name,
@@ -209,7 +214,7 @@ Prepared LayerNormOp::prepare(const CacheScope &scope, const Attrs &attrs, const
     Prepared out{entry,
                  {entry->x_plain, scale ? scale->desc : empty_desc(),
                   shift ? shift->desc : empty_desc()},
-                 {{MKC_DTYPE_F32, src.layout, src.dims, entry->x_plain}}};
+                 {{src.dtype, src.layout, src.dims, entry->x_plain}}};
     if (!entry->has_arg(DNNL_ARG_MEAN)) { // a training forward's statistics: run()'s
         out.in_args = {DNNL_ARG_SRC, DNNL_ARG_SCALE, DNNL_ARG_SHIFT};
         out.out_args = {DNNL_ARG_DST};
@@ -269,6 +274,7 @@ template <typename V>
 LayerNormGeometry check_layer_norm_backward(const mkc_layer_norm_params &p, const V &src,
                                             const V *scale, const V *shift, const V &diff_dst) {
     const char *op = "layer_norm_backward";
+    require_f32_training(op, src.dtype, true);
     const LayerNormGeometry g = layer_norm_geometry(op, p, src, scale, shift);
     if (!(diff_dst.dtype == MKC_DTYPE_F32 && caller_dims(diff_dst) == g.xc))
         fail(MKC_STATUS_INVALID_ARGUMENT, op,

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <string>
 
+#include "common/cpu_features.hpp"
 #include "common/engine.hpp"
 #include "common/error.hpp"
 #include "common/handles.hpp"
@@ -13,6 +14,7 @@
 #include "keys/keys.hpp"
 #include "layout/layout.hpp"
 #include "ops/attrs.hpp"
+#include "ops/float_dtype.hpp"
 #include "ops/matmul.hpp"
 #include "ops/ops.hpp"
 
@@ -51,7 +53,8 @@ namespace {
 
 struct LinearGeometry {
     Dims xc, w;
-    mkc_dtype w_dtype; // the weights'
+    mkc_dtype dtype;                  // src's and the weights' (and the result's)
+    mkc_dtype b_dtype = MKC_DTYPE_F32; // the bias's, when there is one
     int64_t rows;
     const char *default_name; // a per-thread buffer: valid until the thread's next call
 };
@@ -61,12 +64,12 @@ struct LinearGeometry {
 template <typename V>
 LinearGeometry linear_geometry(const char *op, const mkc_linear_params &p, const V &src,
                                const V &weights, bool bias, bool training) {
-    require(src.dtype == MKC_DTYPE_F32 && weights.dtype == MKC_DTYPE_F32, op,
-            ": every input must be float32");
     LinearGeometry g;
+    g.dtype = require_float_src(op, "src", src.dtype);
+    require_same_float(op, "weights", weights.dtype, g.dtype);
+    require_f32_training(op, g.dtype, training);
     g.xc = caller_dims(src);
     g.w = onednn_dims(weights);
-    g.w_dtype = weights.dtype;
     const Dims &w = g.w;
     require(w.size() == 2, op, ": weights must be 2-D [out, in], got rank ", w.size());
     if (g.xc.back() != w[1])
@@ -91,9 +94,10 @@ LinearGeometry linear_geometry(const char *op, const mkc_linear_params &p, const
 }
 
 template <typename V>
-void check_linear_bias(const LinearGeometry &g, const V *bias) {
+void check_linear_bias(LinearGeometry &g, const V *bias) {
     if (!bias) return;
-    require(bias->dtype == MKC_DTYPE_F32, "linear: every input must be float32");
+    require_float_param("linear", "bias", bias->dtype);
+    g.b_dtype = bias->dtype;
     const Dims &b = onednn_dims(*bias);
     require(b.size() == 1 && b[0] == g.w[0], "linear: bias must have shape [", g.w[0], "]");
 }
@@ -111,8 +115,8 @@ void sign_linear(Handler &handler, const mkc_linear_params &p, const LinearGeome
     handler.sign(OpKind::linear);
     handler.sign_value(src.dims, src.dtype);
     handler.sign(src.layout);
-    handler.sign_value(g.w, g.w_dtype);
-    handler.sign(bias ? 1 : 0);
+    handler.sign_value(g.w, g.dtype);
+    handler.sign(bias ? 1 + static_cast<int>(g.b_dtype) : 0);
     sign_attrs(handler, LinearAttrs(p, training));
 }
 
@@ -120,16 +124,17 @@ dnnl::inner_product_forward::primitive_desc linear_descriptor(const mkc_linear_p
                                                               const LinearGeometry &g, bool bias,
                                                               bool training) {
     const Dims &w = g.w;
-    const dnnl::memory::desc x_view({g.rows, w[1]}, f32, tag::ab), w_md(w, f32, tag::any),
-        y2_md({g.rows, w[0]}, f32, tag::ab);
+    const auto dt = onednn_float(g.dtype);
+    const dnnl::memory::desc x_view({g.rows, w[1]}, dt, tag::ab), w_md(w, dt, tag::any),
+        y2_md({g.rows, w[0]}, dt, tag::ab);
     const auto attr =
         activation_attr(p.activation, p.activation_alpha, p.activation_beta, 1.f, p.sum != 0);
     const auto prop =
         training ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference;
     if (bias)
         return dnnl::inner_product_forward::primitive_desc(
-            cpu_engine(), prop, x_view, w_md, dnnl::memory::desc({w[0]}, f32, tag::a), y2_md,
-            attr);
+            cpu_engine(), prop, x_view, w_md,
+            dnnl::memory::desc({w[0]}, onednn_float(g.b_dtype), tag::a), y2_md, attr);
     return dnnl::inner_product_forward::primitive_desc(cpu_engine(), prop, x_view, w_md, y2_md,
                                                        attr);
 }
@@ -140,6 +145,7 @@ std::shared_ptr<LinearEntry> prepare_linear(const CacheScope &scope, const mkc_l
                                             const char *name, const LinearGeometry &g,
                                             const V &src, bool bias, bool training) {
     const Dims &w = g.w;
+    if (g.dtype != MKC_DTYPE_F32) require_bf16_kernels("linear");
     Handler handler(scope, "linear", name, g.default_name, nullptr, Dims{g.rows, w[1]});
     sign_linear(handler, p, g, src, bias, training);
     auto entry = handler.acquire_primitive<LinearEntry>([&] {
@@ -149,11 +155,11 @@ std::shared_ptr<LinearEntry> prepare_linear(const CacheScope &scope, const mkc_l
         std::vector<int> args = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST};
         if (bias) args.push_back(DNNL_ARG_BIAS);
         e->set_args(e->pd, args);
-        e->x_plain = layout::plain_desc(src.dims, f32, src.layout);
+        e->x_plain = layout::plain_desc(src.dims, onednn_float(g.dtype), src.layout);
         const Dims yc = linear_result_dims(g);
         // The result is row-major [rows, out]; the caller sees it with x's
         // leading dims.
-        e->y_md = dnnl::memory::desc(yc, f32, row_major_strides(yc));
+        e->y_md = dnnl::memory::desc(yc, onednn_float(g.dtype), row_major_strides(yc));
         return e;
     });
     if (training && !entry->transferred.exchange(true)) {
@@ -168,15 +174,15 @@ std::shared_ptr<LinearEntry> prepare_linear(const CacheScope &scope, const mkc_l
 
 ValueDesc LinearOp::infer(const Attrs &attrs, const ValueDesc &src, const ValueDesc &weights,
                           const ValueDesc *bias) {
-    const LinearGeometry g =
+    LinearGeometry g =
         linear_geometry("linear", attrs.p, src, weights, bias != nullptr, attrs.training);
     check_linear_bias(g, bias);
-    return plain_value(MKC_DTYPE_F32, MKC_LAYOUT_CHANNELS_FIRST, linear_result_dims(g));
+    return plain_value(g.dtype, MKC_LAYOUT_CHANNELS_FIRST, linear_result_dims(g));
 }
 
 Prepared LinearOp::prepare(const CacheScope &scope, const Attrs &attrs, const char *name,
                            const ValueDesc &src, const ValueDesc &weights, const ValueDesc *bias) {
-    const LinearGeometry g =
+    LinearGeometry g =
         linear_geometry("linear", attrs.p, src, weights, bias != nullptr, attrs.training);
     check_linear_bias(g, bias);
     auto entry = prepare_linear(scope, attrs.p, name, g, src, bias != nullptr, attrs.training);
@@ -186,7 +192,7 @@ Prepared LinearOp::prepare(const CacheScope &scope, const Attrs &attrs, const ch
                  {},
                  {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_BIAS},
                  {DNNL_ARG_DST}};
-    out.outputs.push_back({MKC_DTYPE_F32, MKC_LAYOUT_CHANNELS_FIRST, entry->y_md.get_dims(),
+    out.outputs.push_back({g.dtype, MKC_LAYOUT_CHANNELS_FIRST, entry->y_md.get_dims(),
                            entry->y_md});
     return out;
 }
@@ -199,18 +205,18 @@ void LinearOp::run(const CacheScope &scope, PrimitiveEntry &entry, const Buffers
 
 void linear(const CacheScope &scope, const mkc_linear_params &p, const Tensor &src,
             const Tensor &weights, const Tensor *bias, mkc_tensor **dst) {
-    const LinearGeometry g = linear_geometry("linear", p, src, weights, bias, p.training != 0);
+    LinearGeometry g = linear_geometry("linear", p, src, weights, bias, p.training != 0);
     check_linear_bias(g, bias);
     if (p.sum) {
         // The residual is read in place: it must already be the result's
         // plain row-major bytes.
         require(*dst != nullptr, "linear: sum (accumulate into dst) needs an existing dst");
         const Tensor &r = **dst;
-        require(r.dtype == MKC_DTYPE_F32 && caller_dims(r) == linear_result_dims(g) &&
-                    r.desc == dnnl::memory::desc(linear_result_dims(g), f32,
+        require(r.dtype == g.dtype && caller_dims(r) == linear_result_dims(g) &&
+                    r.desc == dnnl::memory::desc(linear_result_dims(g), onednn_float(g.dtype),
                                                  row_major_strides(linear_result_dims(g))),
-                "linear: the residual (dst) must be float32, plain row-major, of shape ",
-                shape_text(linear_result_dims(g)));
+                "linear: the residual (dst) must be ", dtype_name(g.dtype),
+                " (src's dtype), plain row-major, of shape ", shape_text(linear_result_dims(g)));
     }
     auto entry = prepare_linear(scope, p, p.name, g, src, bias, p.training != 0);
     std::unique_ptr<Tensor> holder, created;
@@ -455,6 +461,8 @@ namespace {
 struct MatmulGeometry {
     Dims ac, bc, a_strides, b_strides, yc;
     int64_t n;
+    mkc_dtype dtype = MKC_DTYPE_F32;   // a's and b's (and the result's)
+    mkc_dtype b_dtype = MKC_DTYPE_F32; // the bias's, when there is one
 };
 
 // The strides of an operand's bytes in its caller order. A tensor's are
@@ -478,6 +486,12 @@ void pad_strides(Dims &strides, const Dims &dims, size_t n) {
 template <typename V>
 MatmulGeometry matmul_geometry(const mkc_matmul_params &p, const V &a, const V &b, const V *bias) {
     MatmulGeometry g;
+    g.dtype = require_float_src("matmul", "a", a.dtype);
+    require_same_float("matmul", "b", b.dtype, g.dtype);
+    if (bias) {
+        require_float_param("matmul", "bias", bias->dtype);
+        g.b_dtype = bias->dtype;
+    }
     Dims &ac = g.ac, &bc = g.bc;
     ac = caller_dims(a);
     bc = caller_dims(b);
@@ -530,21 +544,15 @@ MatmulGeometry matmul_geometry(const mkc_matmul_params &p, const V &a, const V &
 
 namespace {
 
-template <typename V>
-void check_matmul_types(const V &a, const V &b, const V *bias) {
-    require(a.dtype == MKC_DTYPE_F32 && b.dtype == MKC_DTYPE_F32 &&
-                (!bias || bias->dtype == MKC_DTYPE_F32),
-            "matmul: every input must be float32");
-}
-
 // How the primitive sees its arguments' bytes: a and b with their strides
 // (transposes swap the last two), the result row-major unless other
 // strides are asked for, the bias as a row broadcast over the result's
 // rank.
 struct MatmulViews {
     MatmulViews(const MatmulGeometry &g, const Dims *y_strides = nullptr)
-        : a(g.ac, f32, g.a_strides), b(g.bc, f32, g.b_strides),
-          y(g.yc, f32, y_strides ? *y_strides : row_major_strides(g.yc)), bias(bias_view(g)) {}
+        : a(g.ac, onednn_float(g.dtype), g.a_strides), b(g.bc, onednn_float(g.dtype), g.b_strides),
+          y(g.yc, onednn_float(g.dtype), y_strides ? *y_strides : row_major_strides(g.yc)),
+          bias(bias_view(g)) {}
     dnnl::memory::desc a, b, y, bias;
 
 private:
@@ -552,7 +560,7 @@ private:
         const size_t n = static_cast<size_t>(g.n);
         Dims dims(n, 1);
         dims[n - 1] = g.yc[n - 1];
-        return dnnl::memory::desc(dims, f32, row_major_strides(dims));
+        return dnnl::memory::desc(dims, onednn_float(g.b_dtype), row_major_strides(dims));
     }
 };
 
@@ -567,12 +575,13 @@ std::shared_ptr<MatmulEntry> prepare_matmul(const CacheScope &scope, const mkc_m
     handler.sign(OpKind::matmul);
     handler.sign_value(v.a);
     handler.sign_value(v.b);
-    handler.sign(bias ? 1 : 0);
+    handler.sign(bias ? 1 + static_cast<int>(g.b_dtype) : 0);
     sign_attrs(handler, attrs);
     handler.sign_layout(v.a);
     handler.sign_layout(v.b);
     handler.sign(y_strided ? 1 : 0);
     if (y_strided) handler.sign_layout(v.y);
+    if (g.dtype != MKC_DTYPE_F32) require_bf16_kernels("matmul");
     return handler.acquire_primitive<MatmulEntry>([&] {
         auto e = std::make_shared<MatmulEntry>();
         const auto attr =
@@ -593,9 +602,8 @@ std::shared_ptr<MatmulEntry> prepare_matmul(const CacheScope &scope, const mkc_m
 
 ValueDesc MatmulOp::infer(const Attrs &attrs, const ValueDesc &a, const ValueDesc &b,
                           const ValueDesc *bias) {
-    check_matmul_types(a, b, bias);
-    return plain_value(MKC_DTYPE_F32, MKC_LAYOUT_CHANNELS_FIRST,
-                       matmul_geometry(attrs.p, a, b, bias).yc);
+    const MatmulGeometry g = matmul_geometry(attrs.p, a, b, bias);
+    return plain_value(g.dtype, MKC_LAYOUT_CHANNELS_FIRST, g.yc);
 }
 
 namespace {
@@ -604,14 +612,13 @@ namespace {
 dnnl::memory::desc operand_takes(const ValueDesc &v) {
     Dims strides;
     if (layout::caller_strides(v.desc, v.layout, strides)) return v.desc;
-    return layout::plain_desc(v.dims, f32, v.layout);
+    return layout::plain_desc(v.dims, onednn_float(v.dtype), v.layout);
 }
 } // namespace
 
 Prepared MatmulOp::prepare(const CacheScope &scope, const Attrs &attrs, const char *name,
                            const ValueDesc &a, const ValueDesc &b, const ValueDesc *bias,
                            const Dims *y_strides) {
-    check_matmul_types(a, b, bias);
     const MatmulGeometry g = matmul_geometry(attrs.p, a, b, bias);
     require(!y_strides || y_strides->size() == g.yc.size(), "matmul: the result's strides have ",
             y_strides ? y_strides->size() : 0, " entries for rank ", g.yc.size());
@@ -621,11 +628,12 @@ Prepared MatmulOp::prepare(const CacheScope &scope, const Attrs &attrs, const ch
     // caller order (a bias: [N]).
     Prepared out{entry,
                  {operand_takes(a), operand_takes(b),
-                  bias ? layout::plain_desc(bias->dims, f32, bias->layout) : empty_desc()},
+                  bias ? layout::plain_desc(bias->dims, onednn_float(bias->dtype), bias->layout)
+                       : empty_desc()},
                  {},
                  {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_BIAS},
                  {DNNL_ARG_DST}};
-    out.outputs.push_back({MKC_DTYPE_F32, MKC_LAYOUT_CHANNELS_FIRST, g.yc, v.y});
+    out.outputs.push_back({g.dtype, MKC_LAYOUT_CHANNELS_FIRST, g.yc, v.y});
     return out;
 }
 
@@ -636,7 +644,7 @@ void MatmulOp::run(const CacheScope &scope, PrimitiveEntry &entry, const Buffers
 
 void matmul(const CacheScope &scope, const mkc_matmul_params &p, const Tensor &a_in,
             const Tensor &b_in, const Tensor *bias, mkc_tensor **dst) {
-    check_matmul_types(a_in, b_in, bias);
+    matmul_geometry(p, a_in, b_in, bias); // checks before any conversion
     std::unique_ptr<Tensor> ha, hb;
     const Tensor &a = row_major(scope, a_in, ha);
     const Tensor &b = row_major(scope, b_in, hb);
@@ -644,7 +652,7 @@ void matmul(const CacheScope &scope, const mkc_matmul_params &p, const Tensor &a
     const MatmulViews v(g);
     auto entry = prepare_matmul(scope, p, p.name, g, v, bias != nullptr, false);
     Handler::Output out = Handler::prepare_output(dst, *entry, DNNL_ARG_DST,
-                                                  MKC_LAYOUT_CHANNELS_FIRST, MKC_DTYPE_F32, "matmul");
+                                                  MKC_LAYOUT_CHANNELS_FIRST, g.dtype, "matmul");
     {
         Handler::Execution exec(*entry, scope);
         exec.input(DNNL_ARG_SRC, a, &v.a);
@@ -663,6 +671,7 @@ void matmul_backward(const CacheScope &scope, const mkc_matmul_params &p, const 
     require(p.activation == MKC_ACTIVATION_NONE, op,
             ": a fused activation has no backward; run the activation as its own op");
     require(diff_dst.dtype == MKC_DTYPE_F32, op, ": diff_dst must be float32");
+    require_f32_training(op, a.dtype, true);
     require(!diff_bias || bias, op, ": diff_bias needs the forward's bias");
     const Dims yc = matmul_geometry(p, a, b, bias).yc; // checks the forward's shapes too
     if (!(caller_dims(diff_dst) == yc))

@@ -12,11 +12,13 @@
 #include <mutex>
 #include <string>
 
+#include "common/cpu_features.hpp"
 #include "common/engine.hpp"
 #include "common/error.hpp"
 #include "handler/handler.hpp"
 #include "ops/attrs.hpp"
 #include "ops/call_words.hpp"
+#include "ops/float_dtype.hpp"
 #include "keys/keys.hpp"
 #include "ops/ops.hpp"
 #include "ops/pool.hpp"
@@ -106,7 +108,8 @@ template <typename V>
 PoolGeometry pool_geometry(const mkc_pool_params &p, const V &src, mkc_layout target) {
     PoolGeometry g;
     const char *op = g.op = pool_name(p.kind);
-    require(src.dtype == MKC_DTYPE_F32, op, ": src must be float32, got ", dtype_name(src.dtype));
+    require_float_src(op, "src", src.dtype);
+    require_f32_training(op, src.dtype, p.training != 0);
     g.x = onednn_dims(src);
     const Dims &x = g.x;
     const int rank = static_cast<int>(x.size());
@@ -263,9 +266,10 @@ std::shared_ptr<PoolEntry> acquire_forward(Handler &h, const mkc_pool_params &p,
                                            const PoolGeometry &g, const V &src, bool training) {
     sign_forward(h, p, g, training);
     sign_input_layout(h, src, DNNL_ARG_SRC);
+    if (src.dtype != MKC_DTYPE_F32) require_bf16_kernels(g.op);
     return h.acquire_primitive<PoolEntry>([&] {
         auto e = std::make_shared<PoolEntry>();
-        const dnnl::memory::desc dst_md(g.y, dnnl::memory::data_type::f32,
+        const dnnl::memory::desc dst_md(g.y, onednn_float(src.dtype),
                                         dnnl::memory::format_tag::any);
         e->pd = dnnl::pooling_forward::primitive_desc(
             cpu_engine(),
@@ -376,7 +380,7 @@ ValueDesc PoolOp::infer(const Attrs &attrs, const ValueDesc &src) {
     if (!attrs.training)
         data_format_of(p.data_format, src.layout, static_cast<int>(src.dims.size()));
     const PoolGeometry g = pool_geometry(p, src, src.layout);
-    return plain_value(MKC_DTYPE_F32, g.data_format, g.y);
+    return plain_value(src.dtype, g.data_format, g.y);
 }
 
 Prepared PoolOp::prepare(const CacheScope &scope, const Attrs &attrs, const char *name,
@@ -388,7 +392,7 @@ Prepared PoolOp::prepare(const CacheScope &scope, const Attrs &attrs, const char
     auto entry = acquire_forward(handler, attrs.p, g, src, attrs.training);
     if (attrs.training) leave_forward(handler, entry);
     const dnnl::memory::desc &y = entry->arg_desc(DNNL_ARG_DST);
-    return {entry, {src.desc}, {ValueDesc{MKC_DTYPE_F32, g.data_format, y.get_dims(), y}}};
+    return {entry, {src.desc}, {ValueDesc{src.dtype, g.data_format, y.get_dims(), y}}};
 }
 
 void PoolOp::run(const CacheScope &scope, PrimitiveEntry &entry, const Buffers &buffers) {
@@ -428,7 +432,7 @@ void pool(const CacheScope &scope, const mkc_pool_params &p, const Tensor &src, 
             Handler::run_src_dst(scope, entry, src, dst, data_format, pool_name(p.kind));
         } else {
             Handler::Output out = Handler::prepare_output(dst, entry, DNNL_ARG_DST, data_format,
-                                                          MKC_DTYPE_F32, pool_name(p.kind));
+                                                          src.dtype, pool_name(p.kind));
             {
                 Handler::Execution exec(entry, scope);
                 exec.input(DNNL_ARG_SRC, src);

@@ -14,6 +14,7 @@
 #include "handler/handler.hpp"
 #include "keys/keys.hpp"
 #include "ops/attrs.hpp"
+#include "ops/float_dtype.hpp"
 #include "ops/ops.hpp"
 #include "ops/shape_ops.hpp"
 
@@ -62,7 +63,8 @@ ConcatShape concat_shape(int axis, int n, const V *const *srcs) {
     out[onednn_axis] = 0;
     for (int i = 0; i < n; ++i) {
         const V &t = *srcs[i];
-        require(t.dtype == MKC_DTYPE_F32, "concat: input ", i, " must be float32");
+        require(is_float_dtype(t.dtype) && t.dtype == first.dtype, "concat: input ", i,
+                " must be float32 or bfloat16, as input 0 (", dtype_name(first.dtype), ")");
         require(static_cast<int>(t.dims.size()) == rank, "concat: input ", i, " has rank ",
                 t.dims.size(), ", input 0 has rank ", rank);
         require(rank < 3 || t.layout == first.layout, "concat: input ", i, " is ",
@@ -99,7 +101,7 @@ std::shared_ptr<ConcatEntry> prepare_concat(const CacheScope &scope, const Conca
     for (int i = 0; i < n; ++i) handler.sign_value(src_mds[i]);
     return handler.acquire_primitive<ConcatEntry>([&] {
         auto e = std::make_shared<ConcatEntry>();
-        const dnnl::memory::desc dst_md(shape.out, dnnl::memory::data_type::f32,
+        const dnnl::memory::desc dst_md(shape.out, onednn_float(first.dtype),
                                         dnnl::memory::format_tag::any);
         e->pd = dnnl::concat::primitive_desc(cpu_engine(), dst_md, shape.onednn_axis, src_mds,
                                              user_scratchpad_attr());
@@ -124,7 +126,7 @@ ValueDesc ConcatOp::infer(const Attrs &attrs, const std::vector<ValueDesc> &srcs
     require(!srcs.empty(), "concat: needs 1..4096 inputs, got 0");
     const auto p = pointers(srcs);
     const ConcatShape shape = concat_shape(attrs.axis, static_cast<int>(p.size()), p.data());
-    return plain_value(MKC_DTYPE_F32, srcs[0].layout, shape.out);
+    return plain_value(srcs[0].dtype, srcs[0].layout, shape.out);
 }
 
 Prepared ConcatOp::prepare(const CacheScope &scope, const Attrs &attrs, const char *name,
@@ -175,7 +177,7 @@ void concat(const CacheScope &scope, int axis, int n, const Tensor *const *srcs,
     const ConcatShape shape = concat_shape(axis, n, srcs);
     auto entry = prepare_concat(scope, shape, n, srcs, name);
     Handler::Output result =
-        Handler::prepare_output(dst, *entry, DNNL_ARG_DST, srcs[0]->layout, MKC_DTYPE_F32,
+        Handler::prepare_output(dst, *entry, DNNL_ARG_DST, srcs[0]->layout, srcs[0]->dtype,
                                 "concat");
     {
         Handler::Execution exec(*entry, scope);

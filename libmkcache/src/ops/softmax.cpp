@@ -1,11 +1,13 @@
 // softmax / log_softmax along any axis, on the input's own layout.
 #include <string>
 
+#include "common/cpu_features.hpp"
 #include "common/engine.hpp"
 #include "common/error.hpp"
 #include "handler/handler.hpp"
 #include "ops/attrs.hpp"
 #include "ops/call_words.hpp"
+#include "ops/float_dtype.hpp"
 #include "keys/keys.hpp"
 #include "ops/ops.hpp"
 #include "ops/softmax.hpp"
@@ -37,7 +39,7 @@ const char *softmax_op(bool log) { return log ? "log_softmax" : "softmax"; }
 template <typename V>
 int check_softmax(const SoftmaxAttrs &given, const V &src) {
     const char *op = softmax_op(given.log);
-    require(src.dtype == MKC_DTYPE_F32, op, ": src must be float32, got ", dtype_name(src.dtype));
+    require_float_src(op, "src", src.dtype);
     const int n = static_cast<int>(onednn_dims(src).size());
     require(given.axis >= -n && given.axis < n, op, ": axis ", given.axis,
             " is out of range for rank ", n);
@@ -63,6 +65,7 @@ std::shared_ptr<SoftmaxEntry> prepare_softmax(const CacheScope &scope, const Sof
     // tensor may be stored channels-first).
     handler.sign(onednn_axis);
     sign_input_layout(handler, src, DNNL_ARG_SRC);
+    if (src.dtype != MKC_DTYPE_F32) require_bf16_kernels(softmax_op(log));
     auto entry = handler.acquire_primitive<SoftmaxEntry>([&] {
         auto e = std::make_shared<SoftmaxEntry>();
         e->pd = dnnl::softmax_forward::primitive_desc(
