@@ -440,9 +440,10 @@ class Graph(_Closed):
         with constant weights runs quantized (its src to uint8 over the
         calibrated range, its weights to int8 per output channel, 7 bits on
         CPUs without VNNI), the rest float32; "bf16": every convolution,
-        linear, matmul, pooling, activation, softmax, layer norm, binary,
-        concat and transpose computes in bfloat16 (biases and layer-norm
-        scales stay float32), converted at the edges, the outputs float32
+        linear, matmul, pooling, activation, softmax, batch and layer norm,
+        binary, concat and transpose computes in bfloat16 (biases and the
+        norms' statistics, scales and shifts stay float32), converted at the
+        edges, the outputs float32
         (needs AVX-512 or AVX2-VNNI-2, else impl= must put those operators
         on "reference"); "auto": "int8" when calibration is given, else
         "bf16" where the CPU computes bfloat16 natively, else "f32" (the

@@ -1,17 +1,19 @@
-"""int8 against float32 on the same layer, in the same run: a 3x3 64->64
-convolution on 56x56 (batch 1) and a linear layer 128x768 -> 3072, each
-compiled as a one-node program (weights converted once), run interleaved
-round-robin on the library's thread count; the table gives medians and the
-int8 speed-up. The int8 layers read uint8 data and write uint8 (the conv,
-with its relu) or float32 (the linear), with 7-bit weights so that CPUs
-without VNNI run them on oneDNN's int8 kernels too.
+"""int8 and bfloat16 against float32 on the same layer, in the same run: a
+3x3 64->64 convolution on 56x56 (batch 1) and a linear layer 128x768 ->
+3072, each compiled as a one-node program (weights converted once), run
+interleaved round-robin on the library's thread count; the table gives
+medians and the speed-ups. The int8 layers read uint8 data and write uint8
+(the conv, with its relu) or float32 (the linear), with 7-bit weights so
+that CPUs without VNNI run them on oneDNN's int8 kernels too. The bfloat16
+programs (where oneDNN has bfloat16 kernels) are the float32 graph compiled
+with precision="bf16": float32 in and out, converted at the edges.
 
-And whole models: ResNet-50 and MobileNetV2 (random weights, batch 1),
-their ONNX exports imported in float32 and with precision="int8"
-(calibrated on float32 runs of random images), beside onnxruntime running
-the same export in float32 and quantized by its own quantize_static (QDQ,
-per channel, uint8 activations, 7-bit ranges where the CPU has no VNNI),
-all four interleaved on the same thread count.
+And whole models: ResNet-50, MobileNetV2 and a BERT layer (random weights,
+batch 1), their ONNX exports imported in float32, with precision="int8"
+(calibrated on float32 runs of random inputs) and with precision="bf16",
+beside onnxruntime running the same export in float32 and quantized by its
+own tools, and OpenVINO in float32 and (where the CPU has it) bfloat16
+inference precision, all interleaved on the same thread count.
 
     python -m pytest tests/bench/test_bench_precision.py --benchmark-enable --benchmark-only
 """
@@ -38,6 +40,7 @@ CASES = {"conv 3x3 64->64 56x56 b1": 40, "linear 128x768 -> 3072": 40}
 RESULTS: dict = defaultdict(dict)
 MODEL_RESULTS: dict = {}
 NO_VNNI = ISA in ("sse41", "avx", "avx2", "avx512_core")
+BF16 = mkcache.build_info()["bf16"]  # native, emulated or none
 
 
 def _programs(case):
@@ -49,6 +52,7 @@ def _programs(case):
         with mkcache.Graph() as g:
             g.output(g.conv2d(g.input("x", x.shape), w, b, padding=1, activation="relu"), "y")
             f32 = g.compile()
+            bf16 = g.compile(precision="bf16") if BF16 != "none" else None
         w_scale = np.abs(w).reshape(64, -1).max(1) / 63
         wq = np.round(w / w_scale[:, None, None, None]).astype(np.int8)
         xq = np.clip(np.round(x / 0.02), 0, 255).astype(np.uint8)
@@ -57,13 +61,14 @@ def _programs(case):
                                         src_scale=0.02, weight_scale=w_scale, dst_scale=0.05,
                                         dst_dtype="uint8", padding=1, activation="relu"), "y")
             int8 = g.compile()
-        return {"float32": (f32, {"x": x}), "int8": (int8, {"x": xq})}
+        return _with_bf16({"float32": (f32, {"x": x}), "int8": (int8, {"x": xq})}, bf16, x)
     x = RNG.standard_normal((128, 768)).astype(np.float32)
     w = RNG.standard_normal((3072, 768)).astype(np.float32) * 0.03
     b = RNG.standard_normal(3072).astype(np.float32)
     with mkcache.Graph() as g:
         g.output(g.linear(g.input("x", x.shape), w, b), "y")
         f32 = g.compile()
+        bf16 = g.compile(precision="bf16") if BF16 != "none" else None
     w_scale = np.abs(w).max(1) / 63
     wq = np.round(w / w_scale[:, None]).astype(np.int8)
     xq = (np.clip(np.round(x / 0.03), -127, 127) + 128).astype(np.uint8)
@@ -71,7 +76,13 @@ def _programs(case):
         g.output(g.quantized_linear(g.input("x", x.shape, dtype="uint8"), wq, b, src_scale=0.03,
                                     weight_scale=w_scale, src_zero_point=128), "y")
         int8 = g.compile()
-    return {"float32": (f32, {"x": x}), "int8": (int8, {"x": xq})}
+    return _with_bf16({"float32": (f32, {"x": x}), "int8": (int8, {"x": xq})}, bf16, x)
+
+
+def _with_bf16(programs, bf16, x):
+    if bf16 is not None:
+        programs["bfloat16"] = (bf16, {"x": x})
+    return programs
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -86,6 +97,9 @@ def test_int8_against_float32(benchmark, case):
         cos = float(np.dot(ref.ravel(), got.ravel()) /
                     (np.linalg.norm(ref) * np.linalg.norm(got)))
         assert cos > 0.99, f"{case}: cosine similarity of int8 to float32 is {cos:.4f}"
+        if "bfloat16" in outs:
+            cos_bf16 = _cosine(ref, outs["bfloat16"])
+            assert cos_bf16 > 0.999, f"{case}: cosine of bfloat16 to float32 is {cos_bf16:.5f}"
         fns = {p: (lambda prog=prog, inputs=inputs: prog.run(**inputs))
                for p, (prog, inputs) in programs.items()}
         for fn in fns.values():  # warm-up
@@ -133,16 +147,18 @@ def _ort_int8(model_bytes, batches, path, dynamic=False):
 
 
 @pytest.mark.parametrize("model_name", ["ResNet-50", "MobileNetV2", "BERT layer seq 128"])
-def test_model_int8_against_onnxruntime(benchmark, tmp_path, model_name):
-    """A model's ONNX export, batch 1: imported in float32 and in int8
-    (mkcache.onnx.load(precision="int8")), and onnxruntime's float32 and
-    int8 sessions when it is installed, interleaved. The CNNs at 224x224
-    (64 untimed), onnxruntime's int8 from quantize_static; the BERT layer
-    at sequence 128 (16 untimed), onnxruntime's from quantize_dynamic."""
+def test_model_precisions_against_onnxruntime_and_openvino(benchmark, tmp_path, model_name):
+    """A model's ONNX export, batch 1: imported in float32, in int8
+    (mkcache.onnx.load(precision="int8")) and in bfloat16 where oneDNN has
+    its kernels; onnxruntime's float32 and int8 sessions and OpenVINO's
+    float32 and bfloat16 (where the CPU computes it natively) when they are
+    installed, interleaved. The CNNs at 224x224 (64 untimed), onnxruntime's
+    int8 from quantize_static; the BERT layer at sequence 128 (16 untimed),
+    onnxruntime's from quantize_dynamic."""
     pytest.importorskip("onnx")
     import mkcache.onnx  # noqa: PLC0415
     from mkcache.models import BertLayer, MobileNetV2, ResNet50  # noqa: PLC0415
-    benchmark.group = f"{model_name} int8"
+    benchmark.group = f"{model_name} precisions"
     rng = np.random.default_rng(7)
     bert = model_name.startswith("BERT")
     if bert:
@@ -161,6 +177,8 @@ def test_model_int8_against_onnxruntime(benchmark, tmp_path, model_name):
     programs = {"float32": mkcache.onnx.load(model, input_shapes=shapes),
                 "int8": mkcache.onnx.load(model, input_shapes=shapes, precision="int8",
                                           calibration=calib)}
+    if BF16 != "none":
+        programs["bf16"] = mkcache.onnx.load(model, input_shapes=shapes, precision="bf16")
     fns = {f"mkcache {p}": (lambda prog=prog: prog.run(x=x)) for p, prog in programs.items()}
     outs = {f"mkcache {p}": list(prog.run(x=x).values())[0] for p, prog in programs.items()}
     notes = []
@@ -180,10 +198,27 @@ def test_model_int8_against_onnxruntime(benchmark, tmp_path, model_name):
         for p, sess in sessions.items():
             fns[f"onnxruntime {p}"] = lambda sess=sess: sess.run(None, {"x": x})
             outs[f"onnxruntime {p}"] = sess.run(None, {"x": x})[0]
+    ov = installed("openvino")
+    if ov is None:
+        notes.append(WHY_NOT["openvino"])
+    else:
+        core = ov.Core()
+        # OpenVINO computes in bfloat16 by default where the CPU has it:
+        # both precisions asked for by name.
+        for p in ["f32"] + (["bf16"] if BF16 == "native" else []):
+            compiled = core.compile_model(core.read_model(model), "CPU", {
+                "INFERENCE_NUM_THREADS": THREADS, "PERFORMANCE_HINT": "LATENCY",
+                "INFERENCE_PRECISION_HINT": p})
+            request = compiled.create_infer_request()
+            out = compiled.output(0)
+            name = "openvino " + ("float32" if p == "f32" else "bf16")
+            fns[name] = lambda request=request, out=out: request.infer({"x": x})[out]
+            outs[name] = np.array(request.infer({"x": x})[out])
     try:
         want = outs["mkcache float32"]
         cos = {k: _cosine(v, want) for k, v in outs.items()}
         assert cos["mkcache int8"] > 0.99, cos
+        assert "mkcache bf16" not in cos or cos["mkcache bf16"] > 0.999, cos
         for fn in fns.values():
             fn()
         reps = 1 if benchmark.disabled else 30
@@ -213,11 +248,14 @@ def render_model_table() -> str:
 
 
 def render_table() -> str:
-    lines = [f"| case ({ISA}, {THREADS} threads) | float32 (ms) | int8 (ms) | int8 speed-up "
-             "| cosine int8 / float32 |", "|---|---|---|---|---|"]
+    lines = [f"| case ({ISA}, bf16 {BF16}, {THREADS} threads) | float32 (ms) | int8 (ms) "
+             "| int8 speed-up | cosine int8 / float32 | bfloat16 (ms) | bfloat16 speed-up |",
+             "|---|---|---|---|---|---|---|"]
     for case, r in RESULTS.items():
+        bf16 = (f"{r['bfloat16'] * 1e3:.3f} | {r['float32'] / r['bfloat16']:.2f}x"
+                if "bfloat16" in r else "- | -")
         lines.append(f"| {case} | {r['float32'] * 1e3:.3f} | {r['int8'] * 1e3:.3f} | "
-                     f"{r['float32'] / r['int8']:.2f}x | {r['cosine']:.4f} |")
+                     f"{r['float32'] / r['int8']:.2f}x | {r['cosine']:.4f} | {bf16} |")
     return "\n".join(lines)
 
 
@@ -226,7 +264,8 @@ class _Report:
     def pytest_terminal_summary(self, terminalreporter, config):
         if not RESULTS and not MODEL_RESULTS:
             return
-        terminalreporter.write_sep("=", "mkcache: int8 against float32, medians per run "
+        terminalreporter.write_sep("=", "mkcache: int8 and bfloat16 against float32, medians "
+                                        "per run "
                                         "(interleaved round-robin)")
         terminalreporter.write_line(render_table())
         if MODEL_RESULTS:
@@ -234,7 +273,7 @@ class _Report:
         path = config.getoption("--bench-report")
         if path:
             with open(path, "a") as f:
-                f.write(f"\nint8 against float32:\n\n{render_table()}\n")
+                f.write(f"\nint8 and bfloat16 against float32:\n\n{render_table()}\n")
                 if MODEL_RESULTS:
                     f.write(f"\n{render_model_table()}\n")
 

@@ -163,7 +163,7 @@ def test_activations(kind):
 
 
 @needs_bf16
-def test_softmax_layer_norm_binary_concat():
+def test_softmax_norms_binary_concat():
     x, xv = bf16(rand(4, 6, 29, seed=16, scale=3.0))
     # oneDNN's bfloat16 softmax writes its exponentials to dst and scales
     # them there: two roundings.
@@ -183,6 +183,13 @@ def test_softmax_layer_norm_binary_concat():
     y, yv = bf16(rand(4, 3, 29, seed=20))
     got = values(mkcache.concat([x, y], axis=1))
     np.testing.assert_array_equal(got, np.concatenate([xv, yv], axis=1))
+    # Inference batch norm: statistics, scale and shift in float32.
+    c, cv = bf16(rand(2, 6, 5, 7, seed=33))
+    mean, var = rand(6, seed=34), np.abs(rand(6, seed=35)) + 0.5
+    gamma, beta = rand(6, seed=36), rand(6, seed=37)
+    got = values(mkcache.batch_norm(c, mean, var, gamma, beta))
+    want = ref.batch_norm_nchw(cv, mean, var, gamma, beta)
+    assert_bf16_close(got, want, floor=1e-4 * np.abs(want).max(), what="batch_norm")
 
 
 def test_dtypes_must_agree():
@@ -262,8 +269,8 @@ def test_without_bf16_kernels_errors_name_the_isa():
 
 
 def small_graph(layout="NCHW"):
-    """conv (grouped too) + residual add + pool + linear + layer norm +
-    softmax, and an erf, which only computes in float32."""
+    """conv (grouped too) + residual add + batch norm + pool + linear +
+    layer norm + softmax, and an erf, which only computes in float32."""
     g = mkcache.Graph()
     shape = (None, 9, 11, 5) if layout == "NHWC" else (None, 5, 9, 11)
     x = g.input("x", shape, layout=layout)
@@ -271,7 +278,10 @@ def small_graph(layout="NCHW"):
                   activation="relu", data_format=layout)
     c2 = g.conv2d(c1, rand(12, 4, 3, 3, seed=23, scale=0.3), None, padding=1, groups=3,
                   data_format=layout)
-    s = g.relu(g.add(c2, c1))
+    # A batch norm after an add stays a node (nothing to fold it into).
+    s = g.batch_norm(g.add(c2, c1), rand(12, seed=38), np.abs(rand(12, seed=39)) + 0.5,
+                     rand(12, seed=40), rand(12, seed=41), data_format=layout)
+    s = g.relu(s)
     p = g.avg_pool2d(s, 2, 2, data_format=layout)
     if layout == "NHWC":
         p = g.transpose(p, (0, 3, 1, 2))
@@ -284,8 +294,8 @@ def small_graph(layout="NCHW"):
 
 
 IMPLS_ALL_REFERENCE = {op: "reference" for op in (
-    "conv2d", "activation", "binary", "pool", "linear", "layer_norm", "softmax", "transpose",
-    "erf")}
+    "conv2d", "activation", "binary", "batch_norm", "pool", "linear", "layer_norm", "softmax",
+    "transpose", "erf")}
 
 
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])

@@ -1472,10 +1472,11 @@ typedef struct mkc_program_options {
                                 steps convert where the forms differ; the rest
                                 float32.
                                 "bf16": every convolution, linear, matmul,
-                                pooling, activation, softmax, layer norm,
-                                binary, concat and transpose node computes in
-                                bfloat16 (biases and layer-norm scale and
-                                shift stay float32); converters change the
+                                pooling, activation, softmax, batch and layer
+                                norm, binary, concat and transpose node
+                                computes in bfloat16 (biases and the norms'
+                                statistics, scale and shift stay float32);
+                                converters change the
                                 dtype where a value arrives in the other one
                                 (constants once, at compile) and the outputs
                                 are float32. Needs oneDNN's bfloat16 kernels

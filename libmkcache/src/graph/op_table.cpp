@@ -1598,7 +1598,8 @@ std::vector<OpRow> build_rows() {
             .onednn<LayerNorm>(ops::LayerNormOp::run)
             .reference(ref_layer_norm),
         Row(NodeOp::batch_norm, kBatchNorm) // inference: the running statistics are inputs
-            .ports("src,mean,variance,scale,shift", 3, 5, 3).shaping(S::same_as_input)
+            .ports("src,mean,variance,scale,shift", 3, 5, 3).floats()
+            .port_dtypes(1, dtype_bit(MKC_DTYPE_F32)).shaping(S::same_as_input)
             .in_place().channel_axis<mkc_batch_norm_params>()
             .params(read_as_is<mkc_batch_norm_params, kBatchNorm>)
             .onednn<BatchNorm>(ops::BatchNormOp::run)

@@ -4,12 +4,14 @@
 #include <optional>
 #include <string>
 
+#include "common/cpu_features.hpp"
 #include "common/engine.hpp"
 #include "common/error.hpp"
 #include "handler/handler.hpp"
 #include "ops/attrs.hpp"
 #include "ops/batch_norm.hpp"
 #include "ops/call_words.hpp"
+#include "ops/float_dtype.hpp"
 #include "keys/keys.hpp"
 #include "ops/ops.hpp"
 
@@ -56,6 +58,7 @@ std::shared_ptr<BatchNormEntry> acquire_batch_norm(Handler &handler, const Batch
     const float epsilon = attrs.p.epsilon;
     sign_batch_norm(handler, attrs, scale, shift);
     sign_input_layout(handler, src, DNNL_ARG_SRC);
+    if (src.dtype != MKC_DTYPE_F32) require_bf16_kernels("batch_norm");
     return handler.acquire_primitive<BatchNormEntry>([&] {
         auto e = std::make_shared<BatchNormEntry>();
         flags f = training ? flags::none : flags::use_global_stats;
@@ -66,6 +69,7 @@ std::shared_ptr<BatchNormEntry> acquire_batch_norm(Handler &handler, const Batch
             training ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference,
             src.desc, src.desc, epsilon, f, user_scratchpad_attr());
         e->primitive = dnnl::batch_normalization_forward(e->pd);
+        // The statistics, scale and shift stay float32 for bfloat16 data.
         const dnnl::memory::desc vec({c}, f32, tag::a);
         std::vector<std::pair<int, dnnl::memory::desc>> args = {
             {DNNL_ARG_SRC, e->pd.src_desc()}, {DNNL_ARG_DST, e->pd.dst_desc()},
@@ -131,7 +135,8 @@ void check_batch_norm(const mkc_batch_norm_params &p, bool training, const V &sr
                       const V *mean, const V *variance, const V *scale, const V *shift,
                       const V *batch_mean, const V *batch_variance) {
     const char *op = "batch_norm";
-    require(src.dtype == MKC_DTYPE_F32, op, ": src must be float32, got ", dtype_name(src.dtype));
+    require_float_src(op, "src", src.dtype);
+    require_f32_training(op, src.dtype, training);
     require(p.epsilon >= 0.f, op, ": epsilon must be >= 0");
     const Dims &x = onednn_dims(src);
     require(x.size() >= 2 && x.size() <= 5, op, ": src must have rank 2..5 (N, C, ...), got ",
@@ -175,7 +180,7 @@ public:
 std::vector<ValueDesc> batch_norm_outputs(bool training, mkc_layout data_format,
                                           const ValueDesc &src, const dnnl::memory::desc &dst_desc,
                                           const ValueDesc *mean, const ValueDesc *variance) {
-    std::vector<ValueDesc> out{{MKC_DTYPE_F32, data_format, src.dims, dst_desc}};
+    std::vector<ValueDesc> out{{src.dtype, data_format, src.dims, dst_desc}};
     if (training) {
         const ValueDesc vec = plain_value(MKC_DTYPE_F32, MKC_LAYOUT_CHANNELS_FIRST, {src.dims[1]});
         out.insert(out.end(), {vec, vec, mean ? vec : ValueDesc{}, variance ? vec : ValueDesc{}});
@@ -285,7 +290,7 @@ void batch_norm(const CacheScope &scope, const mkc_batch_norm_params &p, const T
     auto *entry = static_cast<BatchNormEntry *>(blob.get());
     const int64_t c = src.dims[1];
     Handler::Output out = Handler::prepare_output(dst, *entry, DNNL_ARG_DST, data_format,
-                                                  MKC_DTYPE_F32, op);
+                                                  src.dtype, op);
     // Training writes the batch statistics; they go to the caller's tensors
     // when given, else to temporaries.
     std::shared_ptr<void> stat_mean, stat_var, workspace;
