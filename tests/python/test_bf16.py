@@ -382,3 +382,32 @@ def test_bf16_program_from_threads():
             got = list(pool.map(lambda x: p.run(x=x)["probs"], xs * 3))
     for i, y in enumerate(got):
         np.testing.assert_array_equal(y, want[i % len(xs)])
+
+
+@needs_bf16
+@pytest.mark.parametrize("model", ["ResNet-18", "BERT layer"])
+def test_imported_models_against_onnxruntime(model):
+    """mkcache.onnx.load(precision="bf16") on ONNX exports, against
+    onnxruntime's float32 on the same file: cosine >= 0.999 (and the same
+    top-1 class for the CNN)."""
+    pytest.importorskip("onnx")
+    ort = pytest.importorskip("onnxruntime")
+    import mkcache.onnx  # noqa: PLC0415
+    if model == "BERT layer":
+        data = BertLayer(0, hidden=96, heads=4, ffn=384).onnx_model(batch=2, seq=17)
+        x = rand(2, 17, 96, seed=42)
+    else:
+        data = ResNet18(0).onnx_model(image=64)
+        x = rand(2, 3, 64, 64, seed=43)
+    data = data.SerializeToString()
+    want = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    prog = mkcache.onnx.load(data, input_shapes={"x": x.shape}, precision="bf16")
+    try:
+        got = next(iter(prog.run(x=x).values()))
+        assert " bf16" in prog.plan()
+    finally:
+        prog.close()
+    assert got.dtype == np.float32 and got.shape == want.shape
+    assert cosine(want, got) >= 0.999
+    if model == "ResNet-18":
+        assert (want.argmax(1) == got.argmax(1)).all()

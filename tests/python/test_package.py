@@ -15,6 +15,12 @@ def test_versions_and_build_info():
     assert info["version"] == mkcache.__version__
     assert info["onednn_version"].startswith("3.2")
     assert info["isa"] and info["max_threads"] >= 1
+    # bfloat16: computed natively from avx512_core_bf16 (and AVX2-VNNI-2),
+    # through float32 on other AVX-512, not at all below.
+    native = info["isa"].startswith(("avx512_core_bf16", "avx512_core_fp16", "avx512_core_amx",
+                                     "avx2_vnni_2"))
+    assert info["bf16"] == ("native" if native else "emulated" if info["isa"].startswith(
+        "avx512_core") else "none"), info
 
 
 def test_every_header_function_is_declared_in_python():
