@@ -319,10 +319,14 @@ class Graph(_Closed):
                                                     self._value(bias, "bias")))
 
     def matmul(self, a, b, bias=None, *, transpose_a=False, transpose_b=False, scale=1.0,
-               activation=None, name=None) -> Value:
+               activation=None, addend=None, name=None) -> Value:
+        """activation(scale * (a @ b + bias) + addend): the addend (an
+        attention mask) broadcasts into the product, never widening it. The
+        compile fuses a following add into the matmul this way itself."""
         p = ops._build_matmul_params(transpose_a, transpose_b, activation, name, scale)
         return self._node("matmul", p, self._inputs(self._value(a, "a"), self._value(b, "b"),
-                                                    self._value(bias, "bias")))
+                                                    self._value(bias, "bias"),
+                                                    self._value(addend, "addend")))
 
     def layer_norm(self, x, scale=None, shift=None, *, begin_norm_axis=-1, epsilon=1e-5,
                    name=None) -> Value:

@@ -43,10 +43,11 @@ def _export(module, args, path, dynamo: bool, names: list, outputs: list, dynami
     return path
 
 
-def _compare(path, feeds_list):
+def _compare(path, feeds_list, addends=0):
     """The model at `path` through one program and through ONNX Runtime for
     each feeds; the largest difference relative to each output's largest
-    magnitude."""
+    magnitude. `addends`: how many adds (attention masks) the plan must
+    have run as their matmul's addend."""
     model = onnx.load(str(path))
     names = [o.name for o in model.graph.output]
     sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
@@ -61,6 +62,8 @@ def _compare(path, feeds_list):
                 diff = float(np.abs(g - want).max()) / scale
                 assert diff <= RTOL, f"{path.name}: {name} differs by {diff:.2e} of its scale"
                 worst = max(worst, diff)
+        plan = prog.plan()
+        assert plan.count("as its addend") == addends, plan
     return worst
 
 
@@ -148,7 +151,8 @@ def test_bert(dynamo, tmp_path):
                    tmp_path / "bert.onnx", dynamo, names,
                    ["last_hidden_state", "pooler_output"],
                    {n: {0: "batch", 1: "seq"} for n in names})
-    _compare(path, [_bert_feeds(rng, 2, 7), _bert_feeds(rng, 3, 11)])
+    # Each layer's mask added to its scores inside the scores' matmul.
+    _compare(path, [_bert_feeds(rng, 2, 7), _bert_feeds(rng, 3, 11)], addends=2)
 
 
 @pytest.mark.parametrize("dynamo", [False, True], ids=["torchscript", "dynamo"])
@@ -178,4 +182,4 @@ def test_bert_with_its_own_mask_builder(dynamo, tmp_path):
                    tmp_path / "bert.onnx", dynamo, names,
                    ["last_hidden_state", "pooler_output"],
                    {n: {0: "batch", 1: "seq"} for n in names})
-    _compare(path, [_bert_feeds(rng, 2, 7, False), _bert_feeds(rng, 3, 11, False)])
+    _compare(path, [_bert_feeds(rng, 2, 7, False), _bert_feeds(rng, 3, 11, False)], addends=2)

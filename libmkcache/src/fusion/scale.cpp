@@ -21,7 +21,9 @@ bool fuse_scale(Rewriter &r, int p, int c) {
     // y * c, c * y or y / c with c one float32 constant of rank <= 2
     // (a matmul's result has rank >= 2: its shape stays), after no
     // activation (the scale comes before it).
-    if (params.activation != MKC_ACTIVATION_NONE || !r.is_constant(other) ||
+    // The addend is added after the scale: a scale after it would take it too.
+    const bool has_addend = fused.inputs.size() > 3 && fused.inputs[3] != kNoValue;
+    if (params.activation != MKC_ACTIVATION_NONE || has_addend || !r.is_constant(other) ||
         !(kind == MKC_BINARY_MUL || (kind == MKC_BINARY_DIV && consumer.inputs[0] == y)))
         return false;
     const Tensor &t = *r.value(other).constant;

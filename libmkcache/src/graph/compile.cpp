@@ -2,6 +2,9 @@
 //   bind_inputs  the inputs' dims bound: their plain descriptions;
 //   infer        every node's outputs from its row (its operator's checks,
 //                errors naming the node), on plain descriptions;
+//   fold_adds    a binary add of a matmul's result (its only reader) and a
+//                value that broadcasts into it becomes the matmul's addend
+//                (a post-op: an attention's mask), the add no step;
 //   precision    which nodes compute in bfloat16 (a bfloat16 plan: each
 //                whose operator computes in either float); their data
 //                inputs are shown to them in bfloat16 from here on, so the
@@ -83,10 +86,11 @@ void run_copy(const CacheScope &, PrimitiveEntry &entry, const ops::Buffers &b) 
 class Compiler {
 public:
     Compiler(const Graph &g, const CompileOptions &options, Plan &plan)
-        : g_(g), options_(options), plan_(plan), desc_(g.values.size()), where_(g.values.size()),
-          view_(g.values.size(), false), last_reader_(g.values.size(), -1),
-          is_output_(g.values.size(), false) {
-        std::vector<int> readers(g.values.size(), 0);
+        : g_(g), options_(options), plan_(plan), nodes_(g.nodes), desc_(g.values.size()),
+          where_(g.values.size()), view_(g.values.size(), false),
+          last_reader_(g.values.size(), -1), is_output_(g.values.size(), false),
+          readers_(g.values.size(), 0) {
+        std::vector<int> &readers = readers_;
         for (size_t n = 0; n < g.nodes.size(); ++n)
             for (int v : g.nodes[n].inputs)
                 if (v != kNoValue) {
@@ -141,9 +145,9 @@ public:
 
     void infer() {
         logical_ = desc_;
-        inferred_.assign(g_.nodes.size(), {});
-        for (size_t n = 0; n < g_.nodes.size(); ++n) {
-            const Node &node = g_.nodes[n];
+        inferred_.assign(nodes_.size(), {});
+        for (size_t n = 0; n < nodes_.size(); ++n) {
+            const Node &node = nodes_[n];
             NodeInputs inputs;
             for (int v : node.inputs)
                 inputs.push_back(v == kNoValue ? nullptr : &logical_[v]);
@@ -155,19 +159,36 @@ public:
         }
     }
 
+    void fold_adds() {
+        folded_into_.assign(nodes_.size(), -1);
+        if (!options_.fold_adds)
+            return;
+        for (size_t n = 0; n < nodes_.size(); ++n) {
+            const Node &add = nodes_[n];
+            if (add.op != NodeOp::binary ||
+                std::get<BinaryParams>(add.params).kind != MKC_BINARY_ADD)
+                continue;
+            for (int side = 0; side < 2; ++side) {
+                const int y = add.inputs[side], other = add.inputs[1 - side];
+                if (fold_add(static_cast<int>(n), y, other))
+                    break;
+            }
+        }
+    }
+
     void precision() {
-        bf16_.assign(g_.nodes.size(), false);
+        bf16_.assign(nodes_.size(), false);
         if (!options_.bf16)
             return;
-        for (size_t n = 0; n < g_.nodes.size(); ++n)
-            bf16_[n] = row(g_.nodes[n]).reference_widens_bf16;
+        for (size_t n = 0; n < nodes_.size(); ++n)
+            bf16_[n] = row(nodes_[n]).reference_widens_bf16;
     }
 
     void choose_implementations() {
-        choices_.assign(g_.nodes.size(), {});
-        for (size_t n = 0; n < g_.nodes.size(); ++n) {
-            const Node &node = g_.nodes[n];
-            if (lowered_as_view(node))
+        choices_.assign(nodes_.size(), {});
+        for (size_t n = 0; n < nodes_.size(); ++n) {
+            const Node &node = nodes_[n];
+            if (lowered_as_view(node) || folded_into_[n] >= 0)
                 continue;
             NodeInputs inputs;
             std::vector<ValueDesc> typed(node.inputs.size());
@@ -183,7 +204,7 @@ public:
     }
 
     void lower() {
-        for (size_t n = 0; n < g_.nodes.size(); ++n)
+        for (size_t n = 0; n < nodes_.size(); ++n)
             node(static_cast<int>(n));
     }
 
@@ -268,9 +289,21 @@ private:
     }
 
     void node(int n) {
-        const Node &node = g_.nodes[n];
+        const Node &node = nodes_[n];
         if (lowered_as_view(node)) {
             view(n);
+            return;
+        }
+        if (folded_into_[n] >= 0) { // the matmul wrote its result where y is
+            const int w = node.outputs[0];
+            const int y = node.inputs[0] != kNoValue && nodes_[folded_into_[n]].outputs[0] ==
+                                                            node.inputs[0]
+                              ? node.inputs[0]
+                              : node.inputs[1];
+            desc_[w] = desc_[y];
+            where_[w] = where_[y];
+            view_[w] = view_[y];
+            share(where_[w], w);
             return;
         }
         NodeInputs inputs;
@@ -320,6 +353,9 @@ private:
         step.run = choice.impl->run(row(node));
         step.entry = prepared.entry;
         step.what = what;
+        for (size_t k = static_cast<size_t>(n) + 1; k < folded_into_.size(); ++k)
+            if (folded_into_[k] == n)
+                step.what += " + " + g_.describe_node(static_cast<int>(k)) + " as its addend";
         step.impl = choice.impl == implementation_named("onednn") ? implementation(*step.entry)
                                                                   : choice.impl->name;
         step.choice = choice.why;
@@ -393,11 +429,57 @@ private:
         plan_.steps.push_back(std::move(step));
     }
 
+    // Whether `small`'s caller dims broadcast into `big`'s (numpy's rule,
+    // leaving big's shape as it is).
+    static bool broadcasts_into(const ValueDesc &small, const ValueDesc &big) {
+        const Dims s = ops::caller_dims(small), b = ops::caller_dims(big);
+        if (s.size() > b.size())
+            return false;
+        for (size_t i = 0, shift = b.size() - s.size(); i < s.size(); ++i)
+            if (s[i] != 1 && s[i] != b[shift + i])
+                return false;
+        return true;
+    }
+
+    // Add node `n` of `y` and `other` folded into the matmul writing `y`
+    // when that matmul has no activation or addend yet, the add is y's only
+    // reader, `other` is computed before the matmul and broadcasts into y,
+    // and the add's result is y's shape: the matmul then takes `other` as
+    // its addend and writes the add's result.
+    bool fold_add(int n, int y, int other) {
+        const Value &value = g_.values[y];
+        if (y == other || value.kind != Value::Kind::result || readers_[y] != 1 || is_output_[y])
+            return false;
+        const int m = value.producer;
+        Node &matmul = nodes_[m];
+        if (matmul.op != NodeOp::matmul)
+            return false;
+        const auto &p = std::get<mkc_matmul_params>(matmul.params);
+        const bool has_addend = matmul.inputs.size() > 3 && matmul.inputs[3] != kNoValue;
+        const Value &o = g_.values[other];
+        if (p.activation != MKC_ACTIVATION_NONE || has_addend ||
+            (o.kind == Value::Kind::result && o.producer >= m))
+            return false;
+        const int w = nodes_[n].outputs[0];
+        const ValueDesc &ly = logical_[y], &lw = logical_[w];
+        if (logical_[other].dtype != ly.dtype || !broadcasts_into(logical_[other], ly) ||
+            lw.dims != ly.dims || lw.layout != ly.layout)
+            return false;
+        matmul.inputs.resize(3, kNoValue);
+        matmul.inputs.push_back(other);
+        folded_into_[n] = m;
+        // y's bytes hold the add's result: its readers are y's now.
+        last_reader_[y] = std::max(last_reader_[y], last_reader_[w]);
+        if (is_output_[w])
+            is_output_[y] = true;
+        return true;
+    }
+
     // Node `n`'s input `i`, held as `have`, in the dtype the node computes
     // it in: `have` itself, or plain in that dtype, kept in `slot` (a
     // converter makes it so).
     const ValueDesc *computed_as(int n, size_t i, const ValueDesc &have, ValueDesc &slot) const {
-        const Node &node = g_.nodes[n];
+        const Node &node = nodes_[n];
         const int v = node.inputs[i];
         const mkc_dtype want = bf16_[n] && bf16_port(row(node), i) &&
                                        logical_[v].dtype == MKC_DTYPE_F32
@@ -415,7 +497,7 @@ private:
     // bytes where they are (read() then converts it).
     void shown_to(const Implementation &impl, int n, NodeInputs &inputs,
                   std::vector<ValueDesc> &shown) const {
-        const Node &node = g_.nodes[n];
+        const Node &node = nodes_[n];
         shown.assign(node.inputs.size(), {});
         for (size_t i = 0; i < node.inputs.size(); ++i) {
             const int v = node.inputs[i];
@@ -433,7 +515,7 @@ private:
     // measured by an earlier plan), else, when measuring, the fastest of the
     // implementations that support it, timed now and remembered there.
     void measure_choice(int n, NodeInputs inputs, Choice &choice) {
-        const Node &node = g_.nodes[n];
+        const Node &node = nodes_[n];
         std::vector<const Implementation *> capable;
         for (const Implementation *impl : implementations()) {
             std::vector<ValueDesc> shown;
@@ -499,7 +581,7 @@ private:
     // (blocked ones, or a reshape of a transposed view) are made plain
     // first by a converter, shared with any other reader wanting them so.
     void view(int n) {
-        const Node &node = g_.nodes[n];
+        const Node &node = nodes_[n];
         const int v = node.inputs[0], w = node.outputs.at(0);
         const ValueDesc &out = inferred_[n].at(0);
         BufferRef at = where_[v];
@@ -534,7 +616,7 @@ private:
     // residual made by a step before it.
     BufferRef residual(int n, const ValueDesc &y, const std::vector<BufferRef> &reads,
                        bool &in_place) {
-        const Node &node = g_.nodes[n];
+        const Node &node = nodes_[n];
         const int r = node.inputs.at(static_cast<size_t>(row(node).residual_port(node)));
         for_node(g_, n, [&] {
             require(desc_[r].layout == y.layout && desc_[r].dims == y.dims, "the residual's shape ",
@@ -587,7 +669,7 @@ private:
     // shared copy is forgotten).
     BufferRef overwritten_input(int n, const Implementation &impl, const ops::Prepared &prepared,
                                 const std::vector<BufferRef> &reads) {
-        const Node &node = g_.nodes[n];
+        const Node &node = nodes_[n];
         if (!options_.inplace || node.inputs.empty() || node.inputs[0] == kNoValue ||
             prepared.outputs.empty() || reads.empty() || !impl.overwrites_input(row(node)))
             return {};
@@ -809,11 +891,13 @@ private:
     const Graph &g_;
     const CompileOptions &options_;
     Plan &plan_;
+    std::vector<Node> nodes_; // the graph's, a folded add's value an input of its matmul
     std::vector<ValueDesc> desc_;    // per value, as lowered (its actual arrangement)
     std::vector<ValueDesc> logical_; // per value, as inferred (plain)
     std::vector<std::vector<ValueDesc>> inferred_; // per node, its outputs as inferred
     std::vector<Choice> choices_;                  // per node (none for a view)
     std::vector<bool> bf16_;                       // per node: computes in bfloat16
+    std::vector<int> folded_into_;                 // per add node: the matmul it became part of
     std::vector<BufferRef> where_;
     std::vector<bool> view_;                  // a strided view only a matmul reads as it is
     std::map<int, bool> redirected_;          // per arena buffer: moved to a graph output
@@ -823,6 +907,7 @@ private:
     // whether it or a view of it is a graph output.
     std::vector<int> last_reader_;
     std::vector<bool> is_output_;
+    std::vector<int> readers_; // per value, the nodes reading it
     std::vector<Buffer> buffers_;
     std::map<std::pair<int, std::string>, BufferRef> converted_, constants_;
 };
@@ -849,6 +934,7 @@ std::unique_ptr<Plan> compile_plan(const Graph &graph,
     const Pass kPlanPasses[] = {
         {"bind_inputs", [&] { c.bind_inputs(dims); }},
         {"infer", [&] { c.infer(); }},
+        {"fold_adds", [&] { c.fold_adds(); }},
         {"precision", [&] { c.precision(); }},
         {"choose", [&] { c.choose_implementations(); }},
         {"lower", [&] { c.lower(); }},

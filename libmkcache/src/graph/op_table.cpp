@@ -351,11 +351,12 @@ template <> struct Call<ops::LinearOp> : Biased<ops::LinearOp> {};
 
 template <> struct Call<ops::MatmulOp> {
     static std::vector<ValueDesc> infer(const ops::MatmulAttrs &a, const NodeInputs &in) {
-        return one(ops::MatmulOp::infer(a, *in[0], *in[1], port(in, 2)));
+        return one(ops::MatmulOp::infer(a, *in[0], *in[1], port(in, 2), port(in, 3)));
     }
     static ops::Prepared prepare(const CacheScope &s, const ops::MatmulAttrs &a, const char *n,
                                  const NodeInputs &in, const Dims *y_strides) {
-        return ops::MatmulOp::prepare(s, a, n, *in[0], *in[1], port(in, 2), y_strides);
+        return ops::MatmulOp::prepare(s, a, n, *in[0], *in[1], port(in, 2), port(in, 3),
+                                      y_strides);
     }
 };
 
@@ -603,8 +604,10 @@ void ref_linear(const ReferenceCall &c) {
     }
 }
 void ref_matmul(const ReferenceCall &c) {
+    const float *addend = opt_f(c, 3);
     reference::matmul(std::get<mkc_matmul_params>(c.node.params), c.in[0], in_f(c, 0), c.in[1],
-                      in_f(c, 1), opt_f(c, 2), c.out, out_f(c));
+                      in_f(c, 1), opt_f(c, 2), c.out, out_f(c), addend ? &c.in[3] : nullptr,
+                      addend);
 }
 void ref_layer_norm(const ReferenceCall &c) {
     const auto &p = std::get<mkc_layer_norm_params>(c.node.params);
@@ -1586,7 +1589,7 @@ std::vector<OpRow> build_rows() {
             .params(read_linear).onednn<Linear>(ops::LinearOp::run)
             .reference(ref_linear).flops(linear_flops),
         Row(NodeOp::matmul, kMatmul)
-            .ports("a,b,bias", 2, 3, 2).floats()
+            .ports("a,b,bias,addend", 2, 4, 2).floats()
             .post_op_activation<mkc_matmul_params>()
             .strided_operands()
             .params(read_as_is<mkc_matmul_params, kMatmul>).onednn<Matmul>(ops::MatmulOp::run)

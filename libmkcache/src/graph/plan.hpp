@@ -103,6 +103,9 @@ struct CompileOptions {
     // result passed on in bfloat16 to readers that take it; the others,
     // and the outputs, get float32 back by converters.
     bool bf16 = false;
+    // A matmul's following add of a value broadcast into its result is run
+    // as the matmul's post-op (the fusion option's plan-time part).
+    bool fold_adds = true;
     Choices *choices = nullptr;
     ConvertedConstants *constants = nullptr; // shared between plans (null: the plan's own)
     const PassDump *dump = nullptr;          // the IR after each pass (null: none)

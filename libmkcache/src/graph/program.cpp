@@ -33,6 +33,7 @@ Program::Program(Graph graph, const ProgramOptions &options)
     options_.compile.overrides.by_environment = parse_overrides(env ? env : "", "MKCACHE_IMPL");
     choices_.load(options_.choices);
     options_.compile.measure = options_.measure;
+    options_.compile.fold_adds = options_.fuse;
     dump_ = PassDump(dump_path(options_.dump));
     options_.compile.dump = &dump_;
     // The graph's passes (each plan's follow when its input dims are known).

@@ -32,16 +32,24 @@ struct LinearEntry : PrimitiveEntry {
 };
 struct MatmulEntry : PrimitiveEntry {
     dnnl::matmul::primitive_desc pd;
+    int addend_arg = 0; // the addend's argument (its post-op's SRC_1), 0: none
 };
 
 // The post-ops: the result times `scale` (when not 1), plus what the
-// destination holds (`sum`: a residual), then the activation.
+// destination holds (`sum`: a residual) or an `addend` (broadcast into the
+// result), then the activation. `addend_arg` gets the addend's argument.
 dnnl::primitive_attr activation_attr(mkc_activation_kind kind, float alpha, float beta,
-                                     float scale = 1.f, bool sum = false) {
+                                     float scale = 1.f, bool sum = false,
+                                     const dnnl::memory::desc *addend = nullptr,
+                                     int *addend_arg = nullptr) {
     dnnl::primitive_attr attr = user_scratchpad_attr();
     dnnl::post_ops ops;
     if (scale != 1.f) ops.append_eltwise(dnnl::algorithm::eltwise_linear, scale, 0.f);
     if (sum) ops.append_sum(1.f);
+    if (addend) {
+        *addend_arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(ops.len()) | DNNL_ARG_SRC_1;
+        ops.append_binary(dnnl::algorithm::binary_add, *addend);
+    }
     if (kind != MKC_ACTIVATION_NONE) ops.append_eltwise(activation_info(kind, alpha).alg, alpha, beta);
     if (ops.len() > 0) attr.set_post_ops(ops);
     return attr;
@@ -460,6 +468,7 @@ namespace {
 // (transposes applied through the strides of their bytes) and the result.
 struct MatmulGeometry {
     Dims ac, bc, a_strides, b_strides, yc;
+    Dims addend; // its caller dims padded to the result's rank; empty: none
     int64_t n;
     mkc_dtype dtype = MKC_DTYPE_F32;   // a's and b's (and the result's)
     mkc_dtype b_dtype = MKC_DTYPE_F32; // the bias's, when there is one
@@ -484,7 +493,8 @@ void pad_strides(Dims &strides, const Dims &dims, size_t n) {
 }
 
 template <typename V>
-MatmulGeometry matmul_geometry(const mkc_matmul_params &p, const V &a, const V &b, const V *bias) {
+MatmulGeometry matmul_geometry(const mkc_matmul_params &p, const V &a, const V &b, const V *bias,
+                               const V *addend = nullptr) {
     MatmulGeometry g;
     g.dtype = require_float_src("matmul", "a", a.dtype);
     require_same_float("matmul", "b", b.dtype, g.dtype);
@@ -537,6 +547,20 @@ MatmulGeometry matmul_geometry(const mkc_matmul_params &p, const V &a, const V &
         require(bd.size() == 1 && bd[0] == N, "matmul: bias must have shape [", N, "]");
     }
     if (p.activation != MKC_ACTIVATION_NONE) activation_info(p.activation, p.activation_alpha);
+    if (addend) {
+        require_same_float("matmul", "addend", addend->dtype, g.dtype);
+        const Dims c = caller_dims(*addend);
+        bool fits = c.size() <= n;
+        if (fits) {
+            g.addend = Dims(n - c.size(), 1);
+            g.addend.insert(g.addend.end(), c.begin(), c.end());
+            for (size_t i = 0; i < n && fits; ++i)
+                fits = g.addend[i] == 1 || g.addend[i] == yc[i];
+        }
+        if (!fits)
+            fail(MKC_STATUS_INVALID_ARGUMENT, "matmul: the addend ", shape_text(c),
+                 " does not broadcast into the result ", shape_text(yc));
+    }
     return g;
 }
 
@@ -552,8 +576,11 @@ struct MatmulViews {
     MatmulViews(const MatmulGeometry &g, const Dims *y_strides = nullptr)
         : a(g.ac, onednn_float(g.dtype), g.a_strides), b(g.bc, onednn_float(g.dtype), g.b_strides),
           y(g.yc, onednn_float(g.dtype), y_strides ? *y_strides : row_major_strides(g.yc)),
-          bias(bias_view(g)) {}
-    dnnl::memory::desc a, b, y, bias;
+          bias(bias_view(g)),
+          addend(g.addend.empty() ? empty_desc()
+                                  : dnnl::memory::desc(g.addend, onednn_float(g.dtype),
+                                                       row_major_strides(g.addend))) {}
+    dnnl::memory::desc a, b, y, bias, addend;
 
 private:
     static dnnl::memory::desc bias_view(const MatmulGeometry &g) {
@@ -581,11 +608,15 @@ std::shared_ptr<MatmulEntry> prepare_matmul(const CacheScope &scope, const mkc_m
     handler.sign_layout(v.b);
     handler.sign(y_strided ? 1 : 0);
     if (y_strided) handler.sign_layout(v.y);
+    const bool addend = !g.addend.empty();
+    handler.sign(addend ? 1 : 0);
+    if (addend) handler.sign_layout(v.addend);
     if (g.dtype != MKC_DTYPE_F32) require_bf16_kernels("matmul");
     return handler.acquire_primitive<MatmulEntry>([&] {
         auto e = std::make_shared<MatmulEntry>();
         const auto attr =
-            activation_attr(p.activation, p.activation_alpha, p.activation_beta, p.scale);
+            activation_attr(p.activation, p.activation_alpha, p.activation_beta, p.scale, false,
+                            addend ? &v.addend : nullptr, &e->addend_arg);
         if (bias)
             e->pd = dnnl::matmul::primitive_desc(cpu_engine(), v.a, v.b, v.bias, v.y, attr);
         else
@@ -593,6 +624,7 @@ std::shared_ptr<MatmulEntry> prepare_matmul(const CacheScope &scope, const mkc_m
         e->primitive = dnnl::matmul(e->pd);
         std::vector<int> args = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST};
         if (bias) args.push_back(DNNL_ARG_BIAS);
+        if (e->addend_arg) args.push_back(e->addend_arg);
         e->set_args(e->pd, args);
         return e;
     });
@@ -601,8 +633,8 @@ std::shared_ptr<MatmulEntry> prepare_matmul(const CacheScope &scope, const mkc_m
 } // namespace
 
 ValueDesc MatmulOp::infer(const Attrs &attrs, const ValueDesc &a, const ValueDesc &b,
-                          const ValueDesc *bias) {
-    const MatmulGeometry g = matmul_geometry(attrs.p, a, b, bias);
+                          const ValueDesc *bias, const ValueDesc *addend) {
+    const MatmulGeometry g = matmul_geometry(attrs.p, a, b, bias, addend);
     return plain_value(g.dtype, MKC_LAYOUT_CHANNELS_FIRST, g.yc);
 }
 
@@ -618,14 +650,15 @@ dnnl::memory::desc operand_takes(const ValueDesc &v) {
 
 Prepared MatmulOp::prepare(const CacheScope &scope, const Attrs &attrs, const char *name,
                            const ValueDesc &a, const ValueDesc &b, const ValueDesc *bias,
-                           const Dims *y_strides) {
-    const MatmulGeometry g = matmul_geometry(attrs.p, a, b, bias);
+                           const ValueDesc *addend, const Dims *y_strides) {
+    const MatmulGeometry g = matmul_geometry(attrs.p, a, b, bias, addend);
     require(!y_strides || y_strides->size() == g.yc.size(), "matmul: the result's strides have ",
             y_strides ? y_strides->size() : 0, " entries for rank ", g.yc.size());
     const MatmulViews v(g, y_strides);
     auto entry = prepare_matmul(scope, attrs.p, name, g, v, bias != nullptr, y_strides != nullptr);
     // Each input's bytes as they are when strided, else row-major in its
-    // caller order (a bias: [N]).
+    // caller order (a bias: [N]; an addend: its own dims, which the
+    // primitive reads broadcast).
     Prepared out{entry,
                  {operand_takes(a), operand_takes(b),
                   bias ? layout::plain_desc(bias->dims, onednn_float(bias->dtype), bias->layout)
@@ -633,11 +666,27 @@ Prepared MatmulOp::prepare(const CacheScope &scope, const Attrs &attrs, const ch
                  {},
                  {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_BIAS},
                  {DNNL_ARG_DST}};
+    if (addend) {
+        out.takes.push_back(
+            layout::plain_desc(addend->dims, onednn_float(addend->dtype), addend->layout));
+        out.in_args.push_back(entry->addend_arg);
+    }
     out.outputs.push_back({g.dtype, MKC_LAYOUT_CHANNELS_FIRST, g.yc, v.y});
     return out;
 }
 
 void MatmulOp::run(const CacheScope &scope, PrimitiveEntry &entry, const Buffers &buffers) {
+    const int addend = static_cast<MatmulEntry &>(entry).addend_arg;
+    if (addend) {
+        Handler::Execution exec(entry, scope);
+        exec.raw(DNNL_ARG_SRC, const_cast<void *>(buffers.in[0])); // read only
+        exec.raw(DNNL_ARG_WEIGHTS, const_cast<void *>(buffers.in[1]));
+        if (buffers.in[2]) exec.raw(DNNL_ARG_BIAS, const_cast<void *>(buffers.in[2]));
+        exec.raw(addend, const_cast<void *>(buffers.in[3]));
+        exec.output(DNNL_ARG_DST, buffers.out[0]);
+        exec.run();
+        return;
+    }
     run_bound(scope, entry, buffers, {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_BIAS},
               {DNNL_ARG_DST});
 }

@@ -78,6 +78,10 @@ struct LinearBackwardWeightsOp {
 // transpose_a/b read a or b with their last two dims swapped; the result
 // times scale, then the activation.
 //
+// An addend (a program's fused add after the matmul: an attention's mask)
+// broadcasts into the result - never the other way - and is added after the
+// scale, before the activation.
+//
 // prepare reads a and b where they are when their arrangements are strided
 // ones (a program's view of a transposed value), and writes the result
 // with `y_strides` (the result's caller order) when given, so that a
@@ -85,10 +89,10 @@ struct LinearBackwardWeightsOp {
 struct MatmulOp {
     using Attrs = MatmulAttrs;
     static ValueDesc infer(const Attrs &attrs, const ValueDesc &a, const ValueDesc &b,
-                           const ValueDesc *bias);
+                           const ValueDesc *bias, const ValueDesc *addend = nullptr);
     static Prepared prepare(const CacheScope &scope, const Attrs &attrs, const char *name,
                             const ValueDesc &a, const ValueDesc &b, const ValueDesc *bias,
-                            const Dims *y_strides = nullptr);
+                            const ValueDesc *addend = nullptr, const Dims *y_strides = nullptr);
     static void run(const CacheScope &scope, PrimitiveEntry &entry, const Buffers &buffers);
 };
 

@@ -19,8 +19,19 @@ void linear(int64_t rows, int64_t in, int64_t out, const float *x, const float *
 }
 
 void matmul(const mkc_matmul_params &p, const Dims &a_dims, const float *a, const Dims &b_dims,
-            const float *b, const float *bias, const Dims &dst_dims, float *dst) {
+            const float *b, const float *bias, const Dims &dst_dims, float *dst,
+            const Dims *addend_dims, const float *addend) {
     const size_t rank = dst_dims.size();
+    // The addend's stride along each of dst's dims (0 where it broadcasts).
+    Dims addend_strides(rank, 0);
+    if (addend) {
+        Dims ed(rank - addend_dims->size(), 1);
+        ed.insert(ed.end(), addend_dims->begin(), addend_dims->end());
+        for (size_t i = rank, step = 1; i-- > 0;) {
+            addend_strides[i] = ed[i] == 1 ? 0 : static_cast<int64_t>(step);
+            step *= static_cast<size_t>(ed[i]);
+        }
+    }
     // a and b with leading 1s up to dst's rank: their batch dims then line
     // up with dst's, a 1 standing for every index.
     Dims ad(rank - a_dims.size(), 1), bd(rank - b_dims.size(), 1);
@@ -50,6 +61,12 @@ void matmul(const mkc_matmul_params &p, const Dims &a_dims, const float *a, cons
         }
         const float *am = a + a_matrix * M * K, *bm = b + b_matrix * K * N;
         float *y = dst + batch * M * N;
+        // The addend's matrix for this batch index.
+        int64_t addend_matrix = 0;
+        for (size_t i = rank - 2, r = static_cast<size_t>(batch); i-- > 0;) {
+            addend_matrix += static_cast<int64_t>(r % dst_dims[i]) * addend_strides[i];
+            r /= dst_dims[i];
+        }
         for (int64_t m = 0; m < M; ++m)
             for (int64_t n = 0; n < N; ++n) {
                 double sum = 0;
@@ -57,9 +74,13 @@ void matmul(const mkc_matmul_params &p, const Dims &a_dims, const float *a, cons
                     sum += double(am[m * a_m + k * a_k]) * bm[k * b_k + n * b_n];
                 if (bias)
                     sum += bias[n];
-                // The scale takes the bias too, then the activation.
-                y[m * N + n] = activate(p.activation, p.activation_alpha, p.activation_beta,
-                                        static_cast<float>(p.scale * sum));
+                // The scale takes the bias too; then the addend, in float32
+                // as the post-op adds it; then the activation.
+                float v = static_cast<float>(p.scale * sum);
+                if (addend)
+                    v += addend[addend_matrix + m * addend_strides[rank - 2] +
+                                n * addend_strides[rank - 1]];
+                y[m * N + n] = activate(p.activation, p.activation_alpha, p.activation_beta, v);
             }
     }
 }

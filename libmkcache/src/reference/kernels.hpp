@@ -145,11 +145,13 @@ void conv(const mkc_conv_params &p, bool transposed, bool channels_last, const D
 void linear(int64_t rows, int64_t in, int64_t out, const float *x, const float *weights,
             const float *bias, mkc_activation_kind activation, float alpha, float beta, float *y);
 
-// dst = activation(p.scale * (op(a) @ op(b) + bias)) with op the transposes
-// p asks for on the last two dims and numpy broadcasting of the batch dims
-// (a lower rank gets leading 1s); bias [N] or null.
+// dst = activation(p.scale * (op(a) @ op(b) + bias) + addend) with op the
+// transposes p asks for on the last two dims and numpy broadcasting of the
+// batch dims (a lower rank gets leading 1s); bias [N] or null; the addend
+// (null: none) broadcast into dst, its dims `addend_dims`.
 void matmul(const mkc_matmul_params &p, const Dims &a_dims, const float *a, const Dims &b_dims,
-            const float *b, const float *bias, const Dims &dst_dims, float *dst);
+            const float *b, const float *bias, const Dims &dst_dims, float *dst,
+            const Dims *addend_dims = nullptr, const float *addend = nullptr);
 
 // ----------------------------------------------------------------- shapes
 
