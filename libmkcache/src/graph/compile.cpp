@@ -294,12 +294,8 @@ private:
             view(n);
             return;
         }
-        if (folded_into_[n] >= 0) { // the matmul wrote its result where y is
-            const int w = node.outputs[0];
-            const int y = node.inputs[0] != kNoValue && nodes_[folded_into_[n]].outputs[0] ==
-                                                            node.inputs[0]
-                              ? node.inputs[0]
-                              : node.inputs[1];
+        if (folded_into_[n] >= 0) { // the matmul wrote the add's result as y
+            const int w = node.outputs[0], y = nodes_[folded_into_[n]].outputs[0];
             desc_[w] = desc_[y];
             where_[w] = where_[y];
             view_[w] = view_[y];
