@@ -15,7 +15,8 @@ ops::Verdict onednn_supports(const Node &node, const NodeInputs &inputs) {
     // The operator's own errors first: they are the node's, whoever runs it.
     ops::Verdict v = ops::verdict_of([&] { infer_node(node, inputs); });
     if (v.ok() && !row(node).prepare)
-        v = {MKC_STATUS_UNSUPPORTED, std::string("oneDNN has no ") + row(node).name + " primitive"};
+        v = {MKC_STATUS_UNSUPPORTED,
+             std::string("no oneDNN primitive is bound for ") + row(node).name};
     if (v.ok() && row(node).onednn_supports)
         v = row(node).onednn_supports(node, inputs);
     return v;
