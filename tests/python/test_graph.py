@@ -258,6 +258,13 @@ def test_measured_choices_are_saved_and_read_back(monkeypatch, tmp_path):
         with pytest.raises(mkcache.InvalidArgumentError, match="choices line 1: unknown "
                                                                "implementation 'fast'"):
             g.compile(choices=b"key\tfast\tonednn=1\n")
+        for bad in (b"key\tonednn\n", b"key\tonednn\tonednn=1\textra\n", b"\n\nkey\n"):
+            with pytest.raises(mkcache.InvalidArgumentError, match="choices line [13]: expected "
+                                                                   "<key>"):
+                g.compile(choices=bad)
+        with pytest.raises(mkcache.InvalidArgumentError, match="choices line 1: 'onednn=x' is "
+                                                               "not <implementation>="):
+            g.compile(choices=b"key\tonednn\tonednn=x\n")
     finally:
         g.close()
 

@@ -95,8 +95,12 @@ def test_bad_calibrations_are_refused():
             g.compile(precision="int8", calibration=[])
         with pytest.raises(mkcache.InvalidArgumentError, match="is empty"):
             g.compile(precision="int8", calibration=b"")
-        with pytest.raises(mkcache.InvalidArgumentError, match="is not <key>"):
-            g.compile(precision="int8", calibration="node0|conv2d|c1|0\tfoo\t1\t1\n")
+        for bad in ("node0|conv2d|c1|0\tfoo\t1\t1\n", "node0|conv2d|c1|0\t2\t1\t1\n",
+                    "node0|conv2d|c1|0\tnan\t1\n", "node0|conv2d|c1|0\t0\t1\t1\t5\n",
+                    "node0|conv2d|c1|0\t0\n", "node0|conv2d|c1|0\t0\t1x\t1\n",
+                    "node0|conv2d|c1|0\t\t1\t1\n"):
+            with pytest.raises(mkcache.InvalidArgumentError, match="line 1: .* is not <key>"):
+                g.compile(precision="int8", calibration=bad)
         with pytest.raises(mkcache.InvalidArgumentError, match="cannot read"):
             g.compile(precision="int8", calibration="/no/such/file")
         # A calibration of another graph: a line naming no node of this one,

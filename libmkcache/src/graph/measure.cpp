@@ -10,6 +10,7 @@
 
 #include "common/error.hpp"
 #include "common/serial.hpp"
+#include "common/text_lines.hpp"
 #include "handler/handler.hpp"
 #include "keys/keys.hpp"
 #include "layout/layout.hpp"
@@ -74,26 +75,18 @@ std::string Choices::text() const {
 }
 
 void Choices::load(const std::string &text) {
-    size_t at = 0;
-    int line_number = 0;
-    while (at < text.size()) {
-        const size_t end = std::min(text.find('\n', at), text.size());
-        const std::string line = text.substr(at, end - at);
-        at = end + 1;
-        ++line_number;
-        if (line.empty())
-            continue;
-        const size_t t1 = line.find('\t'), t2 = line.find('\t', t1 + 1);
-        if (t1 == std::string::npos || t2 == std::string::npos)
+    each_tab_line(text, [&](const std::string &line, const std::vector<std::string> &fields,
+                            int line_number) {
+        if (fields.size() != 3)
             fail(MKC_STATUS_INVALID_ARGUMENT, "choices line ", line_number,
                  ": expected <key>\\t<implementation>\\t<times>, got '", line, "'");
         Measured m;
-        m.impl = line.substr(t1 + 1, t2 - t1 - 1);
+        m.impl = fields[1];
         m.loaded = true;
         if (!implementation_named(m.impl))
             fail(MKC_STATUS_INVALID_ARGUMENT, "choices line ", line_number,
                  ": unknown implementation '", m.impl, "'");
-        const std::string times = line.substr(t2 + 1);
+        const std::string &times = fields[2];
         for (size_t p = 0; p < times.size();) {
             const size_t comma = std::min(times.find(',', p), times.size());
             const std::string part = times.substr(p, comma - p);
@@ -107,8 +100,8 @@ void Choices::load(const std::string &text) {
                      "' is not <implementation>=<microseconds>");
             m.times.emplace_back(part.substr(0, eq), us);
         }
-        add(line.substr(0, t1), std::move(m));
-    }
+        add(fields[0], std::move(m));
+    });
 }
 
 std::string choice_key(const Graph &graph, int n, const NodeInputs &inputs) {

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "common/error.hpp"
+#include "common/text_lines.hpp"
 #include "fusion/fusions.hpp"
 #include "graph/calibration.hpp"
 #include "graph/op_table.hpp"
@@ -24,29 +25,21 @@ struct Range {
 // "key\tmin\tmax\truns" lines (graph/calibration.hpp).
 std::map<std::string, Range> parse(const std::string &text) {
     std::map<std::string, Range> ranges;
-    size_t at = 0;
-    int line_number = 0;
-    while (at < text.size()) {
-        const size_t end = std::min(text.find('\n', at), text.size());
-        const std::string line = text.substr(at, end - at);
-        at = end + 1;
-        ++line_number;
-        if (line.empty())
-            continue;
-        const size_t t1 = line.find('\t'), t2 = line.find('\t', t1 + 1);
-        char *stop1 = nullptr, *stop2 = nullptr;
+    each_tab_line(text, [&](const std::string &line, const std::vector<std::string> &fields,
+                            int line_number) {
+        // A number filling its whole field.
+        const auto number = [](const std::string &field, double &v) {
+            char *stop = nullptr;
+            v = std::strtod(field.c_str(), &stop);
+            return !field.empty() && *stop == '\0' && std::isfinite(v);
+        };
         Range r;
-        if (t1 != std::string::npos && t2 != std::string::npos) {
-            r.min = std::strtod(line.c_str() + t1 + 1, &stop1);
-            r.max = std::strtod(line.c_str() + t2 + 1, &stop2);
-        }
-        if (t1 == std::string::npos || t2 == std::string::npos || *stop1 != '\t' ||
-            (*stop2 != '\t' && *stop2 != '\0') || !std::isfinite(r.min) ||
-            !std::isfinite(r.max) || r.min > r.max)
+        if ((fields.size() != 3 && fields.size() != 4) || !number(fields[1], r.min) ||
+            !number(fields[2], r.max) || r.min > r.max)
             fail(MKC_STATUS_INVALID_ARGUMENT, "calibration line ", line_number, ": '", line,
                  "' is not <key>\\t<min>\\t<max>\\t<runs> with min <= max");
-        ranges[line.substr(0, t1)] = r;
-    }
+        ranges[fields[0]] = r;
+    });
     return ranges;
 }
 
