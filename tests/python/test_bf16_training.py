@@ -586,3 +586,15 @@ def test_without_bf16_kernels_training_names_the_isa():
         assert "oneDNN has no bfloat16 kernels for avx2" in line, line
     # 54 weights, each the sum of 4 products of ones.
     assert "F32 216.0" in proc.stdout
+
+
+def test_digits_example_bf16_needs_the_kernels():
+    """examples/train_digits.py --precision bf16 on AVX2's kernels stops
+    before training with a message naming the ISA (scikit-learn is not
+    needed to get there)."""
+    example = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "train_digits.py")
+    proc = subprocess.run([sys.executable, example, "--precision", "bf16"], capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "ONEDNN_MAX_CPU_ISA": "AVX2"})
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "needs oneDNN's bfloat16 kernels" in proc.stderr
+    assert "oneDNN has none for this CPU's ISA, avx2" in proc.stderr
