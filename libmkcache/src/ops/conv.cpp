@@ -616,20 +616,18 @@ const char *backward_name(const char *op, const ConvAttrs &attrs, const Geometry
 
 // On a miss: the forward's training descriptor is the hint, taken from the
 // cache when a training forward left it, else made here (a descriptor only,
-// no primitive). The gradient does not see the forward's bias: a float32
-// one is looked for first, then (bfloat16 data) a bfloat16 one.
+// no primitive).
 std::shared_ptr<ConvEntry> forward_hint(const CacheScope &scope, const char *op,
                                         const ConvAttrs &attrs, const char *name,
                                         const Geometry &g, bool bias) {
     Geometry with_bias = g;
-    for (const mkc_dtype b : {MKC_DTYPE_F32, MKC_DTYPE_BF16}) {
-        if (b != MKC_DTYPE_F32 && (!bias || g.x_dtype == MKC_DTYPE_F32)) break;
+    const auto left = find_with_either_bias(g.x_dtype, bias, [&](mkc_dtype b) {
         with_bias.b_dtype = b;
         Handler forward(scope, op, name, name, nullptr, g.x);
         sign_forward(forward, attrs, with_bias, bias);
-        if (auto t = forward.find_transfer())
-            return std::static_pointer_cast<ConvEntry>(t->forward);
-    }
+        return forward.find_transfer();
+    });
+    if (left) return std::static_pointer_cast<ConvEntry>(left->forward);
     return forward_descriptor(attrs.p, g, attrs.transposed, bias, true);
 }
 

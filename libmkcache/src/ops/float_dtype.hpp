@@ -55,6 +55,17 @@ inline void require_diff_dtype(const char *op, const char *what, mkc_dtype d, co
              " is ", dtype_name(dtype), " (a gradient has its forward's dtype)");
 }
 
+// What a gradient finds of its training forward (`find(bias_dtype)`: the
+// transfer left under the forward's signature with that bias dtype, or
+// none). The gradient does not see the forward's bias: a float32 one is
+// looked for first, then for bfloat16 data a bfloat16 one.
+template <typename Find>
+auto find_with_either_bias(mkc_dtype data, bool bias, Find &&find) {
+    auto found = find(MKC_DTYPE_F32);
+    if (!found && bias && data != MKC_DTYPE_F32) found = find(MKC_DTYPE_BF16);
+    return found;
+}
+
 inline dnnl::memory::data_type onednn_float(mkc_dtype d) {
     return d == MKC_DTYPE_BF16 ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32;
 }

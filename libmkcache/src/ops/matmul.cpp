@@ -255,8 +255,6 @@ LinearGeometry check_linear_backward(const char *op, const mkc_linear_params &p,
 
 // What the gradient primitives are built from: the training forward's
 // descriptor, as the forward left it under the same name (or made anew).
-// The gradient does not see the forward's bias: a float32 one is looked for
-// first, then (bfloat16 data) a bfloat16 one.
 template <typename V>
 dnnl::inner_product_forward::primitive_desc linear_hint(const CacheScope &scope,
                                                         const mkc_linear_params &p,
@@ -265,14 +263,13 @@ dnnl::inner_product_forward::primitive_desc linear_hint(const CacheScope &scope,
                                                         const LinearGeometry &g, const V &src,
                                                         bool bias) {
     LinearGeometry with_bias = g;
-    for (const mkc_dtype b : {MKC_DTYPE_F32, MKC_DTYPE_BF16}) {
-        if (b != MKC_DTYPE_F32 && (!bias || g.dtype == MKC_DTYPE_F32)) break;
+    const auto left = find_with_either_bias(g.dtype, bias, [&](mkc_dtype b) {
         with_bias.b_dtype = b;
         Handler forward(scope, "linear", name.c_str(), name.c_str(), nullptr, key_dims);
         sign_linear(forward, p, with_bias, src, bias, true);
-        if (auto t = forward.find_transfer())
-            return std::static_pointer_cast<LinearEntry>(t->forward)->pd;
-    }
+        return forward.find_transfer();
+    });
+    if (left) return std::static_pointer_cast<LinearEntry>(left->forward)->pd;
     return linear_descriptor(p, g, bias, true);
 }
 

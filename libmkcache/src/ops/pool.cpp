@@ -247,11 +247,12 @@ void name_geometry(PoolGeometry &g, const mkc_pool_params &p, const char *name, 
 // computed and returned in it) and the forward output's shape.
 template <typename V>
 void check_diff_dst(const PoolGeometry &g, const V &src, const V &diff_dst) {
-    const std::string op = std::string(g.op) + "_backward";
-    require_diff_dtype(op.c_str(), "diff_dst", diff_dst.dtype, "src", src.dtype);
+    if (diff_dst.dtype != src.dtype)
+        require_diff_dtype((std::string(g.op) + "_backward").c_str(), "diff_dst", diff_dst.dtype,
+                           "src", src.dtype);
     if (!(diff_dst.dims == g.y))
-        fail(MKC_STATUS_INVALID_ARGUMENT, op,
-             ": diff_dst must have the forward output's shape ", shape_text(g.y),
+        fail(MKC_STATUS_INVALID_ARGUMENT, g.op,
+             "_backward: diff_dst must have the forward output's shape ", shape_text(g.y),
              " (oneDNN order), got ", shape_text(diff_dst.dims));
 }
 
