@@ -19,6 +19,17 @@ given to the grad op, so it is right whatever x holds now.
 Gradients come back like the forward's outputs: dx in the forward's layout,
 weight/bias/scale gradients plain in the parameter's shape. Fused
 activations and residual sums have no backward: run them as separate ops.
+
+dtypes: float32, or bfloat16 for mixed-precision training (where oneDNN has
+bfloat16 kernels: AVX-512 or AVX2-VNNI-2). dy has the forward's data dtype;
+the data gradients (x, a binary's or a matmul's a and b, concat's inputs)
+come back in it, the weight, bias, scale and shift gradients always in
+float32 (accumulated in float32), for float32 master weights::
+
+    w16 = mkcache.cast(w, mkcache.bfloat16)            # w: the float32 master
+    y = mkcache.conv2d(x16, w16, b, training=True, name="conv1")  # bfloat16
+    g = grad.conv2d(dy16, x16, w16, b, name="conv1")
+    g.x.dtype, g.weight.dtype                          # bfloat16, float32
 """
 from __future__ import annotations
 

@@ -8,6 +8,11 @@ that CPUs without VNNI run them on oneDNN's int8 kernels too. The bfloat16
 programs (where oneDNN has bfloat16 kernels) are the float32 graph compiled
 with precision="bf16": float32 in and out, converted at the edges.
 
+Training steps (forward with training=True, then the data, weights and
+bias gradients) of the same two layers in float32 and in bfloat16 mixed
+precision (the float32 master weights cast to bfloat16 in each step, the
+data bfloat16 already, float32 weight gradients), interleaved.
+
 And whole models: ResNet-50, MobileNetV2 and a BERT layer (random weights,
 batch 1), their ONNX exports imported in float32, with precision="int8"
 (calibrated on float32 runs of random inputs) and with precision="bf16",
@@ -39,6 +44,9 @@ RNG = np.random.default_rng(0)
 CASES = {"conv 3x3 64->64 56x56 b1": 40, "linear 128x768 -> 3072": 40}
 RESULTS: dict = defaultdict(dict)
 MODEL_RESULTS: dict = {}
+TRAIN_RESULTS: dict = {}
+# training case -> timed repetitions
+TRAIN_CASES = {"conv 3x3 64->64 28x28 b8": 30, "linear 256x1024 -> 1024": 30}
 NO_VNNI = ISA in ("sse41", "avx", "avx2", "avx512_core")
 BF16 = mkcache.build_info()["bf16"]  # native, emulated or none
 
@@ -113,6 +121,70 @@ def test_int8_against_float32(benchmark, case):
     finally:
         for prog, _ in programs.values():
             prog.close()
+
+
+def _training_steps(case):
+    """{precision: a training step returning its gradients (dx, dw, db)}."""
+    from mkcache import grad  # noqa: PLC0415
+    if case.startswith("conv"):
+        x = RNG.standard_normal((8, 64, 28, 28)).astype(np.float32)
+        w = RNG.standard_normal((64, 64, 3, 3)).astype(np.float32) * 0.05
+        forward = lambda x, w, b, name: mkcache.conv2d(  # noqa: E731
+            x, w, b, padding=1, training=True, name=name)
+        backward = lambda dy, x, w, b, name: grad.conv2d(  # noqa: E731
+            dy, x, w, b, padding=1, name=name)
+    else:
+        x = RNG.standard_normal((256, 1024)).astype(np.float32)
+        w = RNG.standard_normal((1024, 1024)).astype(np.float32) * 0.03
+        forward = lambda x, w, b, name: mkcache.linear(  # noqa: E731
+            x, w, b, training=True, name=name)
+        backward = lambda dy, x, w, b, name: grad.linear(dy, x, w, b, name=name)  # noqa: E731
+    b = RNG.standard_normal(w.shape[0]).astype(np.float32)
+    x32 = mkcache.Tensor(x)
+    y = forward(x32, w, b, "step.f32")
+    dy32 = mkcache.Tensor(RNG.standard_normal(y.shape).astype(np.float32))
+
+    def f32_step():
+        forward(x32, w, b, "step.f32")
+        return backward(dy32, x32, w, b, "step.f32")
+    steps = {"float32": f32_step}
+    if BF16 != "none":
+        x16, dy16 = mkcache.cast(x32, mkcache.bfloat16), mkcache.cast(dy32, mkcache.bfloat16)
+
+        def bf16_step():
+            w16 = mkcache.cast(w, mkcache.bfloat16)  # the master weights, each step
+            forward(x16, w16, b, "step.bf16")
+            return backward(dy16, x16, w16, b, "step.bf16")
+        steps["bfloat16"] = bf16_step
+    return steps
+
+
+@pytest.mark.parametrize("case", list(TRAIN_CASES))
+def test_training_step_bf16_against_float32(benchmark, case):
+    if BF16 == "none":
+        pytest.skip(f"oneDNN has no bfloat16 kernels for {ISA}")
+    benchmark.group = "training step " + case
+    steps = _training_steps(case)
+    want, got = steps["float32"](), steps["bfloat16"]()
+    assert got.x.dtype == mkcache.bfloat16 and got.weight.dtype == np.float32
+    cosines = {k: _cosine(getattr(want, k).numpy(), getattr(got, k).numpy())
+               for k in ("x", "weight", "bias")}
+    assert min(cosines.values()) > 0.999, cosines
+    reps = 1 if benchmark.disabled else TRAIN_CASES[case]
+    result = {}
+    benchmark.pedantic(lambda: result.update(interleaved(steps, reps)), rounds=1, iterations=1)
+    if getattr(benchmark, "stats", None) is not None:
+        TRAIN_RESULTS[case] = dict(result, cosine=min(cosines.values()))
+
+
+def render_training_table() -> str:
+    lines = [f"| training step ({ISA}, bf16 {BF16}, {THREADS} threads) | float32 (ms) "
+             "| bfloat16 (ms) | bfloat16 speed-up | least gradient cosine |",
+             "|---|---|---|---|---|"]
+    for case, r in TRAIN_RESULTS.items():
+        lines.append(f"| {case} | {r['float32'] * 1e3:.3f} | {r['bfloat16'] * 1e3:.3f} | "
+                     f"{r['float32'] / r['bfloat16']:.2f}x | {r['cosine']:.5f} |")
+    return "\n".join(lines)
 
 
 def _cosine(a, b) -> float:
@@ -271,18 +343,23 @@ def render_table() -> str:
 class _Report:
     @pytest.hookimpl(trylast=True)
     def pytest_terminal_summary(self, terminalreporter, config):
-        if not RESULTS and not MODEL_RESULTS:
+        if not RESULTS and not MODEL_RESULTS and not TRAIN_RESULTS:
             return
         terminalreporter.write_sep("=", "mkcache: int8 and bfloat16 against float32, medians "
                                         "per run "
                                         "(interleaved round-robin)")
-        terminalreporter.write_line(render_table())
+        if RESULTS:
+            terminalreporter.write_line(render_table())
+        if TRAIN_RESULTS:
+            terminalreporter.write_line(render_training_table())
         if MODEL_RESULTS:
             terminalreporter.write_line(render_model_table())
         path = config.getoption("--bench-report")
         if path:
             with open(path, "a") as f:
                 f.write(f"\nint8 and bfloat16 against float32:\n\n{render_table()}\n")
+                if TRAIN_RESULTS:
+                    f.write(f"\n{render_training_table()}\n")
                 if MODEL_RESULTS:
                     f.write(f"\n{render_model_table()}\n")
 

@@ -52,6 +52,8 @@ CacheScope program_scope(uint64_t executor);
 std::unique_ptr<Tensor> tensor(const Dims &dims, mkc_layout layout = MKC_LAYOUT_CHANNELS_FIRST,
                                unsigned seed = 1, mkc_dtype dtype = MKC_DTYPE_F32);
 std::unique_ptr<Tensor> zeros(const Dims &dims, mkc_layout layout = MKC_LAYOUT_CHANNELS_FIRST);
+// `t`'s values converted to `dtype` (bfloat16: rounded), plain in its layout.
+std::unique_ptr<Tensor> converted(const Tensor &t, mkc_dtype dtype);
 
 // A tensor's values, plain in its caller layout.
 std::vector<float> values(const Tensor &t);

@@ -1,6 +1,7 @@
 // Convolution's phases (conv2d, conv3d, conv2d_transpose; forward, data and
 // weights gradients): infer and check on descriptions, prepare in a
 // program's scope and run on raw buffers, against the eager calls.
+#include "common/cpu_features.hpp"
 #include "internal_test.hpp"
 #include "layout/layout.hpp"
 #include "ops/conv.hpp"
@@ -338,14 +339,17 @@ TEST(conv_backward_infer_matches_eager) {
     }
 }
 
-TEST(conv_backward_phases_match_eager) {
-    const CacheScope scope = program_scope(0xc041c);
+// The gradients' phases in a program's scope against the eager calls, on
+// data of `dtype` (the bias float32): diff_src in that dtype, the weights
+// and bias gradients float32.
+void backward_phases_match_eager(mkc_dtype dtype, uint64_t executor) {
+    const CacheScope scope = program_scope(executor);
     for (Case c : cases()) {
         c.activation = MKC_ACTIVATION_NONE;
         mkc_conv_params p = params_of(c);
         p.training = 1;
-        auto x = tensor(c.x, c.layout, 11);
-        auto w = tensor(c.w, MKC_LAYOUT_CHANNELS_FIRST, 12);
+        auto x = converted(*tensor(c.x, c.layout, 11), dtype);
+        auto w = converted(*tensor(c.w, MKC_LAYOUT_CHANNELS_FIRST, 12), dtype);
         auto b = c.bias ? tensor(bias_dims(c), MKC_LAYOUT_CHANNELS_FIRST, 13) : nullptr;
         const ops::ValueDesc bd = b ? ops::describe(*b) : ops::ValueDesc{};
         // The training forward first, as a program runs it: it leaves its
@@ -359,7 +363,7 @@ TEST(conv_backward_phases_match_eager) {
                          &ey);
         CHECK(max_rel_diff(y.at(0), take_values(ey)) == 0);
 
-        auto dy = tensor(f.outputs.at(0).dims, c.layout, 14);
+        auto dy = converted(*tensor(f.outputs.at(0).dims, c.layout, 14), dtype);
         const ops::Prepared d =
             ConvBackwardDataOp::prepare(scope, fwd, "train", c.bias, ops::describe(*x),
                                         ops::describe(*w), ops::describe(*dy));
@@ -376,10 +380,19 @@ TEST(conv_backward_phases_match_eager) {
         p.name = "train";
         const Grads want = eager_backward(c, p, *x, *w, *dy, c.bias);
         CHECK(d.outputs[0].dims == x->dims && d.outputs[0].layout == c.layout);
+        CHECK(d.outputs[0].dtype == dtype && g.outputs[0].dtype == MKC_DTYPE_F32);
+        CHECK(!c.bias || g.outputs[1].dtype == MKC_DTYPE_F32);
         CHECK(max_rel_diff(dx.at(0), want.dx) == 0);
         CHECK(max_rel_diff(dw.at(0), want.dw) == 0);
         if (c.bias) CHECK(max_rel_diff(dw.at(1), want.db) == 0);
     }
+}
+
+TEST(conv_backward_phases_match_eager) { backward_phases_match_eager(MKC_DTYPE_F32, 0xc041c); }
+
+TEST(conv_backward_phases_match_eager_in_bfloat16) {
+    if (!cpu_has_bf16_kernels()) return; // oneDNN has no bfloat16 kernels here
+    backward_phases_match_eager(MKC_DTYPE_BF16, 0xc041d);
 }
 
 TEST(conv_backward_check_gives_the_eager_message) {

@@ -1,5 +1,6 @@
 // linear and matmul phases (forward; linear's two gradient primitives)
 // against the eager calls and a float64 reference.
+#include "common/cpu_features.hpp"
 #include "internal_test.hpp"
 #include "ops/matmul.hpp"
 #include "ops/ops.hpp"
@@ -95,11 +96,13 @@ TEST(linear_check_gives_the_eager_messages) {
     compare(*good_w, b.get());  // bias shape
 }
 
-TEST(linear_gradient_phases_match_eager) {
-    const CacheScope scope = program_scope(0x11f);
-    auto src = tensor({2, 3, 9}, MKC_LAYOUT_CHANNELS_FIRST, 4);
-    auto w = tensor({5, 9}, MKC_LAYOUT_CHANNELS_FIRST, 5);
-    auto dy = tensor({2, 3, 5}, MKC_LAYOUT_CHANNELS_FIRST, 6);
+// On data of `dtype`: diff_src in it, the weights and bias gradients
+// float32.
+void check_linear_gradient_phases(mkc_dtype dtype, uint64_t executor) {
+    const CacheScope scope = program_scope(executor);
+    auto src = converted(*tensor({2, 3, 9}, MKC_LAYOUT_CHANNELS_FIRST, 4), dtype);
+    auto w = converted(*tensor({5, 9}, MKC_LAYOUT_CHANNELS_FIRST, 5), dtype);
+    auto dy = converted(*tensor({2, 3, 5}, MKC_LAYOUT_CHANNELS_FIRST, 6), dtype);
     mkc_linear_params p = linear_params();
     p.training = 1;
     const LinearAttrs attrs(p, true);
@@ -115,6 +118,10 @@ TEST(linear_gradient_phases_match_eager) {
     const auto shapes = LinearBackwardWeightsOp::infer(attrs, true, vs, vw, vdy);
     CHECK(shapes.size() == 2 && (shapes[0].dims == Dims{5, 9}) && (shapes[1].dims == Dims{5}));
     CHECK((LinearBackwardDataOp::infer(attrs, vs, vw, vdy).dims == Dims{2, 3, 9}));
+    CHECK(data.outputs[0].dtype == dtype);
+    CHECK(LinearBackwardDataOp::infer(attrs, vs, vw, vdy).dtype == dtype);
+    CHECK(weights.outputs[0].dtype == MKC_DTYPE_F32 && weights.outputs[1].dtype == MKC_DTYPE_F32);
+    CHECK(shapes[0].dtype == MKC_DTYPE_F32 && shapes[1].dtype == MKC_DTYPE_F32);
 
     mkc_tensor *ex = nullptr, *ew = nullptr, *eb = nullptr;
     ops::linear_backward(thread_state().scope, p, *src, *w, *dy, &ex, &ew, &eb);
@@ -122,7 +129,7 @@ TEST(linear_gradient_phases_match_eager) {
     CHECK(max_rel_diff(dwb.at(0), take_values(ew)) <= 1e-6);
     CHECK(max_rel_diff(dwb.at(1), take_values(eb)) <= 1e-6);
 
-    auto bad = tensor({2, 3, 4});
+    auto bad = converted(*tensor({2, 3, 4}), dtype);
     const ops::Verdict v =
         ops::check<LinearBackwardDataOp>(attrs, vs, vw, ops::describe(*bad));
     const ops::Verdict eager = error_of([&] {
@@ -131,6 +138,15 @@ TEST(linear_gradient_phases_match_eager) {
     });
     CHECK(!v.ok() && v.status == eager.status);
     CHECK_EQ_TEXT(v.reason, eager.reason);
+}
+
+TEST(linear_gradient_phases_match_eager) {
+    check_linear_gradient_phases(MKC_DTYPE_F32, 0x11f);
+}
+
+TEST(linear_gradient_phases_match_eager_in_bfloat16) {
+    if (!cpu_has_bf16_kernels()) return; // oneDNN has no bfloat16 kernels here
+    check_linear_gradient_phases(MKC_DTYPE_BF16, 0x120);
 }
 
 TEST(matmul_phases_match_eager) {

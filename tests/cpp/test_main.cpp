@@ -58,6 +58,13 @@ std::unique_ptr<Tensor> zeros(const Dims &dims, mkc_layout layout) {
     return t;
 }
 
+std::unique_ptr<Tensor> converted(const Tensor &t, mkc_dtype dtype) {
+    auto out = make_owned_tensor(layout::plain_desc(t.dims, to_onednn(dtype), t.layout), t.layout,
+                                 dtype);
+    reorder(thread_state().scope, t.desc, t.data, out->desc, out->data);
+    return out;
+}
+
 std::vector<float> values(const dnnl::memory::desc &desc, const void *data, mkc_layout layout) {
     const dnnl::memory::desc plain =
         layout::plain_desc(desc.get_dims(), dnnl::memory::data_type::f32, layout);

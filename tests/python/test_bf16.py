@@ -14,50 +14,9 @@ import pytest
 
 import mkcache
 import reference as ref
+from bf16_support import (HAS_KERNELS, INFO, ISA, assert_bf16_close, bf16, needs_bf16, rand,
+                          values)
 from mkcache.models import BertLayer, ResNet18, ResNet50
-
-INFO = mkcache.build_info()
-ISA = INFO["isa"]
-HAS_KERNELS = INFO["bf16"] != "none"
-needs_bf16 = pytest.mark.skipif(
-    not HAS_KERNELS, reason=f"oneDNN has no bfloat16 kernels for {ISA} (needs AVX-512 or "
-                            "AVX2-VNNI-2)")
-
-# One rounding to bfloat16 (8 significant bits) is within 2^-9 of the value;
-# a result computed in float32 from bfloat16 inputs and rounded once, within
-# twice that, plus float32's own accumulation error over the terms.
-ROUNDING = 2.0 ** -8
-
-
-def rand(*shape, seed=0, scale=1.0):
-    return (np.random.default_rng(seed).standard_normal(shape) * scale).astype(np.float32)
-
-
-def bf16(a):
-    """a rounded to bfloat16: the Tensor, and its values as float64."""
-    t = mkcache.Tensor(np.ascontiguousarray(a, np.float32)).astype("bf16")
-    return t, t.numpy().astype(np.float64)
-
-
-def values(t):
-    assert t.dtype == mkcache.bfloat16, t.dtype
-    return t.numpy().astype(np.float64)
-
-
-def assert_bf16_close(got, exact, magnitude=None, reduction=1, floor=0.0, roundings=1,
-                      what="result"):
-    """|got - exact| <= roundings * 2^-8 |exact| + float32's reduction error
-    over the terms' magnitude (benchdnn's bound) + `floor`."""
-    got = np.asarray(got, np.float64)
-    exact = np.asarray(exact, np.float64)
-    magnitude = np.abs(exact) if magnitude is None else magnitude
-    assert got.shape == exact.shape, f"{what}: shape {got.shape} != {exact.shape}"
-    assert np.all(np.isfinite(got)), f"{what}: non-finite values"
-    bound = roundings * ROUNDING * np.abs(exact) + 4.0 * (reduction + 1) * ref.EPS_F32 * magnitude + floor
-    err = np.abs(got - exact)
-    worst = np.unravel_index(np.argmax(err - bound), err.shape)
-    assert np.all(err <= bound), (f"{what}: at {worst} got {got[worst]}, want {exact[worst]}, "
-                                  f"error {err[worst]:.3g} > bound {bound[worst]:.3g}")
 
 
 def cosine(a, b):
@@ -210,13 +169,7 @@ def test_dtypes_must_agree():
 
 
 @needs_bf16
-def test_training_and_wrong_residual_refused():
-    x, _ = bf16(rand(2, 4, 6, 6))
-    w, _ = bf16(rand(3, 4, 3, 3))
-    with pytest.raises(mkcache.UnsupportedError, match="training computes in float32"):
-        mkcache.conv2d(x, w, training=True)
-    with pytest.raises(mkcache.UnsupportedError, match="training computes in float32"):
-        mkcache.max_pool2d(x, 2, training=True)
+def test_wrong_residual_refused():
     xl, _ = bf16(rand(2, 8))
     wl, _ = bf16(rand(3, 8))
     with pytest.raises(mkcache.InvalidArgumentError, match="residual .dst. must be bfloat16"):

@@ -839,11 +839,24 @@ MKC_API mkc_status mkc_tensor_to_layout(const mkc_tensor *src, const char *forma
  * own src, so it is right whatever src holds now. Gradients come back in the
  * forward's layouts: diff_src like dst of the forward (data_format label),
  * weight and bias gradients always plain in the forward's weights shape.
+ *
+ * dtypes: training computes in float32, or in bfloat16 as mixed precision
+ * (the training forwards of conv, pooling, linear, layer and batch norm take
+ * bfloat16 data as their inference does). A gradient's diff_dst has its
+ * forward's data dtype, else INVALID_ARGUMENT naming both. The data
+ * gradients (diff_src; a binary's, a matmul's and concat's operand
+ * gradients) come back in that dtype; the gradients of weights, biases and
+ * normalisation parameters (diff_weights, diff_bias, diff_scale,
+ * diff_shift) are always float32, accumulated in float32 by oneDNN, so
+ * float32 master weights take them as they are. A given result tensor must
+ * have the result's dtype. bfloat16 needs oneDNN's bfloat16 kernels
+ * (AVX-512 or AVX2-VNNI-2): elsewhere UNSUPPORTED naming the ISA.
  * ------------------------------------------------------------------------ */
 
 /* Gradients of mkc_conv2d with the same params (no fused activation or
  * sum: run those as their own ops). diff_bias, when requested, needs
- * diff_weights too. */
+ * diff_weights too. src, weights and diff_dst: float32, or bfloat16 all
+ * three; diff_src in their dtype, diff_weights and diff_bias float32. */
 MKC_API mkc_status mkc_conv2d_backward(const mkc_conv_params *params,
                                        const mkc_tensor *src, const mkc_tensor *weights,
                                        const mkc_tensor *diff_dst, mkc_tensor **diff_src,
@@ -866,25 +879,30 @@ MKC_API mkc_status mkc_conv2d_transpose_backward(const mkc_conv_params *params,
                                                  mkc_tensor **diff_bias);
 
 /* Gradient of mkc_pool with the same params. Max pooling uses the indices
- * its training forward left for this src (recomputed when there are none). */
+ * its training forward left for this src (recomputed when there are none).
+ * src and diff_dst: float32 or bfloat16, one dtype; diff_src in it. */
 MKC_API mkc_status mkc_pool_backward(const mkc_pool_params *params, const mkc_tensor *src,
                                      const mkc_tensor *diff_dst, mkc_tensor **diff_src);
 
 /* Gradient of mkc_activation, computed from the forward's src (in place:
- * `*diff_src == diff_dst` is allowed). */
+ * `*diff_src == diff_dst` is allowed). src and diff_dst: float32 or
+ * bfloat16, one dtype; diff_src in it. */
 MKC_API mkc_status mkc_activation_backward(mkc_activation_kind kind, float alpha,
                                            float beta, const char *name,
                                            const mkc_tensor *src, const mkc_tensor *diff_dst,
                                            mkc_tensor **diff_src);
 
 /* Gradient of mkc_softmax (log != 0: log-softmax), computed from the
- * forward's output `dst`. */
+ * forward's output `dst`. dst and diff_dst: float32 or bfloat16, one dtype;
+ * diff_src in it. */
 MKC_API mkc_status mkc_softmax_backward(int axis, int log, const char *name,
                                         const mkc_tensor *dst, const mkc_tensor *diff_dst,
                                         mkc_tensor **diff_src);
 
 /* Gradients of mkc_linear (no fused activation): diff_src in src's shape,
- * diff_weights [out, in], diff_bias [out] (needs diff_weights). */
+ * diff_weights [out, in], diff_bias [out] (needs diff_weights). src,
+ * weights and diff_dst: float32, or bfloat16 all three; diff_src in their
+ * dtype, diff_weights and diff_bias float32. */
 MKC_API mkc_status mkc_linear_backward(const mkc_linear_params *params,
                                        const mkc_tensor *src, const mkc_tensor *weights,
                                        const mkc_tensor *diff_dst, mkc_tensor **diff_src,
@@ -893,7 +911,9 @@ MKC_API mkc_status mkc_linear_backward(const mkc_linear_params *params,
 /* Gradients of mkc_layer_norm. scale and shift are the forward's (shift
  * only tells whether there was one); diff_scale/diff_shift have the shape
  * of the normalized trailing dims. The statistics come from the training
- * forward of this src, or are recomputed. */
+ * forward of this src, or are recomputed. src and diff_dst: float32 or
+ * bfloat16, one dtype; diff_src in it; scale, shift, diff_scale and
+ * diff_shift float32. */
 MKC_API mkc_status mkc_layer_norm_backward(const mkc_layer_norm_params *params,
                                            const mkc_tensor *src, const mkc_tensor *scale,
                                            const mkc_tensor *shift,
@@ -902,7 +922,9 @@ MKC_API mkc_status mkc_layer_norm_backward(const mkc_layer_norm_params *params,
 
 /* Gradients of a training mkc_batch_norm: mean and variance are the batch
  * statistics that forward returned (batch_mean, batch_variance); scale and
- * shift as in the forward (diff_scale needs scale, diff_shift needs shift). */
+ * shift as in the forward (diff_scale needs scale, diff_shift needs shift).
+ * src and diff_dst: float32 or bfloat16, one dtype; diff_src in it; the
+ * statistics, scale, shift, diff_scale and diff_shift float32. */
 MKC_API mkc_status mkc_batch_norm_backward(const mkc_batch_norm_params *params,
                                            const mkc_tensor *src, const mkc_tensor *mean,
                                            const mkc_tensor *variance,
@@ -911,13 +933,15 @@ MKC_API mkc_status mkc_batch_norm_backward(const mkc_batch_norm_params *params,
                                            mkc_tensor **diff_scale, mkc_tensor **diff_shift);
 
 /* Gradient of mkc_lrn, with the workspace its training forward left for
- * this src (recomputed when there is none). */
+ * this src (recomputed when there is none). float32 only, as mkc_lrn. */
 MKC_API mkc_status mkc_lrn_backward(const mkc_lrn_params *params, const mkc_tensor *src,
                                     const mkc_tensor *diff_dst, mkc_tensor **diff_src);
 
 /* Gradients of mkc_binary: diff_a / diff_b have the shapes (and layout
  * labels) of a and b, summed over the dims each was broadcast along. For
- * maximum/minimum a tie splits the gradient in halves (as PyTorch). */
+ * maximum/minimum a tie splits the gradient in halves (as PyTorch). a, b
+ * and diff_dst: float32 or bfloat16, one dtype; diff_a and diff_b in it
+ * (bfloat16: a product or quotient is rounded before the sum). */
 MKC_API mkc_status mkc_binary_backward(mkc_binary_kind kind, const char *name,
                                        const mkc_tensor *a, const mkc_tensor *b,
                                        const mkc_tensor *diff_dst, mkc_tensor **diff_a,
@@ -925,7 +949,11 @@ MKC_API mkc_status mkc_binary_backward(mkc_binary_kind kind, const char *name,
 
 /* Gradients of mkc_matmul with the same params (no fused activation):
  * diff_a and diff_b in the shapes of a and b (summed over broadcast batch
- * dims), diff_bias [N] (needs the forward's bias). Row-major results. */
+ * dims), diff_bias [N] (needs the forward's bias). Row-major results. a, b
+ * and diff_dst: float32 or bfloat16, one dtype; diff_a and diff_b in it
+ * (bfloat16: each product rounded, then its batch sum); diff_bias float32
+ * whatever the bias's dtype. A layer whose weights want float32 gradients
+ * is mkc_linear. */
 MKC_API mkc_status mkc_matmul_backward(const mkc_matmul_params *params,
                                        const mkc_tensor *a, const mkc_tensor *b,
                                        const mkc_tensor *bias, const mkc_tensor *diff_dst,
@@ -934,7 +962,8 @@ MKC_API mkc_status mkc_matmul_backward(const mkc_matmul_params *params,
 
 /* Gradients of mkc_concat: diff_srcs is an array of n slots, each NULL (a
  * new tensor, plain, in srcs[i]'s shape and layout label) or an existing
- * tensor of srcs[i]'s shape. */
+ * tensor of srcs[i]'s shape. srcs and diff_dst: float32 or bfloat16, one
+ * dtype; the diff_srcs in it. */
 MKC_API mkc_status mkc_concat_backward(int axis, int n, const mkc_tensor *const *srcs,
                                        const mkc_tensor *diff_dst, mkc_tensor **diff_srcs);
 

@@ -125,7 +125,8 @@ namespace {
 // bytes: some of oneDNN's reorders move bf16 and f16 through float32 with
 // denormals flushed, which is no copy. A plain desc of dims d and strides s
 // is the u8 desc of dims d + [2] and strides 2s + [1]. False (the descs left
-// alone) for other data or a blocked arrangement.
+// alone) for other data, a blocked arrangement or a view at an offset (a
+// u8 desc made from dims and strides would lose it).
 bool as_byte_pairs(const dnnl::memory::desc &from, const dnnl::memory::desc &to,
                    dnnl::memory::desc &from_bytes, dnnl::memory::desc &to_bytes) {
     const auto type = from.get_data_type();
@@ -133,7 +134,8 @@ bool as_byte_pairs(const dnnl::memory::desc &from, const dnnl::memory::desc &to,
         (type != dnnl::memory::data_type::bf16 && type != dnnl::memory::data_type::f16))
         return false;
     const auto bytes = [](const dnnl::memory::desc &d, dnnl::memory::desc &out) {
-        if (d.get_format_kind() != dnnl::memory::format_kind::blocked || d.get_inner_nblks() != 0)
+        if (d.get_format_kind() != dnnl::memory::format_kind::blocked ||
+            d.get_inner_nblks() != 0 || d.get_submemory_offset() != 0)
             return false;
         Dims dims = d.get_dims(), strides = d.get_strides();
         for (int64_t &st : strides) st *= 2;

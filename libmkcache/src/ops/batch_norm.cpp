@@ -136,7 +136,6 @@ void check_batch_norm(const mkc_batch_norm_params &p, bool training, const V &sr
                       const V *batch_mean, const V *batch_variance) {
     const char *op = "batch_norm";
     require_float_src(op, "src", src.dtype);
-    require_f32_training(op, src.dtype, training);
     require(p.epsilon >= 0.f, op, ": epsilon must be >= 0");
     const Dims &x = onednn_dims(src);
     require(x.size() >= 2 && x.size() <= 5, op, ": src must have rank 2..5 (N, C, ...), got ",
@@ -335,8 +334,10 @@ int64_t check_batch_norm_backward(const mkc_batch_norm_params &p, const V &src, 
                                   const V &variance, const V *scale, const V *shift,
                                   const V &diff_dst) {
     const char *op = "batch_norm_backward";
-    require(src.dtype == MKC_DTYPE_F32 && diff_dst.dtype == MKC_DTYPE_F32, op,
-            ": src and diff_dst must be float32");
+    // diff_src has src's dtype; the statistics, scale and shift and their
+    // gradients are float32.
+    require_float_src(op, "src", src.dtype);
+    require_diff_dtype(op, "diff_dst", diff_dst.dtype, "src", src.dtype);
     require(p.epsilon >= 0.f, op, ": epsilon must be >= 0");
     const Dims &x = onednn_dims(src);
     require(x.size() >= 2 && x.size() <= 5, op, ": src must have rank 2..5 (N, C, ...), got ",
@@ -362,6 +363,7 @@ std::shared_ptr<PrimitiveEntry> prepare_batch_norm_backward(const CacheScope &sc
     const BatchNormAttrs attrs(p, true); // the training forward's
     name = name && name[0] ? name : default_name(attrs);
 
+    if (src.dtype != MKC_DTYPE_F32) require_bf16_kernels(op);
     Handler handler(scope, op, name, name, "bwd", x);
     handler.sign(OpKind::batch_norm_backward);
     handler.sign(scale ? 1 : 0);
@@ -419,7 +421,7 @@ void batch_norm_backward(const CacheScope &scope, const mkc_batch_norm_params &p
     std::shared_ptr<void> dx_scratch;
     if (diff_src)
         out = Handler::prepare_output(diff_src, *entry, DNNL_ARG_DIFF_SRC, data_format,
-                                      MKC_DTYPE_F32, op);
+                                      src.dtype, op);
     else
         dx_scratch = allocate(entry->arg_desc(DNNL_ARG_DIFF_SRC).get_size(), false);
     const dnnl::memory::desc vec({c}, f32, tag::a);
@@ -463,7 +465,7 @@ std::vector<ValueDesc> BatchNormBackwardOp::infer(const Attrs &attrs, const Valu
         data_format_of(attrs.p.data_format, src.layout, static_cast<int>(src.dims.size()));
     const ValueDesc vec = plain_value(MKC_DTYPE_F32, MKC_LAYOUT_CHANNELS_FIRST, {c});
     // The gradient is arranged as src (the primitive is built on it).
-    return {{MKC_DTYPE_F32, data_format, src.dims, src.desc}, scale ? vec : ValueDesc{},
+    return {{src.dtype, data_format, src.dims, src.desc}, scale ? vec : ValueDesc{},
             shift ? vec : ValueDesc{}};
 }
 
@@ -488,7 +490,7 @@ Prepared BatchNormBackwardOp::prepare(const CacheScope &scope, const Attrs &attr
              entry->arg_desc(DNNL_ARG_VARIANCE),
              scale ? entry->arg_desc(DNNL_ARG_SCALE) : empty_desc(), empty_desc(),
              entry->arg_desc(DNNL_ARG_DIFF_DST)},
-            {{MKC_DTYPE_F32, data_format, src.dims, entry->arg_desc(DNNL_ARG_DIFF_SRC)},
+            {{src.dtype, data_format, src.dims, entry->arg_desc(DNNL_ARG_DIFF_SRC)},
              scale ? vec : ValueDesc{}, shift ? vec : ValueDesc{}}};
 }
 

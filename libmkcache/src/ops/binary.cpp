@@ -102,8 +102,6 @@ const char *binary_name(mkc_binary_kind kind) {
 
 namespace {
 
-dnnl::memory::data_type f32() { return dnnl::memory::data_type::f32; }
-
 // Caller-order dims padded with leading 1s to rank n.
 Dims padded(const Dims &caller, int n) {
     Dims out(n - caller.size(), 1);
@@ -481,13 +479,17 @@ ReduceShape check_reduce_sum_to(const V &full, const V &like, const char *op) {
     return s;
 }
 
-// The reduction of caller dims `fc` to `target` (both row-major), times
+// The reduction of caller dims `fc` to `target` (both row-major, of one
+// float dtype: oneDNN sums bfloat16 in float32 and rounds once), times
 // `scale`.
 std::shared_ptr<PrimitiveEntry> prepare_reduce_sum(const CacheScope &scope, const Dims &fc,
-                                                   const Dims &target, float scale) {
+                                                   const Dims &target, float scale,
+                                                   mkc_dtype dtype) {
     // Both sides described in caller order over their row-major bytes.
-    const dnnl::memory::desc from(fc, f32(), row_major_strides(fc)),
-        to(target, f32(), row_major_strides(target));
+    const auto dt = onednn_float(dtype);
+    const dnnl::memory::desc from(fc, dt, row_major_strides(fc)),
+        to(target, dt, row_major_strides(target));
+    if (dtype != MKC_DTYPE_F32) require_bf16_kernels("reduce_sum");
     Handler handler(scope, "reduce_sum", nullptr, "reduce_sum", nullptr, fc);
     handler.sign(OpKind::reduce_sum);
     handler.sign_value(from);
@@ -533,15 +535,17 @@ void reduce_sum_to(const CacheScope &scope, const Tensor &full, const Tensor &li
     const ReduceShape shape = check_reduce_sum_to(full, like, op);
     std::unique_ptr<Tensor> holder;
     const Tensor &g = row_major(scope, full, holder); // row-major in caller order
-    auto result = make_owned_tensor(layout::plain_desc(like.dims, f32(), like.layout),
-                                    like.layout, MKC_DTYPE_F32);
-    auto entry = prepare_reduce_sum(scope, shape.from, shape.to, scale);
+    auto result = make_owned_tensor(layout::plain_desc(like.dims, onednn_float(full.dtype),
+                                                       like.layout),
+                                    like.layout, full.dtype);
+    auto entry = prepare_reduce_sum(scope, shape.from, shape.to, scale, full.dtype);
     run_reduce_sum(scope, *entry, g.data, result->data);
     if (*dst) {
         Tensor &t = **dst;
-        if (!(t.dims == result->dims && t.dtype == MKC_DTYPE_F32))
+        if (!(t.dims == result->dims && t.dtype == full.dtype))
             fail(MKC_STATUS_INVALID_ARGUMENT, op,
-                 ": the gradient output must have the shape ", shape_text(caller_dims(like)));
+                 ": the gradient output must be ", dtype_name(full.dtype), " with the shape ",
+                 shape_text(caller_dims(like)));
         reorder(scope, result->desc, result->data, t.desc, t.data);
         return;
     }
@@ -550,16 +554,16 @@ void reduce_sum_to(const CacheScope &scope, const Tensor &full, const Tensor &li
 
 ValueDesc ReduceSumToOp::infer(const Attrs &attrs, const ValueDesc &full, const ValueDesc &like) {
     check_reduce_sum_to(full, like, attrs.op);
-    return plain_value(MKC_DTYPE_F32, like.layout, like.dims);
+    return plain_value(full.dtype, like.layout, like.dims);
 }
 
 Prepared ReduceSumToOp::prepare(const CacheScope &scope, const Attrs &attrs, const char *,
                                 const ValueDesc &full, const ValueDesc &like) {
     const ReduceShape shape = check_reduce_sum_to(full, like, attrs.op);
-    auto entry = prepare_reduce_sum(scope, shape.from, shape.to, attrs.scale);
+    auto entry = prepare_reduce_sum(scope, shape.from, shape.to, attrs.scale, full.dtype);
     return {entry,
-            {layout::plain_desc(full.dims, f32(), full.layout), empty_desc()},
-            {plain_value(MKC_DTYPE_F32, like.layout, like.dims)}};
+            {layout::plain_desc(full.dims, onednn_float(full.dtype), full.layout), empty_desc()},
+            {plain_value(full.dtype, like.layout, like.dims)}};
 }
 
 void ReduceSumToOp::run(const CacheScope &scope, PrimitiveEntry &entry, const Buffers &buffers) {
@@ -574,9 +578,10 @@ std::string check_binary_backward(mkc_binary_kind kind, const V &a, const V &b,
                                   const V &diff_dst) {
     const BinaryInfo info = binary_info(kind);
     std::string op = std::string(info.name) + "_backward";
-    require(a.dtype == MKC_DTYPE_F32 && b.dtype == MKC_DTYPE_F32 &&
-                diff_dst.dtype == MKC_DTYPE_F32,
-            op, ": a, b and diff_dst must be float32");
+    // The gradients have a's dtype (bfloat16 training keeps them bfloat16).
+    require_float_src(op.c_str(), "a", a.dtype);
+    require_same_float(op.c_str(), "b", b.dtype, a.dtype);
+    require_diff_dtype(op.c_str(), "diff_dst", diff_dst.dtype, "a", a.dtype);
     const Dims ca = caller_dims(a), cb = caller_dims(b);
     const int n = static_cast<int>(std::max(ca.size(), cb.size()));
     const Dims pa = padded(ca, n), pb = padded(cb, n);
@@ -705,9 +710,9 @@ struct PlannedGradient {
         const ReduceShape shape = check_reduce_sum_to(f, plan.slots[like], op);
         GradientStep s;
         s.side = side;
-        s.reduce = prepare_reduce_sum(scope, shape.from, shape.to, scale);
+        s.reduce = prepare_reduce_sum(scope, shape.from, shape.to, scale, f.dtype);
         s.x = full;
-        s.x_takes = layout::plain_desc(f.dims, f32(), f.layout); // row-major
+        s.x_takes = layout::plain_desc(f.dims, onednn_float(f.dtype), f.layout); // row-major
         plan.steps.push_back(std::move(s));
     }
 };
@@ -729,8 +734,7 @@ void binary_backward(const CacheScope &scope, mkc_binary_kind kind, const char *
 std::vector<ValueDesc> BinaryBackwardOp::infer(const Attrs &attrs, const ValueDesc &a,
                                                const ValueDesc &b, const ValueDesc &diff_dst) {
     check_binary_backward(attrs.kind, a, b, diff_dst);
-    return {plain_value(MKC_DTYPE_F32, a.layout, a.dims),
-            plain_value(MKC_DTYPE_F32, b.layout, b.dims)};
+    return {plain_value(a.dtype, a.layout, a.dims), plain_value(a.dtype, b.layout, b.dims)};
 }
 
 Prepared BinaryBackwardOp::prepare(const CacheScope &scope, const Attrs &attrs, const char *,
@@ -743,8 +747,7 @@ Prepared BinaryBackwardOp::prepare(const CacheScope &scope, const Attrs &attrs, 
     for (g.side = 0; g.side < 2; ++g.side) binary_gradient(g, attrs.kind, g.side, 0, 1, 2);
     return {plan,
             {a.desc, b.desc, diff_dst.desc},
-            {plain_value(MKC_DTYPE_F32, a.layout, a.dims),
-             plain_value(MKC_DTYPE_F32, b.layout, b.dims)}};
+            {plain_value(a.dtype, a.layout, a.dims), plain_value(a.dtype, b.layout, b.dims)}};
 }
 
 void BinaryBackwardOp::run(const CacheScope &scope, PrimitiveEntry &entry,

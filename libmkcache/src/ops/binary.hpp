@@ -54,7 +54,7 @@ struct ReduceSumToAttrs {
 };
 
 // full, like -> full summed over the dims like was broadcast along, times
-// scale: like's shape and layout label, plain. Only like's description is
+// scale: like's shape and layout label and full's dtype, plain. Only like's description is
 // used (its takes is empty: run reads no buffer for it); full is read
 // row-major in its caller order. The entry's name is fixed ("reduce_sum").
 struct ReduceSumToOp {

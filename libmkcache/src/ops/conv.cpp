@@ -51,9 +51,10 @@ struct ConvBackwardEntry : PrimitiveEntry {
     // The data gradient of a grouped or transposed convolution reads the
     // weights through this view (as ConvEntry's).
     std::optional<dnnl::memory::desc> weights_view;
-    dnnl::memory::desc plain_weights;  // the caller's plain weights (and their gradient)
-    dnnl::memory::desc onednn_weights; // the same bytes with oneDNN's dims
-    dnnl::memory::desc plain_bias;     // the bias gradient, [C_out]
+    dnnl::memory::desc plain_weights;      // the caller's plain weights
+    dnnl::memory::desc plain_diff_weights; // their gradient's, always float32
+    dnnl::memory::desc onednn_weights;     // the gradient's bytes with oneDNN's dims
+    dnnl::memory::desc plain_bias;         // the bias gradient, [C_out], float32
 };
 
 } // namespace
@@ -219,10 +220,10 @@ Geometry geometry(const char *op, const mkc_conv_params &p, const V &src, const 
 }
 
 // Plain OIHW (conv) or IOHW (transpose, [C_in, C_out/g, k...]) weight bytes
-// described with the dims oneDNN wants (goihw for groups).
-dnnl::memory::desc plain_weights_view(const Geometry &g, int64_t groups, bool transposed) {
+// of dtype `dt` described with the dims oneDNN wants (goihw for groups).
+dnnl::memory::desc plain_weights_view(const Geometry &g, int64_t groups, bool transposed,
+                                      dnnl::memory::data_type dt) {
     const Dims &w = g.w;
-    const auto dt = onednn_float(g.w_dtype);
     if (!transposed && groups == 1) return layout::plain_desc(w, dt, MKC_LAYOUT_CHANNELS_FIRST);
     int64_t ks = 1; // product of kernel dims
     for (int i = 0; i < g.k; ++i) ks *= w[2 + i];
@@ -256,7 +257,7 @@ dnnl::memory::desc plain_weights_view(const Geometry &g, int64_t groups, bool tr
 std::optional<dnnl::memory::desc> weights_view(const Geometry &g, int64_t groups,
                                                bool transposed) {
     if (!transposed && groups == 1) return std::nullopt;
-    return plain_weights_view(g, groups, transposed);
+    return plain_weights_view(g, groups, transposed, onednn_float(g.w_dtype));
 }
 
 // Grouped and transposed convolutions read their weights' bytes as plain
@@ -428,7 +429,6 @@ ValueDesc ConvOp::infer(const Attrs &attrs, const ValueDesc &src, const ValueDes
     const char *op = conv_op_name(attrs);
     const mkc_conv_params &p = attrs.p;
     check_types(op, src, weights, bias);
-    require_f32_training(op, src.dtype, attrs.training);
     const mkc_layout data_format = data_format_of(p.data_format, src.layout, attrs.k + 2);
     check_params(op, p, attrs.k, attrs.transposed);
     const Geometry g = geometry(op, p, src, weights, bias, attrs.k, attrs.transposed);
@@ -481,7 +481,6 @@ void convolution(const CacheScope &scope, const char *op, int k, bool transposed
                  const mkc_conv_params &p, const Tensor &src, const Tensor &weights,
                  const Tensor *bias, mkc_tensor **dst) {
     check_types(op, src, weights, bias);
-    require_f32_training(op, src.dtype, p.training != 0);
     ThreadState &state = *scope.state; // once: a thread-local lookup
     const mkc_layout data_format = layout::resolve(state, p.data_format, k + 2);
     if (p.sum) {
@@ -545,13 +544,16 @@ namespace mkc::ops {
 
 namespace {
 
-// The backward primitives of a convolution; Prim is the convolution or the
+// The backward primitives of a convolution, in the forward's data dtype
+// (bfloat16 training: diff_src bfloat16, accumulated in float32 by oneDNN;
+// the weights and bias gradients always float32); Prim is the convolution or the
 // deconvolution flavour (their descriptors take the same arguments).
 template <typename Prim, typename Hint>
 void build_backward_data(PrimitiveEntry &e, const Geometry &g, dnnl::algorithm alg,
                          const Hint &hint) {
-    const dnnl::memory::desc dx(g.x, f32, tag::any), w(g.onednn_w.vec(), f32, tag::any),
-        dy(g.y.vec(), f32, tag::any);
+    const auto dt = onednn_float(g.x_dtype);
+    const dnnl::memory::desc dx(g.x, dt, tag::any), w(g.onednn_w.vec(), dt, tag::any),
+        dy(g.y.vec(), dt, tag::any);
     typename Prim::primitive_desc pd(cpu_engine(), alg, dx, w, dy, g.stride.vec(),
                                      g.dilation.vec(), g.pad_l.vec(), g.pad_r.vec(), hint,
                                      user_scratchpad_attr());
@@ -562,8 +564,10 @@ void build_backward_data(PrimitiveEntry &e, const Geometry &g, dnnl::algorithm a
 template <typename Prim, typename Hint>
 void build_backward_weights(PrimitiveEntry &e, const Geometry &g, dnnl::algorithm alg, bool bias,
                             const Hint &hint) {
-    const dnnl::memory::desc x(g.x, f32, tag::any), dw(g.onednn_w.vec(), f32, tag::any),
-        dy(g.y.vec(), f32, tag::any), db = bias_desc(g, bias);
+    const auto dt = onednn_float(g.x_dtype);
+    const dnnl::memory::desc x(g.x, dt, tag::any), dw(g.onednn_w.vec(), f32, tag::any),
+        dy(g.y.vec(), dt, tag::any),
+        db = bias ? dnnl::memory::desc({g.y[1]}, f32, tag::a) : dnnl::memory::desc();
     typename Prim::primitive_desc pd(cpu_engine(), alg, x, dw, db, dy, g.stride.vec(),
                                      g.dilation.vec(), g.pad_l.vec(), g.pad_r.vec(), hint,
                                      user_scratchpad_attr());
@@ -591,9 +595,8 @@ BackwardGeometry check_backward(const char *op, const ConvAttrs &attrs, const V 
     check_params(op, p, k, transposed);
     require(p.activation == MKC_ACTIVATION_NONE && !p.sum, op,
             ": a fused activation or sum has no backward; run the activation as its own op");
-    require(src.dtype == MKC_DTYPE_F32 && weights.dtype == MKC_DTYPE_F32 &&
-                diff_dst.dtype == MKC_DTYPE_F32,
-            op, ": every input must be float32");
+    check_types(op, src, weights, static_cast<const V *>(nullptr));
+    require_diff_dtype(op, "diff_dst", diff_dst.dtype, "src", src.dtype);
     const mkc_layout data_format = data_format_of(p.data_format, target, k + 2);
     const Geometry g = geometry(op, p, src, weights, static_cast<const V *>(nullptr), k,
                                 transposed);
@@ -617,16 +620,22 @@ const char *backward_name(const char *op, const ConvAttrs &attrs, const Geometry
 std::shared_ptr<ConvEntry> forward_hint(const CacheScope &scope, const char *op,
                                         const ConvAttrs &attrs, const char *name,
                                         const Geometry &g, bool bias) {
-    Handler forward(scope, op, name, name, nullptr, g.x);
-    sign_forward(forward, attrs, g, bias);
-    if (auto t = forward.find_transfer()) return std::static_pointer_cast<ConvEntry>(t->forward);
+    Geometry with_bias = g;
+    const auto left = find_with_either_bias(g.x_dtype, bias, [&](mkc_dtype b) {
+        with_bias.b_dtype = b;
+        Handler forward(scope, op, name, name, nullptr, g.x);
+        sign_forward(forward, attrs, with_bias, bias);
+        return forward.find_transfer();
+    });
+    if (left) return std::static_pointer_cast<ConvEntry>(left->forward);
     return forward_descriptor(attrs.p, g, attrs.transposed, bias, true);
 }
 
 void describe_weights(ConvBackwardEntry &e, const Geometry &g, const ConvAttrs &attrs) {
     e.weights_view = weights_view(g, attrs.p.groups, attrs.transposed);
-    e.plain_weights = layout::plain_desc(g.w, f32, MKC_LAYOUT_CHANNELS_FIRST);
-    e.onednn_weights = plain_weights_view(g, attrs.p.groups, attrs.transposed);
+    e.plain_weights = layout::plain_desc(g.w, onednn_float(g.w_dtype), MKC_LAYOUT_CHANNELS_FIRST);
+    e.plain_diff_weights = layout::plain_desc(g.w, f32, MKC_LAYOUT_CHANNELS_FIRST);
+    e.onednn_weights = plain_weights_view(g, attrs.p.groups, attrs.transposed, f32);
     e.plain_bias = dnnl::memory::desc(Dims{g.y[1]}, f32, tag::a);
 }
 
@@ -639,6 +648,7 @@ dnnl::algorithm backward_algorithm(const ConvAttrs &attrs) {
 std::shared_ptr<ConvBackwardEntry> prepare_backward_data(const CacheScope &scope, const char *op,
                                                          const ConvAttrs &attrs, const char *name,
                                                          const Geometry &g, bool bias) {
+    if (g.x_dtype != MKC_DTYPE_F32) require_bf16_kernels(op);
     Handler handler(scope, op, name, name, "bwd_data", g.x);
     sign_forward(handler, attrs, g, bias);
     handler.sign(OpKind::backward_data);
@@ -661,6 +671,7 @@ std::shared_ptr<ConvBackwardEntry> prepare_backward_weights(const CacheScope &sc
                                                             const ConvAttrs &attrs,
                                                             const char *name, const Geometry &g,
                                                             bool bias) {
+    if (g.x_dtype != MKC_DTYPE_F32) require_bf16_kernels(op);
     Handler handler(scope, op, name, name, "bwd_weights", g.x);
     sign_forward(handler, attrs, g, bias);
     handler.sign(OpKind::backward_weights);
@@ -690,7 +701,7 @@ ValueDesc ConvBackwardDataOp::infer(const Attrs &attrs, const ValueDesc &src,
                                     const ValueDesc &weights, const ValueDesc &diff_dst) {
     const BackwardGeometry c = check_backward(conv_backward_op_name(attrs), attrs, src, weights,
                                               diff_dst, src.layout);
-    return plain_value(MKC_DTYPE_F32, c.data_format, c.g.x);
+    return plain_value(src.dtype, c.data_format, c.g.x);
 }
 
 Prepared ConvBackwardDataOp::prepare(const CacheScope &scope, const Attrs &attrs,
@@ -707,7 +718,7 @@ Prepared ConvBackwardDataOp::prepare(const CacheScope &scope, const Attrs &attrs
     return {entry,
             {src.desc, weights_taken(*entry, entry->weights_view, entry->plain_weights),
              entry->arg_desc(DNNL_ARG_DIFF_DST)},
-            {ValueDesc{MKC_DTYPE_F32, c.data_format, dx.get_dims(), dx}}};
+            {ValueDesc{src.dtype, c.data_format, dx.get_dims(), dx}}};
 }
 
 void ConvBackwardDataOp::run(const CacheScope &scope, PrimitiveEntry &entry,
@@ -746,7 +757,7 @@ Prepared ConvBackwardWeightsOp::prepare(const CacheScope &scope, const Attrs &at
     const mkc_layout plain = MKC_LAYOUT_CHANNELS_FIRST;
     Prepared out{entry,
                  {entry->arg_desc(DNNL_ARG_SRC), weights.desc, entry->arg_desc(DNNL_ARG_DIFF_DST)},
-                 {ValueDesc{MKC_DTYPE_F32, plain, c.g.w, entry->plain_weights}}};
+                 {ValueDesc{MKC_DTYPE_F32, plain, c.g.w, entry->plain_diff_weights}}};
     if (with_bias)
         out.outputs.push_back(ValueDesc{MKC_DTYPE_F32, plain, Dims{c.g.y[1]}, entry->plain_bias});
     return out;
@@ -802,7 +813,7 @@ void convolution_backward(const CacheScope &scope, const char *op, int k, bool t
     if (diff_src) {
         auto entry = prepare_backward_data(scope, op, attrs, name, g, bias);
         Handler::Output out = Handler::prepare_output(diff_src, *entry, DNNL_ARG_DIFF_SRC,
-                                                      c.data_format, MKC_DTYPE_F32, op);
+                                                      c.data_format, src.dtype, op);
         {
             Handler::Execution exec(*entry, scope);
             exec.input(DNNL_ARG_DIFF_DST, diff_dst);
@@ -817,7 +828,7 @@ void convolution_backward(const CacheScope &scope, const char *op, int k, bool t
         require(diff_weights != nullptr, op, ": diff_bias needs diff_weights too");
         auto entry = prepare_backward_weights(scope, op, attrs, name, g, bias);
         Handler::PlainResult dw(scope, *entry, DNNL_ARG_DIFF_WEIGHTS, diff_weights,
-                                entry->plain_weights, entry->onednn_weights, op);
+                                entry->plain_diff_weights, entry->onednn_weights, op);
         std::unique_ptr<Handler::PlainResult> db;
         if (bias)
             db = std::make_unique<Handler::PlainResult>(scope, *entry, DNNL_ARG_DIFF_BIAS,

@@ -202,8 +202,9 @@ namespace {
 template <typename V>
 void check_activation_backward(const V &src, const V &diff_dst) {
     const char *op = "activation_backward";
-    require(src.dtype == MKC_DTYPE_F32 && diff_dst.dtype == MKC_DTYPE_F32, op,
-            ": src and diff_dst must be float32");
+    // The gradient has src's dtype (bfloat16 training keeps it bfloat16).
+    require_float_src(op, "src", src.dtype);
+    require_diff_dtype(op, "diff_dst", diff_dst.dtype, "src", src.dtype);
     if (!(diff_dst.dims == src.dims && diff_dst.layout == src.layout))
         fail(MKC_STATUS_INVALID_ARGUMENT, op,
              ": diff_dst must have src's shape ", shape_text(caller_dims(src)), ", got ",
@@ -220,6 +221,7 @@ prepare_activation_backward(const CacheScope &scope, const ActivationAttrs &attr
     handler.sign(OpKind::activation_backward);
     sign_attrs(handler, attrs);
     sign_input_layout(handler, src, DNNL_ARG_SRC);
+    if (src.dtype != MKC_DTYPE_F32) require_bf16_kernels("activation_backward");
     return handler.acquire_primitive<EltwiseBackwardEntry>([&] {
         // Element-wise ops choose no layout: the hint is made here (no
         // transfer needed); the gradient is computed from src.
@@ -230,7 +232,7 @@ prepare_activation_backward(const CacheScope &scope, const ActivationAttrs &attr
                                                   src.desc, attrs.alpha, attrs.beta, hint,
                                                   user_scratchpad_attr());
         auto e = std::make_shared<EltwiseBackwardEntry>();
-        e->own_kernel = own_activation_backward_kernel(attrs.kind);
+        e->own_kernel = src.dtype == MKC_DTYPE_F32 && own_activation_backward_kernel(attrs.kind);
         e->attrs = attrs;
         if (!e->own_kernel) e->primitive = dnnl::eltwise_backward(pd);
         e->set_args(pd, {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_SRC});
@@ -290,7 +292,7 @@ void activation_backward(const CacheScope &scope, mkc_activation_kind kind, floa
     std::unique_ptr<Tensor> converted;
     const Tensor &dy = as_layout(scope, diff_dst, entry->arg_desc(DNNL_ARG_DIFF_DST), converted);
     Handler::Output out = Handler::prepare_output(diff_src, *entry, DNNL_ARG_DIFF_SRC, src.layout,
-                                                  MKC_DTYPE_F32, "activation_backward");
+                                                  src.dtype, "activation_backward");
     entry->run_own(src.data, dy.data, out.data);
     Handler::finish_output(scope, out, diff_src);
 }

@@ -41,7 +41,6 @@ template <typename V>
 LayerNormGeometry layer_norm_geometry(const char *op, const mkc_layer_norm_params &p,
                                       const V &src, const V *scale, const V *shift) {
     require_float_src(op, "src", src.dtype);
-    require_f32_training(op, src.dtype, p.training != 0);
     require(p.epsilon >= 0.f, op, ": epsilon must be >= 0");
     LayerNormGeometry g;
     g.xc = caller_dims(src);
@@ -274,11 +273,11 @@ template <typename V>
 LayerNormGeometry check_layer_norm_backward(const mkc_layer_norm_params &p, const V &src,
                                             const V *scale, const V *shift, const V &diff_dst) {
     const char *op = "layer_norm_backward";
-    require_f32_training(op, src.dtype, true);
     const LayerNormGeometry g = layer_norm_geometry(op, p, src, scale, shift);
-    if (!(diff_dst.dtype == MKC_DTYPE_F32 && caller_dims(diff_dst) == g.xc))
-        fail(MKC_STATUS_INVALID_ARGUMENT, op,
-             ": diff_dst must be float32 with src's shape ", shape_text(g.xc));
+    require_diff_dtype(op, "diff_dst", diff_dst.dtype, "src", src.dtype);
+    if (!(caller_dims(diff_dst) == g.xc))
+        fail(MKC_STATUS_INVALID_ARGUMENT, op, ": diff_dst must have src's shape ",
+             shape_text(g.xc));
     return g;
 }
 
@@ -295,6 +294,7 @@ std::shared_ptr<LayerNormEntry> gradient_forward(const CacheScope &scope,
                                                  const mkc_layer_norm_params &p, const char *name,
                                                  const Dims &key_dims, const LayerNormGeometry &g,
                                                  const V &src, const V *scale, const V *shift) {
+    if (src.dtype != MKC_DTYPE_F32) require_bf16_kernels("layer_norm_backward");
     Handler forward(scope, "layer_norm", name, name, nullptr, key_dims);
     return acquire_layer_norm(forward, LayerNormAttrs(p, true), g, src, scale, shift);
 }
@@ -315,7 +315,9 @@ prepare_layer_norm_backward(const CacheScope &scope, const mkc_layer_norm_params
     handler.sign(shift ? 1 : 0);
     sign_attrs(handler, attrs);
     return handler.acquire_primitive<PrimitiveEntry>([&] {
-        const dnnl::memory::desc x2({g.rows, g.cols}, f32, tag::ab);
+        // src, diff_dst and diff_src in src's dtype; the statistics and the
+        // scale and shift gradients float32.
+        const dnnl::memory::desc x2({g.rows, g.cols}, onednn_float(src.dtype), tag::ab);
         flags f = flags::none;
         if (scale) f |= flags::use_scale;
         if (shift) f |= flags::use_shift;
@@ -411,8 +413,8 @@ void layer_norm_backward(const CacheScope &scope, const mkc_layer_norm_params &p
 
     std::unique_ptr<Tensor> hx, hdy;
     const Tensor &x = Handler::plain_input(scope, *fwd, DNNL_ARG_SRC, src, fwd->x_plain, hx);
-    const Tensor &dy = Handler::plain_input(scope, *fwd, DNNL_ARG_DST, diff_dst,
-                                            layout::plain_desc(src.dims, f32, src.layout), hdy);
+    const Tensor &dy = Handler::plain_input(scope, *fwd, DNNL_ARG_DST, diff_dst, fwd->x_plain,
+                                            hdy);
     const void *scale_data = scale ? scale->data : nullptr;
     const void *shift_data = shift ? shift->data : nullptr;
     const LayerNormStatistics stats =
@@ -446,7 +448,7 @@ std::vector<ValueDesc> LayerNormBackwardOp::infer(const Attrs &attrs, const Valu
     const LayerNormGeometry g = check_layer_norm_backward(attrs.p, src, scale, shift, diff_dst);
     check_plain_vectors(scale, shift, "layer_norm_backward");
     const ValueDesc param = plain_value(MKC_DTYPE_F32, MKC_LAYOUT_CHANNELS_FIRST, trailing_dims(g));
-    return {plain_value(MKC_DTYPE_F32, src.layout, src.dims), scale ? param : ValueDesc{},
+    return {plain_value(src.dtype, src.layout, src.dims), scale ? param : ValueDesc{},
             shift ? param : ValueDesc{}};
 }
 
@@ -474,8 +476,8 @@ Prepared LayerNormBackwardOp::prepare(const CacheScope &scope, const Attrs &attr
     const ValueDesc param = plain_value(MKC_DTYPE_F32, MKC_LAYOUT_CHANNELS_FIRST, trailing_dims(g));
     return {plan,
             {fwd.x_plain, scale ? scale->desc : empty_desc(), shift ? shift->desc : empty_desc(),
-             layout::plain_desc(src.dims, f32, src.layout)},
-            {{MKC_DTYPE_F32, src.layout, src.dims, fwd.x_plain}, scale ? param : ValueDesc{},
+             fwd.x_plain},
+            {{src.dtype, src.layout, src.dims, fwd.x_plain}, scale ? param : ValueDesc{},
              shift ? param : ValueDesc{}}};
 }
 

@@ -75,7 +75,6 @@ LinearGeometry linear_geometry(const char *op, const mkc_linear_params &p, const
     LinearGeometry g;
     g.dtype = require_float_src(op, "src", src.dtype);
     require_same_float(op, "weights", weights.dtype, g.dtype);
-    require_f32_training(op, g.dtype, training);
     g.xc = caller_dims(src);
     g.w = onednn_dims(weights);
     const Dims &w = g.w;
@@ -254,9 +253,10 @@ LinearGeometry check_linear_backward(const char *op, const mkc_linear_params &p,
             ": a fused activation has no backward; run the activation as its own op");
     const LinearGeometry g = linear_geometry(op, p, src, weights, bias, true); // the forward's
     const Dims yc = linear_result_dims(g);
-    if (!(diff_dst.dtype == MKC_DTYPE_F32 && caller_dims(diff_dst) == yc))
+    require_diff_dtype(op, "diff_dst", diff_dst.dtype, "src", g.dtype);
+    if (!(caller_dims(diff_dst) == yc))
         fail(MKC_STATUS_INVALID_ARGUMENT, op,
-             ": diff_dst must be float32 with the forward output's shape ", shape_text(yc),
+             ": diff_dst must have the forward output's shape ", shape_text(yc),
              ", got ", shape_text(caller_dims(diff_dst)));
     return g;
 }
@@ -270,10 +270,14 @@ dnnl::inner_product_forward::primitive_desc linear_hint(const CacheScope &scope,
                                                         const Dims &key_dims,
                                                         const LinearGeometry &g, const V &src,
                                                         bool bias) {
-    Handler forward(scope, "linear", name.c_str(), name.c_str(), nullptr, key_dims);
-    sign_linear(forward, p, g, src, bias, true);
-    if (auto t = forward.find_transfer())
-        return std::static_pointer_cast<LinearEntry>(t->forward)->pd;
+    LinearGeometry with_bias = g;
+    const auto left = find_with_either_bias(g.dtype, bias, [&](mkc_dtype b) {
+        with_bias.b_dtype = b;
+        Handler forward(scope, "linear", name.c_str(), name.c_str(), nullptr, key_dims);
+        sign_linear(forward, p, with_bias, src, bias, true);
+        return forward.find_transfer();
+    });
+    if (left) return std::static_pointer_cast<LinearEntry>(left->forward)->pd;
     return linear_descriptor(p, g, bias, true);
 }
 
@@ -287,20 +291,23 @@ std::shared_ptr<LinearEntry> prepare_linear_backward_data(const CacheScope &scop
                                                           const LinearGeometry &g, const V &src,
                                                           bool bias) {
     const Dims &w = g.w;
+    if (g.dtype != MKC_DTYPE_F32) require_bf16_kernels("linear_backward");
     Handler handler(scope, "linear", name.c_str(), name.c_str(), "bwd_data", key_dims);
     sign_linear(handler, p, g, src, bias, true);
     handler.sign(OpKind::backward_data);
     return handler.acquire_primitive<LinearEntry>([&] {
-        const dnnl::memory::desc x2({g.rows, w[1]}, f32, tag::ab),
-            y2({g.rows, w[0]}, f32, tag::ab);
+        // In the forward's data dtype: diff_src bfloat16 for bfloat16 data.
+        const auto dt = onednn_float(g.dtype);
+        const dnnl::memory::desc x2({g.rows, w[1]}, dt, tag::ab),
+            y2({g.rows, w[0]}, dt, tag::ab);
         auto fwd = linear_hint(scope, p, name, key_dims, g, src, bias);
         dnnl::inner_product_backward_data::primitive_desc pd(
-            cpu_engine(), x2, dnnl::memory::desc(w, f32, tag::any), y2, fwd,
+            cpu_engine(), x2, dnnl::memory::desc(w, dt, tag::any), y2, fwd,
             user_scratchpad_attr());
         auto e = std::make_shared<LinearEntry>();
         e->primitive = dnnl::inner_product_backward_data(pd);
         e->set_args(pd, {DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC});
-        e->x_plain = layout::plain_desc(src.dims, f32, src.layout);
+        e->x_plain = layout::plain_desc(src.dims, dt, src.layout);
         e->y_md = y2;
         return e;
     });
@@ -314,12 +321,16 @@ std::shared_ptr<LinearEntry> prepare_linear_backward_weights(const CacheScope &s
                                                              const LinearGeometry &g, const V &src,
                                                              bool bias) {
     const Dims &w = g.w;
+    if (g.dtype != MKC_DTYPE_F32) require_bf16_kernels("linear_backward");
     Handler handler(scope, "linear", name.c_str(), name.c_str(), "bwd_weights", key_dims);
     sign_linear(handler, p, g, src, bias, true);
     handler.sign(OpKind::backward_weights);
     return handler.acquire_primitive<LinearEntry>([&] {
-        const dnnl::memory::desc x2({g.rows, w[1]}, f32, tag::ab),
-            y2({g.rows, w[0]}, f32, tag::ab);
+        // src and diff_dst in the forward's data dtype; the weights and bias
+        // gradients always float32 (oneDNN accumulates in float32).
+        const auto dt = onednn_float(g.dtype);
+        const dnnl::memory::desc x2({g.rows, w[1]}, dt, tag::ab),
+            y2({g.rows, w[0]}, dt, tag::ab);
         auto fwd = linear_hint(scope, p, name, key_dims, g, src, bias);
         const dnnl::memory::desc dw(w, f32, tag::any), db({w[0]}, f32, tag::a);
         auto pd = bias ? dnnl::inner_product_backward_weights::primitive_desc(
@@ -331,7 +342,7 @@ std::shared_ptr<LinearEntry> prepare_linear_backward_weights(const CacheScope &s
         std::vector<int> args = {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS};
         if (bias) args.push_back(DNNL_ARG_DIFF_BIAS);
         e->set_args(pd, args);
-        e->x_plain = layout::plain_desc(src.dims, f32, src.layout);
+        e->x_plain = layout::plain_desc(src.dims, dt, src.layout);
         e->y_md = y2;
         return e;
     });
@@ -347,7 +358,7 @@ std::string gradient_name(const mkc_linear_params &p, const char *name, const Li
 ValueDesc LinearBackwardDataOp::infer(const Attrs &attrs, const ValueDesc &src,
                                       const ValueDesc &weights, const ValueDesc &diff_dst) {
     check_linear_backward("linear_backward", attrs.p, src, weights, diff_dst, false);
-    return plain_value(MKC_DTYPE_F32, src.layout, src.dims);
+    return plain_value(src.dtype, src.layout, src.dims);
 }
 
 Prepared LinearBackwardDataOp::prepare(const CacheScope &scope, const Attrs &attrs,
@@ -359,9 +370,9 @@ Prepared LinearBackwardDataOp::prepare(const CacheScope &scope, const Attrs &att
                                               Dims{g.rows, g.w[1]}, g, src, with_bias);
     Prepared out{entry,
                  {empty_desc(), entry->arg_desc(DNNL_ARG_WEIGHTS),
-                  layout::plain_desc(diff_dst.dims, f32, diff_dst.layout)},
+                  layout::plain_desc(diff_dst.dims, onednn_float(g.dtype), diff_dst.layout)},
                  {}};
-    out.outputs.push_back({MKC_DTYPE_F32, src.layout, src.dims, entry->x_plain});
+    out.outputs.push_back({g.dtype, src.layout, src.dims, entry->x_plain});
     return out;
 }
 
@@ -392,7 +403,7 @@ Prepared LinearBackwardWeightsOp::prepare(const CacheScope &scope, const Attrs &
                                                  Dims{g.rows, g.w[1]}, g, src, with_bias);
     Prepared out{entry,
                  {entry->x_plain, empty_desc(),
-                  layout::plain_desc(diff_dst.dims, f32, diff_dst.layout)},
+                  layout::plain_desc(diff_dst.dims, onednn_float(g.dtype), diff_dst.layout)},
                  {}};
     const dnnl::memory::desc &dw = entry->arg_desc(DNNL_ARG_DIFF_WEIGHTS);
     out.outputs.push_back({MKC_DTYPE_F32, MKC_LAYOUT_CHANNELS_FIRST, g.w, dw});
@@ -719,17 +730,19 @@ void matmul_backward(const CacheScope &scope, const mkc_matmul_params &p, const 
     const char *op = "matmul_backward";
     require(p.activation == MKC_ACTIVATION_NONE, op,
             ": a fused activation has no backward; run the activation as its own op");
-    require(diff_dst.dtype == MKC_DTYPE_F32, op, ": diff_dst must be float32");
-    require_f32_training(op, a.dtype, true);
     require(!diff_bias || bias, op, ": diff_bias needs the forward's bias");
-    const Dims yc = matmul_geometry(p, a, b, bias).yc; // checks the forward's shapes too
+    const MatmulGeometry g = matmul_geometry(p, a, b, bias); // checks the forward's shapes too
+    const Dims &yc = g.yc;
+    require_diff_dtype(op, "diff_dst", diff_dst.dtype, "a", g.dtype);
     if (!(caller_dims(diff_dst) == yc))
         fail(MKC_STATUS_INVALID_ARGUMENT, op, ": diff_dst must have the forward output's shape ",
              shape_text(yc), ", got ", shape_text(caller_dims(diff_dst)));
     // With op(X) = X or X^T and C = s (op(A) op(B) + bias):
     //   d op(A) = s dC op(B)^T,  d op(B) = s op(A)^T dC,  d bias = s sum(dC),
     // transposed back where A or B was read transposed; then summed over
-    // the batch dims A or B was broadcast along.
+    // the batch dims A or B was broadcast along. dA and dB have a's dtype
+    // (bfloat16: each product and sum rounded once); dbias is float32, as
+    // every parameter gradient: bfloat16 dC is widened (exactly) first.
     auto product = [&](const Tensor &x, bool tx, const Tensor &y, bool ty) {
         mkc_matmul_params q{};
         q.transpose_a = tx;
@@ -750,7 +763,15 @@ void matmul_backward(const CacheScope &scope, const mkc_matmul_params &p, const 
         auto full = tb ? product(diff_dst, true, a, ta) : product(a, !ta, diff_dst, false);
         reduce_sum_to(scope, *full, b, 1.f, diff_b, op);
     }
-    if (diff_bias) reduce_sum_to(scope, diff_dst, *bias, p.scale, diff_bias, op);
+    if (diff_bias) {
+        std::unique_ptr<Tensor> widened;
+        if (diff_dst.dtype != MKC_DTYPE_F32) {
+            widened = make_owned_tensor(layout::plain_desc(diff_dst.dims, f32, diff_dst.layout),
+                                        diff_dst.layout, MKC_DTYPE_F32);
+            reorder(scope, diff_dst.desc, diff_dst.data, widened->desc, widened->data);
+        }
+        reduce_sum_to(scope, widened ? *widened : diff_dst, *bias, p.scale, diff_bias, op);
+    }
 }
 
 } // namespace mkc::ops

@@ -95,7 +95,8 @@ void concat_backward(const CacheScope &scope, int axis, int n, const Tensor *con
                      const Tensor &diff_dst, mkc_tensor **diff_srcs);
 
 // Sums `full` over the dims `like` was broadcast along (numpy rules, caller
-// order) times `scale`, into a tensor of like's shape and layout label.
+// order) times `scale`, into a tensor of like's shape and layout label and
+// full's dtype (bfloat16 summed in float32, rounded once).
 void reduce_sum_to(const CacheScope &scope, const Tensor &full, const Tensor &like, float scale,
                    mkc_tensor **dst, const char *op);
 

@@ -109,7 +109,6 @@ PoolGeometry pool_geometry(const mkc_pool_params &p, const V &src, mkc_layout ta
     PoolGeometry g;
     const char *op = g.op = pool_name(p.kind);
     require_float_src(op, "src", src.dtype);
-    require_f32_training(op, src.dtype, p.training != 0);
     g.x = onednn_dims(src);
     const Dims &x = g.x;
     const int rank = static_cast<int>(x.size());
@@ -244,13 +243,17 @@ void name_geometry(PoolGeometry &g, const mkc_pool_params &p, const char *name, 
         name && name[0] ? "" : default_attrs_name("pool", PoolAttrs(p, g.k + 2, training));
 }
 
-// The check of a gradient's diff_dst.
+// The check of a gradient's diff_dst: src's dtype (the gradient is
+// computed and returned in it) and the forward output's shape.
 template <typename V>
-void check_diff_dst(const PoolGeometry &g, const V &diff_dst) {
-    if (!(diff_dst.dtype == MKC_DTYPE_F32 && diff_dst.dims == g.y))
+void check_diff_dst(const PoolGeometry &g, const V &src, const V &diff_dst) {
+    if (diff_dst.dtype != src.dtype)
+        require_diff_dtype((std::string(g.op) + "_backward").c_str(), "diff_dst", diff_dst.dtype,
+                           "src", src.dtype);
+    if (!(diff_dst.dims == g.y))
         fail(MKC_STATUS_INVALID_ARGUMENT, g.op,
-             "_backward: diff_dst must be float32 with the forward output's shape ",
-             shape_text(g.y), " (oneDNN order), got ", shape_text(diff_dst.dims));
+             "_backward: diff_dst must have the forward output's shape ", shape_text(g.y),
+             " (oneDNN order), got ", shape_text(diff_dst.dims));
 }
 
 // The signature of the forward (a grad op signs the same, with training,
@@ -322,6 +325,8 @@ std::shared_ptr<PoolBackwardEntry> prepare_backward(const CacheScope &scope,
     sign_forward(forward, p, g, true);
     std::shared_ptr<Transfer> t = forward.find_transfer();
 
+    if (src.dtype != MKC_DTYPE_F32)
+        require_bf16_kernels((std::string(g.op) + "_backward").c_str());
     Handler handler(scope, g.op, name, g.default_name, "bwd", g.x);
     sign_forward(handler, p, g, true);
     handler.sign(OpKind::backward_data);
@@ -335,7 +340,7 @@ std::shared_ptr<PoolBackwardEntry> prepare_backward(const CacheScope &scope,
         if (left && left->pd.src_desc() == src.desc) hint = left->pd;
         else hint = dnnl::pooling_forward::primitive_desc(
                  cpu_engine(), dnnl::prop_kind::forward_training, pool_algorithm(p.kind),
-                 src.desc, dnnl::memory::desc(g.y, dnnl::memory::data_type::f32,
+                 src.desc, dnnl::memory::desc(g.y, onednn_float(src.dtype),
                                               dnnl::memory::format_tag::any),
                  g.stride, g.kernel, g.dilation, g.pb, g.pe, user_scratchpad_attr());
         auto e = std::make_shared<PoolBackwardEntry>();
@@ -451,7 +456,7 @@ void pool(const CacheScope &scope, const mkc_pool_params &p, const Tensor &src, 
     auto entry = acquire_forward(handler, p, g, src, true);
     {
         Handler::Output out = Handler::prepare_output(dst, *entry, DNNL_ARG_DST, g.data_format,
-                                                      MKC_DTYPE_F32, g.op);
+                                                      src.dtype, g.op);
         std::shared_ptr<void> workspace;
         Handler::run_training_forward(scope, *entry, src, out.data, workspace);
         run_rescale(scope, entry->rescale, out.data);
@@ -464,15 +469,15 @@ void pool(const CacheScope &scope, const mkc_pool_params &p, const Tensor &src, 
 ValueDesc PoolBackwardOp::infer(const Attrs &attrs, const ValueDesc &src,
                                 const ValueDesc &diff_dst) {
     const PoolGeometry g = pool_geometry(attrs.p, src, src.layout); // the training forward's
-    check_diff_dst(g, diff_dst);
-    return plain_value(MKC_DTYPE_F32, g.data_format, g.x);
+    check_diff_dst(g, src, diff_dst);
+    return plain_value(src.dtype, g.data_format, g.x);
 }
 
 Prepared PoolBackwardOp::prepare(const CacheScope &scope, const Attrs &attrs, const char *name,
                                  const ValueDesc &src, const ValueDesc &diff_dst) {
     const mkc_pool_params &p = attrs.p;
     PoolGeometry g = pool_geometry(p, src, scope.state->target_layout);
-    check_diff_dst(g, diff_dst);
+    check_diff_dst(g, src, diff_dst);
     name_geometry(g, p, name, true);
     const char *key_name = name && name[0] ? name : g.default_name;
     auto entry = prepare_backward(scope, p, g, key_name, src);
@@ -486,7 +491,7 @@ Prepared PoolBackwardOp::prepare(const CacheScope &scope, const Attrs &attrs, co
     const dnnl::memory::desc &dx = entry->arg_desc(DNNL_ARG_DIFF_SRC);
     return {entry,
             {src.desc, entry->arg_desc(DNNL_ARG_DIFF_DST)},
-            {ValueDesc{MKC_DTYPE_F32, g.data_format, dx.get_dims(), dx}}};
+            {ValueDesc{src.dtype, g.data_format, dx.get_dims(), dx}}};
 }
 
 void PoolBackwardOp::run(const CacheScope &scope, PrimitiveEntry &entry, const Buffers &buffers) {
@@ -518,7 +523,7 @@ void pool_backward(const CacheScope &scope, const mkc_pool_params &p, const Tens
     PoolGeometry g = pool_geometry(p, src, layout::target()); // the training forward's
     name_geometry(g, p, p.name, true);
     const std::string op = std::string(g.op) + "_backward";
-    check_diff_dst(g, diff_dst);
+    check_diff_dst(g, src, diff_dst);
     const char *name = p.name && p.name[0] ? p.name : g.default_name;
     auto entry = prepare_backward(scope, p, g, name, src);
 
@@ -531,7 +536,7 @@ void pool_backward(const CacheScope &scope, const mkc_pool_params &p, const Tens
         },
         op.c_str());
     Handler::Output out = Handler::prepare_output(diff_src, *entry, DNNL_ARG_DIFF_SRC,
-                                                  g.data_format, MKC_DTYPE_F32, op.c_str());
+                                                  g.data_format, src.dtype, op.c_str());
     std::shared_ptr<void> scaled;
     const void *dy =
         rescaled_diff_dst(scope, *entry, diff_dst.desc, diff_dst.data, scaled);

@@ -419,39 +419,50 @@ void concat_backward(const CacheScope &scope, int axis, int n, const Tensor *con
         if (__builtin_add_overflow(out[caller_axis], ci[caller_axis], &out[caller_axis]))
             fail(MKC_STATUS_INVALID_ARGUMENT, op, ": the concatenated shape is too large");
     }
-    if (!(diff_dst.dtype == MKC_DTYPE_F32 && caller_dims(diff_dst) == out))
+    // The gradients are slices of diff_dst, in its dtype: the inputs'.
+    require_float_src(op, "srcs[0]", first.dtype);
+    for (int i = 1; i < n; ++i)
+        require(srcs[i]->dtype == first.dtype, op, ": input ", i, " is ",
+                dtype_name(srcs[i]->dtype), " but input 0 is ", dtype_name(first.dtype));
+    require_diff_dtype(op, "diff_dst", diff_dst.dtype, "srcs[0]", first.dtype);
+    if (!(caller_dims(diff_dst) == out))
         fail(MKC_STATUS_INVALID_ARGUMENT, op,
              ": diff_dst must have the concatenated shape ", shape_text(out), ", got ",
              shape_text(caller_dims(diff_dst)));
     for (int i = 0; i < n; ++i)
-        require(!diff_srcs[i] || diff_srcs[i]->dims == srcs[i]->dims, op, ": diff_srcs[", i,
-                "] must have the shape of srcs[", i, "]");
+        require(!diff_srcs[i] || (diff_srcs[i]->dims == srcs[i]->dims &&
+                                  diff_srcs[i]->dtype == first.dtype),
+                op, ": diff_srcs[", i, "] must have the shape of srcs[", i, "] and its dtype");
     // Each gradient is a slice of diff_dst along the axis, read from a
-    // row-major copy seen in caller order (any offset is addressable).
+    // row-major copy seen in caller order: the slice's dims with the copy's
+    // strides, from the address where it starts (a desc without an offset,
+    // which bfloat16's byte-exact copies need).
     std::unique_ptr<Tensor> holder;
     const Tensor &dy = row_major(scope, diff_dst, holder);
     const dnnl::memory::desc dy_caller =
         dy.desc.permute_axes(onednn_to_caller_perm(rank, dy.layout));
+    const Dims dy_strides = dy_caller.get_strides();
+    const size_t element = dnnl::memory::data_type_size(dy_caller.get_data_type());
     std::vector<std::unique_ptr<Tensor>> created(n);
     int64_t offset = 0;
     for (int i = 0; i < n; ++i) {
         const Tensor &src = *srcs[i];
         const Dims ci = caller_dims(src);
-        Dims offsets(rank, 0);
-        offsets[caller_axis] = offset;
+        const char *start = static_cast<const char *>(dy.data) +
+                            static_cast<size_t>(offset * dy_strides[caller_axis]) * element;
         offset += ci[caller_axis];
-        const dnnl::memory::desc slice = dy_caller.submemory_desc(ci, offsets);
+        const dnnl::memory::desc slice(ci, dy_caller.get_data_type(), dy_strides);
         Tensor *t = diff_srcs[i];
         if (!t) {
-            created[i] = make_owned_tensor(layout::plain_desc(src.dims, dnnl::memory::data_type::f32,
+            created[i] = make_owned_tensor(layout::plain_desc(src.dims, onednn_float(src.dtype),
                                                               src.layout),
-                                           src.layout, MKC_DTYPE_F32);
+                                           src.layout, src.dtype);
             t = created[i].get();
         }
         // The gradient's bytes seen in caller order (any layout).
         const dnnl::memory::desc t_caller =
             t->desc.permute_axes(onednn_to_caller_perm(rank, t->layout));
-        reorder(scope, slice, dy.data, t_caller, t->data);
+        reorder(scope, slice, start, t_caller, t->data);
     }
     for (int i = 0; i < n; ++i) Handler::publish(created[i], &diff_srcs[i]);
 }

@@ -133,8 +133,9 @@ const char *softmax_backward_op(bool log) {
 template <typename V>
 int check_softmax_backward(const SoftmaxAttrs &given, const V &dst, const V &diff_dst) {
     const char *op = softmax_backward_op(given.log);
-    require(dst.dtype == MKC_DTYPE_F32 && diff_dst.dtype == MKC_DTYPE_F32, op,
-            ": dst and diff_dst must be float32");
+    // The gradient has dst's dtype (bfloat16 training keeps it bfloat16).
+    require_float_src(op, "dst", dst.dtype);
+    require_diff_dtype(op, "diff_dst", diff_dst.dtype, "dst", dst.dtype);
     if (!(diff_dst.dims == dst.dims && diff_dst.layout == dst.layout))
         fail(MKC_STATUS_INVALID_ARGUMENT, op,
              ": diff_dst must have dst's shape ", shape_text(caller_dims(dst)), ", got ",
@@ -164,6 +165,7 @@ std::shared_ptr<PrimitiveEntry> prepare_softmax_backward(const CacheScope &scope
     // tensor may be stored channels-first).
     handler.sign(onednn_axis);
     sign_input_layout(handler, dst, DNNL_ARG_DST);
+    if (dst.dtype != MKC_DTYPE_F32) require_bf16_kernels(softmax_backward_op(log));
     return handler.acquire_primitive<PrimitiveEntry>([&] {
         dnnl::softmax_forward::primitive_desc hint(cpu_engine(), dnnl::prop_kind::forward_training,
                                                    alg, dst.desc, dst.desc, onednn_axis,
