@@ -81,8 +81,6 @@ def test_exclusions_are_well_formed():
 # is refused for a reason this version states.
 BOUNDS_TESTS = re.compile(r"^test_(resize_.*|upsample_.*|(constant|edge|reflect|wrap)_pad.*)$")
 REFUSED_BOUNDS_TESTS = {
-    "cubic": "cubic interpolation is not supported",
-    "antialias": "antialias=1 is not supported",
     "tf_crop_and_resize": "'tf_crop_and_resize' is not supported",
     "not_larger": "keep_aspect_ratio_policy='not_larger' is not supported",
     "not_smaller": "keep_aspect_ratio_policy='not_smaller' is not supported",
