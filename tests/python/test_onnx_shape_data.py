@@ -142,11 +142,17 @@ def test_the_rule():
              c("Add", ["m", "bias"], ["b"]),                    # data
              c("Reshape", ["b", "bias_shape"], ["y"]),
              c("Add", ["bias_shape", "bias_shape"], ["doubled"]),  # ... and a graph output
-             c("Pow", ["x", "e"], ["p"])]                       # an exponent is data
+             c("Pow", ["x", "e"], ["p"]),                       # an exponent is data
+             c("Reshape", ["x", "out_shape"], ["q"]),           # a shape, and an output
+             c("Identity", ["out_shape"], ["shown"])]
     inputs = [("x", F, [2, 6]), ("n", F, [1]), ("tail", I64, [1]), ("axes", I64, [1]),
-              ("bias", F, [1]), ("bias_shape", I64, [1]), ("e", F, [1])]
-    m = model(nodes, inputs, [("y", 1), ("doubled", 1), ("p", 2), ("axes_shape", 1)])
+              ("bias", F, [1]), ("bias_shape", I64, [1]), ("e", F, [1]),
+              ("out_shape", I64, [2])]
+    m = model(nodes, inputs, [("y", 1), ("doubled", 1), ("p", 2), ("axes_shape", 1),
+                              ("q", 2), ("shown", 1)])
     assert inputs_of(m.graph, {}) == ["n", "tail", "axes"]
+    # An initializer is a constant, whatever reads it.
+    assert inputs_of(m.graph, {"n": np.ones(1, np.float32)}) == ["tail", "axes"]
 
 
 def _reshape_model():

@@ -66,32 +66,35 @@ def inputs_of(graph, initializers: dict) -> list:
             if name:
                 uses.setdefault(name, []).append((node, port))
     outputs = {o.name for o in graph.output}
-    verdicts = {}
+    verdicts = {}  # value name -> _NO, _NEUTRAL or _YES
 
     def verdict(name):
-        if name in verdicts:
-            return verdicts[name]
-        verdicts[name] = _NO  # a cycle (an invalid graph) says no
-        result = _NO if name in outputs else _NEUTRAL
+        """From the verdicts of what its uses make: in a graph in order
+        those come later, and are worked out first (below); a value not
+        worked out (a graph out of order) counts as data."""
+        if name in outputs:
+            return _NO
+        result = _NEUTRAL
         for node, port in uses.get(name, ()):
-            if result == _NO:
-                break
             op = node.op_type if node.domain in ("", "ai.onnx") else None
             if port in SHAPE_PORTS.get(op, ()):
                 result = _YES
             elif port in SHAPE_READERS.get(op, ()):
                 continue
             elif op in ARITHMETIC and (ARITHMETIC[op] is None or port in ARITHMETIC[op]):
-                made = [verdict(o) for o in node.output if o]
+                made = [verdicts.get(o, _NO) for o in node.output if o]
                 if _NO in made:
-                    result = _NO
-                elif _YES in made:
+                    return _NO
+                if _YES in made:
                     result = _YES
             else:
-                result = _NO
-        verdicts[name] = result
+                return _NO
         return result
 
+    for node in reversed(graph.node):
+        for name in node.output:
+            if name:
+                verdicts[name] = verdict(name)
     return [i.name for i in graph.input if i.name not in initializers and verdict(i.name) == _YES]
 
 
