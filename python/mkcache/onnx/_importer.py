@@ -308,6 +308,10 @@ def load(path_or_model, *, input_shapes: dict | None = None, max_specializations
     if input_shapes is not None and not isinstance(input_shapes, dict):
         raise errors.InvalidArgumentError("input_shapes must be a dict {input name: shape}")
     input_shapes = dict(input_shapes or {})
+    if isinstance(max_specializations, bool) or not isinstance(max_specializations, int) \
+            or max_specializations < 1:
+        raise errors.InvalidArgumentError(
+            f"max_specializations must be a positive int, got {max_specializations!r}")
     opset = _opset(model)
     for init in model.graph.initializer:
         if init.data_location == onnx.TensorProto.EXTERNAL:

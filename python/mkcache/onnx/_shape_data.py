@@ -166,9 +166,6 @@ class ShapeDataProgram(_Closed):
 
     def __init__(self, model, opset: int, input_shapes: dict, initializers: dict,
                  shape_data: list, compile_options: dict, capacity: int):
-        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
-            raise errors.InvalidArgumentError(
-                f"max_specializations must be a positive int, got {capacity!r}")
         infos = {i.name: i for i in model.graph.input}
         self._model, self._opset = model, opset
         self._input_shapes, self._compile_options = input_shapes, compile_options
