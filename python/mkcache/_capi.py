@@ -185,7 +185,8 @@ class PadParams(_Sized):
 class ResizeParams(_Sized):
     _fields_ = [("mode", c_int), ("coordinates", c_int), ("nearest", c_int), ("nsizes", c_int),
                 ("sizes", c_int64 * MAX_NDIMS), ("nscales", c_int),
-                ("scales", c_float * MAX_NDIMS), ("name", c_char_p)]
+                ("scales", c_float * MAX_NDIMS), ("name", c_char_p),
+                ("cubic_coeff_a", c_double), ("exclude_outside", c_int), ("antialias", c_int)]
 
 
 class SliceParams(_Sized):

@@ -221,17 +221,26 @@ TABLE_OP_TABLE = {
                    "side), 'edge' (the border repeated) or 'wrap'. Any dtype; the result is "
                    "channels-first."),
     "resize": TableOp("resize", ("sizes=None", "scales=None", 'mode="nearest"',
-                                 'coordinates="half_pixel"', 'nearest="round_prefer_floor"'),
-                      "resize_params(sizes, scales, mode, coordinates, nearest, name)",
-                      "float32 x resized as ONNX's Resize (no region of interest, "
-                      "antialiasing or cubic mode): to `sizes`, or to floor(dim * scale) by "
-                      "`scales` (one entry per dim of x, exactly one of the two given; a "
-                      "scale of 1 keeps a dim). mode: 'nearest' or 'linear' (bi-, "
-                      "trilinear). coordinates: ONNX's coordinate_transformation_mode, "
-                      "'half_pixel', 'pytorch_half_pixel', 'align_corners', 'asymmetric' or "
-                      "'half_pixel_symmetric'. "
+                                 'coordinates="half_pixel"', 'nearest="round_prefer_floor"',
+                                 "cubic_coeff_a=-0.75", "exclude_outside=False",
+                                 "antialias=False"),
+                      "resize_params(sizes, scales, mode, coordinates, nearest, cubic_coeff_a, "
+                      "exclude_outside, antialias, name)",
+                      "float32 x resized as ONNX's Resize (no region of interest): to "
+                      "`sizes`, or to floor(dim * scale) by `scales` (one entry per dim of x, "
+                      "exactly one of the two given; a scale of 1 keeps a dim). mode: "
+                      "'nearest', 'linear' (bi-, trilinear) or 'cubic' (Keys' cubic "
+                      "convolution with parameter `cubic_coeff_a`: ONNX's default -0.75 is "
+                      "PyTorch's bicubic, -0.5 TensorFlow's). coordinates: ONNX's "
+                      "coordinate_transformation_mode, 'half_pixel', 'pytorch_half_pixel', "
+                      "'align_corners', 'asymmetric' or 'half_pixel_symmetric'. "
                       "nearest: ONNX's nearest_mode, 'round_prefer_floor', "
-                      "'round_prefer_ceil', 'floor' or 'ceil'. The result keeps x's layout."),
+                      "'round_prefer_ceil', 'floor' or 'ceil'. exclude_outside (linear and "
+                      "cubic): elements past x's border weigh 0 and the others are scaled to "
+                      "sum to 1, instead of the border element being read there. antialias "
+                      "(linear and cubic): along an axis that shrinks the filter is stretched "
+                      "by 1 / scale, as ONNX's Resize of opset 18 defines it. The result "
+                      "keeps x's layout."),
     "where": TableOp("where", doc="condition ? x : y element by element (condition bool, x "
                                   "and y float32), the three broadcast as numpy does.",
                      inputs=("condition", "x", "y")),
@@ -260,7 +269,7 @@ def _name_bytes(name):
     return None if name is None else name.encode() if isinstance(name, str) else name
 
 PAD_MODES = _capi.enum_values("mkc_pad_mode", ("constant", "reflect", "edge", "wrap"))
-RESIZE_MODES = _capi.enum_values("mkc_resize_mode", ("nearest", "linear"))
+RESIZE_MODES = _capi.enum_values("mkc_resize_mode", ("nearest", "linear", "cubic"))
 RESIZE_COORDINATES = _capi.enum_values("mkc_resize_coordinates", (
     "half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric", "half_pixel_symmetric"))
 RESIZE_NEAREST = _capi.enum_values("mkc_resize_nearest", (
@@ -305,17 +314,22 @@ def pad_params(pads, mode, value, axes, name):
     return p
 
 
-def resize_params(sizes, scales, mode, coordinates, nearest, name):
+def resize_params(sizes, scales, mode, coordinates, nearest, cubic_coeff_a, exclude_outside,
+                  antialias, name):
     """The mkc_resize_params of a resize call."""
     if (sizes is None) == (scales is None):
         raise InvalidArgumentError("resize: give exactly one of sizes and scales, got "
                                    f"{'both' if sizes is not None else 'neither'}")
     p = _capi.ResizeParams()
     _capi.lib.mkc_resize_params_init(ctypes.byref(p))
-    p.mode = _choice("resize", "mode", mode, RESIZE_MODES,
-                     " (cubic is not supported in this version)")
+    p.mode = _choice("resize", "mode", mode, RESIZE_MODES)
     p.coordinates = _choice("resize", "coordinates", coordinates, RESIZE_COORDINATES)
     p.nearest = _choice("resize", "nearest", nearest, RESIZE_NEAREST)
+    p.cubic_coeff_a = _checks.real(cubic_coeff_a, "cubic_coeff_a")
+    for what, flag in (("exclude_outside", exclude_outside), ("antialias", antialias)):
+        if not isinstance(flag, (bool, np.bool_)) and flag not in (0, 1):
+            raise InvalidArgumentError(f"resize: {what} must be True or False, got {flag!r}")
+        setattr(p, what, int(bool(flag)))
     given = sizes if sizes is not None else scales
     items = tuple(given) if isinstance(given, (tuple, list, np.ndarray)) else None
     what = "sizes" if sizes is not None else "scales"

@@ -440,6 +440,45 @@ static void test_op_run(void) {
             CHECK(fabs(w10[r * 10 + c] - want) <= 1e-6);
         }
     OK(mkc_tensor_destroy(wider));
+    wider = NULL;
+    /* Cubic (the defaults: a = -0.75, border elements read past the edge)
+     * doubling W asymmetrically: the even columns are src's own (a whole
+     * coordinate), the odd ones halfway, where the weights are
+     * W(1.5), W(0.5), W(0.5), W(1.5) = -0.09375, 0.59375, 0.59375, -0.09375. */
+    CHECK(zp.cubic_coeff_a == -0.75 && zp.exclude_outside == 0 && zp.antialias == 0);
+    zp.mode = MKC_RESIZE_CUBIC;
+    zp.coordinates = MKC_COORDINATES_ASYMMETRIC;
+    OK(mkc_op_run(MKC_OP_RESIZE, &zp, 1, zin, &wider));
+    OK(mkc_tensor_export(wider, MKC_LAYOUT_NCHW, w10, sizeof w10));
+    for (int r = 0; r < 3; ++r)
+        for (int c = 0; c < 10; ++c) {
+            const float *row = x + r * 5;
+            const int i = c / 2;
+            const int ia = i - 1 < 0 ? 0 : i - 1, ib = i + 1 > 4 ? 4 : i + 1,
+                      ic = i + 2 > 4 ? 4 : i + 2;
+            const double want = c % 2 == 0 ? row[i]
+                                           : -0.09375 * row[ia] + 0.59375 * row[i] +
+                                                 0.59375 * row[ib] - 0.09375 * row[ic];
+            CHECK(fabs(w10[r * 10 + c] - want) <= 1e-5);
+        }
+    OK(mkc_tensor_destroy(wider));
+    wider = NULL;
+    /* A struct of the header before cubic's fields (it ends at name) reads
+     * them as their defaults; a = NaN is refused. */
+    mkc_resize_params older = zp;
+    older.struct_size = offsetof(mkc_resize_params, name) + sizeof older.name;
+    older.cubic_coeff_a = 3.0; /* past its size: not read */
+    OK(mkc_op_run(MKC_OP_RESIZE, &older, 1, zin, &wider));
+    float o10[30];
+    OK(mkc_tensor_export(wider, MKC_LAYOUT_NCHW, o10, sizeof o10));
+    CHECK(memcmp(o10, w10, sizeof o10) == 0);
+    OK(mkc_tensor_destroy(wider));
+    zp.cubic_coeff_a = NAN;
+    CHECK(mkc_op_run(MKC_OP_RESIZE, &zp, 1, zin, &none) == MKC_STATUS_INVALID_ARGUMENT);
+    CHECK(strstr(mkc_last_error(), "resize: cubic_coeff_a is nan") != NULL && none == NULL);
+    zp.cubic_coeff_a = -0.75;
+    zp.mode = MKC_RESIZE_LINEAR;
+    zp.coordinates = MKC_COORDINATES_HALF_PIXEL;
     zp.nsizes = 4;
     CHECK(mkc_op_run(MKC_OP_RESIZE, &zp, 1, zin, &none) == MKC_STATUS_INVALID_ARGUMENT);
     CHECK(strstr(mkc_last_error(), "resize: sizes and scales are both given") != NULL);

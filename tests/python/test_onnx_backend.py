@@ -75,14 +75,13 @@ def test_exclusions_are_well_formed():
 
 
 # ONNX's node tests of Pad, Resize and Upsample give pads, scales and sizes
-# as inputs, at run time, where the importer takes them only as constants
-# (they are excluded above for that). The same models with those inputs
-# made initializers, against the tests' expected outputs: each passes, or
-# is refused for a reason this version states.
+# as inputs, at run time: shape data, which the importer binds by value at
+# each run (the tests above). The same models with those inputs made
+# initializers, the constants the importer folds at load, against the tests'
+# expected outputs: each passes, or is refused for a reason this version
+# states.
 BOUNDS_TESTS = re.compile(r"^test_(resize_.*|upsample_.*|(constant|edge|reflect|wrap)_pad.*)$")
 REFUSED_BOUNDS_TESTS = {
-    "cubic": "cubic interpolation is not supported",
-    "antialias": "antialias=1 is not supported",
     "tf_crop_and_resize": "'tf_crop_and_resize' is not supported",
     "not_larger": "keep_aspect_ratio_policy='not_larger' is not supported",
     "not_smaller": "keep_aspect_ratio_policy='not_smaller' is not supported",

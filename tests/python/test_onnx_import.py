@@ -762,6 +762,11 @@ RESIZES = [  # attributes, scales, sizes
           nearest_mode="ceil"), None, [2, 3, 8, 5]),
     (dict(mode="linear", coordinate_transformation_mode="half_pixel_symmetric"),  # opset 19 on
      [1, 1, 1.7, 0.7], None),
+    (dict(mode="cubic"), [1, 1, 1.5, 0.6], None),
+    (dict(mode="cubic", coordinate_transformation_mode="align_corners", cubic_coeff_a=-0.5),
+     None, [2, 3, 9, 4]),
+    (dict(mode="cubic", exclude_outside=1, coordinate_transformation_mode="asymmetric"),
+     [1, 1, 0.8, 2.5], None),
 ]
 
 
@@ -811,10 +816,10 @@ def test_upsample_and_resize_10_nearest(opset):
 
 def test_pad_and_resize_refusals():
     c = helper.make_node
-    nodes = [c("Resize", ["x", "", "s_cubic"], ["a"], mode="cubic", name="cubic"),
+    nodes = [c("Resize", ["x", "", "s_cubic"], ["a"], mode="bicubic", name="cubic"),
              c("Resize", ["x", "roi", "s"], ["b"], mode="linear",
                coordinate_transformation_mode="tf_crop_and_resize", name="crop"),
-             c("Resize", ["x", "", "s"], ["d"], antialias=1, mode="linear", name="aa"),
+             c("Resize", ["x", "", "s"], ["d"], antialias=1, mode="nearest", name="aa"),
              c("Resize", ["x", "", "", "sz"], ["e"], keep_aspect_ratio_policy="not_larger",
                name="keep"),
              c("Resize", ["x", "", "s"], ["f"], exclude_outside=1, name="excl"),
@@ -844,20 +849,21 @@ def test_pad_and_resize_refusals():
         mkcache.onnx.load(m)
     text = str(e.value)
     for name, why in [
-            ("cubic", "cubic interpolation is not supported"),
+            ("cubic", "mode 'bicubic'"),
             ("crop", "coordinate_transformation_mode 'tf_crop_and_resize' is not supported"),
-            ("aa", "antialias=1 is not supported"),
+            ("aa", "antialias=1 with mode 'nearest' (it applies to linear and cubic)"),
             ("keep", "keep_aspect_ratio_policy='not_larger' is not supported"),
-            ("excl", "exclude_outside=1 is not supported"),
+            ("excl", "exclude_outside=1 with mode 'nearest'"),
             ("both", "both scales and sizes given"),
-            ("dynamic", "scales must be a constant"),
-            ("pads", "pads must be a constant"),
             ("short", "pads has 2 entries for 4 axes"),
             ("mode", "Pad mode 'symmetric'"),
             ("down", "Upsample before opset 11 with a scale below 1")]:
         assert f"(Resize '{name}')" in text or f"(Pad '{name}')" in text or \
             f"(Upsample '{name}')" in text, name
         assert why in text, (name, text)
+    # Scales and pads given as inputs are shape data, bound at each run:
+    # those nodes wait for their values, and are not refused.
+    assert "'dynamic'" not in text and "(Pad 'pads')" not in text
 
 
 def test_upsample_linear_against_onnxruntime():

@@ -850,8 +850,8 @@ def test_resize_bad_arguments():
         mkcache.resize(a, sizes=[1, 2, 8, 8], scales=[1, 1, 2, 2])
     with pytest.raises(mkcache.InvalidArgumentError, match="got neither"):
         mkcache.resize(a)
-    with pytest.raises(mkcache.InvalidArgumentError, match="cubic is not supported"):
-        mkcache.resize(a, scales=[1, 1, 2, 2], mode="cubic")
+    with pytest.raises(mkcache.InvalidArgumentError, match="mode must be one of"):
+        mkcache.resize(a, scales=[1, 1, 2, 2], mode="bicubic")
     with pytest.raises(mkcache.InvalidArgumentError, match="coordinates must be one of"):
         mkcache.resize(a, scales=[1, 1, 2, 2], coordinates="tf_crop_and_resize")
     with pytest.raises(mkcache.InvalidArgumentError, match="nearest must be one of"):
@@ -870,15 +870,16 @@ def test_resize_bad_arguments():
         mkcache.resize(a.astype(np.int32), scales=[1, 1, 2, 2])
     # The C struct's own checks: both given, a mode out of range.
     p = mkcache._operators.resize_params(None, [1, 1, 2, 2], "nearest", "half_pixel",
-                                         "round_prefer_floor", None)
+                                         "round_prefer_floor", -0.75, False, False, None)
     p.nsizes = 4
     t = mkcache.Tensor(a)
     rc, dst = _op_run(_capi.OPS["resize"], ctypes.addressof(p), [t])
     assert rc != 0 and not dst.value
     assert "resize: sizes and scales are both given" in _capi.lib.mkc_last_error().decode()
-    p.nsizes, p.mode = 0, 3
+    p.nsizes, p.mode = 0, 9
     rc, _ = _op_run(_capi.OPS["resize"], ctypes.addressof(p), [t])
-    assert "resize: mode must be NEAREST or LINEAR, got 3" in _capi.lib.mkc_last_error().decode()
+    assert "resize: mode must be NEAREST, LINEAR or CUBIC, got 9" in \
+        _capi.lib.mkc_last_error().decode()
     assert mkcache.resize(a, scales=[1, 1, 2, 2]).shape == (1, 2, 8, 8)  # nothing was lost
 
 

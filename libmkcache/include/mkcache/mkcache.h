@@ -1212,25 +1212,39 @@ typedef struct mkc_pad_params {
 MKC_API mkc_status mkc_pad_params_init(mkc_pad_params *params);
 
 /* float32 src resized to new dims by interpolation (ONNX's Resize, without
- * its region of interest, antialiasing or cubic mode). The result's dims
+ * its region of interest). The result's dims
  * are `sizes`, or floor(src's dim * scale) by `scales`: exactly one of the
  * two is given, one entry per dim of src (caller order). Each result
  * element's coordinate along an axis maps back to src's by `coordinates`
  * (x the result's index, n and m src's and the result's extents, s the
  * scale: the given one, else m / n):
  *   HALF_PIXEL          (x + 0.5) / s - 0.5
- *   PYTORCH_HALF_PIXEL  as HALF_PIXEL, but -0.5 where n * s is 1
+ *   PYTORCH_HALF_PIXEL  as HALF_PIXEL, but 0 where n * s is 1 (as ONNX
+ *                       defines it and onnxruntime computes it; ONNX's
+ *                       reference implementation takes -0.5 there, which
+ *                       reads the same element but for CUBIC and antialias)
  *   ALIGN_CORNERS       x * (n - 1) / (n * s - 1), 0 where n * s is 1
  *   ASYMMETRIC          x / s
  *   HALF_PIXEL_SYMMETRIC  as HALF_PIXEL, plus n / 2 * (1 - m / (n * s)): the
  *                       result centred on src where m is not n * s
  * NEAREST takes the element there rounded by `nearest`; LINEAR weighs the
- * two elements around it per axis (bi-, trilinear); coordinates outside
- * src read its border. Any axis may be resized (a scale of 1 keeps one).
- * The result keeps src's layout. */
+ * two elements around it per axis (bi-, trilinear); CUBIC the four around
+ * it, by Keys' cubic convolution with parameter `cubic_coeff_a` (ONNX's
+ * weights: for a coordinate c, r = c - (ceil(c) - 1) in (0, 1], the
+ * elements ceil(c) - 2 .. ceil(c) + 1 weigh W(r + 1), W(r), W(1 - r),
+ * W(2 - r), with W(t) = (a + 2)|t|^3 - (a + 3)|t|^2 + 1 for |t| <= 1 and
+ * a|t|^3 - 5a|t|^2 + 8a|t| - 4a for 1 < |t| < 2). Elements past src's
+ * border read the border element, unless `exclude_outside` is set: then
+ * they weigh 0 and the other weights are divided by their sum. With
+ * `antialias` set, LINEAR and CUBIC stretch their weights by 1 / s along
+ * each axis that shrinks (s < 1: a triangle or cubic filter over
+ * 2 / s or 4 / s elements, divided by its sum, as ONNX's Resize of opset 18
+ * defines it). Any axis may be resized (a scale of 1 keeps one). The
+ * result keeps src's layout. */
 typedef enum mkc_resize_mode {
     MKC_RESIZE_NEAREST = 1,
     MKC_RESIZE_LINEAR = 2,
+    MKC_RESIZE_CUBIC = 3,
     MKC_RESIZE_MAX_ENUM = 0x7fffffff
 } mkc_resize_mode;
 typedef enum mkc_resize_coordinates {
@@ -1258,6 +1272,11 @@ typedef struct mkc_resize_params {
     int nscales;                        /* 0 (default) or src's rank */
     float scales[MKC_MAX_NDIMS];        /* each > 0, giving a dim >= 1 */
     const char *name;                   /* cache name; may be NULL */
+    /* Appended after name (an older struct ends there and gets these
+     * defaults): */
+    double cubic_coeff_a;               /* CUBIC's a, finite; default -0.75 */
+    int exclude_outside;                /* 0 (default) or 1; LINEAR and CUBIC only */
+    int antialias;                      /* 0 (default) or 1; LINEAR and CUBIC only */
 } mkc_resize_params;
 MKC_API mkc_status mkc_resize_params_init(mkc_resize_params *params);
 

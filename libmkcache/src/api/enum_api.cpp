@@ -153,6 +153,7 @@ constexpr Named kPadMode[] = {
 constexpr Named kResizeMode[] = {
     {"nearest", MKC_RESIZE_NEAREST},
     {"linear", MKC_RESIZE_LINEAR},
+    {"cubic", MKC_RESIZE_CUBIC},
 };
 
 constexpr Named kResizeCoordinates[] = {

@@ -138,7 +138,8 @@ MKC_PARAMS_INIT(mkc_pad_params, params->mode = MKC_PAD_CONSTANT;
                 for (int i = 0; i < MKC_MAX_NDIMS; ++i) params->axes[i] = i)
 MKC_PARAMS_INIT(mkc_resize_params, params->mode = MKC_RESIZE_NEAREST;
                 params->coordinates = MKC_COORDINATES_HALF_PIXEL;
-                params->nearest = MKC_NEAREST_ROUND_PREFER_FLOOR)
+                params->nearest = MKC_NEAREST_ROUND_PREFER_FLOOR;
+                params->cubic_coeff_a = -0.75)
 MKC_PARAMS_INIT(mkc_logical_params, params->kind = MKC_LOGICAL_AND)
 MKC_PARAMS_INIT(mkc_range_params, params->delta = 1.0; params->dtype = MKC_DTYPE_S64)
 MKC_PARAMS_INIT(mkc_gather_nd_params, (void)0)

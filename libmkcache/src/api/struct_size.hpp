@@ -228,12 +228,24 @@ MKC_SIZED_IN_ONE_PIECE(mkc_slice_params)
 MKC_SIZED_IN_ONE_PIECE(mkc_expand_params)
 MKC_SIZED_IN_ONE_PIECE(mkc_compare_params)
 MKC_SIZED_IN_ONE_PIECE(mkc_pad_params)
-MKC_SIZED_IN_ONE_PIECE(mkc_resize_params)
 MKC_SIZED_IN_ONE_PIECE(mkc_logical_params)
 MKC_SIZED_IN_ONE_PIECE(mkc_range_params)
 MKC_SIZED_IN_ONE_PIECE(mkc_gather_nd_params)
 MKC_SIZED_IN_ONE_PIECE(mkc_quantize_params)
 #undef MKC_SIZED_IN_ONE_PIECE
+
+template <>
+struct Sized<mkc_resize_params> {
+    using T = mkc_resize_params;
+    // It came as one piece ending at name; cubic's fields were appended.
+    static constexpr size_t sizes[] = {MKC_FIELD_END(T, name), MKC_FIELD_END(T, cubic_coeff_a),
+                                       MKC_FIELD_END(T, exclude_outside),
+                                       MKC_FIELD_END(T, antialias)};
+    static constexpr SizeRule rule{"mkc_resize_params",
+                                   "initialise params with mkc_resize_params_init", sizes,
+                                   std::size(sizes)};
+    static void defaults(T *p) { mkc_resize_params_init(p); }
+};
 
 template <>
 struct Sized<mkc_quantized_conv_params> {

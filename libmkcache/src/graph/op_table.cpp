@@ -1243,7 +1243,7 @@ void ref_pad(const ReferenceCall &c) {
 }
 
 constexpr const char *kPadModes[] = {"", "constant", "reflect", "edge", "wrap"};
-constexpr const char *kResizeModes[] = {"", "nearest", "linear"};
+constexpr const char *kResizeModes[] = {"", "nearest", "linear", "cubic"};
 constexpr const char *kCoordinates[] = {"",           "half_pixel", "pytorch_half_pixel",
                                         "align_corners", "asymmetric", "half_pixel_symmetric"};
 constexpr const char *kNearest[] = {"", "round_prefer_floor", "round_prefer_ceil", "floor",
@@ -1270,8 +1270,9 @@ std::string pad_text(const Node &node, const NodeInputs &) {
 // (ONNX's rule: the scale as given, the dim its floor).
 ResizeGeometry resize_geometry(const Node &node, const Dims &src) {
     const auto &p = std::get<mkc_resize_params>(node.params);
-    require(p.mode == MKC_RESIZE_NEAREST || p.mode == MKC_RESIZE_LINEAR,
-            "resize: mode must be NEAREST or LINEAR, got ", static_cast<int>(p.mode));
+    require(p.mode == MKC_RESIZE_NEAREST || p.mode == MKC_RESIZE_LINEAR ||
+                p.mode == MKC_RESIZE_CUBIC,
+            "resize: mode must be NEAREST, LINEAR or CUBIC, got ", static_cast<int>(p.mode));
     require(p.coordinates >= MKC_COORDINATES_HALF_PIXEL &&
                 p.coordinates <= MKC_COORDINATES_HALF_PIXEL_SYMMETRIC,
             "resize: coordinates must be HALF_PIXEL, PYTORCH_HALF_PIXEL, ALIGN_CORNERS, "
@@ -1279,6 +1280,16 @@ ResizeGeometry resize_geometry(const Node &node, const Dims &src) {
     require(p.nearest >= MKC_NEAREST_ROUND_PREFER_FLOOR && p.nearest <= MKC_NEAREST_CEIL,
             "resize: nearest must be ROUND_PREFER_FLOOR, ROUND_PREFER_CEIL, FLOOR or CEIL, got ",
             static_cast<int>(p.nearest));
+    require(std::isfinite(p.cubic_coeff_a), "resize: cubic_coeff_a is ", p.cubic_coeff_a,
+            " (it must be finite)");
+    require(p.exclude_outside == 0 || p.exclude_outside == 1,
+            "resize: exclude_outside must be 0 or 1, got ", p.exclude_outside);
+    require(p.antialias == 0 || p.antialias == 1, "resize: antialias must be 0 or 1, got ",
+            p.antialias);
+    // NEAREST reads one element: weighing it 0 outside src, or filtering
+    // around it, is not what it means.
+    require(p.mode != MKC_RESIZE_NEAREST || (p.exclude_outside == 0 && p.antialias == 0),
+            "resize: exclude_outside and antialias apply to LINEAR and CUBIC, not NEAREST");
     const int rank = static_cast<int>(src.size());
     require(p.nsizes == 0 || p.nscales == 0, "resize: sizes and scales are both given (give one)");
     require(p.nsizes != 0 || p.nscales != 0, "resize: neither sizes nor scales is given");
@@ -1317,21 +1328,9 @@ std::vector<ValueDesc> infer_resize(const Node &node, const NodeInputs &in) {
 void ref_resize(const ReferenceCall &c) {
     const auto &p = std::get<mkc_resize_params>(c.node.params);
     const ResizeGeometry g = resize_geometry(c.node, c.in[0]);
-    reference::resize(p.mode, p.coordinates, p.nearest, c.in[0], in_f(c, 0), g.lengths, c.out,
-                      out_f(c));
+    reference::resize(p, c.in[0], in_f(c, 0), g.lengths, c.out, out_f(c));
 }
 
-// oneDNN's resampling maps a result index y to src's (y + 0.5) * n / m -
-// 0.5 (n, m src's and the result's extents, in float), reads the border
-// outside, and rounds a nearest coordinate half away from zero. That is
-// the operator's HALF_PIXEL (PYTORCH_HALF_PIXEL but where a dim becomes
-// 1, HALF_PIXEL_SYMMETRIC) where the mapping length is m - sizes given, or a scale whose product
-// with the dim is whole - with ROUND_PREFER_CEIL for NEAREST (a coordinate
-// there is never below -0.5), on the spatial dims of a 3-D to 5-D src.
-// Its float coordinate lies within a float's rounding of n of the exact
-// one, and a coordinate that is not a half lies at least 1 / (2m) from
-// one: nearest is taken while n * m stays below 2^21, where that rounding
-// cannot cross a half.
 // oneDNN's max and min reductions compare without ordering NaN: their
 // result depends on where a NaN stands ([1, NaN, -1] gives -1). The
 // operator propagates NaN, so those run on the reference kernel.
@@ -1345,12 +1344,29 @@ ops::Verdict reduce_onednn_supports(const Node &node, const NodeInputs &) {
     return v;
 }
 
+// oneDNN's resampling maps a result index y to src's (y + 0.5) * n / m -
+// 0.5 (n, m src's and the result's extents, in float), reads the border
+// outside, and rounds a nearest coordinate half away from zero. That is
+// the operator's HALF_PIXEL (PYTORCH_HALF_PIXEL but where a dim becomes
+// 1, HALF_PIXEL_SYMMETRIC) where the mapping length is m - sizes given, or a scale whose product
+// with the dim is whole - with ROUND_PREFER_CEIL for NEAREST (a coordinate
+// there is never below -0.5), on the spatial dims of a 3-D to 5-D src.
+// Its float coordinate lies within a float's rounding of n of the exact
+// one, and a coordinate that is not a half lies at least 1 / (2m) from
+// one: nearest is taken while n * m stays below 2^21, where that rounding
+// cannot cross a half. It has no cubic interpolation and no antialiasing
+// filter (taken where no axis shrinks: the filter is then the plain one).
+// LINEAR's exclude_outside changes nothing it computes: an element outside
+// src lies beside the border element the other weight reads, and clamping
+// it there gives that element whole either way.
 ops::Verdict resize_onednn_supports(const Node &node, const NodeInputs &in) {
     return ops::verdict_of([&] {
         const auto &p = std::get<mkc_resize_params>(node.params);
         const ValueDesc &x = *in[0];
         const Dims src = caller_dims(x);
         const int rank = static_cast<int>(src.size());
+        if (p.mode == MKC_RESIZE_CUBIC)
+            fail(MKC_STATUS_UNSUPPORTED, "oneDNN's resampling has no cubic interpolation");
         if (rank < 3 || rank > 5)
             fail(MKC_STATUS_UNSUPPORTED, "oneDNN resizes 3-D to 5-D values, got rank ", rank);
         if (p.coordinates != MKC_COORDINATES_HALF_PIXEL &&
@@ -1379,6 +1395,9 @@ ops::Verdict resize_onednn_supports(const Node &node, const NodeInputs &in) {
             if (g.lengths[a] != static_cast<double>(m))
                 fail(MKC_STATUS_UNSUPPORTED, "oneDNN maps coordinates by the result's dims (axis ",
                      a, ": ", n, " times the scale is not whole)");
+            if (p.antialias && m < n)
+                fail(MKC_STATUS_UNSUPPORTED, "oneDNN's resampling does not antialias (axis ", a,
+                     " shrinks from ", n, " to ", m, ")");
             if (p.coordinates == MKC_COORDINATES_PYTORCH_HALF_PIXEL && m == 1 && n > 1)
                 fail(MKC_STATUS_UNSUPPORTED,
                      "oneDNN maps a dim resized to 1 as HALF_PIXEL, not PYTORCH_HALF_PIXEL");
@@ -1395,6 +1414,12 @@ std::string resize_text(const Node &node, const NodeInputs &) {
                     enum_text(kCoordinates, p.coordinates);
     if (p.mode == MKC_RESIZE_NEAREST)
         s += ":" + enum_text(kNearest, p.nearest);
+    if (p.mode == MKC_RESIZE_CUBIC)
+        s += ":a" + std::to_string(p.cubic_coeff_a);
+    if (p.exclude_outside)
+        s += ":exclude_outside";
+    if (p.antialias)
+        s += ":antialias";
     if (p.nsizes > 0) {
         std::vector<int64_t> v(p.sizes, p.sizes + std::min(p.nsizes, MKC_MAX_NDIMS));
         s += list_text("sizes", v);

@@ -198,14 +198,14 @@ void pad(mkc_pad_mode mode, const Dims &src_dims, const void *src, const Dims &b
 
 // ---------------------------------------------------------------- resize
 
-// ONNX's Resize of float32 src to out_dims (mkcache.h, mkc_resize_params):
-// `lengths[a]` is the extent axis a's coordinates are mapped with (the
-// result's dim when sizes are given, src's dim times the scale when scales
-// are: the two differ where the product is not whole). Computed in double,
-// one axis at a time.
-void resize(mkc_resize_mode mode, mkc_resize_coordinates coordinates, mkc_resize_nearest nearest,
-            const Dims &src_dims, const float *src, const std::vector<double> &lengths,
-            const Dims &out_dims, float *out);
+// ONNX's Resize of float32 src to out_dims (mkcache.h, mkc_resize_params:
+// its mode, coordinates, nearest, cubic_coeff_a, exclude_outside and
+// antialias, checked by the caller): `lengths[a]` is the extent axis a's
+// coordinates are mapped with (the result's dim when sizes are given,
+// src's dim times the scale when scales are: the two differ where the
+// product is not whole). Computed in double, one axis at a time.
+void resize(const mkc_resize_params &params, const Dims &src_dims, const float *src,
+            const std::vector<double> &lengths, const Dims &out_dims, float *out);
 
 // ---------------------------------------------------------------- reduce
 

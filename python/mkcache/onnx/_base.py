@@ -26,6 +26,11 @@ class Refusal(Exception):
     as one UnsupportedError listing every such node)."""
 
 
+class Pending(Refusal):
+    """A node that reads shape data not given yet (a model's check at load,
+    before the values select a program): it is converted when they are."""
+
+
 def attributes(node) -> dict:
     """A node's attributes as Python values (tensors as numpy arrays,
     strings as str)."""

@@ -1488,9 +1488,7 @@ _RESIZE_NEAREST = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
 
 
 def _resize_mode(mode):
-    if mode == "cubic":
-        raise Refusal("cubic interpolation is not supported in this version (nearest, linear)")
-    if mode not in ("nearest", "linear"):
+    if mode not in ("nearest", "linear", "cubic"):
         raise Refusal(f"mode {mode!r}")
     return mode
 
@@ -1506,10 +1504,16 @@ def resize(ctx, node):
     nearest = a.get("nearest_mode", "round_prefer_floor")
     if nearest not in _RESIZE_NEAREST:
         raise Refusal(f"nearest_mode {nearest!r}")
-    for attr, default in (("antialias", 0), ("exclude_outside", 0),
-                          ("keep_aspect_ratio_policy", "stretch")):
-        if a.get(attr, default) != default:
-            raise Refusal(f"{attr}={a[attr]!r} is not supported (only {default!r})")
+    if a.get("keep_aspect_ratio_policy", "stretch") != "stretch":
+        raise Refusal(f"keep_aspect_ratio_policy={a['keep_aspect_ratio_policy']!r} is not "
+                      "supported (only 'stretch')")
+    # antialias and exclude_outside weigh the elements linear and cubic
+    # interpolation read; nearest reads one element whole (onnxruntime
+    # refuses both with it too).
+    antialias, exclude_outside = bool(a.get("antialias", 0)), bool(a.get("exclude_outside", 0))
+    if mode == "nearest" and (antialias or exclude_outside):
+        raise Refusal(f"{'antialias' if antialias else 'exclude_outside'}=1 with mode "
+                      "'nearest' (it applies to linear and cubic)")
     # The region of interest (input 1) is read by tf_crop_and_resize only.
 
     def given(i, what):
@@ -1545,13 +1549,17 @@ def resize(ctx, node):
     return [ctx.graph.resize(
         ctx.value(name), sizes=None if sizes is None else [int(s) for s in sizes],
         scales=None if scales is None else [float(s) for s in scales], mode=mode,
-        coordinates=coordinates, nearest=nearest, name=node.name or None)]
+        coordinates=coordinates, nearest=nearest,
+        cubic_coeff_a=float(a.get("cubic_coeff_a", -0.75)), exclude_outside=exclude_outside,
+        antialias=antialias, name=node.name or None)]
 
 
 def _upsample(ctx, node, scales):
     # Upsample (and Resize before opset 11) maps coordinates asymmetrically
     # and takes the nearest element below.
-    mode = _resize_mode(attributes(node).get("mode", "nearest"))
+    mode = attributes(node).get("mode", "nearest")
+    if mode not in ("nearest", "linear"):  # cubic came with Resize 11
+        raise Refusal(f"mode {mode!r} ({node.op_type} takes nearest and linear)")
     if any(s < 1 for s in scales):
         raise Refusal(f"{node.op_type} before opset 11 with a scale below 1 (its rounding "
                       "is left open there)")

@@ -10,10 +10,10 @@ import numpy as np
 
 from .. import errors
 from ..graph import Graph
-from . import _converters, _dims, _patterns, _symbolic
+from . import _converters, _dims, _patterns, _shape_data, _symbolic
 from . import _quantized  # noqa: F401 (registers the quantized operators' converters)
 from ..tensor import Tensor, bfloat16
-from ._base import INPUT_TYPES, NUMPY_BFLOAT16, Refusal
+from ._base import INPUT_TYPES, NUMPY_BFLOAT16, Pending, Refusal
 from ._symbolic import Dim, Symbolic
 # Declared shapes past this many elements are refused before anything is
 # allocated (a hostile or broken file).
@@ -63,12 +63,21 @@ class Context:
         self.computed = {}
         # name -> the graph value a chain of reshapes started from.
         self.reshaped_from = {}
+        # Values made from shape data not given yet (load's check of a model
+        # with shape data): whatever reads them is converted later.
+        self.pending = set()
 
     def has(self, name: str) -> bool:
-        return name in self.values or name in self.known or name in self.symbolic
+        return (name in self.values or name in self.known or name in self.symbolic
+                or name in self.pending)
+
+    def _not_pending(self, name: str) -> None:
+        if name in self.pending:
+            raise Pending(name)
 
     def value(self, name: str):
         """The graph value of `name` (a known array becomes a constant)."""
+        self._not_pending(name)
         if name in self.values:
             return self.values[name]
         if name in self.symbolic:  # a shape read as data: its dims' values at run time
@@ -90,6 +99,7 @@ class Context:
 
     def constant(self, name: str, what: str) -> np.ndarray:
         """The array `name` holds, which must be known at load time."""
+        self._not_pending(name)
         if name in self.symbolic:
             raise Refusal(f"{what} depends on dims bound at run time ({self.symbolic[name]!r})")
         if name not in self.known:
@@ -98,6 +108,7 @@ class Context:
 
     def shape(self, name: str):
         """The static shape of `name` (dims may be None), or None if unknown."""
+        self._not_pending(name)
         if name in self.known:
             return tuple(self.known[name].shape)
         if name in self.symbolic:
@@ -174,14 +185,14 @@ def _opset(model) -> int:
     raise errors.InvalidArgumentError("onnx: the model imports no opset of the default domain")
 
 
-def _static_shapes(onnx, model) -> tuple:
+def _static_shapes(onnx, model, bound: dict) -> tuple:
     """(name -> dims (None for a symbolic one), name -> each dim's dim_param
     (None where it has none), name -> element type) of every value ONNX's
     shape inference gives a shape. Its data propagation carries shapes computed by Shape, Gather,
     Concat, ... into the dims of what they reshape, so a dim keeps its name
     (the same dim_param: the same dim) across a reshape."""
     inferred = model
-    light = _without_weights(onnx, model)
+    light = _without_weights(onnx, model, bound)
     for options in ({"data_prop": True}, {}):
         try:
             inferred = onnx.shape_inference.infer_shapes(light, **options)
@@ -203,6 +214,21 @@ def _static_shapes(onnx, model) -> tuple:
     return shapes, params, types
 
 
+def inference_error(model, bound: dict) -> str | None:
+    """What ONNX's shape inference, strict, says against `model` with the
+    inputs `bound` given by value (the first node it faults), or None: told
+    beside an error compiling it, where a value out of range for the model
+    (an axis past the rank) surfaces downstream as an unknown shape."""
+    onnx = _onnx()
+    try:
+        onnx.shape_inference.infer_shapes(_without_weights(onnx, model, bound),
+                                          strict_mode=True, data_prop=True)
+    except Exception as e:  # noqa: BLE001 (onnx raises its own kinds)
+        lines = [line.strip() for line in str(e).splitlines() if "(op_type:" in line]
+        return lines[0] if lines else str(e).strip()
+    return None
+
+
 # Initializers of more elements than this are given to shape inference as
 # inputs of their type and shape: inference copies the model it is given
 # (twice, through its serialised form), and needs the values of the small
@@ -210,9 +236,10 @@ def _static_shapes(onnx, model) -> tuple:
 _INFERENCE_VALUES = 1024
 
 
-def _without_weights(onnx, model):
+def _without_weights(onnx, model, bound: dict):
     """The model as shape inference needs it: its graph with the large
-    initializers declared as inputs instead."""
+    initializers declared as inputs instead, and the inputs given by value
+    (`bound`) made initializers, so that what they shape is inferred."""
     light = onnx.ModelProto()
     for field in ("ir_version", "opset_import", "functions", "domain", "model_version"):
         if field in ("opset_import", "functions"):
@@ -222,7 +249,9 @@ def _without_weights(onnx, model):
     g, lg = model.graph, light.graph
     lg.name = g.name
     lg.node.extend(g.node)
-    lg.input.extend(g.input)
+    lg.input.extend(i for i in g.input if i.name not in bound)
+    lg.initializer.extend(onnx.numpy_helper.from_array(np.asarray(v), name)
+                          for name, v in bound.items())
     lg.output.extend(g.output)
     lg.value_info.extend(g.value_info)
     declared = {i.name for i in g.input}
@@ -258,37 +287,87 @@ def _input_dims(info, input_shapes: dict) -> tuple:
     return dims
 
 
-def load(path_or_model, *, input_shapes: dict | None = None, **compile_options):
+def load(path_or_model, *, input_shapes: dict | None = None, max_specializations: int = 16,
+         **compile_options):
     """A compiled Program of an ONNX model: a path, the model's bytes or an
     onnx.ModelProto. input_shapes: {input name: shape} pinning dims (None
     keeps a dim bound at run time). compile_options go to Graph.compile
     (fuse, inplace, impl, choose, dump, ...). A scalar (rank-0) input is
     given to the program's runs as an array of shape (1,), and a result of
-    no dims comes out so."""
+    no dims comes out so.
+
+    A model whose inputs include shape data (an input every use of which is
+    a port taking axes, a shape, scales, sizes, bounds, pads or counts:
+    Reshape's shape, Resize's scales, Slice's starts, ...; see
+    ``_shape_data``) gives a ``ShapeDataProgram`` instead: the same
+    run/plan/close interface, taking those inputs by value at each run and
+    compiling one program per distinct set of their values (the values
+    folded in as constants), the last ``max_specializations`` kept."""
     onnx = _onnx()
     model = _model_of(path_or_model)
     if input_shapes is not None and not isinstance(input_shapes, dict):
         raise errors.InvalidArgumentError("input_shapes must be a dict {input name: shape}")
     input_shapes = dict(input_shapes or {})
+    if isinstance(max_specializations, bool) or not isinstance(max_specializations, int) \
+            or max_specializations < 1:
+        raise errors.InvalidArgumentError(
+            f"max_specializations must be a positive int, got {max_specializations!r}")
     opset = _opset(model)
-    graph_proto = model.graph
-    for init in graph_proto.initializer:
+    for init in model.graph.initializer:
         if init.data_location == onnx.TensorProto.EXTERNAL:
             raise errors.UnsupportedError(
                 f"onnx: initializer {init.name!r} is stored outside the model file "
                 "(external data): load the model with its data first")
-    shapes, dim_params, types = _static_shapes(onnx, model)
+    initializers = {init.name: onnx.numpy_helper.to_array(init)
+                    for init in model.graph.initializer}
+    declared = [i.name for i in model.graph.input if i.name not in initializers]
+    unknown = set(input_shapes) - set(declared)
+    if unknown:
+        raise errors.InvalidArgumentError(
+            f"onnx: input_shapes names {sorted(unknown)}, which are not the model's inputs "
+            f"({declared})")
+    shape_data = _shape_data.inputs_of(model.graph, initializers)
+    if not shape_data:
+        return compile_model(model, opset, input_shapes, initializers, {}, compile_options)
+    pinned = sorted(set(input_shapes) & set(shape_data))
+    if pinned:
+        raise errors.InvalidArgumentError(
+            f"onnx: input_shapes names {pinned}, which are shape data (bound by value at each "
+            "run, of the shape the model declares)")
+    for info in model.graph.input:
+        elem = info.type.tensor_type.elem_type
+        if info.name in declared and info.name not in shape_data and elem not in INPUT_TYPES:
+            raise errors.UnsupportedError(
+                f"onnx: input {info.name!r} has ONNX element type {elem}; this version "
+                "takes float32, float16, bfloat16, int8, uint8, int32, int64 and bool")
+    # Every node that does not wait for the shape data is checked now, as
+    # load checks any model.
+    compile_model(model, opset, input_shapes, initializers, {}, compile_options,
+                  pending=tuple(shape_data))
+    return _shape_data.ShapeDataProgram(
+        model, opset, input_shapes, initializers, shape_data, compile_options,
+        max_specializations)
+
+
+def compile_model(model, opset: int, input_shapes: dict, initializers: dict, bound: dict,
+                  compile_options: dict, pending: tuple = ()):
+    """The Program of `model`: its initializers as numpy arrays, and `bound`
+    {input name: array}, inputs given by value (folded in as constants, as
+    initializers are). With `pending` (the names of shape data inputs not
+    given yet), only checks the model: every node is converted but those
+    that read the pending values or what is made from them, and what cannot
+    be is raised as at a compile; nothing is compiled (None)."""
+    onnx = _onnx()
+    graph_proto = model.graph
+    shapes, dim_params, types = _static_shapes(onnx, model, bound)
     g = Graph()
     try:
         ctx = Context(g, opset, shapes, dim_params, types)
-        for init in graph_proto.initializer:
-            ctx.known[init.name] = onnx.numpy_helper.to_array(init)
-        inputs = [i for i in graph_proto.input if i.name not in ctx.known]
-        unknown = set(input_shapes) - {i.name for i in inputs}
-        if unknown:
-            raise errors.InvalidArgumentError(
-                f"onnx: input_shapes names {sorted(unknown)}, which are not the model's inputs "
-                f"({[i.name for i in inputs]})")
+        ctx.known.update(initializers)
+        ctx.known.update(bound)
+        ctx.pending.update(pending)
+        inputs = [i for i in graph_proto.input
+                  if i.name not in ctx.known and i.name not in ctx.pending]
         for info in inputs:
             elem = info.type.tensor_type.elem_type
             if elem not in INPUT_TYPES:
@@ -308,6 +387,8 @@ def load(path_or_model, *, input_shapes: dict | None = None, **compile_options):
         nodes, _ = _patterns.fold(graph_proto.node, ctx.known,
                                   [o.name for o in graph_proto.output])
         _convert_nodes(ctx, nodes)
+        if pending:
+            return None
         for out in graph_proto.output:
             if not ctx.has(out.name):
                 raise errors.InvalidArgumentError(f"onnx: output {out.name!r} is never made")
@@ -359,11 +440,19 @@ def _convert_nodes(ctx: Context, nodes) -> None:
             continue
         try:
             outputs = entry(ctx, node)
+        except Pending:
+            ctx.pending.update(n for n in node.output if n)
+            continue
         except Refusal as r:
             refusals.append(f"{what}: {r}")
             continue
         except errors.Error as e:
             raise type(e)(f"onnx: {what}: {e}") from e
+        if any(n in ctx.pending for n in node.input):
+            # Made from shape data not given yet: what reads it waits too
+            # (it may take it as a constant once it is one).
+            ctx.pending.update(n for n in node.output if n)
+            continue
         for name, value in zip(node.output, outputs):
             if not name:
                 continue

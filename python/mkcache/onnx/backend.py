@@ -52,7 +52,12 @@ class MkcacheRep(BackendRep):
         for name in self._scalar_inputs & set(feeds):
             if np.ndim(feeds[name]) == 0:
                 feeds[name] = np.reshape(feeds[name], (1,))
+        # Shape data (bound by value, see mkcache.onnx.load) stays as onnx
+        # reads it; program inputs of bfloat16 are given as mkcache's.
+        shape_data = set(getattr(self._program, "shape_inputs", ()))
         for name, value in feeds.items():
+            if name in shape_data:
+                continue
             if NUMPY_BFLOAT16 is not None and getattr(value, "dtype", None) == NUMPY_BFLOAT16:
                 feeds[name] = Tensor(np.ascontiguousarray(value).view(np.uint16),
                                      dtype=bfloat16)
