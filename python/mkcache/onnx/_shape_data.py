@@ -187,14 +187,19 @@ class ShapeDataProgram(_Closed):
 
     # -------------------------------------------------------- specializations
 
-    def _bound(self, inputs: dict, what: str) -> dict:
-        missing = [n for n in self.input_names if n not in inputs]
-        extra = [n for n in inputs if n not in self.input_names]
+    @staticmethod
+    def _require_names(given, names: list, what: str, takes: str) -> None:
+        """Every name in `names` given, and no other."""
+        missing = [n for n in names if n not in given]
+        extra = [n for n in given if n not in names]
         if missing or extra:
             raise errors.InvalidArgumentError(
-                f"{what}: the program takes inputs {self.input_names}"
+                f"{what}: {takes} {names}"
                 + (f"; missing {missing}" if missing else "")
                 + (f"; unknown {extra}" if extra else ""))
+
+    def _bound(self, inputs: dict, what: str) -> dict:
+        self._require_names(inputs, self.input_names, what, "the program takes inputs")
         return {p.name: p.value(inputs[p.name]) for p in self._ports}
 
     def _program(self, bound: dict):
@@ -252,13 +257,8 @@ class ShapeDataProgram(_Closed):
         """The Program compiled for these shape data values (by name, every
         shape input): compiled now unless kept. Its inputs are the model's
         other inputs."""
-        missing = [n for n in self.shape_inputs if n not in shape_data]
-        extra = [n for n in shape_data if n not in self.shape_inputs]
-        if missing or extra:
-            raise errors.InvalidArgumentError(
-                f"specialize: the shape data inputs are {self.shape_inputs}"
-                + (f"; missing {missing}" if missing else "")
-                + (f"; unknown {extra}" if extra else ""))
+        self._require_names(shape_data, self.shape_inputs, "specialize",
+                            "the shape data inputs are")
         return self._program({p.name: p.value(shape_data[p.name]) for p in self._ports})
 
     @property
