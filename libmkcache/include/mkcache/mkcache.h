@@ -1018,7 +1018,11 @@ typedef enum mkc_op {
     MKC_OP_BINARY = 6,           /* mkc_binary_params: a, b                  */
     MKC_OP_POOL = 7,             /* mkc_pool_params: src                     */
     MKC_OP_LINEAR = 8,           /* mkc_linear_params: src, weights [, bias] */
-    MKC_OP_MATMUL = 9,           /* mkc_matmul_params: a, b [, bias]         */
+    MKC_OP_MATMUL = 9,           /* mkc_matmul_params: a, b [, bias [, addend]]:
+                                    the addend (an attention mask) broadcast
+                                    into the result, added after the scale,
+                                    before the activation; one that would
+                                    widen the result is INVALID_ARGUMENT     */
     MKC_OP_LAYER_NORM = 10,      /* mkc_layer_norm_params: src [, scale [, shift]] */
     MKC_OP_BATCH_NORM = 11,      /* mkc_batch_norm_params: src, mean, variance
                                     [, scale [, shift]] (inference)           */
