@@ -7,6 +7,11 @@ within twice that, plus float32's own accumulation error over the terms
 (benchdnn's bound, as reference.assert_close)."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import textwrap
+
 import numpy as np
 import pytest
 
@@ -21,6 +26,16 @@ needs_bf16 = pytest.mark.skipif(
                             "AVX2-VNNI-2)")
 
 ROUNDING = 2.0 ** -8
+
+
+def run_child(code: str, env: dict) -> subprocess.CompletedProcess:
+    """`code` (after `import numpy as np, mkcache` and `from mkcache import
+    grad`) in a new interpreter with `env` set on top of this process's: how
+    a test runs on another ISA's kernels (ONEDNN_MAX_CPU_ISA)."""
+    prelude = "import numpy as np, mkcache\nfrom mkcache import grad\n"
+    return subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(code)],
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **env})
 
 
 def rand(*shape, seed=0, scale=1.0):

@@ -4,18 +4,13 @@ kernels where the CPU has them) and compile(precision="bf16") / "auto"
 against float64 references of the bfloat16-rounded inputs with tolerances
 derived from the format; the errors where the CPU has no bfloat16 kernels
 or the arguments do not agree."""
-import os
-import subprocess
-import sys
-import textwrap
-
 import numpy as np
 import pytest
 
 import mkcache
 import reference as ref
 from bf16_support import (HAS_KERNELS, INFO, ISA, assert_bf16_close, bf16, needs_bf16, rand,
-                          values)
+                          run_child, values)
 from mkcache.models import BertLayer, ResNet18, ResNet50
 
 
@@ -174,13 +169,6 @@ def test_wrong_residual_refused():
     wl, _ = bf16(rand(3, 8))
     with pytest.raises(mkcache.InvalidArgumentError, match="residual .dst. must be bfloat16"):
         mkcache.linear(xl, wl, residual=rand(2, 3))
-
-
-def run_child(code, env):
-    prelude = "import numpy as np, mkcache\n"
-    return subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(code)],
-                          capture_output=True, text=True, timeout=300,
-                          env={**os.environ, **env})
 
 
 def test_without_bf16_kernels_errors_name_the_isa():

@@ -21,7 +21,6 @@ import ctypes
 import os
 import subprocess
 import sys
-import textwrap
 
 import numpy as np
 import pytest
@@ -29,7 +28,7 @@ import pytest
 import grad_reference as gref
 import mkcache
 import reference as ref
-from bf16_support import assert_bf16_close, bf16, needs_bf16, rand, values
+from bf16_support import assert_bf16_close, bf16, needs_bf16, rand, run_child, values
 from mkcache import grad
 
 lib = mkcache._capi.lib
@@ -532,13 +531,6 @@ def test_float32_result_tensor_required_for_weight_gradients():
     with pytest.raises(mkcache.InvalidArgumentError, match="dst dtype does not match"):
         mkcache._capi.raise_for(lib.mkc_conv2d_backward(ctypes.byref(p), x.handle, w.handle,
                                                         dy.handle, ctypes.byref(dx), None, None))
-
-
-def run_child(code, env):
-    prelude = "import numpy as np, mkcache\nfrom mkcache import grad\n"
-    return subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(code)],
-                          capture_output=True, text=True, timeout=300,
-                          env={**os.environ, **env})
 
 
 def test_without_bf16_kernels_training_names_the_isa():
