@@ -46,6 +46,12 @@ bool cpu_has_native_bf16() {
     return has;
 }
 
+bool cpu_has_int8_dot_product() {
+    static const bool has =
+        at_least(dnnl_cpu_isa_avx512_core_vnni) || at_least(dnnl_cpu_isa_avx2_vnni);
+    return has;
+}
+
 void require_bf16_kernels(const char *op) {
     if (!cpu_has_bf16_kernels())
         fail(MKC_STATUS_UNSUPPORTED, op, ": bfloat16 needs a CPU with AVX-512 or AVX2-VNNI-2 "

@@ -16,6 +16,11 @@ bool cpu_has_bf16_kernels();
 // float32 rather than only smaller.
 bool cpu_has_native_bf16();
 
+// Whether the CPU adds 8-bit products into 32 bits in one instruction
+// (VNNI: avx512_core_vnni and up, AVX2-VNNI). Without it oneDNN's int8
+// kernels add pairs of products in 16 bits, with saturation.
+bool cpu_has_int8_dot_product();
+
 // Throws UNSUPPORTED naming `op` and the ISA when bfloat16 has no kernels.
 void require_bf16_kernels(const char *op);
 

@@ -161,6 +161,7 @@ public:
 
     void fold_adds() {
         folded_into_.assign(nodes_.size(), -1);
+        folded_add_.assign(nodes_.size(), -1);
         if (!options_.fold_adds)
             return;
         for (size_t n = 0; n < nodes_.size(); ++n) {
@@ -349,9 +350,8 @@ private:
         step.run = choice.impl->run(row(node));
         step.entry = prepared.entry;
         step.what = what;
-        for (size_t k = static_cast<size_t>(n) + 1; k < folded_into_.size(); ++k)
-            if (folded_into_[k] == n)
-                step.what += " + " + g_.describe_node(static_cast<int>(k)) + " as its addend";
+        if (folded_add_[n] >= 0)
+            step.what += " + " + g_.describe_node(folded_add_[n]) + " as its addend";
         step.impl = choice.impl == implementation_named("onednn") ? implementation(*step.entry)
                                                                   : choice.impl->name;
         step.choice = choice.why;
@@ -425,18 +425,6 @@ private:
         plan_.steps.push_back(std::move(step));
     }
 
-    // Whether `small`'s caller dims broadcast into `big`'s (numpy's rule,
-    // leaving big's shape as it is).
-    static bool broadcasts_into(const ValueDesc &small, const ValueDesc &big) {
-        const Dims s = ops::caller_dims(small), b = ops::caller_dims(big);
-        if (s.size() > b.size())
-            return false;
-        for (size_t i = 0, shift = b.size() - s.size(); i < s.size(); ++i)
-            if (s[i] != 1 && s[i] != b[shift + i])
-                return false;
-        return true;
-    }
-
     // Add node `n` of `y` and `other` folded into the matmul writing `y`
     // when that matmul has no activation or addend yet, the add is y's only
     // reader, `other` is computed before the matmul and broadcasts into y,
@@ -458,12 +446,14 @@ private:
             return false;
         const int w = nodes_[n].outputs[0];
         const ValueDesc &ly = logical_[y], &lw = logical_[w];
-        if (logical_[other].dtype != ly.dtype || !broadcasts_into(logical_[other], ly) ||
+        if (logical_[other].dtype != ly.dtype ||
+            !broadcasts_into(ops::caller_dims(logical_[other]), ops::caller_dims(ly)) ||
             lw.dims != ly.dims || lw.layout != ly.layout)
             return false;
         matmul.inputs.resize(3, kNoValue);
         matmul.inputs.push_back(other);
         folded_into_[n] = m;
+        folded_add_[m] = n;
         // y's bytes hold the add's result: its readers are y's now.
         last_reader_[y] = std::max(last_reader_[y], last_reader_[w]);
         if (is_output_[w])
@@ -513,16 +503,16 @@ private:
     void measure_choice(int n, NodeInputs inputs, Choice &choice) {
         const Node &node = nodes_[n];
         std::vector<const Implementation *> capable;
+        // `inputs` points into `shown` from here on: the last shown's dims,
+        // layouts and dtypes are every implementation's, as the key needs.
+        std::vector<ValueDesc> shown;
         for (const Implementation *impl : implementations()) {
-            std::vector<ValueDesc> shown;
             shown_to(*impl, n, inputs, shown);
             if (impl->supports(node, inputs).ok())
                 capable.push_back(impl);
         }
         if (capable.size() < 2)
             return;
-        std::vector<ValueDesc> typed;
-        shown_to(*capable[0], n, inputs, typed);
         const std::string key = choice_key(g_, n, inputs);
         Measured m;
         const bool known = options_.choices->find(key, m);
@@ -536,7 +526,6 @@ private:
                                        : &desc_[v].desc);
             double best = -1;
             for (const Implementation *impl : capable) {
-                std::vector<ValueDesc> shown;
                 shown_to(*impl, n, inputs, shown);
                 std::string why;
                 const double us = time_candidate(plan_.scope, *impl, node, inputs, arriving, why);
@@ -555,7 +544,6 @@ private:
             options_.choices->add(key, m);
         }
         const Implementation *chosen = implementation_named(m.impl);
-        std::vector<ValueDesc> shown;
         shown_to(*chosen, n, inputs, shown);
         const ops::Verdict v = chosen->supports(node, inputs);
         if (!v.ok())
@@ -894,6 +882,7 @@ private:
     std::vector<Choice> choices_;                  // per node (none for a view)
     std::vector<bool> bf16_;                       // per node: computes in bfloat16
     std::vector<int> folded_into_;                 // per add node: the matmul it became part of
+    std::vector<int> folded_add_;                  // per matmul: the add folded into it
     std::vector<BufferRef> where_;
     std::vector<bool> view_;                  // a strided view only a matmul reads as it is
     std::map<int, bool> redirected_;          // per arena buffer: moved to a graph output

@@ -34,12 +34,6 @@ struct ReferenceEntry : PrimitiveEntry {
     bool round_out = false, residual_in_out = false;
 };
 
-int64_t elements(const Dims &dims) {
-    int64_t n = 1;
-    for (int64_t d : dims) n *= d;
-    return n;
-}
-
 // The kernel on float32 copies of the bfloat16 ports, its result rounded to
 // bfloat16 (round to nearest, ties to even, as oneDNN rounds).
 void run_widened(const ReferenceEntry &e, const ops::Buffers &b) {
@@ -49,7 +43,7 @@ void run_widened(const ReferenceEntry &e, const ops::Buffers &b) {
     std::vector<mkc_dtype> dtypes = e.dtypes;
     for (size_t i = 0; i < ports; ++i) {
         if (!e.widen[i] || !in[i]) continue;
-        wide[i].resize(static_cast<size_t>(elements(e.in[i])));
+        wide[i].resize(static_cast<size_t>(dims_product(e.in[i])));
         const auto *bits = static_cast<const uint16_t *>(in[i]);
         for (size_t k = 0; k < wide[i].size(); ++k) wide[i][k] = float_from_bf16(bits[k]);
         in[i] = wide[i].data();
@@ -58,7 +52,7 @@ void run_widened(const ReferenceEntry &e, const ops::Buffers &b) {
     void *out0 = b.out[0];
     std::vector<float> result;
     if (e.round_out) {
-        result.resize(static_cast<size_t>(elements(e.out)));
+        result.resize(static_cast<size_t>(dims_product(e.out)));
         if (e.residual_in_out) {
             const auto *bits = static_cast<const uint16_t *>(b.out[0]);
             for (size_t k = 0; k < result.size(); ++k) result[k] = float_from_bf16(bits[k]);

@@ -99,16 +99,24 @@ std::map<std::string, std::string> parse_overrides(const std::string &text, cons
     return out;
 }
 
-Choice choose(const Node &node, const NodeInputs &inputs, const Overrides &overrides,
-              const std::string &what) {
-    const std::string op = row(node).name;
-    Choice c;
-    for (const auto *source : {&overrides.by_option, &overrides.by_environment}) {
+const std::string *Overrides::asked(const std::string &op, const char **by) const {
+    for (const auto *source : {&by_option, &by_environment}) {
         auto found = source->find(op);
         if (found == source->end())
             continue;
-        const char *by = source == &overrides.by_option ? "option" : "MKCACHE_IMPL";
-        c.impl = implementation_named(found->second);
+        if (by)
+            *by = source == &by_option ? "option" : "MKCACHE_IMPL";
+        return &found->second;
+    }
+    return nullptr;
+}
+
+Choice choose(const Node &node, const NodeInputs &inputs, const Overrides &overrides,
+              const std::string &what) {
+    Choice c;
+    const char *by = nullptr;
+    if (const std::string *asked = overrides.asked(row(node).name, &by)) {
+        c.impl = implementation_named(*asked);
         c.overridden = true;
         c.why = std::string("override (") + by + ")";
         const ops::Verdict v = c.impl->supports(node, inputs);

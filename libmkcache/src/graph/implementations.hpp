@@ -55,6 +55,10 @@ const Implementation *implementation_named(const std::string &name);
 // Operator name ("conv2d", its row's) -> implementation name.
 struct Overrides {
     std::map<std::string, std::string> by_option, by_environment;
+    // The implementation asked for operator `op` - the option's first, then
+    // MKCACHE_IMPL's - and `by` which of them asked ("option",
+    // "MKCACHE_IMPL"); null when neither names it.
+    const std::string *asked(const std::string &op, const char **by = nullptr) const;
 };
 // Parses "conv2d=reference,softmax=onednn" (spaces around the parts
 // allowed, an empty text: none); `source` names it in errors, which are

@@ -555,12 +555,6 @@ const float *opt_f(const ReferenceCall &c, size_t i) {
     return i < c.in.size() && c.buffers.in[i] ? in_f(c, i) : nullptr;
 }
 float *out_f(const ReferenceCall &c) { return static_cast<float *>(c.buffers.out[0]); }
-int64_t count(const Dims &d) {
-    int64_t n = 1;
-    for (int64_t x : d)
-        n *= x;
-    return n;
-}
 int axis_of(int axis, size_t rank) { return axis < 0 ? axis + static_cast<int>(rank) : axis; }
 
 template <bool Transposed> void ref_conv(const ReferenceCall &c) {
@@ -569,7 +563,7 @@ template <bool Transposed> void ref_conv(const ReferenceCall &c) {
 }
 void ref_activation(const ReferenceCall &c) {
     const auto &p = std::get<ActivationParams>(c.node.params);
-    reference::activation(p.kind, p.alpha, p.beta, in_f(c, 0), out_f(c), count(c.out));
+    reference::activation(p.kind, p.alpha, p.beta, in_f(c, 0), out_f(c), dims_product(c.out));
 }
 void ref_softmax(const ReferenceCall &c) {
     const auto &p = std::get<SoftmaxParams>(c.node.params);
@@ -587,14 +581,14 @@ void ref_linear(const ReferenceCall &c) {
     const auto &p = std::get<mkc_linear_params>(c.node.params);
     const int64_t in = c.in[0].back(), out = c.in[1][0];
     if (!p.sum) {
-        reference::linear(count(c.in[0]) / in, in, out, in_f(c, 0), in_f(c, 1), opt_f(c, 2),
+        reference::linear(dims_product(c.in[0]) / in, in, out, in_f(c, 0), in_f(c, 1), opt_f(c, 2),
                           p.activation, p.activation_alpha, p.activation_beta, out_f(c));
         return;
     }
     // The output buffer holds the residual: added before the activation.
     float *y = out_f(c);
-    const std::vector<float> residual(y, y + count(c.out));
-    reference::linear(count(c.in[0]) / in, in, out, in_f(c, 0), in_f(c, 1), opt_f(c, 2),
+    const std::vector<float> residual(y, y + dims_product(c.out));
+    reference::linear(dims_product(c.in[0]) / in, in, out, in_f(c, 0), in_f(c, 1), opt_f(c, 2),
                       MKC_ACTIVATION_NONE, 0, 0, y);
     for (size_t i = 0; i < residual.size(); ++i) {
         const float sum = y[i] + residual[i];
@@ -636,7 +630,7 @@ void ref_transpose(const ReferenceCall &c) {
 }
 void ref_reshape(const ReferenceCall &c) {
     std::memcpy(c.buffers.out[0], c.buffers.in[0],
-                static_cast<size_t>(count(c.out)) * dtype_size(c.dtypes[0]));
+                static_cast<size_t>(dims_product(c.out)) * dtype_size(c.dtypes[0]));
 }
 
 // Element-wise operators without oneDNN phases: float32 in, the same
@@ -649,8 +643,8 @@ std::vector<ValueDesc> infer_float_elementwise(const Node &, const NodeInputs &i
 }
 std::string no_attrs_text(const Node &, const NodeInputs &) { return {}; }
 
-void ref_erf(const ReferenceCall &c) { reference::erf(in_f(c, 0), out_f(c), count(c.out)); }
-void ref_round(const ReferenceCall &c) { reference::round(in_f(c, 0), out_f(c), count(c.out)); }
+void ref_erf(const ReferenceCall &c) { reference::erf(in_f(c, 0), out_f(c), dims_product(c.out)); }
+void ref_round(const ReferenceCall &c) { reference::round(in_f(c, 0), out_f(c), dims_product(c.out)); }
 
 // gather: data of any dtype, int32 or int64 indices (the row's dtypes);
 // the result channels-first, data's dims around the indices' at the axis.
@@ -803,7 +797,7 @@ std::string cast_text(const Node &node, const NodeInputs &) {
 }
 void ref_cast(const ReferenceCall &c) {
     reference::cast(c.dtypes[0], c.buffers.in[0], std::get<mkc_cast_params>(c.node.params).to,
-                    c.buffers.out[0], count(c.out));
+                    c.buffers.out[0], dims_product(c.out));
 }
 
 // numpy's broadcast of several caller-order shapes; `op` names the caller
@@ -1019,7 +1013,7 @@ template <bool Quantize> std::vector<ValueDesc> infer_quantize(const Node &node,
 }
 void check_scales(const ReferenceCall &c, const char *op) {
     const float *scale = in_f(c, 1);
-    for (int64_t i = 0, n = count(c.in[1]); i < n; ++i)
+    for (int64_t i = 0, n = dims_product(c.in[1]); i < n; ++i)
         if (!(std::isfinite(scale[i]) && scale[i] > 0.0f))
             fail(MKC_STATUS_INVALID_ARGUMENT, op, ": scale[", i, "] is ", scale[i],
                  "; every scale must be finite and > 0");
@@ -1039,7 +1033,7 @@ void ref_quantize(const ReferenceCall &c) {
     check_scales(c, "quantize");
     const QuantizeGeometry g = quantize_geometry(c, "quantize");
     reference::quantize(in_f(c, 0), in_f(c, 1), c.in.size() > 2 ? c.buffers.in[2] : nullptr,
-                        g.channels, g.inner, count(c.out),
+                        g.channels, g.inner, dims_product(c.out),
                         std::get<mkc_quantize_params>(c.node.params).to, c.buffers.out[0]);
 }
 void ref_dequantize(const ReferenceCall &c) {
@@ -1047,7 +1041,7 @@ void ref_dequantize(const ReferenceCall &c) {
     const QuantizeGeometry g = quantize_geometry(c, "dequantize");
     reference::dequantize(c.dtypes[0], c.buffers.in[0], in_f(c, 1),
                           c.in.size() > 2 ? c.buffers.in[2] : nullptr, g.channels, g.inner,
-                          count(c.out), out_f(c));
+                          dims_product(c.out), out_f(c));
 }
 
 // quantized_conv2d / quantized_linear: the integer sums by the float
@@ -1069,7 +1063,7 @@ QuantizedValues quantized_values(const ReferenceCall &c) {
     };
     v.src_scale = in_f(c, kQSrcScale)[0];
     v.weight_scale = in_f(c, kQWeightScale);
-    v.weight_scales = count(c.in[kQWeightScale]);
+    v.weight_scales = dims_product(c.in[kQWeightScale]);
     const int32_t src_zero =
         element(kQSrcZeroPoint) ? static_cast<const int32_t *>(c.buffers.in[kQSrcZeroPoint])[0] : 0;
     if (element(kQDstScale)) v.dst_scale = in_f(c, kQDstScale)[0];
@@ -1083,13 +1077,13 @@ QuantizedValues quantized_values(const ReferenceCall &c) {
         if (!(std::isfinite(scale) && scale > 0))
             fail(MKC_STATUS_INVALID_ARGUMENT, row(c.node).name, ": a scale is ", scale,
                  "; every scale must be finite and > 0");
-    v.src.resize(static_cast<size_t>(count(c.in[kQSrc])));
+    v.src.resize(static_cast<size_t>(dims_product(c.in[kQSrc])));
     for (size_t i = 0; i < v.src.size(); ++i)
         v.src[i] = static_cast<float>(
             (c.dtypes[kQSrc] == MKC_DTYPE_S8 ? static_cast<const int8_t *>(c.buffers.in[kQSrc])[i]
                                              : static_cast<const uint8_t *>(c.buffers.in[kQSrc])[i]) -
             src_zero);
-    v.weights.resize(static_cast<size_t>(count(c.in[kQWeights])));
+    v.weights.resize(static_cast<size_t>(dims_product(c.in[kQWeights])));
     for (size_t i = 0; i < v.weights.size(); ++i)
         v.weights[i] = static_cast<const int8_t *>(c.buffers.in[kQWeights])[i];
     return v;
@@ -1135,7 +1129,7 @@ void ref_quantized_conv(const ReferenceCall &c) {
     mkc_conv_params sums = p.conv;
     sums.activation = MKC_ACTIVATION_NONE;
     sums.sum = 0; // the residual is added by finish_quantized
-    std::vector<float> acc(static_cast<size_t>(count(c.out)));
+    std::vector<float> acc(static_cast<size_t>(dims_product(c.out)));
     reference::conv(sums, false, c.channels_last, c.in[ops::kQSrc], v.src.data(),
                     c.in[ops::kQWeights], v.weights.data(), nullptr, c.out, acc.data());
     const int64_t channels = c.in[ops::kQWeights][0];
@@ -1148,7 +1142,7 @@ void ref_quantized_linear(const ReferenceCall &c) {
     const auto &p = std::get<mkc_quantized_linear_params>(c.node.params);
     const QuantizedValues v = quantized_values(c);
     const Dims &w = c.in[ops::kQWeights];
-    const int64_t rows = count(c.in[ops::kQSrc]) / w[1];
+    const int64_t rows = dims_product(c.in[ops::kQSrc]) / w[1];
     std::vector<float> acc(static_cast<size_t>(rows * w[0]));
     reference::linear(rows, w[1], w[0], v.src.data(), v.weights.data(), nullptr,
                       MKC_ACTIVATION_NONE, 0, 0, acc.data());

@@ -87,18 +87,12 @@ Program::Program(Graph graph, const ProgramOptions &options)
 void Program::require_bf16_plan() const {
     if (cpu_has_bf16_kernels())
         return;
-    const Overrides &o = options_.compile.overrides;
     for (size_t n = 0; n < graph_.nodes.size(); ++n) {
         const OpRow &r = row(graph_.nodes[n]);
         if (!r.reference_widens_bf16)
             continue;
-        const auto by_option = o.by_option.find(r.name);
-        const auto by_environment = o.by_environment.find(r.name);
-        const std::string asked = by_option != o.by_option.end() ? by_option->second
-                                  : by_environment != o.by_environment.end()
-                                      ? by_environment->second
-                                      : std::string();
-        if (asked != "reference")
+        const std::string *asked = options_.compile.overrides.asked(r.name);
+        if (!asked || *asked != "reference")
             fail(MKC_STATUS_UNSUPPORTED, "compile: precision \"bf16\" needs a CPU with AVX-512 "
                  "or AVX2-VNNI-2: oneDNN has no bfloat16 kernels for ", cpu_isa_name(), " (",
                  graph_.describe_node(static_cast<int>(n)),

@@ -38,9 +38,7 @@ inline void require_same_float(const char *op, const char *what, mkc_dtype d, mk
 
 // A bias or a normalisation parameter: float32 or bfloat16 either way.
 inline void require_float_param(const char *op, const char *what, mkc_dtype d) {
-    if (!is_float_dtype(d))
-        fail(MKC_STATUS_INVALID_ARGUMENT, op, ": ", what, " must be float32 or bfloat16, got ",
-             dtype_name(d));
+    require_float_src(op, what, d);
 }
 
 // A gradient's diff_dst (or another data input of a backward), which must

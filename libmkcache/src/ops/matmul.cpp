@@ -561,16 +561,11 @@ MatmulGeometry matmul_geometry(const mkc_matmul_params &p, const V &a, const V &
     if (addend) {
         require_same_float("matmul", "addend", addend->dtype, g.dtype);
         const Dims c = caller_dims(*addend);
-        bool fits = c.size() <= n;
-        if (fits) {
-            g.addend = Dims(n - c.size(), 1);
-            g.addend.insert(g.addend.end(), c.begin(), c.end());
-            for (size_t i = 0; i < n && fits; ++i)
-                fits = g.addend[i] == 1 || g.addend[i] == yc[i];
-        }
-        if (!fits)
+        if (!broadcasts_into(c, yc))
             fail(MKC_STATUS_INVALID_ARGUMENT, "matmul: the addend ", shape_text(c),
                  " does not broadcast into the result ", shape_text(yc));
+        g.addend = Dims(n - c.size(), 1);
+        g.addend.insert(g.addend.end(), c.begin(), c.end());
     }
     return g;
 }

@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "common/cpu_features.hpp"
 #include "common/engine.hpp"
 #include "common/error.hpp"
 #include "common/op_kind.hpp"
@@ -55,14 +56,7 @@ size_t weight_elements(const dnnl::memory::desc &packed) {
 
 // s8 src is shifted to u8 first, so the bound is the same for both: 255 *
 // 63 * 2 fits in 16 bits, 255 * 127 * 2 does not.
-bool int8_pairs_saturate() {
-    static const bool saturate = [] {
-        using isa = dnnl::cpu_isa;
-        const isa at = dnnl::get_effective_cpu_isa();
-        return at == isa::sse41 || at == isa::avx || at == isa::avx2 || at == isa::avx512_core;
-    }();
-    return saturate;
-}
+bool int8_pairs_saturate() { return !cpu_has_int8_dot_product(); }
 
 namespace {
 
