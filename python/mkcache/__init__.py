@@ -29,7 +29,7 @@ from .ops import (abs, activation, add, clip, conv2d, div, elu, exp, gelu,  # no
                   batch_norm, lrn, concat, transpose, to_layout, reshape, flatten, conv3d, conv2d_transpose,
                   leaky_relu, log, log_softmax, mish, relu, relu6, sigmoid, silu, softmax, sqrt,
                   square, swish, tanh, quantize, dequantize, quantized_conv2d,
-                  quantized_linear)
+                  quantized_linear, quantized_matmul)
 from . import ops as _ops  # noqa: E402
 from .tensor import Tensor, bfloat16  # noqa: E402
 from .graph import Graph, Program  # noqa: E402
@@ -88,7 +88,8 @@ __all__ = [
     "max_pool3d", "avg_pool3d", "global_max_pool", "global_avg_pool", "linear", "matmul",
     "layer_norm", "batch_norm", "lrn", "concat", "transpose", "to_layout", "conv3d",
     "conv2d_transpose",
-    "quantize", "dequantize", "quantized_conv2d", "quantized_linear", "Tensor", "bfloat16", "Graph", "Program", "trace", "target_layout",
+    "quantize", "dequantize", "quantized_conv2d", "quantized_linear", "quantized_matmul",
+    "Tensor", "bfloat16", "Graph", "Program", "trace", "target_layout",
     "get_target_layout", "Error", "InvalidArgumentError", "InvalidHandleError", "DTypeError",
     "UnsupportedError", "OutOfMemoryError", "BufferTooSmallError", "OneDNNError",
     "InternalError",

@@ -176,6 +176,12 @@ class QuantizedLinearParams(_Sized):
                 ("sum", c_int), ("sum_scale", c_float), ("sum_zero_point", c_int32)]
 
 
+class QuantizedMatmulParams(_Sized):
+    _fields_ = [("transpose_a", c_int), ("transpose_b", c_int), ("activation", c_int),
+                ("activation_alpha", c_float), ("activation_beta", c_float),
+                ("dst_dtype", c_int), ("name", c_char_p)]
+
+
 class PadParams(_Sized):
     _fields_ = [("mode", c_int), ("value", c_double), ("naxes", c_int),
                 ("axes", c_int * MAX_NDIMS), ("begin", c_int64 * MAX_NDIMS),
@@ -245,7 +251,8 @@ _MIRRORS = {"conv_params": ConvParams, "pool_params": PoolParams, "linear_params
             "logical_params": LogicalParams, "range_params": RangeParams,
             "gather_nd_params": GatherNdParams, "quantize_params": QuantizeParams,
             "quantized_conv_params": QuantizedConvParams,
-            "quantized_linear_params": QuantizedLinearParams}
+            "quantized_linear_params": QuantizedLinearParams,
+            "quantized_matmul_params": QuantizedMatmulParams}
 
 
 lib.mkc_status_string.argtypes = [status_t]
@@ -392,6 +399,7 @@ _SIGNATURES = {
     "mkc_quantize_params_init": [POINTER(QuantizeParams)],
     "mkc_quantized_conv_params_init": [POINTER(QuantizedConvParams)],
     "mkc_quantized_linear_params_init": [POINTER(QuantizedLinearParams)],
+    "mkc_quantized_matmul_params_init": [POINTER(QuantizedMatmulParams)],
     "mkc_op_run": [c_int, c_void_p, c_int, POINTER(tensor_p), POINTER(tensor_p)],
     "mkc_program_output_dtype": [c_void_p, POINTER(c_int64), c_int, POINTER(c_int)],
     "mkc_graph_output": [c_void_p, c_int, c_char_p],

@@ -270,6 +270,19 @@ class Graph(_Closed):
                 activation, to, name, residual is not None, sum_scale, sum_zero_point),
             ports, None)
 
+    def quantized_matmul(self, a, b, *, a_scale, b_scale, a_zero_point=None, bias=None,
+                         dst_scale=None, dst_zero_point=None, dst_dtype="float32", addend=None,
+                         transpose_a=False, transpose_b=False, activation=None,
+                         name=None) -> Value:
+        """As mkcache.quantized_matmul."""
+        ports, to = ops._quantized_matmul_ports(a, b, a_scale, b_scale, a_zero_point, bias,
+                                                dst_scale, dst_zero_point, dst_dtype, addend)
+        p = ops._quantized_matmul_params(transpose_a, transpose_b, activation, to, name)
+        names = ("a", "b", "a_scale", "b_scale", "bias", "a_zero_point", "dst_scale",
+                 "dst_zero_point", "addend")
+        values = [self._value(v, what) for v, what in zip(ports, names)]
+        return self._node("quantized_matmul", p, self._inputs(*values))
+
     _QUANTIZED_PORTS = ("x", "weight", "src_scale", "weight_scale", "bias", "src_zero_point",
                         "dst_scale", "dst_zero_point", "residual")
 

@@ -657,6 +657,44 @@ def quantized_linear(x, weight, bias=None, *, src_scale, weight_scale, src_zero_
     return _op_run(_capi.OPS["quantized_linear"], p, ports, out)
 
 
+def _quantized_matmul_params(transpose_a, transpose_b, activation, to, name):
+    p = _capi.QuantizedMatmulParams()
+    _lib.mkc_quantized_matmul_params_init(ctypes.byref(p))
+    p.transpose_a, p.transpose_b = int(bool(transpose_a)), int(bool(transpose_b))
+    p.activation, p.activation_alpha, p.activation_beta = _fused_activation(activation)
+    p.dst_dtype = to
+    p.name = _name(name)
+    return p
+
+
+def _quantized_matmul_ports(a, b, a_scale, b_scale, a_zero_point, bias, dst_scale,
+                            dst_zero_point, dst_dtype, addend):
+    if a_scale is None or b_scale is None:
+        raise InvalidArgumentError("quantized_matmul: a_scale and b_scale are required")
+    ports, to = _quantized_ports("quantized_matmul", a, b, bias, a_scale, b_scale, a_zero_point,
+                                 dst_scale, dst_zero_point, dst_dtype)
+    if addend is not None:
+        ports += (addend,)
+    return ports, to
+
+
+def quantized_matmul(a, b, *, a_scale, b_scale, a_zero_point=None, bias=None, dst_scale=None,
+                     dst_zero_point=None, dst_dtype="float32", addend=None, transpose_a=False,
+                     transpose_b=False, activation=None, name=None, out=None) -> Tensor:
+    """A batched matmul of 8-bit values: a [..., M, K] uint8 or int8 (real
+    values a_scale * (a - a_zero_point)) @ b [..., K, N] int8 (real:
+    b_scale * b, b_scale one number or one per column N), batch dims
+    broadcast as numpy's; transpose_a / transpose_b swap an operand's last
+    two dims. bias float32 [N] and addend float32 (broadcast into the
+    result, an attention mask) are added in real units before the
+    activation. The result is float32, or requantized as quantized_conv2d's
+    with dst_dtype uint8/int8. Sums are exact."""
+    ports, to = _quantized_matmul_ports(a, b, a_scale, b_scale, a_zero_point, bias, dst_scale,
+                                        dst_zero_point, dst_dtype, addend)
+    p = _quantized_matmul_params(transpose_a, transpose_b, activation, to, name)
+    return _op_run(_capi.OPS["quantized_matmul"], p, ports, out)
+
+
 def dequantize(x, scale, zero_point=None, axis=1, *, name=None, out=None) -> Tensor:
     """uint8, int8 or int32 x to float32 as ONNX's DequantizeLinear:
     (x - zero_point) * scale, per tensor or per index of `axis` as quantize;

@@ -722,6 +722,31 @@ static void test_low_precision_dtypes(void) {
         OK(mkc_tensor_destroy(tcw));
         OK(mkc_tensor_destroy(tcx));
     }
+    {
+        /* quantized_matmul: u8 a [2, 3] (zero point 10) @ s8 b [3, 2], b read
+         * transposed from the [2, 3] weights above, plus an addend row
+         * broadcast over the result: y = 0.5 * b_scale[n] * sums + addend[n]. */
+        mkc_quantized_matmul_params mp;
+        OK(mkc_quantized_matmul_params_init(&mp));
+        CHECK(mp.dst_dtype == MKC_DTYPE_F32 && mp.transpose_b == 0);
+        mp.transpose_b = 1;
+        float addend[2] = {1.0f, -1.0f}, mm[4];
+        mkc_tensor *tadd = NULL, *tmm = NULL;
+        OK(mkc_tensor_wrap(MKC_DTYPE_F32, 1, d2, MKC_LAYOUT_NCHW, addend, &tadd));
+        const mkc_tensor *mm_in[9] = {tqx, tqw, tss, tws, NULL, tsz, NULL, NULL, tadd};
+        OK(mkc_op_run(MKC_OP_QUANTIZED_MATMUL, &mp, 9, mm_in, &tmm));
+        OK(mkc_tensor_export(tmm, MKC_LAYOUT_NCHW, mm, sizeof mm));
+        CHECK(mm[0] == 0.5f * 0.25f * 8 + 1.0f && mm[1] == 0.5f * 2.0f * -7 - 1.0f);
+        CHECK(mm[2] == 0.5f * 0.25f * (10 - 20 + 735) + 1.0f &&
+              mm[3] == 0.5f * 2.0f * (-40 - 50 - 1470) - 1.0f);
+        const mkc_tensor *mm_bad[4] = {tqx, tqx, tss, tws}; /* uint8 b */
+        mkc_tensor *none = NULL;
+        CHECK(mkc_op_run(MKC_OP_QUANTIZED_MATMUL, &mp, 4, mm_bad, &none) ==
+                  MKC_STATUS_INVALID_ARGUMENT && none == NULL);
+        CHECK(strstr(mkc_last_error(), "b must be int8, got uint8") != NULL);
+        OK(mkc_tensor_destroy(tmm));
+        OK(mkc_tensor_destroy(tadd));
+    }
     const mkc_tensor *bad_in[6] = {tss, tqw, tss, tws, NULL, tsz}; /* float32 src */
     CHECK(mkc_op_run(MKC_OP_QUANTIZED_LINEAR, &lp, 6, bad_in, &bad) ==
           MKC_STATUS_INVALID_ARGUMENT);
@@ -1342,7 +1367,8 @@ static void test_struct_sizes(void) {
                    {MKC_STRUCT_GATHER_ND_PARAMS, sizeof(mkc_gather_nd_params)},
                    {MKC_STRUCT_QUANTIZE_PARAMS, sizeof(mkc_quantize_params)},
                    {MKC_STRUCT_QUANTIZED_CONV_PARAMS, sizeof(mkc_quantized_conv_params)},
-                   {MKC_STRUCT_QUANTIZED_LINEAR_PARAMS, sizeof(mkc_quantized_linear_params)}};
+                   {MKC_STRUCT_QUANTIZED_LINEAR_PARAMS, sizeof(mkc_quantized_linear_params)},
+                   {MKC_STRUCT_QUANTIZED_MATMUL_PARAMS, sizeof(mkc_quantized_matmul_params)}};
     size_t size = 0;
     for (size_t i = 0; i < sizeof structs / sizeof structs[0]; ++i) {
         size = 0;
@@ -1351,7 +1377,7 @@ static void test_struct_sizes(void) {
     }
     size = 5;
     REFUSED(mkc_get_struct_size((mkc_struct_id)0, &size), "unknown struct id 0");
-    REFUSED(mkc_get_struct_size((mkc_struct_id)32, &size), "unknown struct id 32");
+    REFUSED(mkc_get_struct_size((mkc_struct_id)33, &size), "unknown struct id 33");
     CHECK(size == 5);
     CHECK(mkc_get_struct_size(MKC_STRUCT_CONV_PARAMS, NULL) == MKC_STATUS_INVALID_ARGUMENT);
 

@@ -271,6 +271,16 @@ struct Sized<mkc_quantized_linear_params> {
 };
 
 template <>
+struct Sized<mkc_quantized_matmul_params> {
+    using T = mkc_quantized_matmul_params;
+    static constexpr size_t sizes[] = {sizeof(T)};
+    static constexpr SizeRule rule{"mkc_quantized_matmul_params",
+                                   "initialise params with mkc_quantized_matmul_params_init",
+                                   sizes, std::size(sizes)};
+    static void defaults(T *p) { mkc_quantized_matmul_params_init(p); }
+};
+
+template <>
 struct Sized<mkc_program_options> {
     using T = mkc_program_options;
     static constexpr size_t sizes[] = {MKC_FIELD_END(T, fuse), MKC_FIELD_END(T, inplace),
