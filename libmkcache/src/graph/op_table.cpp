@@ -156,6 +156,16 @@ int linear_residual(const Node &node) {
     return std::get<mkc_linear_params>(node.params).sum != 0 && node.inputs.size() > 3 ? 3
                                                                                         : kNoValue;
 }
+// A matmul's addend port, free while no activation follows the product.
+int matmul_addend_port(const Node &node) {
+    return std::get<mkc_matmul_params>(node.params).activation == MKC_ACTIVATION_NONE ? 3
+                                                                                     : kNoValue;
+}
+// An 8-bit matmul's at port 8, for a float32 result.
+int quantized_matmul_addend_port(const Node &node) {
+    const auto &p = std::get<mkc_quantized_matmul_params>(node.params);
+    return p.activation == MKC_ACTIVATION_NONE && p.dst_dtype == MKC_DTYPE_F32 ? 8 : kNoValue;
+}
 // A quantized linear layer's at port 8.
 int quantized_linear_residual(const Node &node) {
     return std::get<mkc_quantized_linear_params>(node.params).sum != 0 &&
@@ -1620,6 +1630,10 @@ public:
         r_.residual_port = port;
         return *this;
     }
+    Row &addend(int (*port)(const Node &)) {
+        r_.addend_port = port;
+        return *this;
+    }
     Row &strided_operands() {
         r_.onednn_reads_views = true;
         return *this;
@@ -1682,7 +1696,7 @@ std::vector<OpRow> build_rows() {
         Row(NodeOp::matmul, kMatmul)
             .ports("a,b,bias,addend", 2, 4, 2).floats()
             .post_op_activation<mkc_matmul_params>()
-            .strided_operands()
+            .addend(matmul_addend_port).strided_operands()
             .params(read_as_is<mkc_matmul_params, kMatmul>).onednn<Matmul>(ops::MatmulOp::run)
             .reference(ref_matmul).flops(matmul_flops<mkc_matmul_params>),
         Row(NodeOp::layer_norm, kLayerNorm)
@@ -1834,7 +1848,7 @@ std::vector<OpRow> build_rows() {
             .reference(ref_quantized_linear).flops(linear_flops),
         Row(NodeOp(MKC_OP_QUANTIZED_MATMUL), kQuantizedMatmul)
             .ports(kQuantizedMatmulPorts, 4, 9, 4).port_dtypes(0, kAnyDtype)
-            .strided_operands()
+            .addend(quantized_matmul_addend_port).strided_operands()
             .params(read_as_is<mkc_quantized_matmul_params, kQuantizedMatmul>)
             .onednn<QuantizedMatmul>(ops::QuantizedMatmulOp::run)
             .onednn_supports(quantized_matmul_onednn_supports)
