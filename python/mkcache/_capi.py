@@ -162,7 +162,7 @@ class LogicalParams(_Sized):
 
 
 class QuantizeParams(_Sized):
-    _fields_ = [("axis", c_int), ("to", c_int), ("name", c_char_p)]
+    _fields_ = [("axis", c_int), ("to", c_int), ("name", c_char_p), ("fast", c_int)]
 
 
 class QuantizedConvParams(_Sized):

@@ -379,13 +379,13 @@ class Graph(_Closed):
         p.perm[:len(perm)] = perm
         return self._node("transpose", p, [self._value(x, "x")])
 
-    def quantize(self, x, scale, zero_point=None, dtype="uint8", axis=1, *,
+    def quantize(self, x, scale, zero_point=None, dtype="uint8", axis=1, *, fast=False,
                  name=None) -> Value:
         """mkcache.quantize in a graph: scale and zero_point numbers, arrays
         (made constants) or Values."""
         if isinstance(zero_point, np.ndarray) and zero_point.dtype in (np.uint8, np.int8):
             dtype = zero_point.dtype
-        p = _operators.quantize_params(dtype, axis, name)
+        p = _operators.quantize_params(dtype, axis, name, fast)
         return self._quantization("quantize", p, x, scale, zero_point,
                                   _tensor.NUMPY_DTYPES[p.to])
 

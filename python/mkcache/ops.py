@@ -535,16 +535,19 @@ def _op_run(op: int, params, inputs, out) -> Tensor:
 _operators.define_functions(globals(), written=("relu",))
 
 
-def quantize(x, scale, zero_point=None, dtype="uint8", axis=1, *, name=None,
+def quantize(x, scale, zero_point=None, dtype="uint8", axis=1, *, fast=False, name=None,
              out=None) -> Tensor:
     """float32 x to 8-bit integers as ONNX's QuantizeLinear:
     saturate(round(x / scale) + zero_point), rounding ties to even (NaN to
     the zero point). scale (> 0) and zero_point: one number for the whole
     tensor, or one per index of `axis` (of x's shape as reported); dtype
-    uint8 or int8 (a zero point array of that dtype decides it)."""
+    uint8 or int8 (a zero point array of that dtype decides it). fast: x
+    times 1 / scale on oneDNN's parallel reorder (per-tensor scales): a
+    value within float32 rounding of a half step may round either way,
+    and NaN gives an unspecified value."""
     if isinstance(zero_point, np.ndarray) and zero_point.dtype in (np.uint8, np.int8):
         dtype = zero_point.dtype
-    params = _operators.quantize_params(dtype, axis, name)
+    params = _operators.quantize_params(dtype, axis, name, fast)
     scale, zero_point = _operators.quantization_arrays(
         "quantize", scale, zero_point, tensor_module.NUMPY_DTYPES[params.to])
     return _op_run(_capi.OPS["quantize"], params, (x, scale, zero_point), out)

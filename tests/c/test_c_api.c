@@ -654,6 +654,18 @@ static void test_low_precision_dtypes(void) {
     OK(mkc_op_run(MKC_OP_DEQUANTIZE, &qp, 3, dqin, &tdq));
     OK(mkc_tensor_export(tdq, MKC_LAYOUT_NCHW, f, sizeof f));
     CHECK(f[0] == 1.0f && f[1] == -2.5f && f[3] == 122.5f && f[4] == -5.0f);
+    {
+        /* fast: oneDNN's reorder; the same bytes away from half steps. */
+        mkc_quantize_params fq = qp;
+        CHECK(fq.fast == 0);
+        fq.fast = 1;
+        uint8_t q2[6];
+        mkc_tensor *tq2 = NULL;
+        OK(mkc_op_run(MKC_OP_QUANTIZE, &fq, 3, qin, &tq2));
+        OK(mkc_tensor_export(tq2, MKC_LAYOUT_NCHW, q2, sizeof q2));
+        CHECK(q2[0] == 12 && q2[1] == 5 && q2[2] == 12 && q2[3] == 255 && q2[4] == 0);
+        OK(mkc_tensor_destroy(tq2));
+    }
     scale = -1.0f; /* a scale that is not > 0 is refused, naming it */
     mkc_tensor *bad = NULL;
     CHECK(mkc_op_run(MKC_OP_QUANTIZE, &qp, 3, qin, &bad) == MKC_STATUS_INVALID_ARGUMENT &&

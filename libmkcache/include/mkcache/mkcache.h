@@ -1363,6 +1363,12 @@ typedef struct mkc_quantize_params {
     int axis;           /* default 1 (used where scale has more than one element) */
     mkc_dtype to;       /* quantize only: default U8 */
     const char *name;   /* cache name; may be NULL */
+    int fast;           /* quantize only, default 0. != 0: x is multiplied by
+                           1 / scale, so where x / scale lies within float32
+                           rounding of a half the result may be the other
+                           neighbour, and NaN gives an unspecified value; in
+                           return a per-tensor scale runs on oneDNN's parallel
+                           reorder (reading src in any arrangement) */
 } mkc_quantize_params;
 MKC_API mkc_status mkc_quantize_params_init(mkc_quantize_params *params);
 

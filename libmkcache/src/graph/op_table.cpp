@@ -21,6 +21,7 @@
 #include "ops/lrn.hpp"
 #include "ops/matmul.hpp"
 #include "ops/pool.hpp"
+#include "ops/quantize.hpp"
 #include "ops/quantized.hpp"
 #include "ops/reduce.hpp"
 #include "ops/resize.hpp"
@@ -456,6 +457,24 @@ struct QuantizedMatmul {
 ops::Verdict quantized_matmul_onednn_supports(const Node &node, const NodeInputs &in) {
     return ops::quantized_matmul_onednn_supports(
         std::get<mkc_quantized_matmul_params>(node.params), quantized_inputs(in));
+}
+template <> struct Call<ops::QuantizeOp> {
+    static std::vector<ValueDesc> infer(const ops::QuantizeAttrs &, const NodeInputs &) {
+        return {}; // the row's own inference (infer_quantize) serves
+    }
+    static ops::Prepared prepare(const CacheScope &s, const ops::QuantizeAttrs &a, const char *n,
+                                 const NodeInputs &in, const Dims *) {
+        return ops::QuantizeOp::prepare(s, a, n, *in[0], *in[1], port(in, 2));
+    }
+};
+struct Quantize {
+    template <typename F> static auto with(const Node &n, const NodeInputs &, F &&f) {
+        return f(ops::QuantizeOp{}, ops::QuantizeAttrs{std::get<mkc_quantize_params>(n.params)});
+    }
+};
+ops::Verdict quantize_onednn_supports(const Node &node, const NodeInputs &in) {
+    return ops::quantize_onednn_supports(std::get<mkc_quantize_params>(node.params), *in[0],
+                                         *in[1]);
 }
 struct QuantizedConv {
     template <typename F> static auto with(const Node &n, const NodeInputs &, F &&f) {
@@ -1821,7 +1840,9 @@ std::vector<OpRow> build_rows() {
         Row(NodeOp(MKC_OP_QUANTIZE), kQuantize)
             .ports("src,scale,zero_point", 2, 3, 2)
             .port_dtypes(2, dtype_bit(MKC_DTYPE_U8) | dtype_bit(MKC_DTYPE_S8))
-            .params(read_as_is<mkc_quantize_params, kQuantize>).infer(infer_quantize<true>)
+            .params(read_as_is<mkc_quantize_params, kQuantize>)
+            .onednn<Quantize>(ops::QuantizeOp::run).infer(infer_quantize<true>)
+            .onednn_supports(quantize_onednn_supports)
             .reference(ref_quantize),
         Row(NodeOp(MKC_OP_DEQUANTIZE), kDequantize)
             .ports("src,scale,zero_point", 2, 3, 2)
