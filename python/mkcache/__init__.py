@@ -58,13 +58,24 @@ def set_num_threads(threads: int) -> None:
     _capi.lib.mkc_set_num_threads(_checks.integer(threads, "threads", _checks.INT32))
 
 
-def peak_flops() -> float:
-    """Floating-point operations per second one thread reaches on this CPU
-    (fused multiply-adds on the widest vectors oneDNN uses here; measured
-    once per process, about 20 ms): Program.profile's share of peak is a
-    step's rate over this times the threads."""
+def peak_flops(arithmetic: str = "f32") -> float:
+    """Operations per second one thread reaches on this CPU in `arithmetic`
+    (a multiply-add counted as two; measured once per process, about 20 ms
+    each): "f32" fused multiply-adds on the widest vectors oneDNN uses here,
+    "bf16" bfloat16 dot products where oneDNN runs them natively (else
+    f32's), "int8" 8-bit dot products as oneDNN computes them (VNNI's, else
+    pairs summed in 16 bits). Program.profile's share of peak is a step's
+    rate over its arithmetic's peak times the threads."""
+    dtypes = {"f32": "f32", "bf16": "bf16", "int8": "s8"}
+    if arithmetic not in dtypes:
+        raise InvalidArgumentError(
+            f"peak_flops: arithmetic must be one of {sorted(dtypes)}, got {arithmetic!r}")
     flops = ctypes.c_double()
-    _capi.lib.mkc_get_peak_flops(ctypes.byref(flops))
+    if arithmetic == "f32":
+        _capi.lib.mkc_get_peak_flops(ctypes.byref(flops))
+    else:
+        _capi.lib.mkc_get_peak_ops(_capi.enum_value("mkc_dtype", dtypes[arithmetic]),
+                                   ctypes.byref(flops))
     return flops.value
 
 

@@ -286,6 +286,7 @@ _SIGNATURES = {
     "mkc_set_num_threads": [c_int],
     "mkc_get_num_threads": [POINTER(c_int)],
     "mkc_get_peak_flops": [POINTER(c_double)],
+    "mkc_get_peak_ops": [c_int, POINTER(c_double)],
     "mkc_get_reorder_count": [POINTER(c_uint64)],
     "mkc_get_struct_size": [c_int, POINTER(c_size_t)],
     "mkc_set_target_layout": [c_int],

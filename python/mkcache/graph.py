@@ -749,11 +749,13 @@ class Program(_Closed):
 
     def profile(self, **inputs) -> list:
         """One run with every step timed on its own: [{"step", "what", "impl",
-        "us", "flops", "gflops", "peak"}, ...] in plan order ("what": the node
-        or "convert"; "impl": the implementation, e.g. "onednn:jit:avx2";
-        "flops": the arithmetic of a conv, linear or matmul step, else 0;
+        "us", "flops", "arithmetic", "gflops", "peak"}, ...] in plan order
+        ("what": the node or "convert"; "impl": the implementation, e.g.
+        "onednn:jit:avx2"; "flops": the arithmetic of a conv, linear or
+        matmul step, else 0, in "arithmetic" ("f32", "bf16" or "int8");
         "gflops": its rate; "peak": that rate's share of what the calling
-        thread's OpenMP threads can reach, mkcache.peak_flops() each). The
+        thread's OpenMP threads can reach, mkcache.peak_flops(arithmetic)
+        each). The
         steps then run one after another, so their sum exceeds a plain run's
         time."""
         missing = [n for n in self.input_names if n not in inputs]
@@ -767,14 +769,18 @@ class Program(_Closed):
             _lib.mkc_tensor_destroy(out_handles[i])
         text = _capi.call_with_buffer(_lib.mkc_program_profile_text, self.handle)
         from . import get_num_threads, peak_flops  # the package imports this module
-        machine = peak_flops() * get_num_threads()
+        threads = get_num_threads()
+        machine = {}  # arithmetic -> what the threads reach
         steps = []
         for line in text.splitlines():
-            step, what, impl, us, flops = line.split("\t")
+            step, what, impl, us, flops, arithmetic = line.split("\t")
             rate = int(flops) / (float(us) * 1e-6) if float(us) > 0 else 0.0
+            if int(flops) and arithmetic not in machine:
+                machine[arithmetic] = peak_flops(arithmetic) * threads
+            limit = machine.get(arithmetic, 0.0)
             steps.append({"step": int(step), "what": what, "impl": impl, "us": float(us),
-                          "flops": int(flops), "gflops": rate / 1e9,
-                          "peak": rate / machine if machine > 0 else 0.0})
+                          "flops": int(flops), "arithmetic": arithmetic, "gflops": rate / 1e9,
+                          "peak": rate / limit if limit > 0 else 0.0})
         return steps
 
     def plan(self) -> str:

@@ -1857,12 +1857,20 @@ static void test_program(void) {
     CHECK(strstr(text, "0\tnode 0 (conv2d 'c_program_conv')\tonednn") == text);
     /* The conv's arithmetic ends its line: N*O*H*W outputs of C*K*K multiply-adds. */
     char flops_text[64];
-    snprintf(flops_text, sizeof flops_text, "\t%lld\n", (long long)2 * N * O * H * W * C * K * K);
+    snprintf(flops_text, sizeof flops_text, "\t%lld\tf32\n",
+             (long long)2 * N * O * H * W * C * K * K);
     CHECK(strstr(text, flops_text) != NULL);
-    double peak = 0;
+    double peak = 0, peak8 = 0, same = 0;
     OK(mkc_get_peak_flops(&peak));
     CHECK(peak > 1e8);
     CHECK(mkc_get_peak_flops(NULL) == MKC_STATUS_INVALID_ARGUMENT);
+    /* 8-bit dot products do at least as many operations as float32 FMAs. */
+    OK(mkc_get_peak_ops(MKC_DTYPE_F32, &same));
+    CHECK(same == peak);
+    OK(mkc_get_peak_ops(MKC_DTYPE_S8, &peak8));
+    CHECK(peak8 >= 0.9 * peak);
+    CHECK(mkc_get_peak_ops(MKC_DTYPE_S64, &peak8) == MKC_STATUS_INVALID_ARGUMENT);
+    CHECK(strstr(mkc_last_error(), "dtype must be F32, BF16, S8 or U8") != NULL);
     int lines = 0;
     for (const char *c = text; *c; ++c) lines += *c == '\n';
     CHECK(lines == m.steps);

@@ -270,6 +270,15 @@ typedef enum mkc_dtype {
     MKC_DTYPE_MAX_ENUM = 0x7fffffff
 } mkc_dtype;
 
+/* What one thread's arithmetic can reach, per arithmetic a step computes
+ * in (mkc_program_profile_text names it), in operations per second: F32 as
+ * mkc_get_peak_flops; BF16 bfloat16 dot products where oneDNN runs them
+ * natively (else float32's rate); S8 or U8 8-bit dot products as oneDNN
+ * computes them (VNNI's, else pairs summed in 16 bits), a multiply-add
+ * counted as two operations. Each measured once per process. Another dtype
+ * is MKC_STATUS_INVALID_ARGUMENT. Any thread, at any time. */
+MKC_API mkc_status mkc_get_peak_ops(mkc_dtype dtype, double *ops_per_thread);
+
 /* Plain layouts a caller's data can be in. The library keeps its own results
  * in whatever layout oneDNN prefers (e.g. nChw16c) and converts only when the
  * data leaves it (mkc_tensor_export).
@@ -1623,9 +1632,11 @@ MKC_API mkc_status mkc_program_run(mkc_program *program, int ninputs,
  * after another with nothing overlapped, so their sum exceeds a plain
  * run's time). The times are kept with the program: mkc_program_profile_text
  * gives the last profile any thread made, one line per step:
- * "<step>\t<node or convert>\t<implementation>\t<microseconds>\t<flops>\n",
+ * "<step>\t<node or convert>\t<implementation>\t<microseconds>\t<flops>\t<arithmetic>\n",
  * flops the step's arithmetic (a multiply-add counted as two) for the
- * convolutions, linear and matmul layers, 0 for the other steps. */
+ * convolutions, linear and matmul layers, 0 for the other steps, and
+ * arithmetic what those operations are in: "f32", "bf16" or "int8" (for
+ * mkc_get_peak_ops). */
 MKC_API mkc_status mkc_program_profile(mkc_program *program, int ninputs,
                                        const mkc_tensor *const *inputs, int noutputs,
                                        mkc_tensor **outputs);

@@ -355,8 +355,15 @@ private:
         step.impl = choice.impl == implementation_named("onednn") ? implementation(*step.entry)
                                                                   : choice.impl->name;
         step.choice = choice.why;
-        if (row(node).flops && !prepared.outputs.empty())
+        if (row(node).flops && !prepared.outputs.empty()) {
             step.flops = row(node).flops(node, inputs, prepared.outputs[0]);
+            // The data operand's dtype as the step reads it.
+            using dt = dnnl::memory::data_type;
+            const dt d = prepared.takes.empty() ? dt::f32 : prepared.takes[0].get_data_type();
+            step.arithmetic = d == dt::u8 || d == dt::s8 ? MKC_DTYPE_S8
+                              : d == dt::bf16            ? MKC_DTYPE_BF16
+                                                         : MKC_DTYPE_F32;
+        }
         for (const std::string &r : choice.refused)
             step.choice += "; " + r;
         step.serial_elements = prepared.serial_elements;
