@@ -534,6 +534,15 @@ private:
                " zero point " + std::to_string(form_[y].zero_point);
     }
 
+    // The ports 6 and 7 of a quantized node writing result y in its 8-bit
+    // form: its scale and zero point (left out when 0: oneDNN's kernels
+    // then skip their compensation).
+    void add_result_form(Node &qn, size_t y) {
+        const FormConstants &out = constants(y);
+        qn.inputs.push_back(out.scale);
+        qn.inputs.push_back(form_[y].zero_point != 0 ? out.zero_s32 : kNoValue);
+    }
+
     // A matmul of two values: a in uint8, b in int8 (symmetric), the
     // matmul's scale folded into b's; its bias and addend as they are.
     void quantize_matmul(int index) {
@@ -555,11 +564,8 @@ private:
         qn.inputs = {as_eight_bits(a), as_eight_bits(b), ca.scale, b_scale, bias,
                      qa.zero_point != 0 ? ca.zero_s32 : kNoValue};
         const bool held = held_[y];
-        if (held) {
-            const FormConstants &out = constants(y);
-            qn.inputs.push_back(out.scale);
-            qn.inputs.push_back(form_[y].zero_point != 0 ? out.zero_s32 : kNoValue);
-        }
+        if (held)
+            add_result_form(qn, y);
         if (node.inputs.size() > 3 && node.inputs[3] != kNoValue) {
             qn.inputs.resize(ops::kQResidual, kNoValue);
             qn.inputs.push_back(as_f32(node.inputs[3]));
@@ -602,11 +608,8 @@ private:
         qn.inputs = {src_q, w.values, in.scale, w.scales, bias,
                      qs.zero_point != 0 ? in.zero_s32 : kNoValue};
         const bool held = held_[y];
-        if (held) {
-            const FormConstants &out = constants(y);
-            qn.inputs.push_back(out.scale);
-            qn.inputs.push_back(form_[y].zero_point != 0 ? out.zero_s32 : kNoValue);
-        }
+        if (held)
+            add_result_form(qn, y);
         const mkc_dtype dst = held ? form_[y].dtype : MKC_DTYPE_F32;
         // A residual: added in 8 bits (its form) when the result is 8-bit,
         // else in float32.
