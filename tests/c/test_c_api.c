@@ -1342,7 +1342,8 @@ static void test_struct_sizes(void) {
                    {MKC_STRUCT_GATHER_ND_PARAMS, sizeof(mkc_gather_nd_params)},
                    {MKC_STRUCT_QUANTIZE_PARAMS, sizeof(mkc_quantize_params)},
                    {MKC_STRUCT_QUANTIZED_CONV_PARAMS, sizeof(mkc_quantized_conv_params)},
-                   {MKC_STRUCT_QUANTIZED_LINEAR_PARAMS, sizeof(mkc_quantized_linear_params)}};
+                   {MKC_STRUCT_QUANTIZED_LINEAR_PARAMS, sizeof(mkc_quantized_linear_params)},
+                   {MKC_STRUCT_CALIBRATE_OPTIONS, sizeof(mkc_calibrate_options)}};
     size_t size = 0;
     for (size_t i = 0; i < sizeof structs / sizeof structs[0]; ++i) {
         size = 0;
