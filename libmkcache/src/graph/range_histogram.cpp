@@ -11,6 +11,7 @@ constexpr int kHalf = RangeHistogram::kHalfBins;
 constexpr int kLogHalf = 11; // 2^11 == kHalfBins
 static_assert(1 << kLogHalf == kHalf);
 constexpr int kBins = 2 * kHalf;
+constexpr size_t kStride = 16; // mse_range's first, coarse search
 
 // floor(offset / 2^shift) for a bin offset in [-kHalf, kHalf).
 int floor_shift(int offset, int shift) {
@@ -158,27 +159,38 @@ std::pair<double, double> RangeHistogram::mse_range() const {
     const auto clamp_index = [](double i) {
         return static_cast<size_t>(std::clamp(i, 0.0, static_cast<double>(kBins)));
     };
-    double best = INFINITY;
-    std::pair<double, double> range{min_, max_};
-    for (double a : lows) {
-        // Bins whose centre is below a: [0, ia).
+    const auto error = [&](double a, double b) {
+        // Bins whose centre is below a: [0, ia); above b: [ib, kBins).
         const size_t ia = clamp_index(std::ceil(a / w + kHalf - 0.5));
-        const double below = s2[ia] - 2 * a * s1[ia] + a * a * s0[ia];
-        for (double b : highs) {
-            if (b <= a)
-                continue;
-            // Bins whose centre is above b: [ib, kBins).
-            const size_t ib = clamp_index(std::floor(b / w + kHalf - 0.5) + 1);
-            const double n0 = s0[kBins] - s0[ib], n1 = s1[kBins] - s1[ib], n2 = s2[kBins] - s2[ib];
-            const double step = (b - a) / 255.0;
-            const double err =
-                below + (n2 - 2 * b * n1 + b * b * n0) + step * step / 12.0 * (s0[ib] - s0[ia]);
-            if (err < best) {
-                best = err;
-                range = {a, b};
+        const size_t ib = clamp_index(std::floor(b / w + kHalf - 0.5) + 1);
+        const double n0 = s0[kBins] - s0[ib], n1 = s1[kBins] - s1[ib], n2 = s2[kBins] - s2[ib];
+        const double step = (b - a) / 255.0;
+        return (s2[ia] - 2 * a * s1[ia] + a * a * s0[ia]) + (n2 - 2 * b * n1 + b * b * n0) +
+               step * step / 12.0 * (s0[ib] - s0[ia]);
+    };
+    // Every kStride-th end (and the extremes) first, then every end within
+    // kStride of the best pair.
+    const size_t nl = lows.size(), nh = highs.size();
+    double best = INFINITY;
+    size_t bi = 0, bj = 0;
+    const auto search = [&](size_t i0, size_t i1, size_t j0, size_t j1, size_t stride) {
+        for (size_t i = i0; i <= i1; i = i == i1 ? i1 + 1 : std::min(i + stride, i1))
+            for (size_t j = j0; j <= j1; j = j == j1 ? j1 + 1 : std::min(j + stride, j1)) {
+                if (highs[j] <= lows[i])
+                    continue;
+                const double e = error(lows[i], highs[j]);
+                if (e < best) {
+                    best = e;
+                    bi = i;
+                    bj = j;
+                }
             }
-        }
-    }
+    };
+    search(0, nl - 1, 0, nh - 1, kStride);
+    const size_t ci = bi, cj = bj;
+    search(ci > kStride ? ci - kStride : 0, std::min(ci + kStride, nl - 1),
+           cj > kStride ? cj - kStride : 0, std::min(cj + kStride, nh - 1), 1);
+    std::pair<double, double> range{lows[bi], highs[bj]};
     return range;
 }
 

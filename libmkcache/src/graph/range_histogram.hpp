@@ -35,7 +35,9 @@ public:
     // over it: each bin taken at its centre, a value outside the range
     // costing its distance to the nearer end squared and one inside
     // step^2 / 12 (step = (b - a) / 255), exact zeros nothing. The ends
-    // tried are every bin edge between min and max, 0, min and max.
+    // are taken from 0, the bin edges strictly between 0 and min (max), and
+    // min (max): every 16th of them and the last first, then every one
+    // within 16 of the best pair of those (ties: the first found).
     std::pair<double, double> mse_range() const;
 
     int64_t count() const { return count_; }
