@@ -792,7 +792,7 @@ class Program(_Closed):
         calls: `batches` an iterable of input dicts as run takes them (at
         least one). method: how a value's range is chosen: "minmax" (its
         extremes), "percentile" (all but (100 - percentile) / 2 percent of
-        the values cut at each end; percentile in (0, 100], default 99.99)
+        the values cut at each end; percentile in (0, 100], default 99.999)
         or "mse" (the range quantizing its histogram with the least squared
         error); None: the library's default (mkcache.h,
         mkc_calibrate_options). Every call on one program takes the same

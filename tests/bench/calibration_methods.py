@@ -1,12 +1,14 @@
 """Int8 accuracy against float32 for each calibration method (minmax,
 percentile, mse), on the trained digits CNN (examples/train_digits.py),
 ResNet-50 and the BERT layer of mkcache.models (random seeded weights,
-real-valued inputs), and, for reference, onnxruntime's static quantization
+real-valued inputs; ResNet-50 also with a few hot pixels in one
+calibration image, the BERT layer also with two outlier hidden dims in its
+inputs), and, for reference, onnxruntime's static quantization
 of the same ResNet-50 (MinMax, Percentile, Entropy; QDQ, uint8
 activations, int8 per-channel weights).
 
     python tests/bench/calibration_methods.py                  # everything
-    python tests/bench/calibration_methods.py --models digits,bert
+    python tests/bench/calibration_methods.py --models digits,bert --methods minmax,percentile:99.9
     ONEDNN_MAX_CPU_ISA=AVX2 python tests/bench/calibration_methods.py --no-ort
 
 Figures: 1 - the cosine similarity of the int8 outputs to float32's (over
@@ -29,7 +31,7 @@ import numpy as np
 import mkcache
 from mkcache import models
 
-METHODS = ("minmax", "percentile", "mse")
+METHODS = ("minmax", "percentile:99.99", "percentile", "mse")  # percentile: 99.999
 
 
 def compare(ref: np.ndarray, got: np.ndarray) -> dict:
@@ -49,9 +51,11 @@ def int8_rows(graph_of, calibration, evaluate, output, methods, extra=None) -> l
         ref = np.concatenate([p.run(**x)[output] for x in evaluate])
     rows = []
     for method in methods:
+        name, _, percent = method.partition(":")  # "percentile:99.999"
         start = time.perf_counter()
         with graph_of().compile(precision="int8", calibration=calibration,
-                                calibration_method=method) as p:
+                                calibration_method=name,
+                                calibration_percentile=float(percent) if percent else None) as p:
             seconds = time.perf_counter() - start
             got = np.concatenate([p.run(**x)[output] for x in evaluate])
         row = {"method": method, **compare(ref, got), "calibrate+compile s": seconds}
@@ -81,26 +85,32 @@ def digits(args) -> list:
     return int8_rows(net.graph, calibration, [{"x": x_test}], "logp", args.methods, accuracy)
 
 
-def resnet50(args) -> list:
+def resnet50(args, hot_pixels=False) -> list:
     net = models.ResNet50(seed=0)
     rng = np.random.default_rng(1)
     shape = net.input_shape(args.batch, args.image)
     calibration = [{"x": rng.standard_normal(shape).astype(np.float32)}
                    for _ in range(args.calibration_batches)]
+    if hot_pixels:  # a few bad pixels in one calibration image: rare, far outliers
+        x = calibration[0]["x"].reshape(-1)
+        x[rng.choice(x.size // args.batch, 20, replace=False)] = 60.0
     evaluate = [{"x": rng.standard_normal(shape).astype(np.float32)}
                 for _ in range(args.eval_batches)]
     return int8_rows(lambda: net.graph(args.batch, args.image), calibration, evaluate, "logits",
                      args.methods)
 
 
-def bert(args) -> list:
+def bert(args, outlier_dims=()) -> list:
     layer = models.BertLayer(seed=0)
     rng = np.random.default_rng(1)
     shape = (args.batch, 128, layer.hidden)
-    calibration = [{"x": rng.standard_normal(shape).astype(np.float32)}
-                   for _ in range(args.calibration_batches)]
-    evaluate = [{"x": rng.standard_normal(shape).astype(np.float32)}
-                for _ in range(args.eval_batches)]
+
+    def sample():
+        x = rng.standard_normal(shape).astype(np.float32)
+        x[..., list(outlier_dims)] *= 12  # as trained BERTs' hidden states have
+        return {"x": x}
+    calibration = [sample() for _ in range(args.calibration_batches)]
+    evaluate = [sample() for _ in range(args.eval_batches)]
     return int8_rows(lambda: layer.graph(args.batch, 128), calibration, evaluate, "y",
                      args.methods)
 
@@ -108,6 +118,8 @@ def bert(args) -> list:
 def ort_resnet50(args) -> list:
     """onnxruntime's static quantization of the same ResNet-50, against
     onnxruntime's float32 run of it."""
+    import logging
+
     import onnx
     import onnxruntime as ort
     from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat,
@@ -131,6 +143,7 @@ def ort_resnet50(args) -> list:
         s = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
         return np.concatenate([s.run(None, {"x": x})[0] for x in evaluate])
 
+    logging.getLogger().setLevel(logging.ERROR)  # its advice on pre-processing, per tensor
     rows = []
     with tempfile.TemporaryDirectory() as d:
         f32 = os.path.join(d, "f32.onnx")
@@ -164,7 +177,8 @@ def show(title: str, rows: list) -> None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--models", default="digits,resnet50,bert")
+    ap.add_argument("--models",
+                    default="digits,resnet50,resnet50-hot-pixels,bert,bert-outliers")
     ap.add_argument("--methods", default=",".join(METHODS))
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--image", type=int, default=224)
@@ -182,7 +196,12 @@ def main(argv=None) -> int:
                        "its 360 test images", digits),
             "resnet50": (f"ResNet-50 (mkcache.models, seed 0), {args.image}x{args.image}, "
                          "N(0, 1) images", resnet50),
-            "bert": ("BERT layer (mkcache.models, seed 0), seq 128, N(0, 1) inputs", bert)}
+            "resnet50-hot-pixels": ("the same ResNet-50, 20 of one calibration image's "
+                                    "values 60 (hot pixels; the evaluation images without)",
+                                    lambda a: resnet50(a, hot_pixels=True)),
+            "bert": ("BERT layer (mkcache.models, seed 0), seq 128, N(0, 1) inputs", bert),
+            "bert-outliers": ("the BERT layer, its inputs' hidden dims 57 and 308 12 times "
+                              "larger (outlier dims)", lambda a: bert(a, (57, 308)))}
     for name in args.models.split(","):
         title, fn = runs[name]
         show(title, fn(args))

@@ -1834,7 +1834,7 @@ static void test_program(void) {
     CHECK(needed == 1 && text[0] == '\0'); /* none yet */
     OK(mkc_program_calibrate(prog, 1, ins));
     OK(mkc_program_calibration(prog, text, sizeof text, &needed));
-    CHECK(strstr(text, "# calibration method: minmax\nnode0|conv2d|c_program_conv|0\t") == text);
+    CHECK(strstr(text, "# calibration method: percentile 99.999\nnode0|conv2d|c_program_conv|0\t") == text);
     CHECK(strstr(text, "\t1\n") != NULL); /* one run */
     CHECK(mkc_program_calibrate(prog, 0, ins) == MKC_STATUS_INVALID_ARGUMENT);
 

@@ -1653,7 +1653,9 @@ typedef struct mkc_calibrate_options {
                            range's nearer end squared, one inside
                            step^2 / 12, exact zeros nothing), its ends tried
                            at every bin edge;
-                           NULL or "" (default): "minmax".
+                           NULL or "" (default): "percentile" (99.999),
+                           chosen by measuring int8 accuracy per method
+                           (docs/design.md, section 12).
                            Each range is then widened to hold 0, as
                            mkc_program_options.precision "int8" says.
                            The histograms (4096 bins per value, their range
@@ -1664,7 +1666,7 @@ typedef struct mkc_calibrate_options {
                            mkc_program_calibration is asked. Others:
                            INVALID_ARGUMENT */
     double percentile;  /* "percentile": in (0, 100] (100: minmax); 0
-                           (default): 99.99. Nonzero with another method, or
+                           (default): 99.999. Nonzero with another method, or
                            outside (0, 100] (NaN included): INVALID_ARGUMENT */
 } mkc_calibrate_options;
 

@@ -28,7 +28,14 @@ std::vector<int> observed_ports(const Node &node) {
 
 } // namespace
 
-CalibrationMethod default_calibration_method() { return CalibrationMethod{}; }
+// Chosen by measuring int8 accuracy against float32 per method
+// (tests/bench/calibration_methods.py; docs/design.md, section 12): the
+// least error over the models tried, and never far from minmax's.
+CalibrationMethod default_calibration_method() {
+    CalibrationMethod m;
+    m.kind = CalibrationMethod::Kind::percentile;
+    return m;
+}
 
 CalibrationMethod CalibrationMethod::parse(const char *name, double percentile) {
     CalibrationMethod m = default_calibration_method();

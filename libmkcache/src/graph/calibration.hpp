@@ -38,13 +38,13 @@ std::string calibration_key(const Graph &graph, size_t n, int port);
 struct CalibrationMethod {
     enum class Kind { minmax, percentile, mse };
     Kind kind = Kind::minmax;
-    double percentile = 99.99; // percentile: the share of values kept, in (0, 100]
+    double percentile = 99.999; // percentile: the share of values kept, in (0, 100]
 
     // From the API's fields: `name` "minmax", "percentile" or "mse" (NULL
     // or "": the default method); `percentile` for "percentile" only (0:
     // its default). Anything else is INVALID_ARGUMENT.
     static CalibrationMethod parse(const char *name, double percentile);
-    // "minmax", "mse", "percentile 99.99".
+    // "minmax", "mse", "percentile 99.999".
     std::string text() const;
     bool operator==(const CalibrationMethod &o) const {
         return kind == o.kind && (kind != Kind::percentile || percentile == o.percentile);
