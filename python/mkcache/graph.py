@@ -499,6 +499,10 @@ class Graph(_Closed):
             raise InvalidArgumentError(
                 f"precision must be 'f32', 'bf16', 'int8' or 'auto', got {precision!r}")
         calibration_text = None
+        if calibration is None and (calibration_method, calibration_percentile) != (None, None):
+            raise InvalidArgumentError(
+                "calibration_method and calibration_percentile are for calibration batches "
+                "(none given)")
         if precision == "int8" or (precision == "auto" and calibration is not None):
             calibration_text = self._calibration_text(
                 calibration, dict(fuse=fuse, inplace=inplace, reuse=reuse, impl=impl,

@@ -363,6 +363,8 @@ def test_compile_refuses_a_method_with_a_calibration_text():
         text = p.calibrate([{"x": np.ones((2, 16), np.float32)}], method="mse")
     with pytest.raises(InvalidArgumentError, match="calibration_method and calibration_percentile"):
         g.compile(precision="int8", calibration=text, calibration_method="mse")
+    with pytest.raises(InvalidArgumentError, match=r"for calibration batches \(none given\)"):
+        g.compile(calibration_method="mse")
     with pytest.raises(InvalidArgumentError, match="unknown method 'kl'"):
         g.compile(precision="int8", calibration=[{"x": np.ones((2, 16), np.float32)}],
                   calibration_method="kl")
