@@ -797,8 +797,10 @@ class Program(_Closed):
         least one). method: how a value's range is chosen: "minmax" (its
         extremes), "percentile" (all but (100 - percentile) / 2 percent of
         the values cut at each end; percentile in (0, 100], default 99.999)
-        or "mse" (the range quantizing its histogram with the least squared
-        error); None: the library's default (mkcache.h,
+        "mse" (the range quantizing its histogram with the least squared
+        error) or "kl" (TensorRT's entropy calibration: the threshold on |x|
+        whose clipped histogram loses the least KL divergence when
+        quantized); None: the library's default (mkcache.h,
         mkc_calibrate_options). Every call on one program takes the same
         method. Returns calibration(). A batch of the wrong shape or dtype,
         or one giving NaN or infinities, is an error naming it; the ranges

@@ -17,7 +17,7 @@ from mkcache import models
 from mkcache.models import interleaved
 
 ISA = mkcache.build_info()["isa"]
-METHODS = ("minmax", "percentile", "mse")
+METHODS = ("minmax", "percentile", "mse", "kl")
 CASES = {"resnet50": 9, "bert": 15}  # repetitions
 
 

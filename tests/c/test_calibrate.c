@@ -100,6 +100,10 @@ int main(void) {
     calibrate_text("mse", 0, text, sizeof text);
     CHECK(strncmp(text, "# calibration method: mse\n", 26) == 0);
     CHECK(read_range(text, &lo, &hi) && lo >= -3.0 && lo <= 0 && hi > 0 && hi <= 1000.0);
+    /* kl: a symmetric threshold within the extremes. */
+    calibrate_text("kl", 0, text, sizeof text);
+    CHECK(strncmp(text, "# calibration method: kl\n", 25) == 0);
+    CHECK(read_range(text, &lo, &hi) && lo >= -3.0 && lo < 0 && hi > 0 && hi <= 1000.0);
 
     mkc_program *p = linear_program(NULL);
     mkc_tensor *tx = NULL;

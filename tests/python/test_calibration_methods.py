@@ -94,6 +94,46 @@ def mse_range(x):
     return lows[best[1]], highs[best[2]], best[0], (counts, zeros, w)
 
 
+def smooth(p):
+    """onnxruntime's smoothing: zeros become 1e-4, taken evenly from the
+    others; then normalised."""
+    zeros = p == 0
+    take = 1e-4 * zeros.sum() / max((~zeros).sum(), 1)
+    p = np.where(zeros, 1e-4, p - take)
+    return p / p.sum()
+
+
+def kl_range(x):
+    counts, w, lo, hi, zeros = histogram(x)
+    if w is None:
+        return lo, hi, None
+    h = counts[HALF:] + counts[:HALF][::-1]  # |x|'s bins
+    h[0] -= zeros  # exact zeros left out
+    n = min(HALF, int(max(-lo, hi) / w) + 1)
+    levels = 255 if lo >= 0 or hi <= 0 else 128
+    best, best_i = np.inf, n
+    for i in range(min(levels, n), n + 1):
+        p = h[:i].astype(np.float64)
+        p[-1] += h[i:].sum()
+        q = np.zeros(i)
+        if i >= levels:  # levels groups of i // levels bins, the last taking the rest
+            m = i // levels
+            bounds = [(j * m, (j + 1) * m) for j in range(levels - 1)] + [((levels - 1) * m, i)]
+        else:  # fewer bins than levels: each its own
+            bounds = [(k, k + 1) for k in range(i)]
+        for a, b in bounds:
+            part = h[a:b]
+            held = (part != 0).sum()
+            if held:
+                q[a:b] = np.where(part != 0, part.sum() / held, 0)
+        p, q = smooth(p), smooth(q)
+        kl = float((p * np.log(p / q)).sum())
+        if kl < best:
+            best, best_i = kl, i
+    t = best_i * w
+    return float(np.clip(-t, lo, hi)), float(np.clip(t, lo, hi)), best
+
+
 # ------------------------------------------------------------ helpers
 def linear_graph(features=16):
     """y = linear(x): the recorded range is the range of x's values."""
@@ -140,6 +180,7 @@ def test_the_text_names_the_method_first():
         "# calibration method: percentile 99.9\n")
     assert calibrated([x], "percentile").startswith("# calibration method: percentile 99.999\n")
     assert calibrated([x], "mse").startswith("# calibration method: mse\n")
+    assert calibrated([x], "kl").startswith("# calibration method: kl\n")
 
 
 def test_minmax_is_the_extremes_over_all_batches():
@@ -206,8 +247,21 @@ def test_mse_of_a_long_one_signed_tail():
     assert (lo, hi) == pytest.approx(mse_range(x)[:2], rel=1e-7)
 
 
+@pytest.mark.parametrize("data", ["two-signed", "one-signed"])
+def test_kl_matches_its_numpy_implementation(data):
+    rng = np.random.default_rng(14)
+    batches = batches_growing(rng)
+    if data == "one-signed":  # after a relu: 255 levels over [0, T]
+        batches = [np.maximum(b, 0) for b in batches]
+    allx = np.concatenate(batches)
+    lo, hi = recorded(calibrated(batches, "kl"))
+    want = kl_range(allx)
+    assert (lo, hi) == pytest.approx(want[:2], rel=1e-7, abs=1e-12)
+    assert lo >= allx.min() and hi <= allx.max() and (data == "two-signed" or lo == 0)
+
+
 @pytest.mark.parametrize("method,percent", [("percentile", 99.9), ("percentile", 99.99),
-                                            ("mse", None), ("minmax", None)])
+                                            ("mse", None), ("kl", None), ("minmax", None)])
 def test_batches_merged_equal_one_batch_of_all(method, percent):
     """The histogram's range doubles exactly: several batches (the range
     growing 3700-fold, one batch all zeros) give the text one batch of all
@@ -256,7 +310,7 @@ def conv_net():
     return g
 
 
-@pytest.mark.parametrize("method", ["minmax", "percentile", "mse"])
+@pytest.mark.parametrize("method", ["minmax", "percentile", "mse", "kl"])
 def test_int8_program_of_each_method_is_near_float32(method, tmp_path):
     rng = np.random.default_rng(10)
     calib = [{"x": rng.standard_normal((4, 3, 12, 12)).astype(np.float32)} for _ in range(3)]
@@ -365,6 +419,6 @@ def test_compile_refuses_a_method_with_a_calibration_text():
         g.compile(precision="int8", calibration=text, calibration_method="mse")
     with pytest.raises(InvalidArgumentError, match=r"for calibration batches \(none given\)"):
         g.compile(calibration_method="mse")
-    with pytest.raises(InvalidArgumentError, match="unknown method 'kl'"):
+    with pytest.raises(InvalidArgumentError, match="unknown method 'entropy'"):
         g.compile(precision="int8", calibration=[{"x": np.ones((2, 16), np.float32)}],
-                  calibration_method="kl")
+                  calibration_method="entropy")

@@ -1651,8 +1651,15 @@ typedef struct mkc_calibrate_options {
                            values' histogram with the least squared error
                            (a value outside costing its distance to the
                            range's nearer end squared, one inside
-                           step^2 / 12, exact zeros nothing), its ends tried
-                           at every bin edge;
+                           step^2 / 12, exact zeros nothing), its ends
+                           searched over the bin edges (every 16th, then
+                           every one near the best pair);
+                           "kl": TensorRT's entropy calibration: the
+                           threshold T minimising the KL divergence between
+                           the histogram of |x| clipped at T and its
+                           quantization to 128 levels (255 when the values
+                           have one sign), the range [-T, T] within
+                           [min, max];
                            NULL or "" (default): "percentile" (99.999),
                            chosen by measuring int8 accuracy per method
                            (docs/design.md, section 12).

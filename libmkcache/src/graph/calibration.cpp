@@ -46,9 +46,11 @@ CalibrationMethod CalibrationMethod::parse(const char *name, double percentile) 
             m.kind = Kind::percentile;
         else if (std::strcmp(name, "mse") == 0)
             m.kind = Kind::mse;
+        else if (std::strcmp(name, "kl") == 0)
+            m.kind = Kind::kl;
         else
             fail(MKC_STATUS_INVALID_ARGUMENT, "calibrate: unknown method '", name,
-                 "' (expected 'minmax', 'percentile' or 'mse')");
+                 "' (expected 'minmax', 'percentile', 'mse' or 'kl')");
     }
     if (percentile != 0) {
         if (m.kind != Kind::percentile)
@@ -66,6 +68,7 @@ std::string CalibrationMethod::text() const {
     switch (kind) {
     case Kind::minmax: return "minmax";
     case Kind::mse: return "mse";
+    case Kind::kl: return "kl";
     case Kind::percentile: break;
     }
     char p[32];
@@ -187,6 +190,8 @@ std::string Calibration::text() const {
             r = histograms_[k].percentile_range(method_.percentile);
         else if (method_.kind == CalibrationMethod::Kind::mse)
             r = histograms_[k].mse_range();
+        else if (method_.kind == CalibrationMethod::Kind::kl)
+            r = histograms_[k].kl_range();
         char line[96];
         std::snprintf(line, sizeof line, "\t%.9g\t%.9g\t%lld\n", r.first, r.second,
                       static_cast<long long>(runs_));

@@ -10,8 +10,9 @@
 // "node<n>|<op>|<name>|<port>".
 //
 // How a range is chosen from what a value held is the calibration's method:
-// its extremes (minmax), a percentile of each end (percentile) or the
-// range that quantizes its histogram with the least squared error (mse);
+// its extremes (minmax), a percentile of each end (percentile), the range
+// that quantizes its histogram with the least squared error (mse) or the
+// least KL divergence (kl);
 // graph/range_histogram.hpp keeps the histograms.
 #pragma once
 
@@ -36,15 +37,15 @@ std::string calibration_node(const Graph &graph, size_t n);
 std::string calibration_key(const Graph &graph, size_t n, int port);
 
 struct CalibrationMethod {
-    enum class Kind { minmax, percentile, mse };
+    enum class Kind { minmax, percentile, mse, kl };
     Kind kind = Kind::minmax;
     double percentile = 99.999; // percentile: the share of values kept, in (0, 100]
 
-    // From the API's fields: `name` "minmax", "percentile" or "mse" (NULL
+    // From the API's fields: `name` "minmax", "percentile", "mse" or "kl" (NULL
     // or "": the default method); `percentile` for "percentile" only (0:
     // its default). Anything else is INVALID_ARGUMENT.
     static CalibrationMethod parse(const char *name, double percentile);
-    // "minmax", "mse", "percentile 99.999".
+    // "minmax", "mse", "kl", "percentile 99.999".
     std::string text() const;
     bool operator==(const CalibrationMethod &o) const {
         return kind == o.kind && (kind != Kind::percentile || percentile == o.percentile);
@@ -83,7 +84,7 @@ private:
     std::unique_ptr<Program> program_;
     mutable std::mutex mutex_;
     std::vector<Range> ranges_;
-    std::vector<RangeHistogram> histograms_; // per key, for percentile and mse
+    std::vector<RangeHistogram> histograms_; // per key, for the histogram methods
     CalibrationMethod method_;               // the runs' method, once runs_ > 0
     int64_t runs_ = 0;
 };

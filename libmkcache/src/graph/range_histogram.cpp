@@ -194,4 +194,82 @@ std::pair<double, double> RangeHistogram::mse_range() const {
     return range;
 }
 
+namespace {
+
+// onnxruntime's smoothing of a distribution of counts: each zero becomes
+// eps, the amount taken evenly from the nonzero ones; then normalised.
+// Empty when every count is zero.
+void smooth(std::vector<double> &p) {
+    constexpr double eps = 1e-4;
+    size_t zeros = 0;
+    for (double v : p)
+        zeros += v == 0;
+    const size_t nonzeros = p.size() - zeros;
+    const double take = nonzeros ? eps * static_cast<double>(zeros) / nonzeros : 0;
+    double sum = 0;
+    for (double &v : p) {
+        v = v == 0 ? eps : v - take;
+        sum += v;
+    }
+    for (double &v : p)
+        v /= sum;
+}
+
+} // namespace
+
+std::pair<double, double> RangeHistogram::kl_range() const {
+    if (!nonzero_)
+        return {min_, max_};
+    const double w = width();
+    // |x|'s histogram. Exact zeros are left out: the zero point keeps them
+    // exact, and a relu's spike of them in bin 0, merged with its neighbours
+    // into one level, would otherwise weigh against every wider threshold.
+    std::vector<double> h(kHalf, 0);
+    for (int k = 0; k < kHalf; ++k)
+        h[static_cast<size_t>(k)] = static_cast<double>(bins_[static_cast<size_t>(kHalf + k)]) +
+                                    static_cast<double>(bins_[static_cast<size_t>(kHalf - 1 - k)]);
+    h[0] -= static_cast<double>(zeros_);
+    const double magnitude = std::max(-min_, max_);
+    const int n = std::min(kHalf, static_cast<int>(magnitude / w) + 1);
+    const int levels = min_ >= 0 || max_ <= 0 ? 255 : 128;
+    std::vector<double> beyond(kHalf + 1, 0); // beyond[i]: the counts of bins >= i
+    for (int k = kHalf - 1; k >= 0; --k)
+        beyond[static_cast<size_t>(k)] = beyond[static_cast<size_t>(k) + 1] + h[static_cast<size_t>(k)];
+    double best = INFINITY;
+    int best_i = n;
+    std::vector<double> p, q;
+    for (int i = std::min(levels, n); i <= n; ++i) {
+        p.assign(h.begin(), h.begin() + i);
+        p[static_cast<size_t>(i) - 1] += beyond[static_cast<size_t>(i)];
+        q.assign(static_cast<size_t>(i), 0);
+        const int merged = std::max(1, i / levels);
+        for (int start = 0; start < i; start += merged) {
+            const bool last = start + 2 * merged > i || start / merged == levels - 1;
+            const int end = last ? i : start + merged;
+            double sum = 0;
+            int held = 0;
+            for (int k = start; k < end; ++k) {
+                sum += h[static_cast<size_t>(k)];
+                held += h[static_cast<size_t>(k)] != 0;
+            }
+            for (int k = start; k < end; ++k)
+                if (h[static_cast<size_t>(k)] != 0)
+                    q[static_cast<size_t>(k)] = sum / held;
+            if (last)
+                break;
+        }
+        smooth(p);
+        smooth(q);
+        double kl = 0;
+        for (int k = 0; k < i; ++k)
+            kl += p[static_cast<size_t>(k)] * std::log(p[static_cast<size_t>(k)] / q[static_cast<size_t>(k)]);
+        if (kl < best) {
+            best = kl;
+            best_i = i;
+        }
+    }
+    const double t = best_i * w;
+    return {std::clamp(-t, min_, max_), std::clamp(t, min_, max_)};
+}
+
 } // namespace mkc::graph

@@ -39,6 +39,19 @@ public:
     // min (max): every 16th of them and the last first, then every one
     // within 16 of the best pair of those (ties: the first found).
     std::pair<double, double> mse_range() const;
+    // TensorRT's entropy calibration, on the histogram of |x| (bin k holding
+    // k * width <= |x| < (k + 1) * width, the negative side folded on; exact
+    // zeros left out, as they quantize exactly):
+    // the threshold T = i * width, i from `levels` to the bins reaching
+    // max |x|, minimising KL(P || Q), P the first i bins with every count
+    // beyond folded into the last, Q those i bins merged into `levels`
+    // groups (i / levels bins each, the last taking the rest), each group's
+    // count spread evenly over its bins that hold values; both smoothed as
+    // onnxruntime does (a zero becomes 1e-4, taken evenly from the others)
+    // before being normalised. levels: 255 when the values have one sign
+    // (the uint8 range spans [0, T]), else 128 (it spans [-T, T]). The
+    // range is [-T, T] within [min, max] (ties: the least T).
+    std::pair<double, double> kl_range() const;
 
     int64_t count() const { return count_; }
 
