@@ -111,8 +111,8 @@ def kl_range(x):
     h[0] -= zeros  # exact zeros left out
     n = min(HALF, int(max(-lo, hi) / w) + 1)
     levels = 255 if lo >= 0 or hi <= 0 else 128
-    best, best_i = np.inf, n
-    for i in range(min(levels, n), n + 1):
+
+    def divergence(i):
         p = h[:i].astype(np.float64)
         p[-1] += h[i:].sum()
         q = np.zeros(i)
@@ -127,9 +127,19 @@ def kl_range(x):
             if held:
                 q[a:b] = np.where(part != 0, part.sum() / held, 0)
         p, q = smooth(p), smooth(q)
-        kl = float((p * np.log(p / q)).sum())
-        if kl < best:
-            best, best_i = kl, i
+        return float((p * np.log(p / q)).sum())
+    best, best_i = np.inf, n
+
+    def search(i0, i1, stride):
+        nonlocal best, best_i
+        for i in list(range(i0, i1, stride)) + [i1]:
+            kl = divergence(i)
+            if kl < best:
+                best, best_i = kl, i
+    first = min(levels, n)
+    search(first, n, 16)
+    coarse = best_i
+    search(max(first, coarse - 16), min(n, coarse + 16), 1)
     t = best_i * w
     return float(np.clip(-t, lo, hi)), float(np.clip(t, lo, hi)), best
 

@@ -235,10 +235,8 @@ std::pair<double, double> RangeHistogram::kl_range() const {
     std::vector<double> beyond(kHalf + 1, 0); // beyond[i]: the counts of bins >= i
     for (int k = kHalf - 1; k >= 0; --k)
         beyond[static_cast<size_t>(k)] = beyond[static_cast<size_t>(k) + 1] + h[static_cast<size_t>(k)];
-    double best = INFINITY;
-    int best_i = n;
     std::vector<double> p, q;
-    for (int i = std::min(levels, n); i <= n; ++i) {
+    const auto divergence = [&](int i) {
         p.assign(h.begin(), h.begin() + i);
         p[static_cast<size_t>(i) - 1] += beyond[static_cast<size_t>(i)];
         q.assign(static_cast<size_t>(i), 0);
@@ -262,12 +260,27 @@ std::pair<double, double> RangeHistogram::kl_range() const {
         smooth(q);
         double kl = 0;
         for (int k = 0; k < i; ++k)
-            kl += p[static_cast<size_t>(k)] * std::log(p[static_cast<size_t>(k)] / q[static_cast<size_t>(k)]);
-        if (kl < best) {
-            best = kl;
-            best_i = i;
+            kl += p[static_cast<size_t>(k)] *
+                  std::log(p[static_cast<size_t>(k)] / q[static_cast<size_t>(k)]);
+        return kl;
+    };
+    // Every kStride-th threshold (and the last) first, then every one within
+    // kStride of the best of those.
+    double best = INFINITY;
+    int best_i = n;
+    const auto search = [&](int i0, int i1, int stride) {
+        for (int i = i0; i <= i1; i = i == i1 ? i1 + 1 : std::min(i + stride, i1)) {
+            const double kl = divergence(i);
+            if (kl < best) {
+                best = kl;
+                best_i = i;
+            }
         }
-    }
+    };
+    const int first = std::min(levels, n), stride = static_cast<int>(kStride);
+    search(first, n, stride);
+    const int coarse = best_i;
+    search(std::max(first, coarse - stride), std::min(n, coarse + stride), 1);
     const double t = best_i * w;
     return {std::clamp(-t, min_, max_), std::clamp(t, min_, max_)};
 }

@@ -50,7 +50,9 @@ public:
     // onnxruntime does (a zero becomes 1e-4, taken evenly from the others)
     // before being normalised. levels: 255 when the values have one sign
     // (the uint8 range spans [0, T]), else 128 (it spans [-T, T]). The
-    // range is [-T, T] within [min, max] (ties: the least T).
+    // range is [-T, T] within [min, max]. The thresholds tried: every 16th
+    // from `levels` and the last, then every one within 16 of the best of
+    // those (ties: the first found).
     std::pair<double, double> kl_range() const;
 
     int64_t count() const { return count_; }
