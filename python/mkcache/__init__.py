@@ -29,7 +29,7 @@ from .ops import (abs, activation, add, clip, conv2d, div, elu, exp, gelu,  # no
                   batch_norm, lrn, concat, transpose, to_layout, reshape, flatten, conv3d, conv2d_transpose,
                   leaky_relu, log, log_softmax, mish, relu, relu6, sigmoid, silu, softmax, sqrt,
                   square, swish, tanh, quantize, dequantize, quantized_conv2d,
-                  quantized_linear)
+                  quantized_linear, quantized_matmul)
 from . import ops as _ops  # noqa: E402
 from .tensor import Tensor, bfloat16  # noqa: E402
 from .graph import Graph, Program  # noqa: E402
@@ -58,13 +58,24 @@ def set_num_threads(threads: int) -> None:
     _capi.lib.mkc_set_num_threads(_checks.integer(threads, "threads", _checks.INT32))
 
 
-def peak_flops() -> float:
-    """Floating-point operations per second one thread reaches on this CPU
-    (fused multiply-adds on the widest vectors oneDNN uses here; measured
-    once per process, about 20 ms): Program.profile's share of peak is a
-    step's rate over this times the threads."""
+def peak_flops(arithmetic: str = "f32") -> float:
+    """Operations per second one thread reaches on this CPU in `arithmetic`
+    (a multiply-add counted as two; measured once per process, about 20 ms
+    each): "f32" fused multiply-adds on the widest vectors oneDNN uses here,
+    "bf16" bfloat16 dot products where oneDNN runs them natively (else
+    f32's), "int8" 8-bit dot products as oneDNN computes them (VNNI's, else
+    pairs summed in 16 bits). Program.profile's share of peak is a step's
+    rate over its arithmetic's peak times the threads."""
+    dtypes = {"f32": "f32", "bf16": "bf16", "int8": "s8"}
+    if arithmetic not in dtypes:
+        raise InvalidArgumentError(
+            f"peak_flops: arithmetic must be one of {sorted(dtypes)}, got {arithmetic!r}")
     flops = ctypes.c_double()
-    _capi.lib.mkc_get_peak_flops(ctypes.byref(flops))
+    if arithmetic == "f32":
+        _capi.lib.mkc_get_peak_flops(ctypes.byref(flops))
+    else:
+        _capi.lib.mkc_get_peak_ops(_capi.enum_value("mkc_dtype", dtypes[arithmetic]),
+                                   ctypes.byref(flops))
     return flops.value
 
 
@@ -88,7 +99,8 @@ __all__ = [
     "max_pool3d", "avg_pool3d", "global_max_pool", "global_avg_pool", "linear", "matmul",
     "layer_norm", "batch_norm", "lrn", "concat", "transpose", "to_layout", "conv3d",
     "conv2d_transpose",
-    "quantize", "dequantize", "quantized_conv2d", "quantized_linear", "Tensor", "bfloat16", "Graph", "Program", "trace", "target_layout",
+    "quantize", "dequantize", "quantized_conv2d", "quantized_linear", "quantized_matmul",
+    "Tensor", "bfloat16", "Graph", "Program", "trace", "target_layout",
     "get_target_layout", "Error", "InvalidArgumentError", "InvalidHandleError", "DTypeError",
     "UnsupportedError", "OutOfMemoryError", "BufferTooSmallError", "OneDNNError",
     "InternalError",

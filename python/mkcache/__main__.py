@@ -278,11 +278,13 @@ def run(args) -> int:
     if args.profile:
         steps = sorted(prog.profile(**feeds), key=lambda s: -s["us"])
         total = sum(s["us"] for s in steps) or 1.0
+        kinds = sorted({s["arithmetic"] for s in steps if s["flops"]}) or ["f32"]
+        peaks = ", ".join(f"{k} {mkcache.peak_flops(k) / 1e9:.1f}" for k in kinds)
         print(f"  slowest steps (GFLOP/s and share of the peak: {mkcache.get_num_threads()} "
-              f"threads x {mkcache.peak_flops() / 1e9:.1f} GFLOP/s measured):")
+              f"threads x {peaks} GFLOP/s measured):")
         for s in steps[:15]:
-            rate = (f"{s['gflops']:7.1f} GFLOP/s {100 * s['peak']:4.0f}%" if s["flops"]
-                    else " " * 20)
+            rate = (f"{s['gflops']:7.1f} GFLOP/s {100 * s['peak']:4.0f}% {s['arithmetic']:4}"
+                    if s["flops"] else " " * 25)
             print(f"    {s['us']:9.1f} us {100 * s['us'] / total:5.1f}%  {rate}  {s['what']}  "
                   f"{s['impl']}")
     if args.compare:

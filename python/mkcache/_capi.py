@@ -162,7 +162,7 @@ class LogicalParams(_Sized):
 
 
 class QuantizeParams(_Sized):
-    _fields_ = [("axis", c_int), ("to", c_int), ("name", c_char_p)]
+    _fields_ = [("axis", c_int), ("to", c_int), ("name", c_char_p), ("fast", c_int)]
 
 
 class QuantizedConvParams(_Sized):
@@ -174,6 +174,12 @@ class QuantizedLinearParams(_Sized):
     _fields_ = [("activation", c_int), ("activation_alpha", c_float),
                 ("activation_beta", c_float), ("dst_dtype", c_int), ("name", c_char_p),
                 ("sum", c_int), ("sum_scale", c_float), ("sum_zero_point", c_int32)]
+
+
+class QuantizedMatmulParams(_Sized):
+    _fields_ = [("transpose_a", c_int), ("transpose_b", c_int), ("activation", c_int),
+                ("activation_alpha", c_float), ("activation_beta", c_float),
+                ("dst_dtype", c_int), ("name", c_char_p)]
 
 
 class PadParams(_Sized):
@@ -250,6 +256,7 @@ _MIRRORS = {"conv_params": ConvParams, "pool_params": PoolParams, "linear_params
             "gather_nd_params": GatherNdParams, "quantize_params": QuantizeParams,
             "quantized_conv_params": QuantizedConvParams,
             "quantized_linear_params": QuantizedLinearParams,
+            "quantized_matmul_params": QuantizedMatmulParams,
             "calibrate_options": CalibrateOptions}
 
 
@@ -284,6 +291,7 @@ _SIGNATURES = {
     "mkc_set_num_threads": [c_int],
     "mkc_get_num_threads": [POINTER(c_int)],
     "mkc_get_peak_flops": [POINTER(c_double)],
+    "mkc_get_peak_ops": [c_int, POINTER(c_double)],
     "mkc_get_reorder_count": [POINTER(c_uint64)],
     "mkc_get_struct_size": [c_int, POINTER(c_size_t)],
     "mkc_set_target_layout": [c_int],
@@ -397,6 +405,7 @@ _SIGNATURES = {
     "mkc_quantize_params_init": [POINTER(QuantizeParams)],
     "mkc_quantized_conv_params_init": [POINTER(QuantizedConvParams)],
     "mkc_quantized_linear_params_init": [POINTER(QuantizedLinearParams)],
+    "mkc_quantized_matmul_params_init": [POINTER(QuantizedMatmulParams)],
     "mkc_op_run": [c_int, c_void_p, c_int, POINTER(tensor_p), POINTER(tensor_p)],
     "mkc_program_output_dtype": [c_void_p, POINTER(c_int64), c_int, POINTER(c_int)],
     "mkc_graph_output": [c_void_p, c_int, c_char_p],

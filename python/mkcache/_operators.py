@@ -361,7 +361,7 @@ def cast_params(dtype, name):
 _QUANTIZED = {np.dtype(np.uint8): "u8", np.dtype(np.int8): "s8"}
 
 
-def quantize_params(dtype, axis, name):
+def quantize_params(dtype, axis, name, fast=False):
     """The mkc_quantize_params of a quantize or dequantize call (dtype:
     quantize's result, uint8 or int8; None for dequantize)."""
     p = _capi.QuantizeParams()
@@ -376,6 +376,7 @@ def quantize_params(dtype, axis, name):
         p.to = tensor.DTYPES[np_dtype]
     p.axis = _checks.integer(axis, "axis")
     p.name = _name_bytes(name)
+    p.fast = int(bool(fast))
     return p
 
 

@@ -270,6 +270,19 @@ class Graph(_Closed):
                 activation, to, name, residual is not None, sum_scale, sum_zero_point),
             ports, None)
 
+    def quantized_matmul(self, a, b, *, a_scale, b_scale, a_zero_point=None, bias=None,
+                         dst_scale=None, dst_zero_point=None, dst_dtype="float32", addend=None,
+                         transpose_a=False, transpose_b=False, activation=None,
+                         name=None) -> Value:
+        """As mkcache.quantized_matmul."""
+        ports, to = ops._quantized_matmul_ports(a, b, a_scale, b_scale, a_zero_point, bias,
+                                                dst_scale, dst_zero_point, dst_dtype, addend)
+        p = ops._quantized_matmul_params(transpose_a, transpose_b, activation, to, name)
+        names = ("a", "b", "a_scale", "b_scale", "bias", "a_zero_point", "dst_scale",
+                 "dst_zero_point", "addend")
+        values = [self._value(v, what) for v, what in zip(ports, names)]
+        return self._node("quantized_matmul", p, self._inputs(*values))
+
     _QUANTIZED_PORTS = ("x", "weight", "src_scale", "weight_scale", "bias", "src_zero_point",
                         "dst_scale", "dst_zero_point", "residual")
 
@@ -366,13 +379,13 @@ class Graph(_Closed):
         p.perm[:len(perm)] = perm
         return self._node("transpose", p, [self._value(x, "x")])
 
-    def quantize(self, x, scale, zero_point=None, dtype="uint8", axis=1, *,
+    def quantize(self, x, scale, zero_point=None, dtype="uint8", axis=1, *, fast=False,
                  name=None) -> Value:
         """mkcache.quantize in a graph: scale and zero_point numbers, arrays
         (made constants) or Values."""
         if isinstance(zero_point, np.ndarray) and zero_point.dtype in (np.uint8, np.int8):
             dtype = zero_point.dtype
-        p = _operators.quantize_params(dtype, axis, name)
+        p = _operators.quantize_params(dtype, axis, name, fast)
         return self._quantization("quantize", p, x, scale, zero_point,
                                   _tensor.NUMPY_DTYPES[p.to])
 
@@ -751,11 +764,13 @@ class Program(_Closed):
 
     def profile(self, **inputs) -> list:
         """One run with every step timed on its own: [{"step", "what", "impl",
-        "us", "flops", "gflops", "peak"}, ...] in plan order ("what": the node
-        or "convert"; "impl": the implementation, e.g. "onednn:jit:avx2";
-        "flops": the arithmetic of a conv, linear or matmul step, else 0;
+        "us", "flops", "arithmetic", "gflops", "peak"}, ...] in plan order
+        ("what": the node or "convert"; "impl": the implementation, e.g.
+        "onednn:jit:avx2"; "flops": the arithmetic of a conv, linear or
+        matmul step, else 0, in "arithmetic" ("f32", "bf16" or "int8");
         "gflops": its rate; "peak": that rate's share of what the calling
-        thread's OpenMP threads can reach, mkcache.peak_flops() each). The
+        thread's OpenMP threads can reach, mkcache.peak_flops(arithmetic)
+        each). The
         steps then run one after another, so their sum exceeds a plain run's
         time."""
         missing = [n for n in self.input_names if n not in inputs]
@@ -769,14 +784,18 @@ class Program(_Closed):
             _lib.mkc_tensor_destroy(out_handles[i])
         text = _capi.call_with_buffer(_lib.mkc_program_profile_text, self.handle)
         from . import get_num_threads, peak_flops  # the package imports this module
-        machine = peak_flops() * get_num_threads()
+        threads = get_num_threads()
+        machine = {}  # arithmetic -> what the threads reach
         steps = []
         for line in text.splitlines():
-            step, what, impl, us, flops = line.split("\t")
+            step, what, impl, us, flops, arithmetic = line.split("\t")
             rate = int(flops) / (float(us) * 1e-6) if float(us) > 0 else 0.0
+            if int(flops) and arithmetic not in machine:
+                machine[arithmetic] = peak_flops(arithmetic) * threads
+            limit = machine.get(arithmetic, 0.0)
             steps.append({"step": int(step), "what": what, "impl": impl, "us": float(us),
-                          "flops": int(flops), "gflops": rate / 1e9,
-                          "peak": rate / machine if machine > 0 else 0.0})
+                          "flops": int(flops), "arithmetic": arithmetic, "gflops": rate / 1e9,
+                          "peak": rate / limit if limit > 0 else 0.0})
         return steps
 
     def plan(self) -> str:

@@ -535,16 +535,19 @@ def _op_run(op: int, params, inputs, out) -> Tensor:
 _operators.define_functions(globals(), written=("relu",))
 
 
-def quantize(x, scale, zero_point=None, dtype="uint8", axis=1, *, name=None,
+def quantize(x, scale, zero_point=None, dtype="uint8", axis=1, *, fast=False, name=None,
              out=None) -> Tensor:
     """float32 x to 8-bit integers as ONNX's QuantizeLinear:
     saturate(round(x / scale) + zero_point), rounding ties to even (NaN to
     the zero point). scale (> 0) and zero_point: one number for the whole
     tensor, or one per index of `axis` (of x's shape as reported); dtype
-    uint8 or int8 (a zero point array of that dtype decides it)."""
+    uint8 or int8 (a zero point array of that dtype decides it). fast: x
+    times 1 / scale on oneDNN's parallel reorder (per-tensor scales): a
+    value within float32 rounding of a half step may round either way,
+    and NaN gives an unspecified value."""
     if isinstance(zero_point, np.ndarray) and zero_point.dtype in (np.uint8, np.int8):
         dtype = zero_point.dtype
-    params = _operators.quantize_params(dtype, axis, name)
+    params = _operators.quantize_params(dtype, axis, name, fast)
     scale, zero_point = _operators.quantization_arrays(
         "quantize", scale, zero_point, tensor_module.NUMPY_DTYPES[params.to])
     return _op_run(_capi.OPS["quantize"], params, (x, scale, zero_point), out)
@@ -655,6 +658,44 @@ def quantized_linear(x, weight, bias=None, *, src_scale, weight_scale, src_zero_
     if residual is not None:
         ports += (residual,)
     return _op_run(_capi.OPS["quantized_linear"], p, ports, out)
+
+
+def _quantized_matmul_params(transpose_a, transpose_b, activation, to, name):
+    p = _capi.QuantizedMatmulParams()
+    _lib.mkc_quantized_matmul_params_init(ctypes.byref(p))
+    p.transpose_a, p.transpose_b = int(bool(transpose_a)), int(bool(transpose_b))
+    p.activation, p.activation_alpha, p.activation_beta = _fused_activation(activation)
+    p.dst_dtype = to
+    p.name = _name(name)
+    return p
+
+
+def _quantized_matmul_ports(a, b, a_scale, b_scale, a_zero_point, bias, dst_scale,
+                            dst_zero_point, dst_dtype, addend):
+    if a_scale is None or b_scale is None:
+        raise InvalidArgumentError("quantized_matmul: a_scale and b_scale are required")
+    ports, to = _quantized_ports("quantized_matmul", a, b, bias, a_scale, b_scale, a_zero_point,
+                                 dst_scale, dst_zero_point, dst_dtype)
+    if addend is not None:
+        ports += (addend,)
+    return ports, to
+
+
+def quantized_matmul(a, b, *, a_scale, b_scale, a_zero_point=None, bias=None, dst_scale=None,
+                     dst_zero_point=None, dst_dtype="float32", addend=None, transpose_a=False,
+                     transpose_b=False, activation=None, name=None, out=None) -> Tensor:
+    """A batched matmul of 8-bit values: a [..., M, K] uint8 or int8 (real
+    values a_scale * (a - a_zero_point)) @ b [..., K, N] int8 (real:
+    b_scale * b, b_scale one number or one per column N), batch dims
+    broadcast as numpy's; transpose_a / transpose_b swap an operand's last
+    two dims. bias float32 [N] and addend float32 (broadcast into the
+    result, an attention mask) are added in real units before the
+    activation. The result is float32, or requantized as quantized_conv2d's
+    with dst_dtype uint8/int8. Sums are exact."""
+    ports, to = _quantized_matmul_ports(a, b, a_scale, b_scale, a_zero_point, bias, dst_scale,
+                                        dst_zero_point, dst_dtype, addend)
+    p = _quantized_matmul_params(transpose_a, transpose_b, activation, to, name)
+    return _op_run(_capi.OPS["quantized_matmul"], p, ports, out)
 
 
 def dequantize(x, scale, zero_point=None, axis=1, *, name=None, out=None) -> Tensor:

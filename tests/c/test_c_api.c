@@ -654,6 +654,18 @@ static void test_low_precision_dtypes(void) {
     OK(mkc_op_run(MKC_OP_DEQUANTIZE, &qp, 3, dqin, &tdq));
     OK(mkc_tensor_export(tdq, MKC_LAYOUT_NCHW, f, sizeof f));
     CHECK(f[0] == 1.0f && f[1] == -2.5f && f[3] == 122.5f && f[4] == -5.0f);
+    {
+        /* fast: oneDNN's reorder; the same bytes away from half steps. */
+        mkc_quantize_params fq = qp;
+        CHECK(fq.fast == 0);
+        fq.fast = 1;
+        uint8_t q2[6];
+        mkc_tensor *tq2 = NULL;
+        OK(mkc_op_run(MKC_OP_QUANTIZE, &fq, 3, qin, &tq2));
+        OK(mkc_tensor_export(tq2, MKC_LAYOUT_NCHW, q2, sizeof q2));
+        CHECK(q2[0] == 12 && q2[1] == 5 && q2[2] == 12 && q2[3] == 255 && q2[4] == 0);
+        OK(mkc_tensor_destroy(tq2));
+    }
     scale = -1.0f; /* a scale that is not > 0 is refused, naming it */
     mkc_tensor *bad = NULL;
     CHECK(mkc_op_run(MKC_OP_QUANTIZE, &qp, 3, qin, &bad) == MKC_STATUS_INVALID_ARGUMENT &&
@@ -721,6 +733,31 @@ static void test_low_precision_dtypes(void) {
         OK(mkc_tensor_destroy(tcws));
         OK(mkc_tensor_destroy(tcw));
         OK(mkc_tensor_destroy(tcx));
+    }
+    {
+        /* quantized_matmul: u8 a [2, 3] (zero point 10) @ s8 b [3, 2], b read
+         * transposed from the [2, 3] weights above, plus an addend row
+         * broadcast over the result: y = 0.5 * b_scale[n] * sums + addend[n]. */
+        mkc_quantized_matmul_params mp;
+        OK(mkc_quantized_matmul_params_init(&mp));
+        CHECK(mp.dst_dtype == MKC_DTYPE_F32 && mp.transpose_b == 0);
+        mp.transpose_b = 1;
+        float addend[2] = {1.0f, -1.0f}, mm[4];
+        mkc_tensor *tadd = NULL, *tmm = NULL;
+        OK(mkc_tensor_wrap(MKC_DTYPE_F32, 1, d2, MKC_LAYOUT_NCHW, addend, &tadd));
+        const mkc_tensor *mm_in[9] = {tqx, tqw, tss, tws, NULL, tsz, NULL, NULL, tadd};
+        OK(mkc_op_run(MKC_OP_QUANTIZED_MATMUL, &mp, 9, mm_in, &tmm));
+        OK(mkc_tensor_export(tmm, MKC_LAYOUT_NCHW, mm, sizeof mm));
+        CHECK(mm[0] == 0.5f * 0.25f * 8 + 1.0f && mm[1] == 0.5f * 2.0f * -7 - 1.0f);
+        CHECK(mm[2] == 0.5f * 0.25f * (10 - 20 + 735) + 1.0f &&
+              mm[3] == 0.5f * 2.0f * (-40 - 50 - 1470) - 1.0f);
+        const mkc_tensor *mm_bad[4] = {tqx, tqx, tss, tws}; /* uint8 b */
+        mkc_tensor *none = NULL;
+        CHECK(mkc_op_run(MKC_OP_QUANTIZED_MATMUL, &mp, 4, mm_bad, &none) ==
+                  MKC_STATUS_INVALID_ARGUMENT && none == NULL);
+        CHECK(strstr(mkc_last_error(), "b must be int8, got uint8") != NULL);
+        OK(mkc_tensor_destroy(tmm));
+        OK(mkc_tensor_destroy(tadd));
     }
     const mkc_tensor *bad_in[6] = {tss, tqw, tss, tws, NULL, tsz}; /* float32 src */
     CHECK(mkc_op_run(MKC_OP_QUANTIZED_LINEAR, &lp, 6, bad_in, &bad) ==
@@ -1343,6 +1380,7 @@ static void test_struct_sizes(void) {
                    {MKC_STRUCT_QUANTIZE_PARAMS, sizeof(mkc_quantize_params)},
                    {MKC_STRUCT_QUANTIZED_CONV_PARAMS, sizeof(mkc_quantized_conv_params)},
                    {MKC_STRUCT_QUANTIZED_LINEAR_PARAMS, sizeof(mkc_quantized_linear_params)},
+                   {MKC_STRUCT_QUANTIZED_MATMUL_PARAMS, sizeof(mkc_quantized_matmul_params)},
                    {MKC_STRUCT_CALIBRATE_OPTIONS, sizeof(mkc_calibrate_options)}};
     size_t size = 0;
     for (size_t i = 0; i < sizeof structs / sizeof structs[0]; ++i) {
@@ -1352,7 +1390,7 @@ static void test_struct_sizes(void) {
     }
     size = 5;
     REFUSED(mkc_get_struct_size((mkc_struct_id)0, &size), "unknown struct id 0");
-    REFUSED(mkc_get_struct_size((mkc_struct_id)33, &size), "unknown struct id 33");
+    REFUSED(mkc_get_struct_size((mkc_struct_id)34, &size), "unknown struct id 34");
     CHECK(size == 5);
     CHECK(mkc_get_struct_size(MKC_STRUCT_CONV_PARAMS, NULL) == MKC_STATUS_INVALID_ARGUMENT);
 
@@ -1820,12 +1858,20 @@ static void test_program(void) {
     CHECK(strstr(text, "0\tnode 0 (conv2d 'c_program_conv')\tonednn") == text);
     /* The conv's arithmetic ends its line: N*O*H*W outputs of C*K*K multiply-adds. */
     char flops_text[64];
-    snprintf(flops_text, sizeof flops_text, "\t%lld\n", (long long)2 * N * O * H * W * C * K * K);
+    snprintf(flops_text, sizeof flops_text, "\t%lld\tf32\n",
+             (long long)2 * N * O * H * W * C * K * K);
     CHECK(strstr(text, flops_text) != NULL);
-    double peak = 0;
+    double peak = 0, peak8 = 0, same = 0;
     OK(mkc_get_peak_flops(&peak));
     CHECK(peak > 1e8);
     CHECK(mkc_get_peak_flops(NULL) == MKC_STATUS_INVALID_ARGUMENT);
+    /* 8-bit dot products do at least as many operations as float32 FMAs. */
+    OK(mkc_get_peak_ops(MKC_DTYPE_F32, &same));
+    CHECK(same == peak);
+    OK(mkc_get_peak_ops(MKC_DTYPE_S8, &peak8));
+    CHECK(peak8 >= 0.9 * peak);
+    CHECK(mkc_get_peak_ops(MKC_DTYPE_S64, &peak8) == MKC_STATUS_INVALID_ARGUMENT);
+    CHECK(strstr(mkc_last_error(), "dtype must be F32, BF16, S8 or U8") != NULL);
     int lines = 0;
     for (const char *c = text; *c; ++c) lines += *c == '\n';
     CHECK(lines == m.steps);

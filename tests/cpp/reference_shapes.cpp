@@ -88,7 +88,7 @@ TEST(reference_transpose_matches_eager) {
         const std::vector<float> want = take_values(dst);
         const std::vector<float> x = values(*src);
         std::vector<float> got(x.size());
-        reference::transpose(caller_dims(*src), c.perm, x.data(), got.data());
+        reference::transpose(caller_dims(*src), c.perm, sizeof(float), x.data(), got.data());
         CHECK(max_rel_diff(got, want) == 0);
     }
 }
@@ -97,7 +97,7 @@ TEST(reference_transpose_matches_eager) {
 TEST(reference_shapes_by_hand) {
     const float x[] = {1, 2, 3, 4, 5, 6};
     std::vector<float> t(6);
-    reference::transpose({2, 3}, {1, 0}, x, t.data());
+    reference::transpose({2, 3}, {1, 0}, sizeof(float), x, t.data());
     CHECK((t == std::vector<float>{1, 4, 2, 5, 3, 6}));
     std::vector<float> c(12);
     reference::concat(1, {{2, 3}, {2, 3}}, {x, x}, c.data());

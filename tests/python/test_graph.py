@@ -174,9 +174,33 @@ def test_profile_counts_the_arithmetic_of_convolutions_and_linear_layers():
     for s in steps:
         assert s["gflops"] == pytest.approx(s["flops"] / s["us"] / 1e3)
         assert 0 <= s["peak"] < 2  # a share of the measured peak (timing noise aside)
+        assert s["arithmetic"] == "f32"
     # The peak: one thread's fused multiply-adds, at least a scalar core's.
     peak = mkcache.peak_flops()
     assert 1e9 < peak < 1e12 and mkcache.peak_flops() == peak  # measured once
+    # 8-bit dot products: at least float32's rate (twice it with AVX2's
+    # pairs, four times with VNNI, timing noise aside); bfloat16's where
+    # the CPU has it, else float32's.
+    assert mkcache.peak_flops("f32") == peak
+    assert mkcache.peak_flops("int8") > 0.9 * peak
+    assert mkcache.peak_flops("bf16") >= 0.9 * peak
+    with pytest.raises(mkcache.InvalidArgumentError, match="arithmetic must be one of"):
+        mkcache.peak_flops("f64")
+
+
+def test_profile_names_the_arithmetic_of_eight_bit_steps():
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((8, 12)).astype(np.float32)
+    with mkcache.Graph() as g:
+        x = g.input("x", (None, 12))
+        g.output(g.linear(x, w, name="fc"), "y")
+        calib = [{"x": rng.standard_normal((4, 12)).astype(np.float32)}]
+        with g.compile(precision="int8", calibration=calib) as prog:
+            steps = prog.profile(x=calib[0]["x"])
+    fc = [s for s in steps if "quantized_linear" in s["what"]][0]
+    assert fc["arithmetic"] == "int8" and fc["flops"] == 2 * 4 * 8 * 12
+    limit = mkcache.peak_flops("int8") * mkcache.get_num_threads()
+    assert fc["peak"] == pytest.approx(fc["gflops"] * 1e9 / limit)
 
 
 def test_plan_text_lists_every_step_and_the_totals():

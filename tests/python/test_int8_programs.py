@@ -174,7 +174,7 @@ def test_int8_results_pass_between_layers_as_uint8():
             # last block (read by the pooling) and its projection write
             # float32, so nothing is dequantized.
             assert plan.count("(quantize)") == 2 and "(dequantize)" not in plan, plan
-            assert "6 result(s) passed on as uint8" in plan
+            assert "6 result(s) passed on in 8 bits" in plan
             assert "node 3 (conv2d 'a3'): src uint8" in plan and \
                 "adds its residual in uint8" in plan
             assert "adds its residual in float32" in plan

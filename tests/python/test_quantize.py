@@ -154,3 +154,65 @@ def test_bad_arguments_are_refused():
             g.dequantize(xi, 0.1, 3)
     # Nothing was lost: the same call with good arguments works.
     np.testing.assert_array_equal(np.asarray(mkcache.quantize(x, 0.1)), np.full((2, 3), 10))
+
+
+def near_half(x, scale):
+    """Where x / scale lies within a few float32 steps of a half: there the
+    fast path's x * (1 / scale) may round to the other neighbour."""
+    q = np.asarray(x, np.float64) / np.float64(scale)
+    return np.abs(np.abs(q - np.floor(q)) - 0.5) <= 4 * np.spacing(np.float32(np.abs(q) + 1))
+
+
+@pytest.mark.parametrize("dtype,zero", [(np.uint8, 128), (np.int8, -3), (np.uint8, None)])
+def test_fast_runs_on_onednn_within_a_step_at_halves(dtype, zero):
+    rng = np.random.default_rng(11)
+    x = (rng.standard_normal((2, 7, 9, 5)) * 10).astype(np.float32)
+    scale = np.float32(0.1234567)
+    x.flat[:4] = [(k + 0.5) * scale for k in (1, 2, -3, 40)]  # halves, as float32 makes them
+    want = quantize_ref(x, scale, zero or 0, dtype)
+    got = np.asarray(mkcache.quantize(x, float(scale), zero, dtype=dtype, fast=True))
+    diff = np.abs(got.astype(np.int64) - want.astype(np.int64))
+    assert diff.max() <= 1
+    assert np.all(diff[~near_half(x, scale)] == 0)
+    # In a program the step is oneDNN's (and reads a conv's blocked output
+    # where it is); without fast, the reference kernel's.
+    w = rng.standard_normal((6, 7, 3, 3)).astype(np.float32)
+    for fast, impl in ((True, "onednn"), (False, "reference")):
+        with mkcache.Graph() as g:
+            xi = g.input("x", (None, 7, 9, 5))
+            y = g.conv2d(xi, w, padding=1)
+            g.output(g.quantize(y, float(scale), zero, dtype=dtype, fast=fast), "q")
+            g.output(y, "y")
+            with g.compile() as prog:
+                out = prog.run(x=x)
+                step = [s for s in prog.plan().splitlines() if "(quantize)" in s][0]
+        assert impl in step, step
+        want = quantize_ref(out["y"], scale, zero or 0, dtype)
+        diff = np.abs(out["q"].astype(np.int64) - want.astype(np.int64))
+        assert diff.max() <= (1 if fast else 0)
+        assert np.all(diff[~near_half(out["y"], scale)] == 0)
+
+
+def test_fast_per_axis_and_bad_scales():
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    scales = np.array([0.1, 0.2, 0.3], np.float32)
+    # Per-axis scales are the reference kernel's: exact.
+    np.testing.assert_array_equal(
+        np.asarray(mkcache.quantize(x, scales, np.full(3, 5, np.uint8), fast=True, axis=1)),
+        quantize_ref(x, scales, 5, np.uint8, axis=1))
+    with mkcache.Graph() as g:
+        xi = g.input("x", (2, 3, 4))
+        s = g.input("s", (1,))
+        g.output(g.quantize(xi, s, fast=True), "q")
+        with g.compile(impl={"quantize": "onednn"}) as prog:
+            for bad in (0.0, -1.0, np.inf, np.nan):
+                with pytest.raises(mkcache.InvalidArgumentError, match="scale.*finite and > 0"):
+                    prog.run(x=x, s=np.array([bad], np.float32))
+            np.testing.assert_array_equal(prog.run(x=x, s=np.array([0.5], np.float32))["q"],
+                                          quantize_ref(x, 0.5, 0, np.uint8))
+    with mkcache.Graph() as g:
+        xi = g.input("x", (2, 3, 4))
+        g.output(g.quantize(xi, scales, fast=False), "q")
+        with pytest.raises(mkcache.Error, match="multiplies by 1 / scale"):
+            g.compile(impl={"quantize": "onednn"})

@@ -196,7 +196,8 @@ typedef enum mkc_struct_id {
     MKC_STRUCT_QUANTIZE_PARAMS = 29,
     MKC_STRUCT_QUANTIZED_CONV_PARAMS = 30,
     MKC_STRUCT_QUANTIZED_LINEAR_PARAMS = 31,
-    MKC_STRUCT_CALIBRATE_OPTIONS = 32,
+    MKC_STRUCT_QUANTIZED_MATMUL_PARAMS = 32,
+    MKC_STRUCT_CALIBRATE_OPTIONS = 33,
     MKC_STRUCT_MAX_ENUM = 0x7fffffff
 } mkc_struct_id;
 
@@ -269,6 +270,15 @@ typedef enum mkc_dtype {
     MKC_DTYPE_F16 = 8,
     MKC_DTYPE_MAX_ENUM = 0x7fffffff
 } mkc_dtype;
+
+/* What one thread's arithmetic can reach, per arithmetic a step computes
+ * in (mkc_program_profile_text names it), in operations per second: F32 as
+ * mkc_get_peak_flops; BF16 bfloat16 dot products where oneDNN runs them
+ * natively (else float32's rate); S8 or U8 8-bit dot products as oneDNN
+ * computes them (VNNI's, else pairs summed in 16 bits), a multiply-add
+ * counted as two operations. Each measured once per process. Another dtype
+ * is MKC_STATUS_INVALID_ARGUMENT. Any thread, at any time. */
+MKC_API mkc_status mkc_get_peak_ops(mkc_dtype dtype, double *ops_per_thread);
 
 /* Plain layouts a caller's data can be in. The library keeps its own results
  * in whatever layout oneDNN prefers (e.g. nChw16c) and converts only when the
@@ -1051,6 +1061,7 @@ typedef enum mkc_op {
     MKC_OP_QUANTIZED_CONV2D = 33, /* mkc_quantized_conv_params: the 8 quantized ports */
     MKC_OP_QUANTIZED_LINEAR = 34, /* mkc_quantized_linear_params: the 8 quantized ports */
     MKC_OP_ROUND = 35,           /* no params (NULL): src                    */
+    MKC_OP_QUANTIZED_MATMUL = 36, /* mkc_quantized_matmul_params: a, b, their scales ... */
     MKC_OP_MAX_ENUM = 0x7fffffff
 } mkc_op;
 
@@ -1362,6 +1373,12 @@ typedef struct mkc_quantize_params {
     int axis;           /* default 1 (used where scale has more than one element) */
     mkc_dtype to;       /* quantize only: default U8 */
     const char *name;   /* cache name; may be NULL */
+    int fast;           /* quantize only, default 0. != 0: x is multiplied by
+                           1 / scale, so where x / scale lies within float32
+                           rounding of a half the result may be the other
+                           neighbour, and NaN gives an unspecified value; in
+                           return a per-tensor scale runs on oneDNN's parallel
+                           reorder (reading src in any arrangement) */
 } mkc_quantize_params;
 MKC_API mkc_status mkc_quantize_params_init(mkc_quantize_params *params);
 
@@ -1419,6 +1436,40 @@ typedef struct mkc_quantized_linear_params {
     int32_t sum_zero_point;         /* its zero point (default 0; 0 for F32) */
 } mkc_quantized_linear_params;
 MKC_API mkc_status mkc_quantized_linear_params_init(mkc_quantized_linear_params *params);
+
+/* A batched matmul of two 8-bit values, for activations quantized at run
+ * time (an attention's scores and context). Inputs, by port:
+ *   0 a               U8 or S8 [..., M, K]
+ *   1 b               S8 [..., K, N], symmetric (no zero point)
+ *   2 a_scale         F32 [1]
+ *   3 b_scale         F32 [1] or [N] (per column of b)
+ *   4 bias            F32 [N] (optional), in real units
+ *   5 a_zero_point    S32 [1] (optional; absent: 0)
+ *   6 dst_scale       F32 [1] (U8 and S8 results only)
+ *   7 dst_zero_point  S32 [1] (optional, U8 and S8 results only)
+ *   8 addend          F32 (optional): added in real units, numpy-broadcast
+ *                     into the result (an attention mask)
+ * Computed as
+ *   y = activation(a_scale * b_scale[n] * sum_k((a - a_zero_point) * b)
+ *                  + bias[n] + addend)
+ * with exact integer products and sums, and returned as F32 or requantized
+ * as mkc_quantized_linear_params says. The batch dims broadcast as numpy's;
+ * transpose_a / transpose_b read an operand with its last two dims
+ * swapped. Runs on oneDNN's int8 matmul (reading strided operands where
+ * they are in a program); without VNNI only for u8 a, and a run there
+ * refuses b outside -63..63 (MKC_STATUS_UNSUPPORTED), as quantized_linear
+ * does; the reference kernel otherwise. */
+typedef struct mkc_quantized_matmul_params {
+    size_t struct_size;             /* sizeof; set by mkc_quantized_matmul_params_init */
+    int transpose_a;                /* != 0: a's last two dims swapped */
+    int transpose_b;                /* != 0: b's last two dims swapped */
+    mkc_activation_kind activation; /* fused post-op (NONE: none) */
+    float activation_alpha;
+    float activation_beta;
+    mkc_dtype dst_dtype;            /* F32 (default), U8 or S8 */
+    const char *name;               /* cache name; may be NULL */
+} mkc_quantized_matmul_params;
+MKC_API mkc_status mkc_quantized_matmul_params_init(mkc_quantized_matmul_params *params);
 
 /* MKC_OP_ROUND: float32 src rounded element by element to the nearest
  * integer, ties to even (ONNX's Round, numpy's rint): 2.5 -> 2, -0.5 ->
@@ -1582,9 +1633,11 @@ MKC_API mkc_status mkc_program_run(mkc_program *program, int ninputs,
  * after another with nothing overlapped, so their sum exceeds a plain
  * run's time). The times are kept with the program: mkc_program_profile_text
  * gives the last profile any thread made, one line per step:
- * "<step>\t<node or convert>\t<implementation>\t<microseconds>\t<flops>\n",
+ * "<step>\t<node or convert>\t<implementation>\t<microseconds>\t<flops>\t<arithmetic>\n",
  * flops the step's arithmetic (a multiply-add counted as two) for the
- * convolutions, linear and matmul layers, 0 for the other steps. */
+ * convolutions, linear and matmul layers, 0 for the other steps, and
+ * arithmetic what those operations are in: "f32", "bf16" or "int8" (for
+ * mkc_get_peak_ops). */
 MKC_API mkc_status mkc_program_profile(mkc_program *program, int ninputs,
                                        const mkc_tensor *const *inputs, int noutputs,
                                        mkc_tensor **outputs);

@@ -97,6 +97,16 @@ MKC_API mkc_status mkc_get_peak_flops(double *flops_per_thread) {
     });
 }
 
+MKC_API mkc_status mkc_get_peak_ops(mkc_dtype dtype, double *ops_per_thread) {
+    return guard([&] {
+        require_out(ops_per_thread, "ops_per_thread");
+        require(dtype == MKC_DTYPE_F32 || dtype == MKC_DTYPE_BF16 || dtype == MKC_DTYPE_S8 ||
+                    dtype == MKC_DTYPE_U8,
+                "get_peak_ops: dtype must be F32, BF16, S8 or U8, got ", dtype_name(dtype));
+        *ops_per_thread = peak_ops_per_thread(dtype);
+    });
+}
+
 MKC_API mkc_status mkc_get_build_info(const char **json) {
     return guard([&] {
         require_out(json, "json");

@@ -67,6 +67,7 @@ constexpr Named kStructId[] = {
     {"quantize_params", MKC_STRUCT_QUANTIZE_PARAMS},
     {"quantized_conv_params", MKC_STRUCT_QUANTIZED_CONV_PARAMS},
     {"quantized_linear_params", MKC_STRUCT_QUANTIZED_LINEAR_PARAMS},
+    {"quantized_matmul_params", MKC_STRUCT_QUANTIZED_MATMUL_PARAMS},
     {"calibrate_options", MKC_STRUCT_CALIBRATE_OPTIONS},
 };
 

@@ -148,6 +148,8 @@ MKC_PARAMS_INIT(mkc_quantized_conv_params, mkc_conv_params_init(&params->conv);
                 params->dst_dtype = MKC_DTYPE_F32; params->sum_scale = 1.0f)
 MKC_PARAMS_INIT(mkc_quantized_linear_params, params->activation = MKC_ACTIVATION_NONE;
                 params->dst_dtype = MKC_DTYPE_F32; params->sum_scale = 1.0f)
+MKC_PARAMS_INIT(mkc_quantized_matmul_params, params->activation = MKC_ACTIVATION_NONE;
+                params->dst_dtype = MKC_DTYPE_F32)
 MKC_PARAMS_INIT(mkc_program_options, params->fuse = params->inplace = params->reuse = 1)
 #undef MKC_PARAMS_INIT
 

@@ -231,7 +231,7 @@ MKC_SIZED_IN_ONE_PIECE(mkc_pad_params)
 MKC_SIZED_IN_ONE_PIECE(mkc_logical_params)
 MKC_SIZED_IN_ONE_PIECE(mkc_range_params)
 MKC_SIZED_IN_ONE_PIECE(mkc_gather_nd_params)
-MKC_SIZED_IN_ONE_PIECE(mkc_quantize_params)
+MKC_SIZED_IN_ONE_PIECE(mkc_quantized_matmul_params)
 #undef MKC_SIZED_IN_ONE_PIECE
 
 template <>
@@ -245,6 +245,16 @@ struct Sized<mkc_resize_params> {
                                    "initialise params with mkc_resize_params_init", sizes,
                                    std::size(sizes)};
     static void defaults(T *p) { mkc_resize_params_init(p); }
+};
+
+template <>
+struct Sized<mkc_quantize_params> {
+    using T = mkc_quantize_params;
+    static constexpr size_t sizes[] = {MKC_FIELD_END(T, name), MKC_FIELD_END(T, fast), sizeof(T)};
+    static constexpr SizeRule rule{"mkc_quantize_params",
+                                   "initialise params with mkc_quantize_params_init", sizes,
+                                   std::size(sizes)};
+    static void defaults(T *p) { mkc_quantize_params_init(p); }
 };
 
 template <>

@@ -1,6 +1,10 @@
-// The FMA loops that measure a thread's peak: a dozen independent
-// accumulators per loop (enough to cover the FMA latency on every core this
-// library runs on, two FMA units included), the best of five timed rounds.
+// The loops that measure a thread's peak: a dozen independent
+// accumulators per loop (enough to cover the latency on every core this
+// library runs on, two vector units included), the best of five timed
+// rounds. One loop per arithmetic the library's steps compute in: float32
+// fused multiply-adds, bfloat16 dot products where the CPU has them, and
+// 8-bit dot products as oneDNN computes them (VNNI's vpdpbusd, else the
+// vpmaddubsw / vpmaddwd / vpaddd triple).
 #include "common/peak.hpp"
 
 #include <chrono>
@@ -10,6 +14,8 @@
 
 #include <immintrin.h>
 #include <oneapi/dnnl/dnnl.hpp>
+
+#include "mkcache/mkcache.h"
 
 namespace mkc {
 
@@ -48,14 +54,94 @@ double loop128(int64_t iterations, float *sink) {
 }
 #undef MKC_FMA_LOOP
 
-double measure() {
+// bfloat16 pairs into float32 lanes: two multiply-adds per lane.
+__attribute__((target("avx512f,avx512bf16"))) double loop_bf16(int64_t iterations, float *sink) {
+    __m512 acc[kAccumulators];
+    for (int i = 0; i < kAccumulators; ++i) acc[i] = _mm512_set1_ps(1.0f + 1e-7f * i);
+    const __m512bh a = (__m512bh)_mm512_set1_epi16(0x3f80), b = (__m512bh)_mm512_set1_epi16(0x3380);
+    for (int64_t it = 0; it < iterations; ++it) {
+#pragma GCC unroll 12
+        for (int i = 0; i < kAccumulators; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], a, b);
+    }
+    float lanes_out[16], out = 0;
+    for (int i = 0; i < kAccumulators; ++i) {
+        std::memcpy(lanes_out, &acc[i], sizeof lanes_out);
+        out += lanes_out[0];
+    }
+    *sink = out;
+    return 2.0 * 2 * kAccumulators * 16 * static_cast<double>(iterations);
+}
+
+// uint8 x int8 groups of four into int32 lanes.
+__attribute__((target("avx512f,avx512vnni"))) double loop_vnni(int64_t iterations, float *sink) {
+    __m512i acc[kAccumulators];
+    for (int i = 0; i < kAccumulators; ++i) acc[i] = _mm512_set1_epi32(i);
+    const __m512i a = _mm512_set1_epi8(1), b = _mm512_set1_epi8(-1);
+    for (int64_t it = 0; it < iterations; ++it) {
+#pragma GCC unroll 12
+        for (int i = 0; i < kAccumulators; ++i) acc[i] = _mm512_dpbusd_epi32(acc[i], a, b);
+    }
+    int32_t lanes_out[16];
+    int64_t out = 0;
+    for (int i = 0; i < kAccumulators; ++i) {
+        std::memcpy(lanes_out, &acc[i], sizeof lanes_out);
+        out += lanes_out[0];
+    }
+    *sink = static_cast<float>(out);
+    return 2.0 * 4 * kAccumulators * 16 * static_cast<double>(iterations);
+}
+
+// Without VNNI: pairs of uint8 x int8 products into int16, pairs of those
+// into int32, then added.
+#define MKC_INT8_LOOP(Vec, set1_8, set1_16, set1_32, maddubs, madd, add, lanes)                 \
+    Vec acc[kAccumulators];                                                                   \
+    for (int i = 0; i < kAccumulators; ++i) acc[i] = set1_32(i);                              \
+    const Vec a = set1_8(1), b = set1_8(-1), ones = set1_16(1);                               \
+    for (int64_t it = 0; it < iterations; ++it) {                                             \
+        _Pragma("GCC unroll 12") for (int i = 0; i < kAccumulators; ++i) acc[i] =             \
+            add(acc[i], madd(maddubs(a, b), ones));                                           \
+    }                                                                                         \
+    int32_t lanes_out[lanes];                                                                 \
+    int64_t out = 0;                                                                          \
+    for (int i = 0; i < kAccumulators; ++i) {                                                 \
+        std::memcpy(lanes_out, &acc[i], sizeof lanes_out);                                    \
+        out += lanes_out[0];                                                                  \
+    }                                                                                         \
+    *sink = static_cast<float>(out);                                                          \
+    return 2.0 * 4 * kAccumulators * (lanes) * static_cast<double>(iterations)
+
+__attribute__((target("avx512bw"))) double loop_int8_512(int64_t iterations, float *sink) {
+    MKC_INT8_LOOP(__m512i, _mm512_set1_epi8, _mm512_set1_epi16, _mm512_set1_epi32,
+                  _mm512_maddubs_epi16, _mm512_madd_epi16, _mm512_add_epi32, 16);
+}
+__attribute__((target("avx2"))) double loop_int8_256(int64_t iterations, float *sink) {
+    MKC_INT8_LOOP(__m256i, _mm256_set1_epi8, _mm256_set1_epi16, _mm256_set1_epi32,
+                  _mm256_maddubs_epi16, _mm256_madd_epi16, _mm256_add_epi32, 8);
+}
+#undef MKC_INT8_LOOP
+
+using Loop = double (*)(int64_t, float *);
+
+// The loop of `dtype`'s arithmetic on the ISA oneDNN runs on (null: none
+// of its own; float32's serves).
+Loop loop_of(mkc_dtype dtype) {
     using isa = dnnl::cpu_isa;
     const isa at = dnnl::get_effective_cpu_isa();
-    double (*loop)(int64_t, float *) = loop128;
+    if (dtype == MKC_DTYPE_BF16)
+        return at >= isa::avx512_core_bf16 ? loop_bf16 : nullptr;
+    if (dtype == MKC_DTYPE_S8 || dtype == MKC_DTYPE_U8) {
+        if (at >= isa::avx512_core_vnni)
+            return loop_vnni;
+        if (at >= isa::avx512_core)
+            return loop_int8_512;
+        return at >= isa::avx2 ? loop_int8_256 : nullptr;
+    }
     if (at >= isa::avx512_core)
-        loop = loop512;
-    else if (at >= isa::avx2)
-        loop = loop256;
+        return loop512;
+    return at >= isa::avx2 ? loop256 : loop128;
+}
+
+double measure(Loop loop) {
     float sink = 0;
     loop(20000, &sink); // warm-up: clocks up, the vector units powered
     using clock = std::chrono::steady_clock;
@@ -71,11 +157,20 @@ double measure() {
 
 } // namespace
 
-double peak_flops_per_thread() {
-    static std::once_flag once;
-    static double peak = 0;
-    std::call_once(once, [] { peak = measure(); });
-    return peak;
+double peak_flops_per_thread() { return peak_ops_per_thread(MKC_DTYPE_F32); }
+
+double peak_ops_per_thread(mkc_dtype dtype) {
+    // float32, bfloat16, 8-bit: each measured once.
+    static std::once_flag once[3];
+    static double peak[3] = {0, 0, 0};
+    const int kind = dtype == MKC_DTYPE_BF16                         ? 1
+                     : dtype == MKC_DTYPE_S8 || dtype == MKC_DTYPE_U8 ? 2
+                                                                      : 0;
+    std::call_once(once[kind], [&] {
+        const Loop loop = loop_of(dtype);
+        peak[kind] = loop ? measure(loop) : peak_ops_per_thread(MKC_DTYPE_F32);
+    });
+    return peak[kind];
 }
 
 } // namespace mkc

@@ -355,8 +355,15 @@ private:
         step.impl = choice.impl == implementation_named("onednn") ? implementation(*step.entry)
                                                                   : choice.impl->name;
         step.choice = choice.why;
-        if (row(node).flops && !prepared.outputs.empty())
+        if (row(node).flops && !prepared.outputs.empty()) {
             step.flops = row(node).flops(node, inputs, prepared.outputs[0]);
+            // The data operand's dtype as the step reads it.
+            using dt = dnnl::memory::data_type;
+            const dt d = prepared.takes.empty() ? dt::f32 : prepared.takes[0].get_data_type();
+            step.arithmetic = d == dt::u8 || d == dt::s8 ? MKC_DTYPE_S8
+                              : d == dt::bf16            ? MKC_DTYPE_BF16
+                                                         : MKC_DTYPE_F32;
+        }
         for (const std::string &r : choice.refused)
             step.choice += "; " + r;
         step.serial_elements = prepared.serial_elements;
@@ -426,23 +433,23 @@ private:
     }
 
     // Add node `n` of `y` and `other` folded into the matmul writing `y`
-    // when that matmul has no activation or addend yet, the add is y's only
-    // reader, `other` is computed before the matmul and broadcasts into y,
-    // and the add's result is y's shape: the matmul then takes `other` as
-    // its addend and writes the add's result.
+    // when that matmul takes an addend (its row says at which port) and has
+    // none yet, the add is y's only reader, `other` is computed before the
+    // matmul and broadcasts into y, and the add's result is y's shape: the
+    // matmul then takes `other` as its addend and writes the add's result.
     bool fold_add(int n, int y, int other) {
         const Value &value = g_.values[y];
         if (y == other || value.kind != Value::Kind::result || readers_[y] != 1 || is_output_[y])
             return false;
         const int m = value.producer;
         Node &matmul = nodes_[m];
-        if (matmul.op != NodeOp::matmul)
+        const int port = row(matmul).addend_port ? row(matmul).addend_port(matmul) : kNoValue;
+        if (port == kNoValue)
             return false;
-        const auto &p = std::get<mkc_matmul_params>(matmul.params);
-        const bool has_addend = matmul.inputs.size() > 3 && matmul.inputs[3] != kNoValue;
+        const size_t at = static_cast<size_t>(port);
+        const bool has_addend = matmul.inputs.size() > at && matmul.inputs[at] != kNoValue;
         const Value &o = g_.values[other];
-        if (p.activation != MKC_ACTIVATION_NONE || has_addend ||
-            (o.kind == Value::Kind::result && o.producer >= m))
+        if (has_addend || (o.kind == Value::Kind::result && o.producer >= m))
             return false;
         const int w = nodes_[n].outputs[0];
         const ValueDesc &ly = logical_[y], &lw = logical_[w];
@@ -450,7 +457,7 @@ private:
             !broadcasts_into(ops::caller_dims(logical_[other]), ops::caller_dims(ly)) ||
             lw.dims != ly.dims || lw.layout != ly.layout)
             return false;
-        matmul.inputs.resize(3, kNoValue);
+        matmul.inputs.resize(at, kNoValue);
         matmul.inputs.push_back(other);
         folded_into_[n] = m;
         folded_add_[m] = n;

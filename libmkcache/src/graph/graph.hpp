@@ -71,7 +71,8 @@ using NodeParams =
                  mkc_slice_params, mkc_expand_params, mkc_compare_params, mkc_pad_params,
                  mkc_resize_params, mkc_logical_params, mkc_range_params,
                  mkc_gather_nd_params, mkc_binary_params, mkc_quantize_params,
-                 mkc_quantized_conv_params, mkc_quantized_linear_params>;
+                 mkc_quantized_conv_params, mkc_quantized_linear_params,
+                 mkc_quantized_matmul_params>;
 
 constexpr int kNoValue = -1; // an absent optional input
 

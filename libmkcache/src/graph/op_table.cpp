@@ -21,6 +21,7 @@
 #include "ops/lrn.hpp"
 #include "ops/matmul.hpp"
 #include "ops/pool.hpp"
+#include "ops/quantize.hpp"
 #include "ops/quantized.hpp"
 #include "ops/reduce.hpp"
 #include "ops/resize.hpp"
@@ -155,6 +156,16 @@ int no_residual(const Node &) { return kNoValue; }
 int linear_residual(const Node &node) {
     return std::get<mkc_linear_params>(node.params).sum != 0 && node.inputs.size() > 3 ? 3
                                                                                         : kNoValue;
+}
+// A matmul's addend port, free while no activation follows the product.
+int matmul_addend_port(const Node &node) {
+    return std::get<mkc_matmul_params>(node.params).activation == MKC_ACTIVATION_NONE ? 3
+                                                                                     : kNoValue;
+}
+// An 8-bit matmul's at port 8, for a float32 result.
+int quantized_matmul_addend_port(const Node &node) {
+    const auto &p = std::get<mkc_quantized_matmul_params>(node.params);
+    return p.activation == MKC_ACTIVATION_NONE && p.dst_dtype == MKC_DTYPE_F32 ? 8 : kNoValue;
 }
 // A quantized linear layer's at port 8.
 int quantized_linear_residual(const Node &node) {
@@ -428,6 +439,43 @@ template <> struct Call<ops::QuantizedLinearOp> : QuantizedCall<ops::QuantizedLi
         return one(ops::quantized_linear_infer(a.p, quantized_inputs(in)));
     }
 };
+template <> struct Call<ops::QuantizedMatmulOp> {
+    static std::vector<ValueDesc> infer(const ops::QuantizedMatmulAttrs &a, const NodeInputs &in) {
+        return one(ops::quantized_matmul_infer(a.p, quantized_inputs(in)));
+    }
+    static ops::Prepared prepare(const CacheScope &s, const ops::QuantizedMatmulAttrs &a,
+                                 const char *n, const NodeInputs &in, const Dims *y_strides) {
+        return ops::QuantizedMatmulOp::prepare(s, a, n, quantized_inputs(in), y_strides);
+    }
+};
+struct QuantizedMatmul {
+    template <typename F> static auto with(const Node &n, const NodeInputs &, F &&f) {
+        return f(ops::QuantizedMatmulOp{},
+                 ops::QuantizedMatmulAttrs{std::get<mkc_quantized_matmul_params>(n.params)});
+    }
+};
+ops::Verdict quantized_matmul_onednn_supports(const Node &node, const NodeInputs &in) {
+    return ops::quantized_matmul_onednn_supports(
+        std::get<mkc_quantized_matmul_params>(node.params), quantized_inputs(in));
+}
+template <> struct Call<ops::QuantizeOp> {
+    static std::vector<ValueDesc> infer(const ops::QuantizeAttrs &, const NodeInputs &) {
+        return {}; // the row's own inference (infer_quantize) serves
+    }
+    static ops::Prepared prepare(const CacheScope &s, const ops::QuantizeAttrs &a, const char *n,
+                                 const NodeInputs &in, const Dims *) {
+        return ops::QuantizeOp::prepare(s, a, n, *in[0], *in[1], port(in, 2));
+    }
+};
+struct Quantize {
+    template <typename F> static auto with(const Node &n, const NodeInputs &, F &&f) {
+        return f(ops::QuantizeOp{}, ops::QuantizeAttrs{std::get<mkc_quantize_params>(n.params)});
+    }
+};
+ops::Verdict quantize_onednn_supports(const Node &node, const NodeInputs &in) {
+    return ops::quantize_onednn_supports(std::get<mkc_quantize_params>(node.params), *in[0],
+                                         *in[1]);
+}
 struct QuantizedConv {
     template <typename F> static auto with(const Node &n, const NodeInputs &, F &&f) {
         return f(ops::QuantizedConvOp{},
@@ -539,9 +587,10 @@ int64_t conv_flops(const Node &, const NodeInputs &in, const ValueDesc &out) {
 int64_t linear_flops(const Node &, const NodeInputs &in, const ValueDesc &out) {
     return 2 * product(out.dims) * in[1]->dims.back();
 }
+template <typename P>
 int64_t matmul_flops(const Node &node, const NodeInputs &in, const ValueDesc &out) {
     const Dims a = caller_dims(*in[0]);
-    const bool ta = std::get<mkc_matmul_params>(node.params).transpose_a != 0;
+    const bool ta = std::get<P>(node.params).transpose_a != 0;
     const int64_t k = a.size() < 2 ? a.back() : ta ? a[a.size() - 2] : a.back();
     return 2 * product(out.dims) * k;
 }
@@ -625,8 +674,8 @@ void ref_concat(const ReferenceCall &c) {
                       out_f(c));
 }
 void ref_transpose(const ReferenceCall &c) {
-    reference::transpose(c.in[0], std::get<TransposeParams>(c.node.params).perm, in_f(c, 0),
-                         out_f(c));
+    reference::transpose(c.in[0], std::get<TransposeParams>(c.node.params).perm,
+                         dtype_size(c.dtypes[0]), c.buffers.in[0], c.buffers.out[0]);
 }
 void ref_reshape(const ReferenceCall &c) {
     std::memcpy(c.buffers.out[0], c.buffers.in[0],
@@ -1151,6 +1200,55 @@ void ref_quantized_linear(const ReferenceCall &c) {
                      Residual{p.sum != 0, p.sum_scale, p.sum_zero_point});
 }
 
+// quantized_matmul: the integer sums by the float reference matmul on
+// the zero-point-shifted values (exact in double), then scaled per column,
+// biased, the addend added in float32 (as oneDNN's post-op adds it),
+// activated and requantized.
+void ref_quantized_matmul(const ReferenceCall &c) {
+    using namespace ops;
+    const auto &p = std::get<mkc_quantized_matmul_params>(c.node.params);
+    const QuantizedValues v = quantized_values(c);
+    mkc_matmul_params sums{};
+    sums.transpose_a = p.transpose_a;
+    sums.transpose_b = p.transpose_b;
+    sums.scale = 1;
+    sums.activation = MKC_ACTIVATION_NONE;
+    std::vector<float> acc(static_cast<size_t>(dims_product(c.out)));
+    reference::matmul(sums, c.in[kQSrc], v.src.data(), c.in[kQWeights], v.weights.data(), nullptr,
+                      c.out, acc.data());
+    // The addend broadcast into the result: the reference matmul of a
+    // zero `a` adds it at the indices the post-op would.
+    const float *addend = opt_f(c, kQResidual);
+    std::vector<float> added;
+    if (addend) {
+        const std::vector<float> zeros(v.src.size(), 0.0f);
+        added.resize(acc.size());
+        reference::matmul(sums, c.in[kQSrc], zeros.data(), c.in[kQWeights], v.weights.data(),
+                          nullptr, c.out, added.data(), &c.in[kQResidual], addend);
+    }
+    const float *bias = opt_f(c, kQBias);
+    const int64_t n = c.out.back();
+    void *out = c.buffers.out[0];
+    for (size_t i = 0; i < acc.size(); ++i) {
+        const int64_t o = static_cast<int64_t>(i) % n;
+        const double scale =
+            static_cast<double>(v.src_scale) * v.weight_scale[v.weight_scales > 1 ? o : 0];
+        float y = static_cast<float>(acc[i] * scale + (bias ? bias[o] : 0.0));
+        if (addend) y += added[i];
+        if (p.activation != MKC_ACTIVATION_NONE)
+            y = reference::activate(p.activation, p.activation_alpha, p.activation_beta, y);
+        if (p.dst_dtype == MKC_DTYPE_F32) {
+            static_cast<float *>(out)[i] = y;
+            continue;
+        }
+        const double q = std::nearbyint(y / v.dst_scale) + v.dst_zero;
+        const double lo = p.dst_dtype == MKC_DTYPE_S8 ? -128 : 0,
+                     hi = p.dst_dtype == MKC_DTYPE_S8 ? 127 : 255;
+        reference::store(p.dst_dtype, std::isnan(q) ? v.dst_zero : q < lo ? lo : q > hi ? hi : q,
+                         out, static_cast<int64_t>(i));
+    }
+}
+
 // pad: ONNX's Pad along some axes (mkcache.h, mkc_pad_params): per axis of
 // src, what is added before and after (negative: removed); the result
 // channels-first.
@@ -1443,6 +1541,9 @@ constexpr char kPool[] = "pool", kLinear[] = "linear", kMatmul[] = "matmul",
                kIntegerBinary[] = "integer_binary", kQuantize[] = "quantize",
                kDequantize[] = "dequantize", kQuantizedConv2d[] = "quantized_conv2d",
                kQuantizedLinear[] = "quantized_linear", kRound[] = "round",
+               kQuantizedMatmul[] = "quantized_matmul",
+               kQuantizedMatmulPorts[] = "a,b,a_scale,b_scale,bias,a_zero_point,dst_scale,"
+                                         "dst_zero_point,addend",
                kQuantizedPorts[] =
                    "src,weights,src_scale,weight_scale,bias,src_zero_point,dst_scale,dst_zero_point,"
                    "residual";
@@ -1548,6 +1649,10 @@ public:
         r_.residual_port = port;
         return *this;
     }
+    Row &addend(int (*port)(const Node &)) {
+        r_.addend_port = port;
+        return *this;
+    }
     Row &strided_operands() {
         r_.onednn_reads_views = true;
         return *this;
@@ -1610,9 +1715,9 @@ std::vector<OpRow> build_rows() {
         Row(NodeOp::matmul, kMatmul)
             .ports("a,b,bias,addend", 2, 4, 2).floats()
             .post_op_activation<mkc_matmul_params>()
-            .strided_operands()
+            .addend(matmul_addend_port).strided_operands()
             .params(read_as_is<mkc_matmul_params, kMatmul>).onednn<Matmul>(ops::MatmulOp::run)
-            .reference(ref_matmul).flops(matmul_flops),
+            .reference(ref_matmul).flops(matmul_flops<mkc_matmul_params>),
         Row(NodeOp::layer_norm, kLayerNorm)
             .ports("src,scale,shift", 1, 3, 1).floats()
             .port_dtypes(1, dtype_bit(MKC_DTYPE_F32)).shaping(S::same_as_input).in_place()
@@ -1634,8 +1739,13 @@ std::vector<OpRow> build_rows() {
             .ports(nullptr, 1, kAll, kAll).floats()
             .params(read_concat).onednn<Concat>(ops::ConcatOp::run)
             .reference(ref_concat),
+        // Moves bytes: the float dtypes (bfloat16 plans keep it bfloat16)
+        // and the 8-bit and int32 ones, which oneDNN's reorder permutes too.
         Row(NodeOp::transpose, "transpose")
             .ports("src", 1, 1, 1).floats()
+            .port_dtypes(0, dtype_bit(MKC_DTYPE_F32) | dtype_bit(MKC_DTYPE_BF16) |
+                                dtype_bit(MKC_DTYPE_U8) | dtype_bit(MKC_DTYPE_S8) |
+                                dtype_bit(MKC_DTYPE_S32))
             .params(read_transpose).onednn<Transpose>(ops::TransposeOp::run)
             .view(transpose_view, transpose_text, transpose_perm)
             .reference(ref_transpose),
@@ -1730,7 +1840,9 @@ std::vector<OpRow> build_rows() {
         Row(NodeOp(MKC_OP_QUANTIZE), kQuantize)
             .ports("src,scale,zero_point", 2, 3, 2)
             .port_dtypes(2, dtype_bit(MKC_DTYPE_U8) | dtype_bit(MKC_DTYPE_S8))
-            .params(read_as_is<mkc_quantize_params, kQuantize>).infer(infer_quantize<true>)
+            .params(read_as_is<mkc_quantize_params, kQuantize>)
+            .onednn<Quantize>(ops::QuantizeOp::run).infer(infer_quantize<true>)
+            .onednn_supports(quantize_onednn_supports)
             .reference(ref_quantize),
         Row(NodeOp(MKC_OP_DEQUANTIZE), kDequantize)
             .ports("src,scale,zero_point", 2, 3, 2)
@@ -1755,6 +1867,13 @@ std::vector<OpRow> build_rows() {
             .params(read_as_is<mkc_quantized_linear_params, kQuantizedLinear>)
             .onednn<QuantizedLinear>(ops::QuantizedLinearOp::run)
             .reference(ref_quantized_linear).flops(linear_flops),
+        Row(NodeOp(MKC_OP_QUANTIZED_MATMUL), kQuantizedMatmul)
+            .ports(kQuantizedMatmulPorts, 4, 9, 4).port_dtypes(0, kAnyDtype)
+            .addend(quantized_matmul_addend_port).strided_operands()
+            .params(read_as_is<mkc_quantized_matmul_params, kQuantizedMatmul>)
+            .onednn<QuantizedMatmul>(ops::QuantizedMatmulOp::run)
+            .onednn_supports(quantized_matmul_onednn_supports)
+            .reference(ref_quantized_matmul).flops(matmul_flops<mkc_quantized_matmul_params>),
         Row(NodeOp(MKC_OP_REDUCE), kReduce)
             .ports("src", 1, 1, 1)
             .params(read_as_is<mkc_reduce_params, kReduce>).onednn<Reduce>(ops::ReduceOp::run)

@@ -86,6 +86,10 @@ struct OpRow {
     bool (*set_activation)(NodeParams &params, const ActivationParams &a);
     // The port of the residual a fused sum adds (kNoValue: none).
     int (*residual_port)(const Node &node);
+    // The port a plan's folded add may take as the addend of this node's
+    // float32 result (a matmul's), kNoValue where the node cannot take one
+    // (an activation comes first). Null: no such port.
+    int (*addend_port)(const Node &node);
     // View operators: the result as a view of `src`'s bytes (`out` is the
     // inferred result), false when those bytes cannot be viewed so; and the
     // axes' permutation when the view is a transpose (else null).

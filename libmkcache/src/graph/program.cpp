@@ -362,8 +362,12 @@ std::string Program::profile(const Tensor *const *inputs, mkc_tensor **outputs) 
     for (size_t i = 0; i < seconds.size(); ++i) {
         char us[32];
         std::snprintf(us, sizeof us, "%.3f", seconds[i] * 1e6);
-        text += std::to_string(i) + "\t" + plan->steps[i].what + "\t" + plan->steps[i].impl + "\t" +
-                us + "\t" + std::to_string(plan->steps[i].flops) + "\n";
+        const Step &step = plan->steps[i];
+        const char *arithmetic = step.arithmetic == MKC_DTYPE_S8     ? "int8"
+                                 : step.arithmetic == MKC_DTYPE_BF16 ? "bf16"
+                                                                     : "f32";
+        text += std::to_string(i) + "\t" + step.what + "\t" + step.impl + "\t" + us + "\t" +
+                std::to_string(step.flops) + "\t" + arithmetic + "\n";
     }
     return text;
 }

@@ -16,6 +16,7 @@
 #include "ops/attrs.hpp"
 #include "ops/float_dtype.hpp"
 #include "ops/matmul.hpp"
+#include "ops/matmul_geometry.hpp"
 #include "ops/ops.hpp"
 
 namespace mkc::ops {
@@ -475,98 +476,19 @@ void linear_backward(const CacheScope &scope, const mkc_linear_params &p, const 
 
 namespace {
 
-// Dims of a matmul call, all padded to the same rank n: a and b as read
-// (transposes applied through the strides of their bytes) and the result.
-struct MatmulGeometry {
-    Dims ac, bc, a_strides, b_strides, yc;
-    Dims addend; // its caller dims padded to the result's rank; empty: none
-    int64_t n;
-    mkc_dtype dtype = MKC_DTYPE_F32;   // a's and b's (and the result's)
-    mkc_dtype b_dtype = MKC_DTYPE_F32; // the bias's, when there is one
-};
-
-// The strides of an operand's bytes in its caller order. A tensor's are
-// row-major (the eager call makes them so first). A described value's are
-// its arrangement's when that is a strided one - in a program, a transpose
-// or reshape of another value's bytes, read where they are - else
-// row-major (the program converts it first).
-Dims operand_strides(const Tensor &t) { return row_major_strides(caller_dims(t)); }
-Dims operand_strides(const ValueDesc &v) {
-    Dims strides;
-    if (layout::caller_strides(v.desc, v.layout, strides)) return strides;
-    return row_major_strides(caller_dims(v));
-}
-
-// `strides` for `dims` padded with leading 1s to rank n.
-void pad_strides(Dims &strides, const Dims &dims, size_t n) {
-    const int64_t outer = dims.empty() ? 1 : dims[0] * strides[0];
-    strides.insert(strides.begin(), n - strides.size(), outer);
-}
-
 template <typename V>
 MatmulGeometry matmul_geometry(const mkc_matmul_params &p, const V &a, const V &b, const V *bias,
                                const V *addend = nullptr) {
-    MatmulGeometry g;
-    g.dtype = require_float_src("matmul", "a", a.dtype);
-    require_same_float("matmul", "b", b.dtype, g.dtype);
-    if (bias) {
-        require_float_param("matmul", "bias", bias->dtype);
-        g.b_dtype = bias->dtype;
-    }
-    Dims &ac = g.ac, &bc = g.bc;
-    ac = caller_dims(a);
-    bc = caller_dims(b);
-    require(ac.size() >= 2 && bc.size() >= 2, "matmul: a and b must have rank >= 2, got ", ac.size(),
-            " and ", bc.size());
+    const mkc_dtype dtype = require_float_src("matmul", "a", a.dtype);
+    require_same_float("matmul", "b", b.dtype, dtype);
+    if (bias) require_float_param("matmul", "bias", bias->dtype);
     require(std::isfinite(p.scale), "matmul: scale must be finite, got ", p.scale);
-    const size_t n = std::max(ac.size(), bc.size());
-    g.n = static_cast<int64_t>(n);
-    // Memory order is [..., rows, cols]; the views swap the last two when
-    // transposed.
-    g.a_strides = operand_strides(a);
-    g.b_strides = operand_strides(b);
-    pad_strides(g.a_strides, ac, n);
-    pad_strides(g.b_strides, bc, n);
-    ac.insert(ac.begin(), n - ac.size(), 1);
-    bc.insert(bc.begin(), n - bc.size(), 1);
-    if (p.transpose_a) {
-        std::swap(ac[n - 1], ac[n - 2]);
-        std::swap(g.a_strides[n - 1], g.a_strides[n - 2]);
-    }
-    if (p.transpose_b) {
-        std::swap(bc[n - 1], bc[n - 2]);
-        std::swap(g.b_strides[n - 1], g.b_strides[n - 2]);
-    }
-    const int64_t M = ac[n - 2], K = ac[n - 1], N = bc[n - 1];
-    if (bc[n - 2] != K)
-        fail(MKC_STATUS_INVALID_ARGUMENT, "matmul: inner dims differ: a is ", shape_text(caller_dims(a)),
-             p.transpose_a ? " (transposed)" : "", ", b is ", shape_text(caller_dims(b)),
-             p.transpose_b ? " (transposed)" : "", "; need a[..., K] @ b[K, ...]");
-    Dims &yc = g.yc;
-    yc.resize(n);
-    for (size_t i = 0; i + 2 < n; ++i) {
-        if (!(ac[i] == bc[i] || ac[i] == 1 || bc[i] == 1))
-            fail(MKC_STATUS_INVALID_ARGUMENT, "matmul: batch dims ",
-                 shape_text(caller_dims(a)), " and ", shape_text(caller_dims(b)), " do not broadcast");
-        yc[i] = std::max(ac[i], bc[i]);
-    }
-    yc[n - 2] = M;
-    yc[n - 1] = N;
-    check_result_dims("matmul", yc, MKC_DTYPE_F32);
-    if (bias) {
-        const Dims &bd = onednn_dims(*bias);
-        require(bd.size() == 1 && bd[0] == N, "matmul: bias must have shape [", N, "]");
-    }
+    if (addend) require_same_float("matmul", "addend", addend->dtype, dtype);
+    MatmulGeometry g =
+        matmul_shapes("matmul", p.transpose_a != 0, p.transpose_b != 0, a, b, bias, addend);
+    g.dtype = dtype;
+    if (bias) g.b_dtype = bias->dtype;
     if (p.activation != MKC_ACTIVATION_NONE) activation_info(p.activation, p.activation_alpha);
-    if (addend) {
-        require_same_float("matmul", "addend", addend->dtype, g.dtype);
-        const Dims c = caller_dims(*addend);
-        if (!broadcasts_into(c, yc))
-            fail(MKC_STATUS_INVALID_ARGUMENT, "matmul: the addend ", shape_text(c),
-                 " does not broadcast into the result ", shape_text(yc));
-        g.addend = Dims(n - c.size(), 1);
-        g.addend.insert(g.addend.end(), c.begin(), c.end());
-    }
     return g;
 }
 

@@ -3,8 +3,10 @@
 // primitives, the result requantized to 8 bits or dequantized to float32
 // inside the primitive.
 #include "ops/quantized.hpp"
+#include "ops/quantized_parts.hpp"
 
 #include <cmath>
+#include <cstring>
 
 #include "common/cpu_features.hpp"
 #include "common/engine.hpp"
@@ -23,42 +25,27 @@ using tag = dnnl::memory::format_tag;
 const auto f32 = dnnl::memory::data_type::f32;
 const auto s32 = dnnl::memory::data_type::s32;
 
-// The primitive's argument per port.
-constexpr int kArg[kQPorts] = {DNNL_ARG_SRC,
-                               DNNL_ARG_WEIGHTS,
-                               DNNL_ARG_ATTR_SCALES | DNNL_ARG_SRC,
-                               DNNL_ARG_ATTR_SCALES | DNNL_ARG_WEIGHTS,
-                               DNNL_ARG_BIAS,
-                               DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC,
-                               DNNL_ARG_ATTR_SCALES | DNNL_ARG_DST,
-                               DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST,
-                               0}; // the residual: the output buffer holds it
-constexpr const char *kPortName[kQPorts] = {"src",       "weights",        "src_scale",
-                                            "weight_scale", "bias",        "src_zero_point",
-                                            "dst_scale", "dst_zero_point", "residual"};
+} // namespace
 
-struct QuantizedEntry : PrimitiveEntry {
-    dnnl::memory::desc y_md; // the result as the primitive writes it
-    const char *op = "";
-    size_t weight_bytes = 0; // checked on each run, without VNNI only (else 0)
-    size_t weight_scales = 1;
-};
-
-// The weights' own bytes in a packed arrangement: its padded elements,
-// without the compensation oneDNN may append after them.
 size_t weight_elements(const dnnl::memory::desc &packed) {
     size_t n = 1;
     for (int64_t d : packed.get_padded_dims()) n *= static_cast<size_t>(d);
     return n;
 }
 
-} // namespace
-
 // s8 src is shifted to u8 first, so the bound is the same for both: 255 *
 // 63 * 2 fits in 16 bits, 255 * 127 * 2 does not.
 bool int8_pairs_saturate() { return !cpu_has_int8_dot_product(); }
 
-namespace {
+
+// Messages name the ports as the operator's header entry does.
+const char *port_name(const char *op, int port) {
+    static constexpr const char *kMatmul[kQPorts] = {
+        "a", "b", "a_scale", "b_scale", "bias", "a_zero_point", "dst_scale", "dst_zero_point",
+        "addend"};
+    return std::strcmp(op, "quantized_matmul") == 0 ? kMatmul[port] : kQPortName[port];
+}
+
 
 // Scales are data: checked on each run (a handful of floats).
 void check_scales(const QuantizedEntry &e, const Buffers &buffers) {
@@ -68,7 +55,7 @@ void check_scales(const QuantizedEntry &e, const Buffers &buffers) {
         const size_t n = port == kQWeightScale ? e.weight_scales : 1;
         for (size_t i = 0; i < n; ++i)
             if (!(std::isfinite(scale[i]) && scale[i] > 0.0f))
-                fail(MKC_STATUS_INVALID_ARGUMENT, e.op, ": ", kPortName[port], "[", i, "] is ",
+                fail(MKC_STATUS_INVALID_ARGUMENT, e.op, ": ", port_name(e.op, port), "[", i, "] is ",
                      scale[i], "; every scale must be finite and > 0");
     }
 }
@@ -91,10 +78,10 @@ void check_vector(const char *op, const QuantizedInputs &in, int port, mkc_dtype
                   int64_t n) {
     const ValueDesc &v = *in[static_cast<size_t>(port)];
     if (v.dtype != dtype)
-        fail(MKC_STATUS_INVALID_ARGUMENT, op, ": ", kPortName[port], " must be ", dtype_name(dtype),
+        fail(MKC_STATUS_INVALID_ARGUMENT, op, ": ", port_name(op, port), " must be ", dtype_name(dtype),
              ", got ", dtype_name(v.dtype));
     if (v.dims.size() != 1 || (v.dims[0] != 1 && v.dims[0] != n))
-        fail(MKC_STATUS_INVALID_ARGUMENT, op, ": ", kPortName[port], " must have shape [1]",
+        fail(MKC_STATUS_INVALID_ARGUMENT, op, ": ", port_name(op, port), " must have shape [1]",
              n != 1 ? " or [" + std::to_string(n) + "]" : std::string(), ", got ",
              shape_text(v.dims));
 }
@@ -103,12 +90,12 @@ void check_vector(const char *op, const QuantizedInputs &in, int port, mkc_dtype
 void check_ports(const char *op, mkc_dtype dst, const QuantizedInputs &in, int64_t channels) {
     for (int port : {kQSrc, kQWeights, kQSrcScale, kQWeightScale})
         if (!in[static_cast<size_t>(port)])
-            fail(MKC_STATUS_INVALID_ARGUMENT, op, ": ", kPortName[port], " (input ", port,
+            fail(MKC_STATUS_INVALID_ARGUMENT, op, ": ", port_name(op, port), " (input ", port,
                  ") is required");
-    require(quantized_dtype(in[kQSrc]->dtype), op, ": src must be uint8 or int8, got ",
-            dtype_name(in[kQSrc]->dtype));
-    require(in[kQWeights]->dtype == MKC_DTYPE_S8, op, ": weights must be int8, got ",
-            dtype_name(in[kQWeights]->dtype));
+    require(quantized_dtype(in[kQSrc]->dtype), op, ": ", port_name(op, kQSrc),
+            " must be uint8 or int8, got ", dtype_name(in[kQSrc]->dtype));
+    require(in[kQWeights]->dtype == MKC_DTYPE_S8, op, ": ", port_name(op, kQWeights),
+            " must be int8, got ", dtype_name(in[kQWeights]->dtype));
     if (in[kQBias])
         require(in[kQBias]->dtype == MKC_DTYPE_F32, op, ": bias must be float32 (real units), got ",
                 dtype_name(in[kQBias]->dtype));
@@ -128,16 +115,10 @@ void check_ports(const char *op, mkc_dtype dst, const QuantizedInputs &in, int64
     if (in[kQDstZeroPoint]) check_vector(op, in, kQDstZeroPoint, MKC_DTYPE_S32, 1);
 }
 
-// `sum`: a residual added before the activation (its scale, zero point).
-struct SumPostOp {
-    bool on = false;
-    float scale = 1;
-    int32_t zero_point = 0;
-};
-
 dnnl::primitive_attr quantization_attr(const QuantizedInputs &in, mkc_dtype dst,
                                        int weights_mask, mkc_activation_kind activation,
-                                       float alpha, float beta, SumPostOp sum = {}) {
+                                       float alpha, float beta, SumPostOp sum,
+                                       const dnnl::memory::desc *addend, int *addend_arg) {
     dnnl::primitive_attr attr = user_scratchpad_attr();
     attr.set_scales_mask(DNNL_ARG_SRC, 0);
     attr.set_scales_mask(DNNL_ARG_WEIGHTS, in[kQWeightScale]->dims[0] > 1 ? weights_mask : 0);
@@ -151,6 +132,10 @@ dnnl::primitive_attr quantization_attr(const QuantizedInputs &in, mkc_dtype dst,
     // in real units: before the activation, and before the result is
     // divided by dst_scale.
     if (sum.on) ops.append_sum(sum.scale, sum.zero_point);
+    if (addend) {
+        *addend_arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(ops.len()) | DNNL_ARG_SRC_1;
+        ops.append_binary(dnnl::algorithm::binary_add, *addend);
+    }
     if (activation != MKC_ACTIVATION_NONE)
         ops.append_eltwise(activation_info(activation, alpha).alg, alpha, beta);
     if (ops.len() > 0) attr.set_post_ops(ops);
@@ -174,27 +159,7 @@ void add_quantization_args(std::vector<std::pair<int, dnnl::memory::desc>> &args
                            const QuantizedInputs &in) {
     for (int port : {kQSrcScale, kQWeightScale, kQSrcZeroPoint, kQDstScale, kQDstZeroPoint})
         if (const ValueDesc *v = in[static_cast<size_t>(port)])
-            args.push_back({kArg[port], dnnl::memory::desc(v->dims, to_onednn(v->dtype), tag::a)});
-}
-
-// No in_args: a program calls run() for every execution (rather than
-// binding the primitive's arguments once), as run() checks the scales and,
-// without VNNI, the weights it is given.
-// What both operators' entries hold past the primitive: its arguments (the
-// scales and zero points among them), the checks run() makes.
-template <typename PrimitiveDesc>
-void finish_entry(QuantizedEntry &e, const PrimitiveDesc &pd, const QuantizedInputs &in,
-                  const char *op) {
-    std::vector<std::pair<int, dnnl::memory::desc>> args = {{DNNL_ARG_SRC, pd.src_desc()},
-                                                            {DNNL_ARG_WEIGHTS, pd.weights_desc()},
-                                                            {DNNL_ARG_DST, pd.dst_desc()}};
-    if (in[kQBias]) args.push_back({DNNL_ARG_BIAS, pd.bias_desc()});
-    add_quantization_args(args, in);
-    e.set_args(args);
-    e.add_scratchpad(pd);
-    e.op = op;
-    e.weight_scales = static_cast<size_t>(in[kQWeightScale]->dims[0]);
-    e.weight_bytes = int8_pairs_saturate() ? weight_elements(pd.weights_desc()) : 0;
+            args.push_back({kQArg[port], dnnl::memory::desc(v->dims, to_onednn(v->dtype), tag::a)});
 }
 
 Prepared prepared(const std::shared_ptr<QuantizedEntry> &entry, const QuantizedInputs &in,
@@ -214,6 +179,8 @@ Prepared prepared(const std::shared_ptr<QuantizedEntry> &entry, const QuantizedI
     }
     return out;
 }
+
+namespace {
 
 mkc_layout conv_data_format(const mkc_quantized_conv_params &p, const ValueDesc &src) {
     const mkc_layout asked = p.conv.data_format;
@@ -336,7 +303,8 @@ Prepared QuantizedConvOp::prepare(const CacheScope &scope, const Attrs &attrs, c
             quantization_attr(in, p.dst_dtype, weights_mask, p.conv.activation,
                               p.conv.activation_alpha,
                               p.conv.activation_beta,
-                              SumPostOp{p.conv.sum != 0, p.sum_scale, p.sum_zero_point});
+                              SumPostOp{p.conv.sum != 0, p.sum_scale, p.sum_zero_point},
+                              nullptr, nullptr);
         dnnl::convolution_forward::primitive_desc pd(
             cpu_engine(), dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
             x, w, b, y, s.stride, s.dilation, s.pad_l, s.pad_r, attr);
@@ -365,7 +333,7 @@ void QuantizedConvOp::run(const CacheScope &scope, PrimitiveEntry &entry, const 
     if (e.weight_bytes) check_weight_range(e, buffers.in[kQWeights]);
     // The output buffer holds the residual of a sum before the run.
     run_bound(scope, entry, buffers,
-              {kArg[0], kArg[1], kArg[2], kArg[3], kArg[4], kArg[5], kArg[6], kArg[7]},
+              {kQArg[0], kQArg[1], kQArg[2], kQArg[3], kQArg[4], kQArg[5], kQArg[6], kQArg[7]},
               {DNNL_ARG_DST});
 }
 
@@ -389,7 +357,8 @@ Prepared QuantizedLinearOp::prepare(const CacheScope &scope, const Attrs &attrs,
         // Per-output-channel weight scales run along N, matmul's dim 1.
         const dnnl::primitive_attr attr =
             quantization_attr(in, p.dst_dtype, 1 << 1, p.activation, p.activation_alpha,
-                              p.activation_beta, SumPostOp{p.sum != 0, p.sum_scale, p.sum_zero_point});
+                              p.activation_beta, SumPostOp{p.sum != 0, p.sum_scale, p.sum_zero_point},
+                              nullptr, nullptr);
         dnnl::matmul::primitive_desc pd(cpu_engine(), x, w, b, y, attr);
         e->primitive = dnnl::matmul(pd);
         finish_entry(*e, pd, in, op);
@@ -416,7 +385,7 @@ void QuantizedLinearOp::run(const CacheScope &scope, PrimitiveEntry &entry,
     check_scales(e, buffers);
     if (e.weight_bytes) check_weight_range(e, buffers.in[kQWeights]);
     run_bound(scope, entry, buffers,
-              {kArg[0], kArg[1], kArg[2], kArg[3], kArg[4], kArg[5], kArg[6], kArg[7]},
+              {kQArg[0], kQArg[1], kQArg[2], kQArg[3], kQArg[4], kQArg[5], kQArg[6], kQArg[7]},
               {DNNL_ARG_DST});
 }
 

@@ -61,6 +61,19 @@ struct QuantizedLinearAttrs {
     }
 };
 
+struct QuantizedMatmulAttrs {
+    const mkc_quantized_matmul_params &p;
+    template <typename V>
+    void each(V &v) const {
+        v.field("ta", p.transpose_a);
+        v.field("tb", p.transpose_b);
+        v.field("", p.activation);
+        v.field("a", p.activation_alpha);
+        v.field("b", p.activation_beta);
+        v.field("to", p.dst_dtype);
+    }
+};
+
 // Whether oneDNN's int8 kernels on this CPU (no VNNI) add pairs of uint8 x
 // int8 products in 16 bits with saturation: exact only for weights within
 // -63..63.
@@ -71,11 +84,16 @@ bool int8_pairs_saturate();
 // format, linear's [..., N] channels-first; U8, S8 or F32 as dst_dtype.
 ValueDesc quantized_conv_infer(const mkc_quantized_conv_params &p, const QuantizedInputs &in);
 ValueDesc quantized_linear_infer(const mkc_quantized_linear_params &p, const QuantizedInputs &in);
+// quantized_matmul: a (src) [..., M, K] @ b (weights) [..., K, N], an
+// addend at port 8; the result [..., M, N] channels-first.
+ValueDesc quantized_matmul_infer(const mkc_quantized_matmul_params &p, const QuantizedInputs &in);
 
 // Whether oneDNN's kernels compute the operator as defined for these
 // inputs (else the reference kernel does).
 Verdict quantized_conv_onednn_supports(const mkc_quantized_conv_params &p,
                                        const QuantizedInputs &in);
+Verdict quantized_matmul_onednn_supports(const mkc_quantized_matmul_params &p,
+                                         const QuantizedInputs &in);
 
 struct QuantizedConvOp {
     using Attrs = QuantizedConvAttrs;
@@ -90,6 +108,16 @@ struct QuantizedLinearOp {
     using Attrs = QuantizedLinearAttrs;
     static Prepared prepare(const CacheScope &scope, const Attrs &attrs, const char *name,
                             const QuantizedInputs &in);
+    static void run(const CacheScope &scope, PrimitiveEntry &entry, const Buffers &buffers);
+};
+
+// a and b read where they are when strided (a program's views of
+// transposed values), the result written with `y_strides` when given, as
+// the float32 matmul.
+struct QuantizedMatmulOp {
+    using Attrs = QuantizedMatmulAttrs;
+    static Prepared prepare(const CacheScope &scope, const Attrs &attrs, const char *name,
+                            const QuantizedInputs &in, const Dims *y_strides);
     static void run(const CacheScope &scope, PrimitiveEntry &entry, const Buffers &buffers);
 };
 

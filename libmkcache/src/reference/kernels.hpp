@@ -159,8 +159,9 @@ void matmul(const mkc_matmul_params &p, const Dims &a_dims, const float *a, cons
 void concat(int axis, const std::vector<Dims> &dims, const std::vector<const float *> &srcs,
             float *dst);
 
-// dst's axis i is src's axis perm[i].
-void transpose(const Dims &dims, const std::vector<int> &perm, const float *src, float *dst);
+// dst's axis i is src's axis perm[i]; elements of `element_size` bytes.
+void transpose(const Dims &dims, const std::vector<int> &perm, size_t element_size,
+               const void *src, void *dst);
 
 // ---------------------------------------------------------------- gather
 

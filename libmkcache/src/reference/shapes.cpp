@@ -29,7 +29,10 @@ void concat(int axis, const std::vector<Dims> &dims, const std::vector<const flo
     }
 }
 
-void transpose(const Dims &dims, const std::vector<int> &perm, const float *src, float *dst) {
+void transpose(const Dims &dims, const std::vector<int> &perm, size_t element_size,
+               const void *src, void *dst) {
+    const auto *from = static_cast<const unsigned char *>(src);
+    auto *to = static_cast<unsigned char *>(dst);
     const size_t rank = dims.size();
     Dims src_strides(rank);
     int64_t step = 1;
@@ -54,7 +57,7 @@ void transpose(const Dims &dims, const std::vector<int> &perm, const float *src,
             at += rest % dst_dims[axis] * steps[axis];
             rest /= dst_dims[axis];
         }
-        dst[j] = src[at];
+        std::memcpy(to + j * element_size, from + at * element_size, element_size);
     }
 }
 
