@@ -18,7 +18,7 @@ from mkcache.models import interleaved
 
 ISA = mkcache.build_info()["isa"]
 METHODS = ("minmax", "percentile", "mse", "kl")
-CASES = {"resnet50": 9, "bert": 15}  # repetitions
+CASES = {"resnet50": 15, "bert": 41}  # repetitions
 
 
 def _graph_and_batch(case):
