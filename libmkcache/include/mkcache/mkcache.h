@@ -1693,7 +1693,7 @@ MKC_API mkc_status mkc_program_calibrate(mkc_program *program, int ninputs,
                                          const mkc_tensor *const *inputs);
 /* How mkc_program_calibrate_with chooses each value's range. */
 typedef struct mkc_calibrate_options {
-    size_t struct_size; /* sizeof(mkc_calibrate_options) */
+    size_t struct_size; /* sizeof; set by mkc_calibrate_options_init */
     const char *method; /* "minmax": the least and greatest value seen;
                            "percentile": the values' (100 - percentile) / 2
                            and 100 - (100 - percentile) / 2 percentiles
@@ -1730,6 +1730,8 @@ typedef struct mkc_calibrate_options {
                            outside (0, 100] (NaN included): INVALID_ARGUMENT */
 } mkc_calibrate_options;
 
+/* The defaults above, struct_size set; NULL is INVALID_ARGUMENT. Any thread,
+ * at any time. */
 MKC_API mkc_status mkc_calibrate_options_init(mkc_calibrate_options *options);
 
 /* mkc_program_calibrate with a method (options NULL: the defaults). Every
