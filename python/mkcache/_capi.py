@@ -229,6 +229,10 @@ class ProgramOptions(_Sized):
                 ("dump", c_char_p), ("precision", c_char_p), ("calibration", c_char_p)]
 
 
+class CalibrateOptions(_Sized):
+    _fields_ = [("method", c_char_p), ("percentile", c_double)]
+
+
 class ProgramMemory(_Sized):
     _fields_ = [("arena_bytes", c_size_t), ("lower_bound_bytes", c_size_t),
                 ("naive_bytes", c_size_t), ("constant_bytes", c_size_t), ("steps", c_int),
@@ -252,7 +256,8 @@ _MIRRORS = {"conv_params": ConvParams, "pool_params": PoolParams, "linear_params
             "gather_nd_params": GatherNdParams, "quantize_params": QuantizeParams,
             "quantized_conv_params": QuantizedConvParams,
             "quantized_linear_params": QuantizedLinearParams,
-            "quantized_matmul_params": QuantizedMatmulParams}
+            "quantized_matmul_params": QuantizedMatmulParams,
+            "calibrate_options": CalibrateOptions}
 
 
 lib.mkc_status_string.argtypes = [status_t]
@@ -418,6 +423,8 @@ _SIGNATURES = {
     "mkc_program_steps": [c_void_p, POINTER(c_char), c_size_t, POINTER(c_size_t)],
     "mkc_program_choices": [c_void_p, POINTER(c_char), c_size_t, POINTER(c_size_t)],
     "mkc_program_calibrate": [c_void_p, c_int, POINTER(tensor_p)],
+    "mkc_calibrate_options_init": [POINTER(CalibrateOptions)],
+    "mkc_program_calibrate_with": [c_void_p, c_int, POINTER(tensor_p), POINTER(CalibrateOptions)],
     "mkc_program_calibration": [c_void_p, POINTER(c_char), c_size_t, POINTER(c_size_t)],
     "mkc_program_memory_info": [c_void_p, POINTER(ProgramMemory)],
     "mkc_program_output_shape": [c_void_p, POINTER(c_int64), c_int, POINTER(c_int),

@@ -428,7 +428,8 @@ class Graph(_Closed):
     def compile(self, *, fuse: bool = True, inplace: bool = True, reuse: bool = True,
                 capacity: int = 0, impl: dict | None = None, choose: str = "priority",
                 choices=None, dump=None, precision: str = "f32",
-                calibration=None) -> "Program":
+                calibration=None, calibration_method: str | None = None,
+                calibration_percentile: float | None = None) -> "Program":
         """A Program of this graph (the graph may be built further or closed
         afterwards). fuse: merge what oneDNN runs as one primitive (an
         activation into the conv/linear/matmul before it, an add into the
@@ -468,7 +469,10 @@ class Graph(_Closed):
         dicts: a float32 program of this graph is compiled, calibrated on
         them and closed, its cache entries going with it), or the text
         Program.calibration() gave (str or bytes), or a path to a file
-        Program.save_calibration wrote."""
+        Program.save_calibration wrote. calibration_method,
+        calibration_percentile: how batches are made into ranges
+        (Program.calibrate's method and percentile); a text or file holds
+        its ranges already, and takes neither."""
         if impl is None:
             impl_text = None
         elif isinstance(impl, dict):
@@ -508,10 +512,15 @@ class Graph(_Closed):
             raise InvalidArgumentError(
                 f"precision must be 'f32', 'bf16', 'int8' or 'auto', got {precision!r}")
         calibration_text = None
+        if calibration is None and (calibration_method, calibration_percentile) != (None, None):
+            raise InvalidArgumentError(
+                "calibration_method and calibration_percentile are for calibration batches "
+                "(none given)")
         if precision == "int8" or (precision == "auto" and calibration is not None):
             calibration_text = self._calibration_text(
                 calibration, dict(fuse=fuse, inplace=inplace, reuse=reuse, impl=impl,
-                                  choose=choose, choices=choices))
+                                  choose=choose, choices=choices),
+                dict(method=calibration_method, percentile=calibration_percentile))
         elif calibration is not None:
             raise InvalidArgumentError("calibration is for precision='int8' (or 'auto')")
         o = _params(_capi.ProgramOptions, _lib.mkc_program_options_init,
@@ -525,9 +534,15 @@ class Graph(_Closed):
         return Program(handle, dict(self._input_layouts), dict(self._input_ranks),
                        dict(self._input_dtypes))
 
-    def _calibration_text(self, calibration, options: dict) -> bytes:
+    def _calibration_text(self, calibration, options: dict, method: dict) -> bytes:
         """The calibration an int8 compile reads, as bytes: text or a file
-        as given, or made by calibrating a float32 program on batches."""
+        as given, or made by calibrating a float32 program on batches by
+        `method` (Program.calibrate's method and percentile)."""
+        given = isinstance(calibration, (bytes, str, os.PathLike))
+        if given and any(v is not None for v in method.values()):
+            raise InvalidArgumentError(
+                "calibration_method and calibration_percentile are for calibration batches; "
+                "a calibration text or file holds its ranges already")
         if calibration is None:
             raise InvalidArgumentError(
                 "precision='int8' needs calibration: batches of inputs, or what "
@@ -547,7 +562,7 @@ class Graph(_Closed):
             # The float32 warm-up: its program (and its cache entries) go
             # once the ranges are read.
             with self.compile(**options) as warm:
-                text = warm.calibrate(calibration).encode()
+                text = warm.calibrate(calibration, **method).encode()
         if b"\0" in text:
             raise InvalidArgumentError("calibration holds a NUL byte")
         return text
@@ -792,14 +807,36 @@ class Program(_Closed):
         line each: key, implementation, each candidate's microseconds."""
         return _capi.call_with_buffer(_lib.mkc_program_choices, self.handle)
 
-    def calibrate(self, batches) -> str:
+    def calibrate(self, batches, method: str | None = None,
+                  percentile: float | None = None) -> str:
         """Float32 runs recording the range of every value an 8-bit plan
         quantizes (the src of each conv2d and linear node, both operands of
         each matmul, as the plan numbers the nodes), merged with earlier
         calls: `batches` an iterable of input dicts as run takes them (at
-        least one). Returns calibration(). A batch of the wrong shape or
-        dtype, or one giving NaN or infinities, is an error naming it; the
-        ranges of the batches before it are kept."""
+        least one). method: how a value's range is chosen: "minmax" (its
+        extremes), "percentile" (all but (100 - percentile) / 2 percent of
+        the values cut at each end; percentile in (0, 100], default 99.999)
+        "mse" (the range quantizing its histogram with the least squared
+        error) or "kl" (TensorRT's entropy calibration: the threshold on |x|
+        whose clipped histogram loses the least KL divergence when
+        quantized); None: the library's default (mkcache.h,
+        mkc_calibrate_options). Every call on one program takes the same
+        method. Returns calibration(). A batch of the wrong shape or dtype,
+        or one giving NaN or infinities, is an error naming it; the ranges
+        of the batches before it are kept."""
+        if method is not None and not isinstance(method, str):
+            raise InvalidArgumentError(f"method must be a str, got {type(method).__name__}")
+        if percentile is not None and (isinstance(percentile, bool) or
+                                       not isinstance(percentile, (int, float))):
+            raise InvalidArgumentError(
+                f"percentile must be a number, got {type(percentile).__name__}")
+        if method is not None and "\0" in method:
+            raise InvalidArgumentError("method holds a NUL byte")
+        if percentile is not None and not 0 < percentile <= 100:  # 0 would be C's default
+            raise InvalidArgumentError(f"calibrate: percentile {percentile} is not in (0, 100]")
+        options = _params(_capi.CalibrateOptions, _lib.mkc_calibrate_options_init,
+                          method=None if method is None else method.encode(),
+                          percentile=0.0 if percentile is None else float(percentile))
         count = 0
         for i, inputs in enumerate(batches):
             if not isinstance(inputs, dict):
@@ -809,7 +846,8 @@ class Program(_Closed):
             self._check_input_names(inputs, f"calibrate: batch {i}")
             in_handles, owners = self._input_handles(inputs)  # owners: held for the call
             try:
-                _lib.mkc_program_calibrate(self.handle, len(self.input_names), in_handles)
+                _lib.mkc_program_calibrate_with(self.handle, len(self.input_names), in_handles,
+                                                ctypes.byref(options))
             except Error as e:
                 raise type(e)(f"batch {i}: {e}", e.status) from None
             count += 1
@@ -818,8 +856,9 @@ class Program(_Closed):
         return self.calibration()
 
     def calibration(self) -> str:
-        """The ranges calibrate() recorded, one line per value:
-        "node<n>|<operator>|<name>|<port>\t<min>\t<max>\t<runs>"."""
+        """The ranges calibrate() recorded: "# calibration method: <method>",
+        then one line per value: "node<n>|<operator>|<name>|<port>\t<min>\t<max>\t<runs>",
+        the range the method chose."""
         return _capi.call_with_buffer(_lib.mkc_program_calibration, self.handle)
 
     def save_calibration(self, path) -> None:

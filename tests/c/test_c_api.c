@@ -1380,7 +1380,8 @@ static void test_struct_sizes(void) {
                    {MKC_STRUCT_QUANTIZE_PARAMS, sizeof(mkc_quantize_params)},
                    {MKC_STRUCT_QUANTIZED_CONV_PARAMS, sizeof(mkc_quantized_conv_params)},
                    {MKC_STRUCT_QUANTIZED_LINEAR_PARAMS, sizeof(mkc_quantized_linear_params)},
-                   {MKC_STRUCT_QUANTIZED_MATMUL_PARAMS, sizeof(mkc_quantized_matmul_params)}};
+                   {MKC_STRUCT_QUANTIZED_MATMUL_PARAMS, sizeof(mkc_quantized_matmul_params)},
+                   {MKC_STRUCT_CALIBRATE_OPTIONS, sizeof(mkc_calibrate_options)}};
     size_t size = 0;
     for (size_t i = 0; i < sizeof structs / sizeof structs[0]; ++i) {
         size = 0;
@@ -1389,7 +1390,7 @@ static void test_struct_sizes(void) {
     }
     size = 5;
     REFUSED(mkc_get_struct_size((mkc_struct_id)0, &size), "unknown struct id 0");
-    REFUSED(mkc_get_struct_size((mkc_struct_id)33, &size), "unknown struct id 33");
+    REFUSED(mkc_get_struct_size((mkc_struct_id)34, &size), "unknown struct id 34");
     CHECK(size == 5);
     CHECK(mkc_get_struct_size(MKC_STRUCT_CONV_PARAMS, NULL) == MKC_STATUS_INVALID_ARGUMENT);
 
@@ -1879,7 +1880,7 @@ static void test_program(void) {
     CHECK(needed == 1 && text[0] == '\0'); /* none yet */
     OK(mkc_program_calibrate(prog, 1, ins));
     OK(mkc_program_calibration(prog, text, sizeof text, &needed));
-    CHECK(strstr(text, "node0|conv2d|c_program_conv|0\t") == text);
+    CHECK(strstr(text, "# calibration method: percentile 99.999\nnode0|conv2d|c_program_conv|0\t") == text);
     CHECK(strstr(text, "\t1\n") != NULL); /* one run */
     CHECK(mkc_program_calibrate(prog, 0, ins) == MKC_STATUS_INVALID_ARGUMENT);
 

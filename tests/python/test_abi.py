@@ -52,7 +52,7 @@ def test_every_struct_has_struct_size_an_id_and_a_matching_mirror():
         "program_memory", "reduce_params", "gather_params", "cast_params", "slice_params",
         "expand_params", "compare_params", "pad_params", "resize_params", "logical_params",
         "range_params", "gather_nd_params", "quantize_params", "quantized_conv_params",
-        "quantized_linear_params", "quantized_matmul_params")}
+        "quantized_linear_params", "quantized_matmul_params", "calibrate_options")}
     assert set(_capi.STRUCTS) == set(ids.values())
     for name, struct_id in ids.items():
         mirror = _capi.STRUCTS[struct_id]

@@ -197,6 +197,7 @@ typedef enum mkc_struct_id {
     MKC_STRUCT_QUANTIZED_CONV_PARAMS = 30,
     MKC_STRUCT_QUANTIZED_LINEAR_PARAMS = 31,
     MKC_STRUCT_QUANTIZED_MATMUL_PARAMS = 32,
+    MKC_STRUCT_CALIBRATE_OPTIONS = 33,
     MKC_STRUCT_MAX_ENUM = 0x7fffffff
 } mkc_struct_id;
 
@@ -1682,17 +1683,72 @@ MKC_API mkc_status mkc_program_steps(const mkc_program *program, char *buf, size
  * (as mkc_program_run takes them) that records the range of every value a
  * quantized plan would quantize - the src of each conv2d and linear node and
  * both operands of each matmul, as the program's graph has them after
- * fusion - merged with the ranges of the earlier calibrate calls. It runs
+ * fusion - merged with the ranges of the earlier calibrate calls; the
+ * default method of mkc_calibrate_options chooses each range. It runs
  * a calibration program of its own (made on the first call; its cache
  * entries go with the program). A value holding NaN or an infinity is
  * INVALID_ARGUMENT naming it, the ranges kept as they were; a program with
  * no such node is INVALID_ARGUMENT. Any thread, many at once. */
 MKC_API mkc_status mkc_program_calibrate(mkc_program *program, int ninputs,
                                          const mkc_tensor *const *inputs);
-/* The ranges so far, one line per value:
+/* How mkc_program_calibrate_with chooses each value's range. */
+typedef struct mkc_calibrate_options {
+    size_t struct_size; /* sizeof; set by mkc_calibrate_options_init */
+    const char *method; /* "minmax": the least and greatest value seen;
+                           "percentile": the values' (100 - percentile) / 2
+                           and 100 - (100 - percentile) / 2 percentiles
+                           (what is cut off, half at each end), found in a
+                           histogram (linear within a bin of width at most
+                           max|x| / 1024) and kept within [min, max];
+                           "mse": the range whose 256 levels quantize the
+                           values' histogram with the least squared error
+                           (a value outside costing its distance to the
+                           range's nearer end squared, one inside
+                           step^2 / 12, exact zeros nothing), its ends
+                           searched over the bin edges (every 16th, then
+                           every one near the best pair);
+                           "kl": TensorRT's entropy calibration: the
+                           threshold T minimising the KL divergence between
+                           the histogram of |x| clipped at T and its
+                           quantization to 128 levels (255 when the values
+                           have one sign), the range [-T, T] within
+                           [min, max];
+                           NULL or "" (default): "percentile" (99.999),
+                           chosen by measuring int8 accuracy per method
+                           (docs/design.md, section 12).
+                           Each range is then widened to hold 0, as
+                           mkc_program_options.precision "int8" says.
+                           The histograms (4096 bins per value, their range
+                           doubled when a later run reaches past it, so that
+                           several runs give what one run on all their
+                           values would) are kept between the calls; the
+                           range is chosen from them when
+                           mkc_program_calibration is asked. Others:
+                           INVALID_ARGUMENT */
+    double percentile;  /* "percentile": in (0, 100] (100: minmax); 0
+                           (default): 99.999. Nonzero with another method, or
+                           outside (0, 100] (NaN included): INVALID_ARGUMENT */
+} mkc_calibrate_options;
+
+/* The defaults above, struct_size set; NULL is INVALID_ARGUMENT. Any thread,
+ * at any time. */
+MKC_API mkc_status mkc_calibrate_options_init(mkc_calibrate_options *options);
+
+/* mkc_program_calibrate with a method (options NULL: the defaults). Every
+ * call on one program must ask for the same method (and percentile): one
+ * asking for another is INVALID_ARGUMENT, what the earlier calls recorded
+ * kept. Any thread, many at once. */
+MKC_API mkc_status mkc_program_calibrate_with(mkc_program *program, int ninputs,
+                                              const mkc_tensor *const *inputs,
+                                              const mkc_calibrate_options *options);
+
+/* The ranges so far: a first line "# calibration method: <method>\n"
+ * ("minmax", "mse" or "percentile <p>"), then one line per value:
  * "node<n>|<operator>|<node name>|<port>\t<min>\t<max>\t<runs>\n", in node
- * order; empty before any calibrate. Copied as mkc_program_plan. Any
- * thread. */
+ * order, the range the method chose; empty before any calibrate.
+ * mkc_program_options.calibration skips lines starting with '#' (and reads
+ * texts without the method's line, as older versions wrote). Copied as
+ * mkc_program_plan. Any thread. */
 MKC_API mkc_status mkc_program_calibration(const mkc_program *program, char *buf, size_t size,
                                            size_t *needed);
 

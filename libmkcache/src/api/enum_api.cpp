@@ -68,6 +68,7 @@ constexpr Named kStructId[] = {
     {"quantized_conv_params", MKC_STRUCT_QUANTIZED_CONV_PARAMS},
     {"quantized_linear_params", MKC_STRUCT_QUANTIZED_LINEAR_PARAMS},
     {"quantized_matmul_params", MKC_STRUCT_QUANTIZED_MATMUL_PARAMS},
+    {"calibrate_options", MKC_STRUCT_CALIBRATE_OPTIONS},
 };
 
 constexpr Named kDtype[] = {

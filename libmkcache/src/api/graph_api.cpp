@@ -375,9 +375,30 @@ MKC_API mkc_status mkc_program_choices(const mkc_program *program, char *buf, si
     });
 }
 
+MKC_API mkc_status mkc_calibrate_options_init(mkc_calibrate_options *options) {
+    return guard([&] {
+        require_out(options, "options");
+        *options = mkc_calibrate_options{};
+        options->struct_size = sizeof(mkc_calibrate_options);
+    });
+}
+
 MKC_API mkc_status mkc_program_calibrate(mkc_program *program, int ninputs,
                                          const mkc_tensor *const *inputs) {
+    return mkc_program_calibrate_with(program, ninputs, inputs, nullptr);
+}
+
+MKC_API mkc_status mkc_program_calibrate_with(mkc_program *program, int ninputs,
+                                              const mkc_tensor *const *inputs,
+                                              const mkc_calibrate_options *options) {
     return guard([&] {
+        mkc_calibrate_options defaults;
+        mkc_calibrate_options_init(&defaults);
+        mkc_calibrate_options older;
+        const mkc_calibrate_options &o =
+            options ? sized_params("calibrate", *options, older) : defaults;
+        const graph::CalibrationMethod method =
+            graph::CalibrationMethod::parse(o.method, o.percentile);
         const ProgramUse use(program);
         graph::Program &p = *use;
         const graph::Graph &g = p.graph();
@@ -393,7 +414,7 @@ MKC_API mkc_status mkc_program_calibrate(mkc_program *program, int ninputs,
             require(t.dtype == value.dtype, "calibrate: ", what, " is ", dtype_name(t.dtype),
                     ", the graph's input is ", dtype_name(value.dtype));
         }
-        p.calibrate(inputs);
+        p.calibrate(inputs, method);
     });
 }
 

@@ -53,6 +53,7 @@ static_assert(well_formed<mkc_quantize_params>());
 static_assert(well_formed<mkc_quantized_conv_params>());
 static_assert(well_formed<mkc_quantized_linear_params>());
 static_assert(well_formed<mkc_quantized_matmul_params>());
+static_assert(well_formed<mkc_calibrate_options>());
 
 } // namespace
 
@@ -121,6 +122,7 @@ MKC_API mkc_status mkc_get_struct_size(mkc_struct_id id, size_t *size) {
         case MKC_STRUCT_QUANTIZED_MATMUL_PARAMS:
             *size = sizeof(mkc_quantized_matmul_params);
             return;
+        case MKC_STRUCT_CALIBRATE_OPTIONS: *size = sizeof(mkc_calibrate_options); return;
         case MKC_STRUCT_MAX_ENUM: break;
         }
         fail(MKC_STATUS_INVALID_ARGUMENT, "get_struct_size: unknown struct id ", raw);

@@ -295,6 +295,16 @@ struct Sized<mkc_program_options> {
 };
 
 template <>
+struct Sized<mkc_calibrate_options> {
+    using T = mkc_calibrate_options;
+    static constexpr size_t sizes[] = {MKC_FIELD_END(T, method), MKC_FIELD_END(T, percentile)};
+    static constexpr SizeRule rule{"mkc_calibrate_options",
+                                   "initialise options with mkc_calibrate_options_init", sizes,
+                                   std::size(sizes)};
+    static void defaults(T *p) { mkc_calibrate_options_init(p); }
+};
+
+template <>
 struct Sized<mkc_program_memory> {
     using T = mkc_program_memory;
     static constexpr size_t sizes[] = {

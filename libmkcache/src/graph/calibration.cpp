@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 
 #include "common/error.hpp"
 #include "common/handles.hpp"
@@ -26,6 +27,54 @@ std::vector<int> observed_ports(const Node &node) {
 }
 
 } // namespace
+
+// Chosen by measuring int8 accuracy against float32 per method
+// (tests/bench/calibration_methods.py; docs/design.md, section 12): the
+// least error over the models tried, and never far from minmax's.
+CalibrationMethod default_calibration_method() {
+    CalibrationMethod m;
+    m.kind = CalibrationMethod::Kind::percentile;
+    return m;
+}
+
+CalibrationMethod CalibrationMethod::parse(const char *name, double percentile) {
+    CalibrationMethod m = default_calibration_method();
+    if (name != nullptr && *name != '\0') {
+        if (std::strcmp(name, "minmax") == 0)
+            m.kind = Kind::minmax;
+        else if (std::strcmp(name, "percentile") == 0)
+            m.kind = Kind::percentile;
+        else if (std::strcmp(name, "mse") == 0)
+            m.kind = Kind::mse;
+        else if (std::strcmp(name, "kl") == 0)
+            m.kind = Kind::kl;
+        else
+            fail(MKC_STATUS_INVALID_ARGUMENT, "calibrate: unknown method '", name,
+                 "' (expected 'minmax', 'percentile', 'mse' or 'kl')");
+    }
+    if (percentile != 0) {
+        if (m.kind != Kind::percentile)
+            fail(MKC_STATUS_INVALID_ARGUMENT, "calibrate: a percentile (", percentile,
+                 ") is for method 'percentile', not '", m.text(), "'");
+        if (!(percentile > 0 && percentile <= 100))
+            fail(MKC_STATUS_INVALID_ARGUMENT, "calibrate: percentile ", percentile,
+                 " is not in (0, 100]");
+        m.percentile = percentile;
+    }
+    return m;
+}
+
+std::string CalibrationMethod::text() const {
+    switch (kind) {
+    case Kind::minmax: return "minmax";
+    case Kind::mse: return "mse";
+    case Kind::kl: return "kl";
+    case Kind::percentile: break;
+    }
+    char p[32];
+    std::snprintf(p, sizeof p, "%.9g", percentile);
+    return std::string("percentile ") + p;
+}
 
 std::string calibration_node(const Graph &graph, size_t n) {
     const Node &node = graph.nodes[n];
@@ -61,10 +110,21 @@ Calibration::Calibration(const Graph &graph, const ProgramOptions &options) {
 
 Calibration::~Calibration() = default;
 
-void Calibration::observe(const Tensor *const *inputs) {
+void Calibration::require_method(const CalibrationMethod &method) const {
+    if (runs_ > 0 && !(method == method_))
+        fail(MKC_STATUS_INVALID_ARGUMENT, "calibrate: method '", method.text(),
+             "', but this program was calibrated with '", method_.text(),
+             "' (one method per program: calibrate another program of the graph for another)");
+}
+
+void Calibration::observe(const Tensor *const *inputs, const CalibrationMethod &method) {
     require(program_ != nullptr,
             "calibrate: the program has no node to calibrate (conv2d, linear or matmul "
             "reading float32)");
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        require_method(method);
+    }
     std::vector<mkc_tensor *> outputs(first_output_ + keys_.size(), nullptr);
     struct Release {
         std::vector<mkc_tensor *> &t;
@@ -75,22 +135,31 @@ void Calibration::observe(const Tensor *const *inputs) {
         }
     } release{outputs};
     program_->run(inputs, outputs.data());
+    const bool histogram = method.kind != CalibrationMethod::Kind::minmax;
     std::vector<Range> seen(keys_.size());
+    std::vector<RangeHistogram> seen_histograms(histogram ? keys_.size() : 0);
     for (size_t k = 0; k < keys_.size(); ++k) {
         const Tensor &t = *outputs[first_output_ + k];
         const auto *x = static_cast<const float *>(t.data); // plain float32
         const int64_t n = element_count(t);
-        double lo = INFINITY, hi = -INFINITY;
+        float lo = INFINITY, hi = -INFINITY;
+        bool finite = true;
         for (int64_t i = 0; i < n; ++i) {
-            if (!std::isfinite(x[i]))
-                fail(MKC_STATUS_INVALID_ARGUMENT, "calibrate: ", keys_[k], " read ", x[i],
-                     ": calibration data must give finite values");
+            finite &= std::isfinite(x[i]);
             lo = std::fmin(lo, x[i]);
             hi = std::fmax(hi, x[i]);
         }
+        if (!finite)
+            for (int64_t i = 0; i < n; ++i)
+                if (!std::isfinite(x[i]))
+                    fail(MKC_STATUS_INVALID_ARGUMENT, "calibrate: ", keys_[k], " read ", x[i],
+                         ": calibration data must give finite values");
         seen[k] = {lo, hi};
+        if (histogram)
+            seen_histograms[k].add(x, n, lo, hi);
     }
     std::lock_guard<std::mutex> lock(mutex_);
+    require_method(method); // another thread may have begun with another
     for (size_t k = 0; k < keys_.size(); ++k) {
         if (runs_ == 0) {
             ranges_[k] = seen[k];
@@ -99,6 +168,13 @@ void Calibration::observe(const Tensor *const *inputs) {
         ranges_[k].min = std::fmin(ranges_[k].min, seen[k].min);
         ranges_[k].max = std::fmax(ranges_[k].max, seen[k].max);
     }
+    if (histogram) {
+        if (runs_ == 0)
+            histograms_.assign(keys_.size(), RangeHistogram{});
+        for (size_t k = 0; k < keys_.size(); ++k)
+            histograms_[k].merge(seen_histograms[k]);
+    }
+    method_ = method;
     ++runs_;
 }
 
@@ -107,9 +183,17 @@ std::string Calibration::text() const {
     std::string out;
     if (runs_ == 0)
         return out;
+    out = "# calibration method: " + method_.text() + "\n";
     for (size_t k = 0; k < keys_.size(); ++k) {
+        std::pair<double, double> r{ranges_[k].min, ranges_[k].max};
+        if (method_.kind == CalibrationMethod::Kind::percentile)
+            r = histograms_[k].percentile_range(method_.percentile);
+        else if (method_.kind == CalibrationMethod::Kind::mse)
+            r = histograms_[k].mse_range();
+        else if (method_.kind == CalibrationMethod::Kind::kl)
+            r = histograms_[k].kl_range();
         char line[96];
-        std::snprintf(line, sizeof line, "\t%.9g\t%.9g\t%lld\n", ranges_[k].min, ranges_[k].max,
+        std::snprintf(line, sizeof line, "\t%.9g\t%.9g\t%lld\n", r.first, r.second,
                       static_cast<long long>(runs_));
         out += keys_[k] + line;
     }

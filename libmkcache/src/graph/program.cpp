@@ -128,7 +128,7 @@ std::string shape_group_of(const Graph &graph, const std::vector<int> &input_val
 
 } // namespace
 
-void Program::calibrate(const Tensor *const *inputs) {
+void Program::calibrate(const Tensor *const *inputs, const CalibrationMethod &method) {
     Calibration *c;
     {
         std::lock_guard<std::mutex> lock(calibration_mutex_);
@@ -136,7 +136,7 @@ void Program::calibrate(const Tensor *const *inputs) {
             calibration_ = std::make_unique<Calibration>(graph_, options_);
         c = calibration_.get();
     }
-    c->observe(inputs);
+    c->observe(inputs, method);
 }
 
 std::string Program::calibration_text() const {

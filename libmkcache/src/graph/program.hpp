@@ -92,7 +92,7 @@ public:
     std::string choices_text() const { return choices_.text(); }
     // One float32 run recording the ranges of the values an 8-bit plan
     // quantizes (graph/calibration.hpp), and those ranges as text.
-    void calibrate(const Tensor *const *inputs);
+    void calibrate(const Tensor *const *inputs, const CalibrationMethod &method);
     std::string calibration_text() const;
 
     // For the fork handlers (common/fork.cpp) only: take every lock of the

@@ -22,11 +22,14 @@ struct Range {
     double min = 0, max = 0;
 };
 
-// "key\tmin\tmax\truns" lines (graph/calibration.hpp).
+// "key\tmin\tmax\truns" lines (graph/calibration.hpp); lines starting
+// with '#' (the method's) are comments.
 std::map<std::string, Range> parse(const std::string &text) {
     std::map<std::string, Range> ranges;
     each_tab_line(text, [&](const std::string &line, const std::vector<std::string> &fields,
                             int line_number) {
+        if (line[0] == '#')
+            return;
         // A number filling its whole field.
         const auto number = [](const std::string &field, double &v) {
             char *stop = nullptr;

@@ -284,7 +284,7 @@ class ShapeDataProgram(_Closed):
         prog = self._program(self._bound(inputs, "profile"))
         return prog.profile(**{n: inputs[n] for n in self._data_names})
 
-    def calibrate(self, batches) -> str:
+    def calibrate(self, batches, method=None, percentile=None) -> str:
         """Program.calibrate, each batch on the program of its shape data;
         returns the calibration of the last one's."""
         count = 0
@@ -294,7 +294,7 @@ class ShapeDataProgram(_Closed):
                     f"calibrate: batch {i} is a {type(inputs).__name__}; each batch is a dict "
                     "of inputs, as run takes them")
             prog = self._program(self._bound(inputs, f"calibrate: batch {i}"))
-            prog.calibrate([{n: inputs[n] for n in self._data_names}])
+            prog.calibrate([{n: inputs[n] for n in self._data_names}], method, percentile)
             count += 1
         if count == 0:
             raise errors.InvalidArgumentError(
