@@ -33,7 +33,7 @@ const dnnl::memory::desc *ConvertedConstants::held(int v, const dnnl::memory::de
     return earliest ? &earliest->desc : nullptr;
 }
 
-size_t ConvertedConstants::held_bytes() {
+size_t ConvertedConstants::held_bytes() const {
     size_t bytes = 0;
     for (const auto &kv : copies)
         if (!kv.second.storage.expired())

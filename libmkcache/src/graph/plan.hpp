@@ -103,7 +103,7 @@ struct ConvertedConstants {
     // plan's primitive may read that copy rather than have another made);
     // null: none.
     const dnnl::memory::desc *held(int v, const dnnl::memory::desc &like);
-    size_t held_bytes(); // bytes of the copies still held
+    size_t held_bytes() const; // bytes of the copies still held
 };
 
 struct CompileOptions {
