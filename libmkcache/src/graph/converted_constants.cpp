@@ -1,6 +1,8 @@
 // The converted constants a program's plans share (graph/plan.hpp).
 #include "graph/plan.hpp"
 
+#include <iterator>
+
 namespace mkc::graph {
 
 std::shared_ptr<void> ConvertedConstants::find(const std::pair<int, std::string> &key) {
@@ -16,6 +18,8 @@ std::shared_ptr<void> ConvertedConstants::find(const std::pair<int, std::string>
 void ConvertedConstants::add(const std::pair<int, std::string> &key,
                              const std::shared_ptr<void> &storage,
                              const dnnl::memory::desc &desc) {
+    for (auto it = copies.begin(); it != copies.end();) // those no plan holds any more
+        it = it->second.storage.expired() ? copies.erase(it) : std::next(it);
     copies[key] = Copy{storage, desc, ++made};
 }
 
