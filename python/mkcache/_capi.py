@@ -236,7 +236,8 @@ class CalibrateOptions(_Sized):
 class ProgramMemory(_Sized):
     _fields_ = [("arena_bytes", c_size_t), ("lower_bound_bytes", c_size_t),
                 ("naive_bytes", c_size_t), ("constant_bytes", c_size_t), ("steps", c_int),
-                ("converters", c_int), ("plans", c_int), ("in_place", c_int), ("views", c_int)]
+                ("converters", c_int), ("plans", c_int), ("in_place", c_int), ("views", c_int),
+                ("held_constant_bytes", c_size_t)]
 
 
 # The mirror of each struct, by its mkc_struct_id name (mkcache.h, "Struct sizes").

@@ -441,7 +441,8 @@ class Graph(_Closed):
         their input's bytes where they are (no copy; a matmul reads such a
         transposed view directly). reuse: values whose lives
         do not overlap share arena bytes. capacity > 0: at most that many
-        input-shape plans kept. impl: {operator: implementation} for every
+        input-shape plans kept, a new one dropping the plan used least
+        recently (counted in mkcache.cache.stats()'s evictions). impl: {operator: implementation} for every
         node of that operator ("conv2d", "activation", "matmul", ... as the
         plan names them; "onednn" or "reference"), before MKCACHE_IMPL; an
         implementation that cannot run such a node is an error. choose:
@@ -898,7 +899,10 @@ class Program(_Closed):
     @property
     def memory(self) -> dict:
         """arena_bytes, lower_bound_bytes, naive_bytes, constant_bytes, steps,
-        converters, plans, in_place, views of the last compiled plan."""
+        converters, plans, in_place, views of the last compiled plan, and
+        held_constant_bytes: the converted constants of every plan kept, each
+        copy once (plans of other input shapes share a linear's weights in
+        one arrangement)."""
         m = _capi.ProgramMemory()
         _lib.mkc_program_memory_info(self.handle, ctypes.byref(m))
         return {name: getattr(m, name) for name, _ in _capi.ProgramMemory._fields_}

@@ -1828,6 +1828,14 @@ static void test_program(void) {
     m.struct_size = sizeof m;
     OK(mkc_program_memory_info(prog, &m));
     CHECK(m.steps >= 2 && m.plans == 1 && m.arena_bytes >= m.lower_bound_bytes);
+    /* One plan: the converted constants it holds are all the program holds. */
+    CHECK(m.held_constant_bytes == m.constant_bytes);
+    /* A struct of the header before held_constant_bytes: the rest untouched. */
+    mkc_program_memory older;
+    memset(&older, 0xab, sizeof older);
+    older.struct_size = offsetof(mkc_program_memory, held_constant_bytes);
+    OK(mkc_program_memory_info(prog, &older));
+    CHECK(older.steps == m.steps && older.held_constant_bytes == (size_t)0xabababababababab);
     size_t needed = 0;
     char text[4096];
     OK(mkc_program_plan(prog, text, sizeof text, &needed));

@@ -473,7 +473,9 @@ typedef struct mkc_cache_stats {
                                  or an entry built for other arguments)      */
     uint64_t insertions;      /* entries stored: after a miss, or by
                                  mkc_cache_set_blob (replacements included)  */
-    uint64_t evictions;       /* groups evicted in clearing mode, plans dropped by a program's capacity */
+    uint64_t evictions;       /* groups evicted in clearing mode, and plans
+                                 a program with a capacity dropped (the one
+                                 used least recently; in session 0)          */
     uint64_t evicted_entries; /* entries those evictions dropped             */
     uint64_t entries;         /* entries held now                            */
     uint64_t groups;          /* input-shape groups held now                 */
@@ -1535,7 +1537,10 @@ typedef struct mkc_program_options {
     int reuse;          /* != 0 (default): values whose lives do not overlap
                            share arena bytes; 0: each its own */
     int64_t capacity;   /* > 0: at most this many plans (input-shape sets)
-                           kept, the oldest dropped with its cache entries;
+                           kept: a new one drops the plan used least
+                           recently, with its cache entries (counted in
+                           mkc_cache_stats' evictions), so a repeated set of
+                           at most this many shapes compiles each once;
                            0 (default): no limit */
     const char *impl;   /* the implementation per operator, as
                            "conv2d=reference,softmax=onednn" (NULL or ""
@@ -1771,6 +1776,9 @@ typedef struct mkc_program_memory {
     int in_place;             /* steps writing into an input's buffer       */
     int views;                /* reshape/transpose nodes run as views (no   */
                               /* step: their input's bytes read in place)   */
+    size_t held_constant_bytes; /* constants converted for the plans kept,  */
+                              /* each copy once: the plans of other input   */
+                              /* shapes share a copy in one arrangement     */
 } mkc_program_memory;
 
 /* The figures of the last compiled plan (no plan yet: INVALID_ARGUMENT).

@@ -444,6 +444,7 @@ MKC_API mkc_status mkc_program_memory_info(const mkc_program *program, mkc_progr
         m.plans = static_cast<int>(p.plan_count());
         m.in_place = plan.in_place;
         m.views = static_cast<int>(plan.views.size());
+        m.held_constant_bytes = p.held_constant_bytes();
         api::write_sized("program_memory_info", memory, m);
     });
 }

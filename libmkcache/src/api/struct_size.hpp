@@ -312,7 +312,9 @@ struct Sized<mkc_program_memory> {
         MKC_FIELD_END(T, naive_bytes), MKC_FIELD_END(T, constant_bytes),
         MKC_FIELD_END(T, steps),       MKC_FIELD_END(T, converters),
         MKC_FIELD_END(T, plans),       MKC_FIELD_END(T, in_place), // the size before in_place
-        MKC_FIELD_END(T, views),       sizeof(T)}; // trailing padding
+        MKC_FIELD_END(T, views),
+        offsetof(T, held_constant_bytes), // the size before it (views and padding)
+        MKC_FIELD_END(T, held_constant_bytes)};
     static constexpr SizeRule rule{"mkc_program_memory",
                                    "set struct_size to sizeof(mkc_program_memory)", sizes,
                                    std::size(sizes)};

@@ -127,13 +127,12 @@ void BlobCache::set(int64_t session, const std::string &group, int64_t capacity,
 }
 
 template <typename Pred>
-std::vector<std::shared_ptr<void>> BlobCache::remove_if(Pred pred, bool eviction) {
+std::vector<std::shared_ptr<void>> BlobCache::remove_if(Pred pred) {
     std::vector<std::shared_ptr<void>> released;
     std::unique_lock<StripedSharedMutex> lock(mutex_);
     generation_.fetch_add(1, std::memory_order_release);
     for (auto &kv : sessions_) {
         Session &s = *kv.second;
-        const size_t before = released.size();
         for (auto g = s.groups.begin(); g != s.groups.end();) {
             for (auto e = g->entries.begin(); e != g->entries.end();) {
                 if (pred(g->shape, e->second)) {
@@ -151,13 +150,6 @@ std::vector<std::shared_ptr<void>> BlobCache::remove_if(Pred pred, bool eviction
                 ++g;
             }
         }
-        const size_t dropped = released.size() - before;
-        if (eviction && dropped > 0) {
-            for (Counters *c : {&s.counters, &totals_}) {
-                c->evictions.fetch_add(1);
-                c->evicted_entries.fetch_add(dropped);
-            }
-        }
     }
     return released;
 }
@@ -172,12 +164,22 @@ void BlobCache::reset_executor(uint64_t executor) {
     });
 }
 
-void BlobCache::reset_executor_group(uint64_t executor, const std::string &group) {
-    auto released = remove_if(
-        [&](const std::string &shape, const Entry &e) {
+void BlobCache::evict_plan(uint64_t executor, int64_t session, const std::string &group,
+                           bool group_kept) {
+    std::vector<std::shared_ptr<void>> released;
+    if (!group_kept)
+        released = remove_if([&](const std::string &shape, const Entry &e) {
             return e.info.executor == executor && shape == group;
-        },
-        true);
+        });
+    {
+        std::unique_lock<StripedSharedMutex> lock(mutex_);
+        auto &s = sessions_[session];
+        if (!s) s = std::make_unique<Session>();
+        for (Counters *c : {&s->counters, &totals_}) {
+            c->evictions.fetch_add(1);
+            c->evicted_entries.fetch_add(released.size());
+        }
+    }
     if (!released.empty()) {
         released.clear(); // the primitives go before oneDNN's cache lets go of its copies
         flush_onednn_primitive_cache();

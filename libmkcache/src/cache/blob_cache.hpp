@@ -69,9 +69,12 @@ public:
 
     void reset();
     void reset_executor(uint64_t executor);
-    // The entries of `executor` in input-shape group `group` (every session):
-    // a program's plan dropped by its capacity, counted as an eviction.
-    void reset_executor_group(uint64_t executor, const std::string &group);
+    // A program's plan dropped by its capacity: one eviction in `session`
+    // (and the totals) of the entries of `executor` in input-shape group
+    // `group`, which go unless `group_kept` (another plan of the program,
+    // for another thread count, still uses them: none are dropped then).
+    void evict_plan(uint64_t executor, int64_t session, const std::string &group,
+                    bool group_kept);
     void drop_thread(uint64_t thread_hash); // entries a finished thread created
     // The thread-bound entries of every thread but this one: in a child
     // process, those of the threads that did not come along through fork().
@@ -113,10 +116,9 @@ private:
 
     BlobCache() = default;
     // Removes entries matching `pred(group's shape, entry)` everywhere;
-    // returns them for release outside the lock. `eviction`: each session
-    // losing entries counts one eviction of that many entries.
+    // returns them for release outside the lock.
     template <typename Pred>
-    std::vector<std::shared_ptr<void>> remove_if(Pred pred, bool eviction = false);
+    std::vector<std::shared_ptr<void>> remove_if(Pred pred);
     static void fill(mkc_cache_stats &out, const Counters &c);
 
     // Readers (lookups) lock only their thread's stripe; writers all.

@@ -501,6 +501,19 @@ private:
                 shown[i] = ops::plain_value(have.dtype, have.layout, have.dims);
                 inputs[i] = &shown[i];
             }
+            if (v != kNoValue && static_cast<int>(i) == row(node).held_weights_port &&
+                g_.values[v].kind == Value::Kind::constant && options_.constants &&
+                std::string(impl.name) == "onednn") {
+                // Weights an earlier plan converted are shown in that
+                // arrangement: the primitive reads them so where it can,
+                // and the program keeps one copy for every input shape.
+                const ValueDesc &have = *inputs[i];
+                const auto plain = ops::plain_value(have.dtype, have.layout, have.dims).desc;
+                if (const dnnl::memory::desc *held = options_.constants->held(v, plain)) {
+                    shown[i] = ops::arranged_as(have, *held);
+                    inputs[i] = &shown[i];
+                }
+            }
         }
     }
 
@@ -756,16 +769,13 @@ private:
                                  const dnnl::memory::desc &want, const dnnl::memory::desc &have,
                                  const void *from) {
         std::shared_ptr<void> storage;
-        if (options_.constants) {
-            auto shared = options_.constants->find(key);
-            if (shared != options_.constants->end())
-                storage = shared->second;
-        }
+        if (options_.constants)
+            storage = options_.constants->find(key);
         if (!storage) {
             storage = allocate(want.get_size(), false);
             reorder(plan_.scope, have, from, want, storage.get());
             if (options_.constants)
-                options_.constants->emplace(key, storage);
+                options_.constants->add(key, storage, want);
         }
         const BufferRef ref{BufferRef::Kind::constant, static_cast<int>(plan_.constant_data.size()),
                             0};

@@ -1657,6 +1657,10 @@ public:
         r_.onednn_reads_views = true;
         return *this;
     }
+    Row &held_weights(int port) {
+        r_.held_weights_port = port;
+        return *this;
+    }
     Row &view(bool (*of)(const Node &, const ValueDesc &, const ValueDesc &, ValueDesc &),
               std::string (*text)(const Node &, const NodeInputs &),
               const std::vector<int> *(*permutation)(const Node &) = nullptr) {
@@ -1710,6 +1714,7 @@ std::vector<OpRow> build_rows() {
             .shaping(S::leading)
             .post_op_activation<mkc_linear_params>()
             .residual(linear_residual)
+            .held_weights(1)
             .params(read_linear).onednn<Linear>(ops::LinearOp::run)
             .reference(ref_linear).flops(linear_flops),
         Row(NodeOp::matmul, kMatmul)

@@ -68,6 +68,11 @@ struct OpRow {
     bool view;         // reshape or transpose: may be a view of its input
     bool onednn_in_place, reference_in_place; // may write dst over its first input
     bool onednn_reads_views; // takes strided operands and writes given strides
+    // The port of weights its primitive reads in an arrangement of its own
+    // choosing, and reads as they come when it can (-1: none): a program
+    // shows such a constant in the arrangement an earlier plan converted it
+    // to.
+    int held_weights_port = -1;
     // Its reference kernel reads and writes float32: bfloat16 inputs are
     // widened for it and its result rounded back.
     bool reference_widens_bf16;

@@ -85,8 +85,27 @@ struct Plan {
 // A program's constants as its plans converted them, keyed by value and
 // arrangement: every plan that needs a constant in one arrangement shares
 // the one copy (the key's text is the arrangement's format name, dims and,
-// for a strided one, strides).
-using ConvertedConstants = std::map<std::pair<int, std::string>, std::shared_ptr<void>>;
+// for a strided one, strides). The plans hold the copies; a copy goes with
+// the last plan holding it.
+struct ConvertedConstants {
+    struct Copy {
+        std::weak_ptr<void> storage;
+        dnnl::memory::desc desc;
+        uint64_t made = 0; // the order copies were made in
+    };
+    std::map<std::pair<int, std::string>, Copy> copies;
+    uint64_t made = 0;
+    // The copy of `key`, if a plan still holds it.
+    std::shared_ptr<void> find(const std::pair<int, std::string> &key);
+    void add(const std::pair<int, std::string> &key, const std::shared_ptr<void> &storage,
+             const dnnl::memory::desc &desc);
+    // The arrangement of the earliest copy of value `v` still held whose
+    // dims and data type are `like`'s, other than `like` itself (so a new
+    // plan's primitive may read that copy rather than have another made);
+    // null: none.
+    const dnnl::memory::desc *held(int v, const dnnl::memory::desc &like);
+    size_t held_bytes() const; // bytes of the copies still held
+};
 
 struct CompileOptions {
     bool reuse = true;   // intermediate buffers share the arena when their lives allow

@@ -252,9 +252,10 @@ Program::find_or_compile(const std::vector<std::vector<int64_t>> &dims) {
         std::lock_guard<std::mutex> lock(mutex_);
         auto found = plans_.find(slot);
         if (found == plans_.end()) return nullptr;
-        last_ = found->second;
+        found->second.used = ++uses_;
+        last_ = found->second.plan;
         last_threads_ = threads;
-        return found->second;
+        return last_;
     };
     if (auto plan = known()) return plan;
     // One compile at a time (they share the converted constants), outside
@@ -271,26 +272,28 @@ Program::find_or_compile(const std::vector<std::vector<int64_t>> &dims) {
     options.constants = &constants_;
     options.choices = &choices_;
     std::shared_ptr<const Plan> plan = compile_plan(graph_, dims, scope, group, options);
-    std::string oldest; // the shape group of a plan dropped, when no other plan has it
+    std::shared_ptr<const Plan> dropped; // the plan used least recently, past the capacity
+    bool group_kept = false;             // another plan (thread count) has its shape group
     {
         std::lock_guard<std::mutex> lock(mutex_);
-        plans_.emplace(slot, plan);
-        order_.push_back(slot);
+        plans_[slot] = Kept{plan, ++uses_};
         last_ = plan;
         last_threads_ = threads;
-        if (options_.capacity > 0 && static_cast<int64_t>(order_.size()) > options_.capacity) {
-            auto dropped = plans_.find(order_.front());
-            oldest = dropped->second->shape_group;
-            order_.erase(order_.begin());
-            plans_.erase(dropped);
+        if (options_.capacity > 0 && static_cast<int64_t>(plans_.size()) > options_.capacity) {
+            auto lru = plans_.begin();
+            for (auto it = plans_.begin(); it != plans_.end(); ++it)
+                if (it->second.used < lru->second.used) lru = it;
+            dropped = std::move(lru->second.plan);
+            plans_.erase(lru);
             for (const auto &kept : plans_)
-                if (kept.second->shape_group == oldest) oldest.clear();
+                group_kept = group_kept || kept.second.plan->shape_group == dropped->shape_group;
         }
     }
-    // The oldest plan went, and its entries go with it (a run still using
-    // it keeps what it holds); outside the lock runs take.
-    if (!oldest.empty())
-        BlobCache::instance().reset_executor_group(executor_, oldest);
+    // The plan went, and its entries go with it, counted as an eviction (a
+    // run still using it keeps what it holds); outside the lock runs take.
+    if (dropped)
+        BlobCache::instance().evict_plan(executor_, dropped->scope.session, dropped->shape_group,
+                                         group_kept);
     return plan;
 }
 
@@ -309,6 +312,11 @@ void Program::unlock_for_fork() {
 std::shared_ptr<const Plan> Program::last_plan() const {
     std::lock_guard<std::mutex> lock(mutex_);
     return last_;
+}
+
+size_t Program::held_constant_bytes() const {
+    std::lock_guard<std::mutex> compiling(compile_mutex_);
+    return constants_.held_bytes();
 }
 
 size_t Program::plan_count() const {

@@ -29,7 +29,9 @@ struct ProgramOptions {
     bool fuse = true; // merge nodes oneDNN runs as one primitive first (fusion/fuse.hpp)
     FuseOptions fuse_options;
     CompileOptions compile;
-    int64_t capacity = 0; // > 0: at most this many plans (input-shape groups) kept
+    // > 0: at most this many plans (input-shape groups) kept, the one used
+    // least recently dropped for a new one.
+    int64_t capacity = 0;
     // Implementations asked for per operator, "conv2d=reference,..." (see
     // graph/implementations.hpp); MKCACHE_IMPL is read beside it.
     std::string impl;
@@ -88,6 +90,8 @@ public:
     // The plan compiled last (null before any).
     std::shared_ptr<const Plan> last_plan() const;
     size_t plan_count() const;
+    // The converted constants the plans kept hold, each copy once.
+    size_t held_constant_bytes() const;
     // The measured (or read back) choices so far, as Choices::text().
     std::string choices_text() const { return choices_.text(); }
     // One float32 run recording the ranges of the values an 8-bit plan
@@ -141,11 +145,16 @@ private:
     std::unique_ptr<Calibration> calibration_;
     uint64_t executor_;
     std::vector<int> input_values_; // value id of each graph input
-    mutable std::mutex mutex_;      // plans_, order_, last_, arenas_ (held briefly)
-    std::mutex compile_mutex_;      // one compile at a time; constants_
-    // By shape group and OpenMP thread count (the slot).
-    std::map<std::string, std::shared_ptr<const Plan>> plans_;
-    std::vector<std::string> order_; // slots, oldest first (capacity)
+    mutable std::mutex mutex_;      // plans_, uses_, last_, arenas_ (held briefly)
+    mutable std::mutex compile_mutex_; // one compile at a time; constants_
+    // By shape group and OpenMP thread count (the slot), with when each was
+    // last used (a count of the lookups: the least recent goes first).
+    struct Kept {
+        std::shared_ptr<const Plan> plan;
+        uint64_t used = 0;
+    };
+    std::map<std::string, Kept> plans_;
+    uint64_t uses_ = 0;
     std::shared_ptr<const Plan> last_;
     int last_threads_ = 0;           // the thread count last_ was compiled under
     std::vector<Arena> arenas_;

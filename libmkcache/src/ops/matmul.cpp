@@ -128,12 +128,13 @@ void sign_linear(Handler &handler, const mkc_linear_params &p, const LinearGeome
     sign_attrs(handler, LinearAttrs(p, training));
 }
 
-dnnl::inner_product_forward::primitive_desc linear_descriptor(const mkc_linear_params &p,
-                                                              const LinearGeometry &g, bool bias,
-                                                              bool training) {
+dnnl::inner_product_forward::primitive_desc
+linear_descriptor(const mkc_linear_params &p, const LinearGeometry &g, bool bias, bool training,
+                  const dnnl::memory::desc &weights = dnnl::memory::desc()) {
     const Dims &w = g.w;
     const auto dt = onednn_float(g.dtype);
-    const dnnl::memory::desc x_view({g.rows, w[1]}, dt, tag::ab), w_md(w, dt, tag::any),
+    const dnnl::memory::desc x_view({g.rows, w[1]}, dt, tag::ab),
+        w_md = weights.is_zero() ? dnnl::memory::desc(w, dt, tag::any) : weights,
         y2_md({g.rows, w[0]}, dt, tag::ab);
     const auto attr =
         activation_attr(p.activation, p.activation_alpha, p.activation_beta, 1.f, p.sum != 0);
@@ -147,18 +148,42 @@ dnnl::inner_product_forward::primitive_desc linear_descriptor(const mkc_linear_p
                                                        attr);
 }
 
+// The descriptor reading the weights arranged as `held` when oneDNN takes
+// them so with the kernel it would choose for weights of its own
+// arrangement; else that one.
+dnnl::inner_product_forward::primitive_desc
+linear_descriptor_reading(const mkc_linear_params &p, const LinearGeometry &g, bool bias,
+                          bool training, const dnnl::memory::desc &held) {
+    auto chosen = linear_descriptor(p, g, bias, training);
+    if (held.is_zero() || chosen.weights_desc() == held)
+        return chosen;
+    try {
+        auto reading = linear_descriptor(p, g, bias, training, held);
+        if (std::string(reading.impl_info_str()) == chosen.impl_info_str())
+            return reading;
+    } catch (const dnnl::error &) {
+        // no kernel reads them so
+    }
+    return chosen;
+}
+
 // The forward's entry (checked by linear_geometry and check_linear_bias).
+// `held`: an arrangement the caller holds the weights in already, which the
+// primitive reads where it can (see linear_descriptor_reading); empty:
+// none.
 template <typename V>
 std::shared_ptr<LinearEntry> prepare_linear(const CacheScope &scope, const mkc_linear_params &p,
                                             const char *name, const LinearGeometry &g,
-                                            const V &src, bool bias, bool training) {
+                                            const V &src, bool bias, bool training,
+                                            const dnnl::memory::desc &held = {}) {
     const Dims &w = g.w;
     if (g.dtype != MKC_DTYPE_F32) require_bf16_kernels("linear");
     Handler handler(scope, "linear", name, g.default_name, nullptr, Dims{g.rows, w[1]});
     sign_linear(handler, p, g, src, bias, training);
+    if (!held.is_zero()) handler.sign_layout(held);
     auto entry = handler.acquire_primitive<LinearEntry>([&] {
         auto e = std::make_shared<LinearEntry>();
-        e->pd = linear_descriptor(p, g, bias, training);
+        e->pd = linear_descriptor_reading(p, g, bias, training, held);
         e->primitive = dnnl::inner_product_forward(e->pd);
         std::vector<int> args = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST};
         if (bias) args.push_back(DNNL_ARG_BIAS);
@@ -193,7 +218,14 @@ Prepared LinearOp::prepare(const CacheScope &scope, const Attrs &attrs, const ch
     LinearGeometry g =
         linear_geometry("linear", attrs.p, src, weights, bias != nullptr, attrs.training);
     check_linear_bias(g, bias);
-    auto entry = prepare_linear(scope, attrs.p, name, g, src, bias != nullptr, attrs.training);
+    // Weights arriving arranged otherwise than plain (a program's copy
+    // converted for an earlier input shape) are read as they are where the
+    // primitive can.
+    const bool arranged = weights.desc != layout::plain_desc(weights.dims,
+                                                             onednn_float(weights.dtype),
+                                                             weights.layout);
+    auto entry = prepare_linear(scope, attrs.p, name, g, src, bias != nullptr, attrs.training,
+                                arranged ? weights.desc : dnnl::memory::desc());
     Prepared out{entry,
                  {entry->x_plain, entry->arg_desc(DNNL_ARG_WEIGHTS),
                   bias ? entry->arg_desc(DNNL_ARG_BIAS) : empty_desc()},
