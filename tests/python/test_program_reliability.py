@@ -251,56 +251,76 @@ def test_fork_while_threads_run_compile_and_query_programs(rng):
 
 # ------------------------------------------- plans dropped and compiled again
 
-def rss_bytes() -> int:
+# Each measurement runs in a fresh interpreter: the suite's earlier tests
+# leave the heap fragmented in ways that move this process's resident size
+# by megabytes on their own, which a per-cycle leak must not hide behind.
+RSS_PRELUDE = """
+import os
+import numpy as np, mkcache
+def rss_bytes():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * 4096
+rng = np.random.default_rng(0)
+"""
+
+
+def rss_growth_in_child(code: str) -> int:
+    """Runs `code` (after RSS_PRELUDE; it prints the growth in bytes last)
+    in a new interpreter and returns the growth."""
+    done = run_child(RSS_PRELUDE + textwrap.dedent(code))
+    assert done.returncode == 0, done.stderr
+    return int(done.stdout.split()[-1])
 
 
 @pytest.mark.skipif("asan" in os.environ.get("LD_PRELOAD", ""),
                     reason="AddressSanitizer's quarantine holds freed memory on purpose")
-def test_rss_flat_while_a_capacity_one_program_alternates_two_shapes(rng):
+def test_rss_flat_while_a_capacity_one_program_alternates_two_shapes():
     """Each run drops the other shape's plan and compiles its own again,
     with fused post-ops on every convolution."""
-    w1 = rng.standard_normal((16, 8, 3, 3)).astype(np.float32)
-    w2 = rng.standard_normal((8, 16, 3, 3)).astype(np.float32)
-    g = mkcache.Graph()
-    x = g.input("x", (1, 8, None, None))
-    y = g.conv2d(x, w1, padding=1, activation="relu")
-    y = g.relu(g.add(g.conv2d(y, w2, padding=1), x))  # fused: a sum, then relu
-    g.output(y, "y")
-    xs = [rng.standard_normal((1, 8, h, 12)).astype(np.float32) for h in (10, 11)]
-    with g.compile(capacity=1) as prog:
-        for i in range(60):  # warm-up: allocator pools, JIT paths
-            prog.run(x=xs[i % 2])
-        before = rss_bytes()
-        for i in range(400):
-            prog.run(x=xs[i % 2])
-        growth = rss_bytes() - before
-        info = prog.memory
-    assert info["plans"] == 1
+    growth = rss_growth_in_child("""
+        w1 = rng.standard_normal((16, 8, 3, 3)).astype(np.float32)
+        w2 = rng.standard_normal((8, 16, 3, 3)).astype(np.float32)
+        g = mkcache.Graph()
+        x = g.input("x", (1, 8, None, None))
+        y = g.conv2d(x, w1, padding=1, activation="relu")
+        y = g.relu(g.add(g.conv2d(y, w2, padding=1), x))  # fused: a sum, then relu
+        g.output(y, "y")
+        xs = [rng.standard_normal((1, 8, h, 12)).astype(np.float32) for h in (10, 11)]
+        with g.compile(capacity=1) as prog:
+            for i in range(60):  # warm-up: allocator pools, JIT paths
+                prog.run(x=xs[i % 2])
+            before = rss_bytes()
+            for i in range(400):
+                prog.run(x=xs[i % 2])
+            growth = rss_bytes() - before
+            assert prog.memory["plans"] == 1
+        print(growth)
+    """)
     print(f"RSS growth over 400 recompiles: {growth / 1024:.0f} KiB")
     assert growth <= 2 * 1024 * 1024, f"RSS grew {growth / 1024:.0f} KiB over 400 recompiles"
 
 
 @pytest.mark.skipif("asan" in os.environ.get("LD_PRELOAD", ""),
                     reason="AddressSanitizer's quarantine holds freed memory on purpose")
-def test_rss_flat_over_compile_close_churn(rng):
-    w = rng.standard_normal((8, 3, 3, 3)).astype(np.float32)
-    x = rng.standard_normal((1, 3, 8, 8)).astype(np.float32)
-    g = mkcache.Graph()
-    xi = g.input("x", x.shape)
-    g.output(g.relu(g.conv2d(xi, w, padding=1, activation="relu")), "y")
-
-    def churn(n):
-        for _ in range(n):
-            with g.compile() as prog:
-                prog.run(x=x)
-
-    churn(300)
-    before = rss_bytes()
+def test_rss_flat_over_compile_close_churn():
     cycles = int(os.environ.get("MKCACHE_TEST_CHURN", "3000"))
-    churn(cycles)
-    growth = rss_bytes() - before
+    growth = rss_growth_in_child(f"""
+        w = rng.standard_normal((8, 3, 3, 3)).astype(np.float32)
+        x = rng.standard_normal((1, 3, 8, 8)).astype(np.float32)
+        g = mkcache.Graph()
+        xi = g.input("x", x.shape)
+        g.output(g.relu(g.conv2d(xi, w, padding=1, activation="relu")), "y")
+
+        def churn(n):
+            for _ in range(n):
+                with g.compile() as prog:
+                    prog.run(x=x)
+
+        churn(300)
+        before = rss_bytes()
+        churn({cycles})
+        print(rss_bytes() - before)
+    """)
     print(f"RSS growth over {cycles} compile/run/close cycles: {growth / 1024:.0f} KiB")
     assert growth <= 2 * 1024 * 1024, f"RSS grew {growth / 1024:.0f} KiB"
 
