@@ -34,6 +34,7 @@
 #include "graph/views.hpp"
 #include "keys/keys.hpp"
 #include "layout/layout.hpp"
+#include "ops/quantized.hpp"
 
 namespace mkc::graph {
 
@@ -366,6 +367,16 @@ private:
         }
         for (const std::string &r : choice.refused)
             step.choice += "; " + r;
+        // 8-bit weights that are a constant are checked once, here, rather
+        // than on every run (where the CPU needs them within 7 bits).
+        const int wp = row(node).seven_bit_weights_port;
+        if (wp >= 0 && static_cast<size_t>(wp) < node.inputs.size() &&
+            node.inputs[static_cast<size_t>(wp)] != kNoValue) {
+            const Value &w = g_.values[node.inputs[static_cast<size_t>(wp)]];
+            if (w.kind == Value::Kind::constant && w.constant && w.dtype == MKC_DTYPE_S8)
+                step.weights_checked =
+                    ops::within_seven_bits(w.constant->data, w.constant->desc.get_size());
+        }
         step.serial_elements = prepared.serial_elements;
         if (!prepared.in_args.empty() || !prepared.out_args.empty()) {
             step.in_args = prepared.in_args;

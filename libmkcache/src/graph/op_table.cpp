@@ -1653,6 +1653,10 @@ public:
         r_.addend_port = port;
         return *this;
     }
+    Row &seven_bit_weights(int port) {
+        r_.seven_bit_weights_port = port;
+        return *this;
+    }
     Row &strided_operands() {
         r_.onednn_reads_views = true;
         return *this;
@@ -1862,13 +1866,13 @@ std::vector<OpRow> build_rows() {
         // reference kernel where those do not compute the operator.
         Row(NodeOp(MKC_OP_QUANTIZED_CONV2D), kQuantizedConv2d)
             .ports(kQuantizedPorts, 4, 9, 4).port_dtypes(0, kAnyDtype)
-            .residual(quantized_conv_residual)
+            .residual(quantized_conv_residual).seven_bit_weights(ops::kQWeights)
             .params(read_quantized_conv).onednn<QuantizedConv>(ops::QuantizedConvOp::run)
             .onednn_supports(quantized_conv_onednn_supports).channel_axis<mkc_quantized_conv_params>()
             .reference(ref_quantized_conv).flops(conv_flops<false>),
         Row(NodeOp(MKC_OP_QUANTIZED_LINEAR), kQuantizedLinear)
             .ports(kQuantizedPorts, 4, 9, 4).port_dtypes(0, kAnyDtype)
-            .residual(quantized_linear_residual)
+            .residual(quantized_linear_residual).seven_bit_weights(ops::kQWeights)
             .params(read_as_is<mkc_quantized_linear_params, kQuantizedLinear>)
             .onednn<QuantizedLinear>(ops::QuantizedLinearOp::run)
             .reference(ref_quantized_linear).flops(linear_flops),

@@ -73,6 +73,10 @@ struct OpRow {
     // shows such a constant in the arrangement an earlier plan converted it
     // to.
     int held_weights_port = -1;
+    // The port of int8 weights its oneDNN run checks on each run where the
+    // CPU lacks VNNI (7 bits there), -1: none. A program whose weights
+    // there are a constant checks them once, when it compiles the step.
+    int seven_bit_weights_port = -1;
     // Its reference kernel reads and writes float32: bfloat16 inputs are
     // widened for it and its result rounded back.
     bool reference_widens_bf16;

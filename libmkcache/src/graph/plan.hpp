@@ -54,6 +54,7 @@ struct Step {
     bool in_place = false; // writes into a buffer one of its inputs had (a sum's residual)
     int64_t flops = 0;     // a node's arithmetic (OpRow::flops; 0 for the others)
     mkc_dtype arithmetic = MKC_DTYPE_F32; // what those operations are in: F32, BF16 or S8
+    bool weights_checked = false; // its 8-bit constant weights were checked at compile
 };
 
 // A reshape or transpose node that runs as no step: its result is a view

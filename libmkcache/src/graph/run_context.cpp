@@ -128,7 +128,8 @@ void RunContext::run_steps(const Plan &plan, const CacheScope &scope, ThreadStat
                 ins.push_back(address(r));
             for (const BufferRef &r : step.out)
                 outs.push_back(address(r));
-            step.run(scope, *step.entry, ops::Buffers{ins.data(), outs.data()});
+            step.run(scope, *step.entry,
+                     ops::Buffers{ins.data(), outs.data(), step.weights_checked});
             continue;
         }
         for (const PerRun &p : b.per_run) {

@@ -123,6 +123,9 @@ struct Prepared {
 struct Buffers {
     const void *const *in;
     void *const *out;
+    // The 8-bit weights are a program's constant, checked when it compiled
+    // the step: the run need not scan them again.
+    bool weights_checked = false;
 };
 
 // Executes `entry` once with inputs bound to `in_args` and outputs to

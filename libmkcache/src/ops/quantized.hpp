@@ -79,6 +79,9 @@ struct QuantizedMatmulAttrs {
 // -63..63.
 bool int8_pairs_saturate();
 
+// Whether `bytes` int8 values all lie within -63..63.
+bool within_seven_bits(const void *data, size_t bytes);
+
 // The checks every implementation shares (dtypes, shapes, which ports are
 // given for the result's dtype) and the result: conv2d's dims in its data
 // format, linear's [..., N] channels-first; U8, S8 or F32 as dst_dtype.

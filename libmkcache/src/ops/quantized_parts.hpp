@@ -76,8 +76,6 @@ void sign_ports(Handler &h, const QuantizedInputs &in);
 void add_quantization_args(std::vector<std::pair<int, dnnl::memory::desc>> &args,
                            const QuantizedInputs &in);
 
-bool int8_pairs_saturate();
-
 // No in_args: a program calls run() for every execution (rather than
 // binding the primitive's arguments once), as run() checks the scales and,
 // without VNNI, the weights it is given.
