@@ -42,7 +42,7 @@ ISA = mkcache.build_info()["isa"]
 THREADS = mkcache.build_info()["max_threads"]
 RNG = np.random.default_rng(0)
 # case -> timed repetitions
-CASES = {"conv 3x3 64->64 56x56 b1": 40, "linear 128x768 -> 3072": 40}
+CASES = {"conv 3x3 64->64 56x56 b1": 200, "linear 128x768 -> 3072": 200}
 RESULTS: dict = defaultdict(dict)
 MODEL_RESULTS: dict = {}
 TRAIN_RESULTS: dict = {}
