@@ -427,7 +427,7 @@ class Graph(_Closed):
     # ------------------------------------------------------------ compile
     def compile(self, *, fuse: bool = True, inplace: bool = True, reuse: bool = True,
                 capacity: int = 0, impl: dict | None = None, choose: str = "priority",
-                choices=None, dump=None, precision: str = "f32",
+                choices=None, dump=None, precision: str = "f32", precision_per_op=None,
                 calibration=None, calibration_method: str | None = None,
                 calibration_percentile: float | None = None) -> "Program":
         """A Program of this graph (the graph may be built further or closed
@@ -466,7 +466,10 @@ class Graph(_Closed):
         (needs AVX-512 or AVX2-VNNI-2, else impl= must put those operators
         on "reference"); "auto": "int8" when calibration is given, else
         "bf16" where the CPU computes bfloat16 natively, else "f32" (the
-        plan's first lines say which). calibration (int8, auto): batches (an iterable of input
+        plan's first lines say which). precision_per_op: {operator: "f32" |
+        "bf16"} for operators that compute otherwise than the program ("int8"
+        keeps them float32; "f32" or "bf16" plans take either), also written
+        into precision as "bf16,layer_norm=f32". calibration (int8, auto): batches (an iterable of input
         dicts: a float32 program of this graph is compiled, calibrated on
         them and closed, its cache entries going with it), or the text
         Program.calibration() gave (str or bytes), or a path to a file
@@ -509,9 +512,21 @@ class Graph(_Closed):
         for what, text in (("impl", impl_text), ("choices", choices_text), ("dump", dump_text)):
             if text is not None and b"\0" in text:
                 raise InvalidArgumentError(f"{what} holds a NUL byte (text after it would be lost)")
+        if not isinstance(precision, str):
+            raise InvalidArgumentError(f"precision must be a str, got {type(precision).__name__}")
+        precision, _, per_op = precision.partition(",")
         if precision not in ("f32", "bf16", "int8", "auto"):
             raise InvalidArgumentError(
                 f"precision must be 'f32', 'bf16', 'int8' or 'auto', got {precision!r}")
+        if precision_per_op is not None:
+            if not isinstance(precision_per_op, dict) or not all(
+                    isinstance(k, str) and isinstance(v, str) for k, v in precision_per_op.items()):
+                raise InvalidArgumentError("precision_per_op must be a dict {operator: 'f32' | "
+                                           f"'bf16'}}, got {precision_per_op!r}")
+            per_op = ",".join([per_op] * bool(per_op) +
+                              [f"{op}={p}" for op, p in precision_per_op.items()])
+        if "\0" in per_op:
+            raise InvalidArgumentError("precision holds a NUL byte")
         calibration_text = None
         if calibration is None and (calibration_method, calibration_percentile) != (None, None):
             raise InvalidArgumentError(
@@ -529,7 +544,8 @@ class Graph(_Closed):
                     reuse=1 if reuse else 0, capacity=_checks.integer(capacity, "capacity"),
                     impl=impl_text, measure=1 if choose == "measure" else 0,
                     choices=choices_text, dump=dump_text,
-                    precision=precision.encode(), calibration=calibration_text)
+                    precision=(precision + ("," + per_op if per_op else "")).encode(),
+                    calibration=calibration_text)
         handle = ctypes.c_void_p()
         _lib.mkc_program_compile(self.handle, ctypes.byref(o), ctypes.byref(handle))
         return Program(handle, dict(self._input_layouts), dict(self._input_ranks),

@@ -1760,6 +1760,13 @@ static void test_program(void) {
     po.precision = "int4";
     CHECK(mkc_program_compile(g, &po, &other) == MKC_STATUS_INVALID_ARGUMENT && other == NULL);
     CHECK(strstr(mkc_last_error(), "precision must be") != NULL);
+    po.precision = "f32,conv2d=f64"; /* per operator: f32 or bf16 */
+    CHECK(mkc_program_compile(g, &po, &other) == MKC_STATUS_INVALID_ARGUMENT && other == NULL);
+    CHECK(strstr(mkc_last_error(), "unknown precision 'f64' in 'conv2d=f64'") != NULL);
+    po.precision = "f32,conv2d=f32"; /* as the program: nothing changes */
+    OK(mkc_program_compile(g, &po, &other));
+    OK(mkc_program_destroy(other));
+    other = NULL;
     po.precision = "int8";
     CHECK(mkc_program_compile(g, &po, &other) == MKC_STATUS_INVALID_ARGUMENT && other == NULL);
     CHECK(strstr(mkc_last_error(), "calibration is empty") != NULL);

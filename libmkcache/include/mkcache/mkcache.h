@@ -1571,7 +1571,8 @@ typedef struct mkc_program_options {
     const char *precision;   /* "f32" (NULL or "", default): every node as built;
                                 "int8": each conv2d (grouped, depthwise and
                                 with a fused sum included) and linear layer with float32
-                                constant weights quantized from `calibration`:
+                                constant weights, and (with VNNI) each matmul of
+                                two values, quantized from `calibration`:
                                 each value they read gets one uint8 form
                                 (scale and zero point over its recorded
                                 range), weights int8 per output channel (7
@@ -1596,6 +1597,11 @@ typedef struct mkc_program_options {
                                 "bf16" where the CPU computes bfloat16
                                 natively, else "f32" (the plan text's
                                 "precision auto:" line says which).
+                                Then, after commas, operators that compute
+                                otherwise: "bf16,layer_norm=f32",
+                                "f32,conv2d=bf16", "int8,matmul=f32" (in an
+                                int8 plan only =f32; =int8 never: 8 bits
+                                are the program's, with its calibration).
                                 Others: INVALID_ARGUMENT */
     const char *calibration; /* int8 (and auto): what mkc_program_calibration gave a
                                 program of the same graph. A line naming no

@@ -180,10 +180,8 @@ public:
 
     void precision() {
         bf16_.assign(nodes_.size(), false);
-        if (!options_.bf16)
-            return;
         for (size_t n = 0; n < nodes_.size(); ++n)
-            bf16_[n] = row(nodes_[n]).reference_widens_bf16;
+            bf16_[n] = row(nodes_[n]).reference_widens_bf16 && options_.bf16.count(nodes_[n].op);
     }
 
     void choose_implementations() {

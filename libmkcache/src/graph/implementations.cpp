@@ -73,7 +73,10 @@ const Implementation *implementation_named(const std::string &name) {
     return nullptr;
 }
 
-std::map<std::string, std::string> parse_overrides(const std::string &text, const char *source) {
+std::map<std::string, std::string> parse_operator_pairs(const std::string &text,
+                                                        const char *source, const char *what,
+                                                        bool (*valid)(const std::string &),
+                                                        const std::string &known) {
     std::map<std::string, std::string> out;
     size_t at = 0;
     while (at <= text.size()) {
@@ -84,19 +87,32 @@ std::map<std::string, std::string> parse_overrides(const std::string &text, cons
             continue;
         const size_t eq = part.find('=');
         if (eq == std::string::npos)
-            fail(MKC_STATUS_INVALID_ARGUMENT, source, ": '", part,
-                 "' is not operator=implementation (as in conv2d=reference)");
-        const std::string op = trimmed(part.substr(0, eq)), impl = trimmed(part.substr(eq + 1));
+            fail(MKC_STATUS_INVALID_ARGUMENT, source, ": '", part, "' is not operator=", what);
+        const std::string op = trimmed(part.substr(0, eq)), value = trimmed(part.substr(eq + 1));
         if (!op_named(op))
             fail(MKC_STATUS_INVALID_ARGUMENT, source, ": unknown operator '", op, "' in '", part,
                  "'");
-        if (!implementation_named(impl))
-            fail(MKC_STATUS_INVALID_ARGUMENT, source, ": unknown implementation '", impl, "' in '",
-                 part, "' (known: ", known_names(), ")");
-        if (!out.emplace(op, impl).second)
+        if (!valid(value))
+            fail(MKC_STATUS_INVALID_ARGUMENT, source, ": unknown ", what, " '", value, "' in '",
+                 part, "' (known: ", known, ")");
+        if (!out.emplace(op, value).second)
             fail(MKC_STATUS_INVALID_ARGUMENT, source, ": ", op, " is given twice");
     }
     return out;
+}
+
+std::map<std::string, std::string> parse_overrides(const std::string &text, const char *source) {
+    return parse_operator_pairs(
+        text, source, "implementation",
+        [](const std::string &name) { return implementation_named(name) != nullptr; },
+        known_names());
+}
+
+std::map<std::string, std::string> parse_precision_overrides(const std::string &text) {
+    return parse_operator_pairs(
+        text, "compile: precision", "precision",
+        [](const std::string &p) { return p == "f32" || p == "bf16" || p == "int8"; },
+        "f32, bf16");
 }
 
 const std::string *Overrides::asked(const std::string &op, const char **by) const {

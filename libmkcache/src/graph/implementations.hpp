@@ -65,6 +65,9 @@ struct Overrides {
 // INVALID_ARGUMENT naming the part that is wrong: an unknown operator or
 // implementation, a part without '=', an operator given twice.
 std::map<std::string, std::string> parse_overrides(const std::string &text, const char *source);
+// The same for a program's per-operator precisions, "layer_norm=f32,...",
+// each f32, bf16 (or int8, which the program then refuses by name).
+std::map<std::string, std::string> parse_precision_overrides(const std::string &text);
 
 // What the choice for one node was and why (for the plan text).
 struct Choice {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -119,11 +120,12 @@ struct CompileOptions {
     // `choices` holds already (read back, or measured by an earlier plan)
     // is taken as it is, measuring or not.
     bool measure = false;
-    // Every node whose operator computes in bfloat16 as well does so, its
-    // float32 inputs converted where they arrive (constants once) and its
-    // result passed on in bfloat16 to readers that take it; the others,
-    // and the outputs, get float32 back by converters.
-    bool bf16 = false;
+    // The operators whose nodes compute in bfloat16 (each computing in
+    // bfloat16 as well), their float32 inputs converted where they arrive
+    // (constants once) and their results passed on in bfloat16 to readers
+    // that take it; the others, and the outputs, get float32 back by
+    // converters.
+    std::set<NodeOp> bf16;
     // A matmul's following add of a value broadcast into its result is run
     // as the matmul's post-op (the fusion option's plan-time part).
     bool fold_adds = true;

@@ -43,10 +43,19 @@ Program::Program(Graph graph, const ProgramOptions &options)
         graph_ = fuse(graph_, &fuse_report_, options_.fuse_options);
         dump_.section(title + " after fuse", fuse_report_.text() + graph_text(graph_));
     }
+    // "<program-wide>[,<operator>=<precision>...]": the hint, then the
+    // operators that compute otherwise.
+    std::map<std::string, std::string> per_op;
+    const size_t comma = options_.precision.find(',');
+    if (comma != std::string::npos) {
+        per_op = parse_precision_overrides(options_.precision.substr(comma + 1));
+        options_.precision.resize(comma);
+    }
     std::string &precision = options_.precision;
     require(precision.empty() || precision == "f32" || precision == "int8" ||
                 precision == "bf16" || precision == "auto",
-            "compile: precision must be \"f32\", \"bf16\", \"int8\" or \"auto\", got \"",
+            "compile: precision must be \"f32\", \"bf16\", \"int8\" or \"auto\" (then any "
+            "\",operator=f32|bf16\"), got \"",
             precision, "\"");
     if (precision == "auto") {
         // The fastest this CPU runs: 8 bits where there are ranges to
@@ -60,17 +69,39 @@ Program::Program(Graph graph, const ProgramOptions &options)
                                                    : ", no calibration nor native bfloat16") +
                             ")\n";
     }
+    // Per operator: f32 or bf16 (8 bits need the program's calibration).
+    std::set<NodeOp> keep_f32, bf16_ops;
+    for (const auto &[op, p] : per_op) {
+        if (p == "int8")
+            fail(MKC_STATUS_INVALID_ARGUMENT, "compile: precision: ", op, "=int8: 8 bits are the "
+                 "program's (with its calibration); \"int8,", op, "=f32\" keeps an operator "
+                 "float32 instead");
+        if (p == "bf16" && precision == "int8")
+            fail(MKC_STATUS_INVALID_ARGUMENT, "compile: precision: ", op, "=bf16 in an int8 "
+                 "plan (its other operators stay float32; only =f32 overrides are taken there)");
+        (p == "f32" ? keep_f32 : bf16_ops).insert(op_named(op)->op);
+    }
+    if (precision == "bf16")
+        for (const Node &node : graph_.nodes)
+            if (row(node).reference_widens_bf16 && !keep_f32.count(node.op))
+                bf16_ops.insert(node.op);
+    if (!per_op.empty()) {
+        precision_report_ += "precision per operator:";
+        for (const auto &[op, p] : per_op)
+            precision_report_ += " " + op + "=" + p;
+        precision_report_ += "\n";
+    }
     if (precision == "int8") {
         QuantizeReport report;
-        graph_ = quantize_graph(graph_, options_.calibration, &report);
+        graph_ = quantize_graph(graph_, options_.calibration, &report, keep_f32);
         dump_.section(title + " after quantize", report.text + graph_text(graph_));
         precision_report_ += report.text;
-    } else if (precision == "bf16") {
+    } else if (!bf16_ops.empty()) {
+        options_.compile.bf16 = bf16_ops;
         require_bf16_plan();
-        options_.compile.bf16 = true;
         int nodes = 0;
         for (const Node &node : graph_.nodes)
-            nodes += row(node).reference_widens_bf16;
+            nodes += row(node).reference_widens_bf16 && bf16_ops.count(node.op);
         precision_report_ += std::to_string(nodes) + " node(s) compute in bfloat16 (" +
                              (cpu_has_native_bf16() ? "native" : "emulated through float32") +
                              " on " + cpu_isa_name() + ")\n";
@@ -89,7 +120,7 @@ void Program::require_bf16_plan() const {
         return;
     for (size_t n = 0; n < graph_.nodes.size(); ++n) {
         const OpRow &r = row(graph_.nodes[n]);
-        if (!r.reference_widens_bf16)
+        if (!r.reference_widens_bf16 || !options_.compile.bf16.count(graph_.nodes[n].op))
             continue;
         const std::string *asked = options_.compile.overrides.asked(r.name);
         if (!asked || *asked != "reference")

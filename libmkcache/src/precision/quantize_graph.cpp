@@ -129,8 +129,10 @@ const char *dtype_word(mkc_dtype d) { return d == MKC_DTYPE_S8 ? "int8" : "uint8
 // value, before its first such reader. Graph outputs stay float32.
 class Rewrite {
 public:
-    Rewrite(const Graph &g, const std::map<std::string, Range> &ranges, QuantizeReport &report)
-        : g_(g), ranges_(ranges), report_(report), map_(g.values.size(), kNoValue),
+    Rewrite(const Graph &g, const std::map<std::string, Range> &ranges, QuantizeReport &report,
+            const std::set<NodeOp> &keep_f32)
+        : g_(g), ranges_(ranges), report_(report), keep_f32_(keep_f32),
+          map_(g.values.size(), kNoValue),
           range_(g.values.size()), known_(g.values.size(), false),
           held_(g.values.size(), false), eight_(g.values.size(), kNoValue),
           f32_(g.values.size(), kNoValue), form_(g.values.size()),
@@ -233,6 +235,8 @@ private:
         quantized_.assign(g_.nodes.size(), false);
         for (size_t n = 0; n < g_.nodes.size(); ++n) {
             const Node &node = g_.nodes[n];
+            if (keep_f32_.count(node.op))
+                continue;
             if (has_constant_weights(g_, node)) {
                 if (!recorded(n, 0))
                     fail(MKC_STATUS_INVALID_ARGUMENT, "compile (int8): ",
@@ -676,6 +680,7 @@ private:
     const Graph &g_;
     const std::map<std::string, Range> &ranges_;
     QuantizeReport &report_;
+    const std::set<NodeOp> &keep_f32_;
     std::vector<int> map_;        // input graph's value -> its (float32 or held) id here
     std::vector<Range> range_;    // per value of the input graph (at roots)
     std::vector<bool> known_;     // its range was recorded
@@ -694,12 +699,13 @@ private:
 
 } // namespace
 
-Graph quantize_graph(const Graph &graph, const std::string &calibration, QuantizeReport *report) {
+Graph quantize_graph(const Graph &graph, const std::string &calibration, QuantizeReport *report,
+                     const std::set<NodeOp> &keep_f32) {
     const std::map<std::string, Range> ranges = parse(calibration);
     require(!ranges.empty(), "compile (int8): the calibration is empty (calibrate the program "
                              "first, or pass the text it gave)");
     QuantizeReport local;
-    Graph out = Rewrite(graph, ranges, report ? *report : local).run();
+    Graph out = Rewrite(graph, ranges, report ? *report : local, keep_f32).run();
     return out;
 }
 

@@ -19,6 +19,7 @@
 // such reader.
 #pragma once
 
+#include <set>
 #include <string>
 
 #include "graph/graph.hpp"
@@ -33,6 +34,8 @@ struct QuantizeReport {
 // `calibration`: the text Calibration::text() gives for this graph. A line
 // naming no node of the graph, or a quantizable node without its line, is
 // INVALID_ARGUMENT (a calibration of another model); empty text too.
-Graph quantize_graph(const Graph &graph, const std::string &calibration, QuantizeReport *report);
+// `keep_f32`: operators whose nodes stay float32 (a precision override).
+Graph quantize_graph(const Graph &graph, const std::string &calibration, QuantizeReport *report,
+                     const std::set<NodeOp> &keep_f32 = {});
 
 } // namespace mkc::graph
