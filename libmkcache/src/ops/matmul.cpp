@@ -598,16 +598,6 @@ ValueDesc MatmulOp::infer(const Attrs &attrs, const ValueDesc &a, const ValueDes
     return plain_value(g.dtype, MKC_LAYOUT_CHANNELS_FIRST, g.yc);
 }
 
-namespace {
-// What a matmul reads an operand as: its own arrangement when that is a
-// strided one (operand_strides), else its bytes row-major.
-dnnl::memory::desc operand_takes(const ValueDesc &v) {
-    Dims strides;
-    if (layout::caller_strides(v.desc, v.layout, strides)) return v.desc;
-    return layout::plain_desc(v.dims, onednn_float(v.dtype), v.layout);
-}
-} // namespace
-
 Prepared MatmulOp::prepare(const CacheScope &scope, const Attrs &attrs, const char *name,
                            const ValueDesc &a, const ValueDesc &b, const ValueDesc *bias,
                            const ValueDesc *addend, const Dims *y_strides) {

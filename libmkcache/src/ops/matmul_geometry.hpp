@@ -36,6 +36,14 @@ inline Dims operand_strides(const ValueDesc &v) {
     return row_major_strides(caller_dims(v));
 }
 
+// What a matmul reads an operand as in a program: its own arrangement when
+// that is a strided one (operand_strides), else its bytes row-major.
+inline dnnl::memory::desc operand_takes(const ValueDesc &v) {
+    Dims strides;
+    if (layout::caller_strides(v.desc, v.layout, strides)) return v.desc;
+    return layout::plain_desc(v.dims, to_onednn(v.dtype), v.layout);
+}
+
 // `strides` for `dims` padded with leading 1s to rank n.
 inline void pad_strides(Dims &strides, const Dims &dims, size_t n) {
     const int64_t outer = dims.empty() ? 1 : dims[0] * strides[0];

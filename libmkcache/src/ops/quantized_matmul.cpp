@@ -36,14 +36,6 @@ MatmulGeometry geometry(const mkc_quantized_matmul_params &p, const QuantizedInp
     return g;
 }
 
-// What the primitive reads an operand as: its own arrangement when that is
-// a strided one, else its bytes row-major.
-dnnl::memory::desc operand_takes(const ValueDesc &v) {
-    Dims strides;
-    if (layout::caller_strides(v.desc, v.layout, strides)) return v.desc;
-    return layout::plain_desc(v.dims, to_onednn(v.dtype), v.layout);
-}
-
 } // namespace
 
 ValueDesc quantized_matmul_infer(const mkc_quantized_matmul_params &p, const QuantizedInputs &in) {
