@@ -444,11 +444,15 @@ class Graph(_Closed):
         input-shape plans kept, a new one dropping the plan used least
         recently (counted in mkcache.cache.stats()'s evictions). impl: {operator: implementation} for every
         node of that operator ("conv2d", "activation", "matmul", ... as the
-        plan names them; "onednn" or "reference"), before MKCACHE_IMPL; an
-        implementation that cannot run such a node is an error. choose:
-        "priority" (the best that supports each node) or "measure" (each
-        node's candidates timed on the first run of an input shape, the
-        fastest kept; the plan shows the times). choices: a file written by
+        plan names them; "onednn", "reference", or the variants
+        "onednn_matmul" (a linear layer on oneDNN's matmul, not its inner
+        product) and "onednn_contiguous" (a node reading strided views, on
+        contiguous copies of them)), before MKCACHE_IMPL; an implementation
+        that cannot run such a node is an error. choose: "priority" (the
+        best that supports each node; never a variant) or "measure" (each
+        node's candidates, the variants among them, timed on the first run
+        of an input shape; the fastest kept, a later one by priority only
+        when more than 3% faster; the plan shows the times). choices: a file written by
         Program.save_choices (or its text as bytes), taken as it is for the
         nodes it names, so a deployment need not measure. dump: a path the
         compiler appends its IR to as text after every pass (the graph as

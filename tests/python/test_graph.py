@@ -266,7 +266,10 @@ def test_measured_choices_are_saved_and_read_back(monkeypatch, tmp_path):
         for line in lines:  # key, chosen, times: the chosen one is the fastest
             key, chosen, times = line.split("\t")
             us = {name: float(t) for name, t in (p.split("=") for p in times.split(","))}
-            assert set(us) == {"onednn", "reference"} and chosen == min(us, key=us.get)
+            # (a linear layer is also timed on the matmul primitive)
+            assert set(us) - {"onednn_matmul"} == {"onednn", "reference"}
+            # the first by priority stays unless another is more than 3% faster
+            assert chosen == min(us, key=us.get) or us["onednn"] <= min(us.values()) / 0.97
         a.save_choices(tmp_path / "choices.txt")
         impls = [s["impl"] for s in a.steps()]
     with cnn.build(2).compile(choices=tmp_path / "choices.txt") as b:
@@ -296,7 +299,7 @@ def test_measured_choices_are_saved_and_read_back(monkeypatch, tmp_path):
 @pytest.mark.parametrize("impl, env, words", [
     ({"conv": "reference"}, None, "compile: impl: unknown operator 'conv'"),
     ({"conv2d": "fast"}, None, "unknown implementation 'fast' in 'conv2d=fast' (known: onednn, "
-                               "reference)"),
+                               "onednn_matmul, onednn_contiguous, reference)"),
     ("conv2d=reference", None, "impl must be a dict"),
     (None, "conv2d", "MKCACHE_IMPL: 'conv2d' is not operator=implementation"),
     (None, "pool=reference,pool=onednn", "MKCACHE_IMPL: pool is given twice"),

@@ -1546,6 +1546,11 @@ typedef struct mkc_program_options {
                            "conv2d=reference,softmax=onednn" (NULL or ""
                            (default): each node's best by priority, onednn
                            before reference, unless MKCACHE_IMPL names one;
+                           the variants onednn_matmul (a linear layer on
+                           oneDNN's matmul, not its inner product) and
+                           onednn_contiguous (a node that reads strided
+                           views, on contiguous copies of them) only when
+                           named here or measured;
                            this text wins over MKCACHE_IMPL for an operator
                            both name). An implementation asked for that
                            cannot run a node is an error naming the node and
@@ -1556,7 +1561,9 @@ typedef struct mkc_program_options {
                            implementation that supports it, each timed on the
                            first plan of an input shape (the key holds the
                            CPU's ISA, the OpenMP threads, the node and its
-                           inputs' shapes); 0 (default): by priority */
+                           inputs' shapes), the variants among them; one
+                           later by priority must be more than 3% faster to
+                           replace an earlier; 0 (default): by priority */
     const char *choices;/* choices to start from: what mkc_program_choices
                            gave an earlier program (NULL or "": none); taken
                            as they are for the nodes they name, measuring or

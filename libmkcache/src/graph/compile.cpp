@@ -53,16 +53,16 @@ template <typename F> auto for_node(const Graph &g, int node, F &&f) {
     }
 }
 
-// "onednn:<oneDNN's name of the kernel it chose>" ("onednn" for a step of
-// several primitives).
-std::string implementation(const PrimitiveEntry &e) {
+// "<implementation>:<oneDNN's name of the kernel it chose>" for a step of
+// one primitive ("onednn:brg:avx512_core"), else the implementation's name.
+std::string implementation(const Implementation &impl, const PrimitiveEntry &e) {
     const_dnnl_primitive_desc_t pd = nullptr;
     const char *name = nullptr;
     if (!e.primitive || dnnl_primitive_get_primitive_desc(e.primitive.get(), &pd) != dnnl_success ||
         dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &name) != dnnl_success ||
         name == nullptr)
-        return "onednn";
-    return std::string("onednn:") + name;
+        return impl.name;
+    return std::string(impl.name) + ":" + name;
 }
 
 // An arrangement as plans show it: its format, and " bf16" for bfloat16
@@ -351,8 +351,7 @@ private:
         step.what = what;
         if (folded_add_[n] >= 0)
             step.what += " + " + g_.describe_node(folded_add_[n]) + " as its addend";
-        step.impl = choice.impl == implementation_named("onednn") ? implementation(*step.entry)
-                                                                  : choice.impl->name;
+        step.impl = implementation(*choice.impl, *step.entry);
         step.choice = choice.why;
         if (row(node).flops && !prepared.outputs.empty()) {
             step.flops = row(node).flops(node, inputs, prepared.outputs[0]);
@@ -536,6 +535,8 @@ private:
         // layouts and dtypes are every implementation's, as the key needs.
         std::vector<ValueDesc> shown;
         for (const Implementation *impl : implementations()) {
+            if (impl->views_only && !reads_or_writes_view(n))
+                continue;
             shown_to(*impl, n, inputs, shown);
             if (impl->supports(node, inputs).ok())
                 capable.push_back(impl);
@@ -553,17 +554,27 @@ private:
                 arriving.push_back(v == kNoValue || g_.values[v].kind == Value::Kind::constant
                                        ? nullptr
                                        : &desc_[v].desc);
+            Dims y_strides;
+            auto perm = y_perm_.find(n);
+            if (perm != y_perm_.end())
+                y_strides = strides_for_transpose(ops::caller_dims(inferred_[n].at(0)),
+                                                  perm->second);
+            // In priority order: a later candidate replaces the best so far
+            // only when it is faster by more than timing noise, so equal
+            // kernels keep the priority choice (and its shared weights).
             double best = -1;
             for (const Implementation *impl : capable) {
                 shown_to(*impl, n, inputs, shown);
                 std::string why;
-                const double us = time_candidate(plan_.scope, *impl, node, inputs, arriving, why);
+                const double us =
+                    time_candidate(plan_.scope, *impl, node, inputs, arriving,
+                                   y_strides.empty() ? nullptr : &y_strides, best, why);
                 if (us < 0) {
                     choice.refused.push_back(std::string(impl->name) + ": " + why);
                     continue;
                 }
                 m.times.emplace_back(impl->name, us);
-                if (best < 0 || us < best) {
+                if (best < 0 || us < best * kMeasuredMargin) {
                     best = us;
                     m.impl = impl->name;
                 }
@@ -582,11 +593,25 @@ private:
         choice.why = measured_text(m);
     }
 
-    // The implementation after `impl` by priority, or null.
+    // Whether node `n` reads a strided view or writes its result as one
+    // (for a transpose after it).
+    bool reads_or_writes_view(int n) const {
+        for (int v : nodes_[n].inputs)
+            if (v != kNoValue && view_[v])
+                return true;
+        return y_perm_.count(n) != 0;
+    }
+
+    // The implementation after `impl` by priority (variants aside), or null.
     static const Implementation *next_after(const Implementation &impl) {
         const auto &all = implementations();
         auto at = std::find(all.begin(), all.end(), &impl);
-        return at == all.end() || at + 1 == all.end() ? nullptr : *(at + 1);
+        if (at == all.end())
+            return nullptr;
+        while (++at != all.end())
+            if (!(*at)->variant)
+                return *at;
+        return nullptr;
     }
 
     // A reshape or transpose node as a view: its result is its input's
@@ -818,7 +843,7 @@ private:
         } else {
             step.run = run_converter;
             step.entry = reorder_entry(plan_.scope, have, want);
-            step.impl = implementation(*step.entry);
+            step.impl = implementation(*implementation_named("onednn"), *step.entry);
             step.in_args = {DNNL_ARG_FROM};
             step.out_args = {DNNL_ARG_TO};
         }

@@ -7,8 +7,6 @@
 
 namespace mkc::graph {
 
-namespace {
-
 // ------------------------------------------------------------------ onednn
 
 ops::Verdict onednn_supports(const Node &node, const NodeInputs &inputs) {
@@ -22,6 +20,8 @@ ops::Verdict onednn_supports(const Node &node, const NodeInputs &inputs) {
     return v;
 }
 
+namespace {
+
 ops::Prepared onednn_prepare(const CacheScope &scope, const Node &node, const NodeInputs &inputs,
                              const Dims *y_strides) {
     return prepare_node(scope, node, inputs, y_strides);
@@ -33,7 +33,7 @@ bool onednn_reads_views(const OpRow &op) { return op.onednn_reads_views; }
 
 const Implementation kOnednn{"onednn",       100,        onednn_supports,
                              onednn_prepare, onednn_run, onednn_overwrites_input,
-                             onednn_reads_views};
+                             onednn_reads_views, false, false};
 
 std::string trimmed(const std::string &s) {
     size_t b = 0, e = s.size();
@@ -53,11 +53,13 @@ std::string known_names() {
 
 } // namespace
 
-extern const Implementation kReference; // impl_reference.cpp
+extern const Implementation kReference;                        // impl_reference.cpp
+extern const Implementation kOnednnMatmul, kOnednnContiguous; // impl_onednn_variants.cpp
 
 const std::vector<const Implementation *> &implementations() {
     static const std::vector<const Implementation *> all = [] {
-        std::vector<const Implementation *> v{&kOnednn, &kReference};
+        std::vector<const Implementation *> v{&kOnednn, &kOnednnMatmul, &kOnednnContiguous,
+                                              &kReference};
         std::stable_sort(v.begin(), v.end(), [](const Implementation *a, const Implementation *b) {
             return a->priority > b->priority;
         });
@@ -142,6 +144,8 @@ Choice choose(const Node &node, const NodeInputs &inputs, const Overrides &overr
         return c;
     }
     for (const Implementation *impl : implementations()) {
+        if (impl->variant)
+            continue;
         const ops::Verdict v = impl->supports(node, inputs);
         if (v.ok()) {
             c.impl = impl;

@@ -6,10 +6,17 @@
 // choice too.
 //
 // Built in, by priority:
-//   onednn     the library's cached oneDNN primitives (ops/);
-//   reference  plain C++ loops on plain bytes (reference/): the fallback
-//              where oneDNN refuses a case, and an independent check of
-//              oneDNN's results.
+//   onednn             the library's cached oneDNN primitives (ops/);
+//   onednn_matmul      a linear layer on oneDNN's matmul, not its inner
+//                      product (impl_onednn_variants.cpp);
+//   onednn_contiguous  oneDNN's primitive on contiguous copies of the
+//                      strided views it would read where they are;
+//   reference          plain C++ loops on plain bytes (reference/): the
+//                      fallback where oneDNN refuses a case, and an
+//                      independent check of oneDNN's results.
+// The two variants compute what `onednn` computes, on other kernels: they
+// are never chosen by priority (nor tried when `onednn` cannot build a
+// node), only by an override or a measurement.
 //
 // The choice per node: the highest-priority implementation whose
 // `supports` accepts the node - unless an override names one for the
@@ -45,7 +52,19 @@ struct Implementation {
     // Whether the step reads strided views where they are and can write its
     // result with given strides (else views reach it converted to plain).
     bool (*reads_views)(const OpRow &op);
+    // Whether it is another way of running what `onednn` runs (chosen by
+    // override or measurement only).
+    bool variant;
+    // Whether it differs from `onednn` only where the node reads or writes
+    // a strided view (elsewhere measuring it would time the same step
+    // twice).
+    bool views_only;
 };
+
+// Whether the row's oneDNN primitive runs the node: the operator's own
+// checks, then the cases its primitive computes as the operator defines
+// them. What every implementation on oneDNN asks first.
+ops::Verdict onednn_supports(const Node &node, const NodeInputs &inputs);
 
 // Every implementation, highest priority first.
 const std::vector<const Implementation *> &implementations();

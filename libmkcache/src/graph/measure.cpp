@@ -123,10 +123,15 @@ std::string choice_key(const Graph &graph, int n, const NodeInputs &inputs) {
 namespace {
 
 // Microseconds per call of `f`: a warm-up (first-touch pages, a kernel's
-// set-up), then the median of up to 15 calls, fewer past 20 ms.
-template <typename F> double median_us(F &&f) {
+// set-up), then the median of up to 15 calls, fewer past 20 ms; or the
+// warm-up's alone when it took longer than `enough_us` (positive).
+template <typename F> double median_us(F &&f, double enough_us = -1) {
     using clock = std::chrono::steady_clock;
+    const auto first = clock::now();
     f();
+    const double first_us = std::chrono::duration<double, std::micro>(clock::now() - first).count();
+    if (enough_us > 0 && first_us > enough_us)
+        return first_us;
     std::vector<double> us;
     const auto start = clock::now();
     for (int i = 0; i < 15; ++i) {
@@ -144,10 +149,12 @@ template <typename F> double median_us(F &&f) {
 
 double time_candidate(const CacheScope &scope, const Implementation &impl, const Node &node,
                       const NodeInputs &inputs,
-                      const std::vector<const dnnl::memory::desc *> &arriving, std::string &why) {
+                      const std::vector<const dnnl::memory::desc *> &arriving,
+                      const Dims *y_strides, double best_us, std::string &why) {
+    const bool writes_strided = y_strides && impl.reads_views(row(node));
     ops::Prepared p;
     try {
-        p = impl.prepare(scope, node, inputs, nullptr);
+        p = impl.prepare(scope, node, inputs, writes_strided ? y_strides : nullptr);
     } catch (const std::exception &e) {
         why = e.what();
         return -1;
@@ -166,7 +173,8 @@ double time_candidate(const CacheScope &scope, const Implementation &impl, const
     }
     const NodeRun run = impl.run(row(node));
     const ops::Buffers buffers{in.data(), out.data()};
-    double total = median_us([&] { run(scope, *p.entry, buffers); });
+    double total = median_us([&] { run(scope, *p.entry, buffers); },
+                             best_us > 0 ? best_us * kHopeless : -1);
     // The conversions its inputs need on every run, from the arrangements
     // they arrive in (an input read through a view aside: a constant's).
     for (size_t i = 0; i < p.takes.size() && i < arriving.size(); ++i) {
@@ -177,6 +185,13 @@ double time_candidate(const CacheScope &scope, const Implementation &impl, const
         const auto convert = reorder_entry(scope, *arriving[i], p.takes[i]);
         void *to = const_cast<void *>(in[i]);
         total += median_us([&] { run_reorder(scope, *convert, from.get(), to); });
+    }
+    if (y_strides && !writes_strided && !p.outputs.empty() && out[0]) {
+        const dnnl::memory::desc &written = p.outputs[0].desc;
+        const dnnl::memory::desc wanted(written.get_dims(), written.get_data_type(), *y_strides);
+        const std::shared_ptr<void> to = filled(wanted);
+        const auto convert = reorder_entry(scope, written, wanted);
+        total += median_us([&] { run_reorder(scope, *convert, out[0], to.get()); });
     }
     return total;
 }

@@ -52,10 +52,22 @@ std::string choice_key(const Graph &graph, int n, const NodeInputs &inputs);
 // those of the conversions its inputs need from the arrangements they
 // arrive in (`arriving`, per port; null: nothing to convert per run - a
 // constant, converted once - or absent); a negative number when it refuses
-// to prepare (`why` says why).
+// to prepare (`why` says why). A candidate whose first run takes longer
+// than kHopeless times `best_us` (the best so far, negative: none) is
+// timed by that run alone. Where the node's result is wanted with
+// strides `y_strides` (the view a transpose after it reads), a step that
+// writes them is prepared so, and one that cannot is charged the
+// conversion of its result into them.
 double time_candidate(const CacheScope &scope, const Implementation &impl, const Node &node,
                       const NodeInputs &inputs,
-                      const std::vector<const dnnl::memory::desc *> &arriving, std::string &why);
+                      const std::vector<const dnnl::memory::desc *> &arriving,
+                      const Dims *y_strides, double best_us, std::string &why);
+
+// A candidate after the first must be faster than the best so far by this
+// factor to replace it (medians of a few runs differ by a few percent
+// between equal kernels).
+constexpr double kMeasuredMargin = 0.97;
+constexpr double kHopeless = 4.0;
 
 // "measured: onednn 12.3 us, reference 45.6 us" (or "measured (loaded): ...").
 std::string measured_text(const Measured &m);

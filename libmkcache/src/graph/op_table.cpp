@@ -536,6 +536,14 @@ ops::Prepared prepare_with(const CacheScope &scope, const Node &node, const Node
     });
 }
 
+ops::Prepared prepare_linear_as_matmul(const CacheScope &scope, const Node &node,
+                                       const NodeInputs &in, const Dims *) {
+    return Linear::with(node, in, [&](ops::LinearOp, const ops::LinearAttrs &attrs) {
+        return ops::LinearOp::prepare_as_matmul(scope, attrs, cache_name(node), *in[0], *in[1],
+                                                port(in, 2));
+    });
+}
+
 template <typename T, typename = void> struct has_each : std::false_type {};
 template <typename T>
 struct has_each<T, std::void_t<decltype(std::declval<const T &>().each(
@@ -1661,6 +1669,11 @@ public:
         r_.onednn_reads_views = true;
         return *this;
     }
+    Row &as_matmul(ops::Prepared (*prepare)(const CacheScope &, const Node &, const NodeInputs &,
+                                            const Dims *)) {
+        r_.prepare_as_matmul = prepare;
+        return *this;
+    }
     Row &held_weights(int port) {
         r_.held_weights_port = port;
         return *this;
@@ -1719,7 +1732,7 @@ std::vector<OpRow> build_rows() {
             .post_op_activation<mkc_linear_params>()
             .residual(linear_residual)
             .held_weights(1)
-            .params(read_linear).onednn<Linear>(ops::LinearOp::run)
+            .params(read_linear).onednn<Linear>(ops::LinearOp::run).as_matmul(prepare_linear_as_matmul)
             .reference(ref_linear).flops(linear_flops),
         Row(NodeOp::matmul, kMatmul)
             .ports("a,b,bias,addend", 2, 4, 2).floats()

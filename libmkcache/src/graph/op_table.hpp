@@ -114,6 +114,11 @@ struct OpRow {
     ops::Prepared (*prepare)(const CacheScope &scope, const Node &node, const NodeInputs &inputs,
                              const Dims *y_strides);
     NodeRun run;
+    // The node on oneDNN's matmul primitive where its own is another one (a
+    // linear layer's inner product): the implementation `onednn_matmul`,
+    // which runs with `run`. Null: none.
+    ops::Prepared (*prepare_as_matmul)(const CacheScope &scope, const Node &node,
+                                       const NodeInputs &inputs, const Dims *y_strides);
     // The cases the oneDNN phases compute as the operator defines them: ok,
     // or why not (a primitive whose rounding or coordinates differ from the
     // operator's in that case). Null: every case its infer accepts.

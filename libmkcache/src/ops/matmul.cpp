@@ -237,6 +237,60 @@ Prepared LinearOp::prepare(const CacheScope &scope, const Attrs &attrs, const ch
     return out;
 }
 
+namespace {
+struct LinearMatmulEntry : PrimitiveEntry {
+    dnnl::matmul::primitive_desc pd;
+};
+} // namespace
+
+Prepared LinearOp::prepare_as_matmul(const CacheScope &scope, const Attrs &attrs,
+                                     const char *name, const ValueDesc &src,
+                                     const ValueDesc &weights, const ValueDesc *bias) {
+    LinearGeometry g =
+        linear_geometry("linear", attrs.p, src, weights, bias != nullptr, attrs.training);
+    check_linear_bias(g, bias);
+    require(!attrs.training, "linear: a training forward runs as an inner product only");
+    if (g.dtype != MKC_DTYPE_F32) require_bf16_kernels("linear");
+    const Dims &w = g.w; // [out, in]
+    const auto dt = onednn_float(g.dtype);
+    // Its own key (the suffix): the inner product of the same name and
+    // shapes is another entry.
+    Handler handler(scope, "linear", name, g.default_name, "matmul", Dims{g.rows, w[1]});
+    sign_linear(handler, attrs.p, g, src, bias != nullptr, false);
+    auto entry = handler.acquire_primitive<LinearMatmulEntry>([&] {
+        auto e = std::make_shared<LinearMatmulEntry>();
+        const dnnl::memory::desc x({g.rows, w[1]}, dt, tag::ab), k_by_n({w[1], w[0]}, dt, tag::any),
+            y({g.rows, w[0]}, dt, tag::ab);
+        const auto attr = activation_attr(attrs.p.activation, attrs.p.activation_alpha,
+                                          attrs.p.activation_beta, 1.f, attrs.p.sum != 0);
+        e->pd = bias ? dnnl::matmul::primitive_desc(
+                           cpu_engine(), x, k_by_n,
+                           dnnl::memory::desc({1, w[0]}, onednn_float(g.b_dtype), tag::ab), y,
+                           attr)
+                     : dnnl::matmul::primitive_desc(cpu_engine(), x, k_by_n, y, attr);
+        e->primitive = dnnl::matmul(e->pd);
+        std::vector<int> args = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST};
+        if (bias) args.push_back(DNNL_ARG_BIAS);
+        e->set_args(e->pd, args);
+        return e;
+    });
+    // The caller holds the weights as [out, in] and the bias as [out]: the
+    // same bytes as the matmul's [in, out] and [1, out], described in the
+    // caller's dims.
+    const Dims yc = linear_result_dims(g);
+    Prepared out{entry,
+                 {layout::plain_desc(src.dims, dt, src.layout),
+                  entry->arg_desc(DNNL_ARG_WEIGHTS).permute_axes({1, 0}),
+                  bias ? dnnl::memory::desc({w[0]}, onednn_float(g.b_dtype), tag::a)
+                       : empty_desc()},
+                 {},
+                 {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_BIAS},
+                 {DNNL_ARG_DST}};
+    out.outputs.push_back(
+        {g.dtype, MKC_LAYOUT_CHANNELS_FIRST, yc, dnnl::memory::desc(yc, dt, row_major_strides(yc))});
+    return out;
+}
+
 void LinearOp::run(const CacheScope &scope, PrimitiveEntry &entry, const Buffers &buffers) {
     // Plain [..., in] bytes are the [rows, in] the primitive reads.
     run_bound(scope, entry, buffers, {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_BIAS},

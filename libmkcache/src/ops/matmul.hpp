@@ -47,6 +47,14 @@ struct LinearOp {
                            const ValueDesc *bias);
     static Prepared prepare(const CacheScope &scope, const Attrs &attrs, const char *name,
                             const ValueDesc &src, const ValueDesc &weights, const ValueDesc *bias);
+    // The same layer on oneDNN's matmul primitive (weights read as [in,
+    // out] in the matmul's own arrangement, shown to the caller as the
+    // [out, in] weights permuted): another kernel family for the same
+    // product, which a program may choose where it runs faster. Inference
+    // only. Runs with `run`.
+    static Prepared prepare_as_matmul(const CacheScope &scope, const Attrs &attrs,
+                                      const char *name, const ValueDesc &src,
+                                      const ValueDesc &weights, const ValueDesc *bias);
     static void run(const CacheScope &scope, PrimitiveEntry &entry, const Buffers &buffers);
 };
 

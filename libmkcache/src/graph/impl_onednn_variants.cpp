@@ -1,0 +1,62 @@
+// Other ways oneDNN computes a node than the one its row binds: kernels of
+// another primitive family, or the same primitive on other arrangements of
+// its operands. Which is faster depends on the CPU, the shapes and the
+// thread count, so they stand below `onednn` by priority and are chosen by
+// override or by measurement (`choose="measure"`).
+//
+//   onednn_matmul      a linear layer on oneDNN's matmul primitive, not its
+//                      inner product (another kernel, another weights
+//                      arrangement);
+//   onednn_contiguous  a node that reads or writes strided views (an
+//                      attention's heads) on contiguous copies of them,
+//                      which some kernels read faster than the strided
+//                      bytes.
+#include "graph/implementations.hpp"
+
+namespace mkc::graph {
+
+namespace {
+
+NodeRun row_run(const OpRow &op) { return op.run; }
+bool row_in_place(const OpRow &op) { return op.onednn_in_place; }
+bool no_views(const OpRow &) { return false; }
+
+// ------------------------------------------------------------ onednn_matmul
+
+ops::Verdict as_matmul_supports(const Node &node, const NodeInputs &inputs) {
+    if (!row(node).prepare_as_matmul)
+        return {MKC_STATUS_UNSUPPORTED,
+                std::string(row(node).name) + " has no matmul form (it is one, or has none)"};
+    return onednn_supports(node, inputs);
+}
+
+ops::Prepared as_matmul_prepare(const CacheScope &scope, const Node &node,
+                                const NodeInputs &inputs, const Dims *y_strides) {
+    return row(node).prepare_as_matmul(scope, node, inputs, y_strides);
+}
+
+// ------------------------------------------------------- onednn_contiguous
+
+ops::Verdict contiguous_supports(const Node &node, const NodeInputs &inputs) {
+    if (!row(node).onednn_reads_views)
+        return {MKC_STATUS_UNSUPPORTED, std::string(row(node).name) +
+                                            " reads no strided views: the same as onednn"};
+    return onednn_supports(node, inputs);
+}
+
+ops::Prepared contiguous_prepare(const CacheScope &scope, const Node &node,
+                                 const NodeInputs &inputs, const Dims *) {
+    return prepare_node(scope, node, inputs, nullptr);
+}
+
+} // namespace
+
+extern const Implementation kOnednnMatmul, kOnednnContiguous;
+const Implementation kOnednnMatmul{"onednn_matmul",   50,         as_matmul_supports,
+                                   as_matmul_prepare, row_run,    row_in_place,
+                                   no_views,          true,  false};
+const Implementation kOnednnContiguous{"onednn_contiguous", 40,      contiguous_supports,
+                                       contiguous_prepare,  row_run, row_in_place,
+                                       no_views,            true,  true};
+
+} // namespace mkc::graph

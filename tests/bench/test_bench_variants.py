@@ -1,0 +1,132 @@
+"""The kernel variants against the priority choice, in the same run: the
+BERT-base layer (batch 1) at sequence lengths 32, 128 and 512 compiled
+four ways - by priority (every linear an inner product, the attention's
+matmuls on strided views), every linear on oneDNN's matmul
+(impl linear=onednn_matmul), the attention's matmuls on contiguous copies
+(impl matmul=onednn_contiguous), and choose="measure" - run interleaved
+round-robin on the library's thread count. The first table gives each
+program's median time and its ratio to the priority one; the second the
+median time of each kind of step (from interleaved profiles), so that
+which variant wins where is read per shape. The header names the ISA: run
+it again with ONEDNN_MAX_CPU_ISA=AVX2 for the AVX2 kernels.
+
+    python -m pytest tests/bench/test_bench_variants.py --benchmark-enable --benchmark-only
+"""
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+
+import numpy as np
+import pytest
+
+import mkcache
+from mkcache.models import BertLayer, interleaved
+
+ISA = mkcache.build_info()["isa"]
+THREADS = mkcache.build_info()["max_threads"]
+SEQS = {32: 200, 128: 80, 512: 20}  # sequence length -> timed repetitions
+PROFILES = 15
+VARIANTS = {
+    "priority": {},
+    "linear on matmul": dict(impl={"linear": "onednn_matmul"}),
+    "attention on copies": dict(impl={"matmul": "onednn_contiguous"}),
+    "measure": dict(choose="measure"),
+}
+# seq -> variant -> seconds per run
+RESULTS: dict = defaultdict(dict)
+# seq -> variant -> step kind -> microseconds (sum over the layer's steps of that kind)
+STEPS: dict = defaultdict(dict)
+
+
+def _kind(what: str) -> str | None:
+    """The kind of step a profile row is: a linear by its shape, the two
+    attention matmuls, or the conversions (None: the rest)."""
+    for name, kind in (("query", "q/k/v linears"), ("key", "q/k/v linears"),
+                       ("value", "q/k/v linears"), ("attention.output.dense", "out linear"),
+                       ("intermediate.dense", "ffn up linear"), ("output.dense", "ffn down linear"),
+                       ("attention.scores", "scores matmul"),
+                       ("attention.context", "context matmul")):
+        if f".{name}'" in what or f"'{name}'" in what:
+            return kind
+    return "conversions" if what.startswith("convert") else None
+
+
+@pytest.mark.parametrize("seq", list(SEQS))
+def test_variants_against_priority(benchmark, seq):
+    benchmark.group = f"BERT layer seq {seq}"
+    layer = BertLayer(0)
+    x = np.random.default_rng(seq).standard_normal((1, seq, 768)).astype(np.float32)
+    with layer.graph(batch=1, seq=seq) as g:
+        programs = {name: g.compile(**options) for name, options in VARIANTS.items()}
+    try:
+        want = programs["priority"].run(x=x)["y"]
+        for name, prog in programs.items():  # the same layer, whichever kernels
+            np.testing.assert_allclose(prog.run(x=x)["y"], want, rtol=2e-4, atol=2e-4,
+                                       err_msg=name)
+        fns = {name: (lambda prog=prog: prog.run(x=x)) for name, prog in programs.items()}
+        reps = 1 if benchmark.disabled else SEQS[seq]
+        result = {}
+        benchmark.pedantic(lambda: result.update(interleaved(fns, reps)), rounds=1,
+                           iterations=1)
+        if getattr(benchmark, "stats", None) is None:
+            return
+        RESULTS[seq] = result
+        samples = {name: defaultdict(list) for name in programs}
+        for r in range(PROFILES):
+            names = list(programs)
+            for name in names[r % len(names):] + names[:r % len(names)]:
+                per_kind = defaultdict(float)
+                for row in programs[name].profile(x=x):
+                    kind = _kind(row["what"])
+                    if kind:
+                        per_kind[kind] += row["us"]
+                for kind, us in per_kind.items():
+                    samples[name][kind].append(us)
+        STEPS[seq] = {name: {kind: statistics.median(v) for kind, v in kinds.items()}
+                      for name, kinds in samples.items()}
+    finally:
+        for prog in programs.values():
+            prog.close()
+
+
+def render_tables() -> str:
+    names = list(VARIANTS)
+    lines = [f"BERT-base layer, batch 1, {ISA}, {THREADS} threads; ms per run (median), "
+             "ratio to priority (below 1: faster)", "",
+             "| seq | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+    for seq, r in RESULTS.items():
+        base = r["priority"]
+        cells = [f"{base * 1e3:.3f}"] + [f"{r[n] * 1e3:.3f} ({r[n] / base:.3f})"
+                                         for n in names[1:]]
+        lines.append(f"| {seq} | " + " | ".join(cells) + " |")
+    lines += ["", "Per kind of step, us (median of profiles):", "",
+              "| seq | step | " + " | ".join(names) + " |", "|---" * (len(names) + 2) + "|"]
+    for seq, by_name in STEPS.items():
+        kinds = sorted({k for kinds in by_name.values() for k in kinds})
+        for kind in kinds:
+            cells = [f"{by_name[n][kind]:.1f}" if kind in by_name[n] else "-" for n in names]
+            lines.append(f"| {seq} | {kind} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+class _Report:
+    @pytest.hookimpl(trylast=True)
+    def pytest_terminal_summary(self, terminalreporter, config):
+        if not RESULTS:
+            return
+        terminalreporter.write_sep("=", "mkcache: kernel variants against the priority choice "
+                                        "(interleaved round-robin)")
+        terminalreporter.write_line(render_tables())
+        path = config.getoption("--bench-report")
+        if path:
+            with open(path, "a") as f:
+                f.write(f"\nkernel variants:\n\n{render_tables()}\n")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _report(request):
+    manager = request.config.pluginmanager
+    if manager.get_plugin("mkcache-variants-report") is None:
+        manager.register(_Report(), "mkcache-variants-report")
+    yield

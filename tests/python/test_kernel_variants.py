@@ -1,0 +1,172 @@
+"""The implementations that compute a node on oneDNN otherwise than its row's
+own primitive: `onednn_matmul` (a linear layer on the matmul primitive, not
+the inner product) and `onednn_contiguous` (a node that reads or writes
+strided views, an attention's heads, on contiguous copies of them). Each
+against float64 numpy, by override; and `choose="measure"` weighing them
+only where they apply."""
+import numpy as np
+import pytest
+
+import mkcache
+import reference as ref
+from bf16_support import needs_bf16
+from mkcache.models import BertLayer
+
+ACTIVATIONS = {None: lambda v: v, "relu": lambda v: np.maximum(v, 0)}
+
+
+def rand(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def node_steps(prog, **feeds):
+    """The program's node steps by what they compute ("node 3 (linear
+    'fc')"), as its profile names them."""
+    what = {row["step"]: row["what"] for row in prog.profile(**feeds)}
+    return {what[s["step"]]: s for s in prog.steps() if s["kind"] == "node"}
+
+
+@pytest.mark.parametrize("shape, out, bias, activation, residual", [
+    ((7, 37), 29, True, None, False),
+    ((2, 5, 37), 19, False, "relu", False),
+    ((3, 1, 4, 17), 33, True, "relu", True),
+    ((1, 64), 48, True, None, True),
+])
+def test_linear_as_matmul_against_numpy(shape, out, bias, activation, residual):
+    x = rand(*shape, seed=1)
+    w = (rand(out, shape[-1], seed=2) / np.sqrt(shape[-1])).astype(np.float32)
+    b = rand(out, seed=3) if bias else None
+    r = rand(*shape[:-1], out, seed=4)
+    with mkcache.Graph() as g:
+        xv = g.input("x", shape)
+        y = g.linear(xv, w, b, activation=activation, name="fc")
+        if residual:  # fused into the layer as its sum
+            y = g.add(y, g.input("r", r.shape))
+        g.output(y, "y")
+        feeds = {"x": x, **({"r": r} if residual else {})}
+        with g.compile(impl={"linear": "onednn_matmul"}) as prog:
+            got = prog.run(**feeds)["y"]
+            nodes = [s for s in prog.steps() if s["kind"] == "node"]
+    exact = x.astype(np.float64) @ w.astype(np.float64).T
+    if bias:
+        exact += b
+    exact = ACTIVATIONS[activation](exact)
+    if residual:
+        exact += r
+    magnitude = np.abs(x).astype(np.float64) @ np.abs(w).astype(np.float64).T + 1
+    ref.assert_close(got, exact, magnitude, shape[-1])
+    # A residual add is the layer's sum (not after an activation).
+    assert len(nodes) == (2 if residual and activation else 1), nodes
+    assert nodes[0]["impl"].startswith("onednn_matmul:"), nodes
+    assert nodes[0]["choice"] == "override (option)"
+
+
+def test_linear_as_matmul_reads_its_weights_converted_once():
+    """The matmul's weights [in, out] in its own arrangement are the [out,
+    in] constant permuted: converted once at compile, every run reads the
+    copy (two runs equal, a new input right)."""
+    w, b = rand(40, 24, seed=5), rand(40, seed=6)
+    with mkcache.Graph() as g:
+        g.output(g.linear(g.input("x", (None, 24)), w, b), "y")
+        with g.compile(impl={"linear": "onednn_matmul"}) as prog:
+            for rows in (3, 17, 3):
+                x = rand(rows, 24, seed=rows)
+                got = prog.run(x=x)["y"]
+                exact = x.astype(np.float64) @ w.T.astype(np.float64) + b
+                ref.assert_close(got, exact, np.abs(x) @ np.abs(w.T) + 1, 24)
+
+
+@needs_bf16
+def test_linear_as_matmul_in_bfloat16():
+    x, w, b = rand(9, 40, seed=7), rand(33, 40, seed=8) / np.float32(6), rand(33, seed=9)
+    with mkcache.Graph() as g:
+        g.output(g.linear(g.input("x", x.shape), w, b, name="fc"), "y")
+        with g.compile(precision="bf16") as inner, \
+                g.compile(precision="bf16", impl={"linear": "onednn_matmul"}) as as_matmul:
+            want, got = inner.run(x=x)["y"], as_matmul.run(x=x)["y"]
+            assert any(s["impl"].startswith("onednn_matmul:") for s in as_matmul.steps())
+    exact = x.astype(np.float64) @ w.T.astype(np.float64) + b
+    scale = np.abs(x) @ np.abs(w.T) + 1
+    assert np.all(np.abs(got - exact) <= 2.0 ** -6 * scale)
+    assert np.all(np.abs(got - want) <= 2.0 ** -6 * scale)
+
+
+@pytest.mark.parametrize("batch, seq", [(1, 16), (2, 11)])
+def test_attention_on_contiguous_copies(batch, seq):
+    layer = BertLayer(0, hidden=48, heads=4, ffn=80)
+    x = rand(batch, seq, 48, seed=seq)
+    with layer.graph(batch=batch, seq=None) as g, g.compile() as views, \
+            g.compile(impl={"matmul": "onednn_contiguous"}) as copies:
+        want, got = views.run(x=x)["y"], copies.run(x=x)["y"]
+        plan_views, plan_copies = views.plan(), copies.plan()
+        steps = node_steps(copies, x=x)
+    exact = layer.reference(x)
+    np.testing.assert_allclose(got, exact, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    matmuls = [s for w, s in steps.items() if "(matmul " in w]
+    assert len(matmuls) == 2 and all(s["impl"].startswith("onednn_contiguous:")
+                                     for s in matmuls)
+    # The heads are copied for it (and the context copied back for the
+    # output layer); on views they are not.
+    assert plan_copies.count(": convert ") > plan_views.count(": convert ")
+
+
+def test_measure_weighs_the_variants_where_they_apply(monkeypatch, tmp_path):
+    monkeypatch.delenv("MKCACHE_IMPL", raising=False)
+    layer = BertLayer(0, hidden=48, heads=4, ffn=80)
+    x = rand(2, 9, 48, seed=11)
+    with layer.graph(batch=2, seq=9) as g:
+        with g.compile(choose="measure") as prog:
+            got = prog.run(x=x)["y"]
+            steps = node_steps(prog, x=x)
+            text = prog.choices()
+            prog.save_choices(tmp_path / "choices.txt")
+        np.testing.assert_allclose(got, layer.reference(x), rtol=1e-4, atol=1e-4)
+        for what, s in steps.items():
+            timed = {part.split()[0] for part in s["choice"].split(": ", 1)[1].split(", ")}
+            if "(linear " in what:
+                assert timed == {"onednn", "onednn_matmul", "reference"}, s
+            elif "(matmul " in what:  # reads the heads as views
+                assert timed == {"onednn", "onednn_contiguous", "reference"}, s
+            else:
+                assert "onednn_matmul" not in timed and "onednn_contiguous" not in timed, s
+            assert s["impl"].split(":")[0] in timed
+        for line in text.splitlines():  # the chosen one is within the margin of the fastest
+            _, chosen, times = line.split("\t")
+            us = {n: float(t) for n, t in (p.split("=") for p in times.split(","))}
+            assert us[chosen] * 0.97 <= min(us.values()) + 1e-9 or chosen == min(us, key=us.get)
+        with g.compile(choices=tmp_path / "choices.txt") as again:
+            assert again.choices() == text
+            assert [s["impl"].split(":")[0] for s in again.steps() if s["kind"] == "node"] == \
+                [s["impl"].split(":")[0] for s in steps.values()]
+            np.testing.assert_allclose(again.run(x=x)["y"], got, rtol=1e-6, atol=1e-6)
+
+
+def test_a_matmul_without_views_is_not_measured_on_copies(monkeypatch):
+    monkeypatch.delenv("MKCACHE_IMPL", raising=False)
+    a, b = rand(3, 5, 7, seed=12), rand(3, 7, 4, seed=13)
+    with mkcache.Graph() as g:
+        g.output(g.matmul(g.input("a", a.shape), g.input("b", b.shape), name="mm"), "y")
+        with g.compile(choose="measure") as prog:
+            got = prog.run(a=a, b=b)["y"]
+            step = next(s for s in prog.steps() if s["kind"] == "node")
+    np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
+    assert "onednn_contiguous" not in step["choice"] and "onednn " in step["choice"]
+
+
+@pytest.mark.parametrize("impl, words", [
+    ({"conv2d": "onednn_matmul"}, "implementation 'onednn_matmul' was asked for (option) but "
+                                  "cannot run it: conv2d has no matmul form"),
+    ({"softmax": "onednn_contiguous"}, "implementation 'onednn_contiguous' was asked for "
+                                       "(option) but cannot run it: softmax reads no strided "
+                                       "views"),
+])
+def test_variants_refuse_what_they_cannot_run(monkeypatch, impl, words):
+    monkeypatch.delenv("MKCACHE_IMPL", raising=False)
+    with mkcache.Graph() as g:
+        x = g.input("x", (1, 3, 8, 8))
+        y = g.conv2d(x, rand(4, 3, 3, 3), padding=1, name="c")
+        g.output(g.softmax(y, 1, name="s"), "y")
+        with pytest.raises(mkcache.InvalidArgumentError) as info:
+            g.compile(impl=impl)
+    assert words in str(info.value)
