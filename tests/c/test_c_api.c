@@ -1939,6 +1939,66 @@ static void test_program(void) {
     OK(mkc_tensor_destroy(tx));
 }
 
+/* The kernel variants by override: a linear layer on oneDNN's matmul
+ * (weights converted once to the matmul's arrangement) against a double
+ * reference; a variant asked for a node it cannot run refused. */
+static void test_kernel_variants(void) {
+    enum { R = 5, I = 37, O = 29 };
+    float x[R * I], w[O * I], b[O], out[R * O];
+    double ref[R * O];
+    for (int i = 0; i < R * I; ++i) x[i] = (float)((i * 29 % 19) - 9) / 5.0f;
+    for (int i = 0; i < O * I; ++i) w[i] = (float)((i * 13 % 11) - 5) / 7.0f;
+    for (int i = 0; i < O; ++i) b[i] = (float)i / 8.0f - 0.4f;
+    for (int r = 0; r < R; ++r)
+        for (int o = 0; o < O; ++o) {
+            double acc = b[o];
+            for (int i = 0; i < I; ++i) acc += (double)x[r * I + i] * w[o * I + i];
+            ref[r * O + o] = acc;
+        }
+    const int64_t xd[2] = {-1, I}, wd[2] = {O, I}, bd[1] = {O}, run_dims[2] = {R, I};
+    mkc_tensor *tw = NULL, *tb = NULL;
+    OK(mkc_tensor_wrap(MKC_DTYPE_F32, 2, wd, MKC_LAYOUT_NCHW, w, &tw));
+    OK(mkc_tensor_wrap(MKC_DTYPE_F32, 1, bd, MKC_LAYOUT_NCHW, b, &tb));
+    mkc_graph *g = NULL;
+    OK(mkc_graph_create(&g));
+    int vx = -1, vw = -1, vb = -1, vy = -1;
+    OK(mkc_graph_input(g, "x", MKC_DTYPE_F32, 2, xd, MKC_LAYOUT_NCHW, &vx));
+    OK(mkc_graph_constant(g, tw, "w", &vw));
+    OK(mkc_graph_constant(g, tb, "b", &vb));
+    mkc_linear_params lp;
+    OK(mkc_linear_params_init(&lp));
+    const int in[3] = {vx, vw, vb};
+    OK(mkc_graph_node(g, MKC_OP_LINEAR, &lp, 3, in, &vy));
+    OK(mkc_graph_output(g, vy, "y"));
+    mkc_program_options po;
+    OK(mkc_program_options_init(&po));
+    po.impl = "linear=onednn_matmul";
+    mkc_program *p = NULL;
+    OK(mkc_program_compile(g, &po, &p));
+    const void *run_in[1] = {x};
+    void *run_out[1] = {out};
+    for (int round = 0; round < 2; ++round) { /* the converted weights read again */
+        memset(out, 0, sizeof out);
+        OK(mkc_program_run_plain(p, run_dims, run_in, run_out));
+        for (int i = 0; i < R * O; ++i) CHECK(fabs(out[i] - ref[i]) <= 1e-5 * (1 + fabs(ref[i])));
+    }
+    char steps[2048];
+    size_t needed = 0;
+    OK(mkc_program_steps(p, steps, sizeof steps, &needed));
+    CHECK(strstr(steps, "\tonednn_matmul:") != NULL);
+    CHECK(strstr(steps, "\toverride (option)\t") != NULL);
+    OK(mkc_program_destroy(p));
+    p = NULL;
+    po.impl = "linear=onednn_contiguous"; /* refused when its plan is made */
+    OK(mkc_program_compile(g, &po, &p));
+    CHECK(mkc_program_run_plain(p, run_dims, run_in, run_out) == MKC_STATUS_INVALID_ARGUMENT);
+    CHECK(strstr(mkc_last_error(), "linear reads no strided views") != NULL);
+    OK(mkc_program_destroy(p));
+    OK(mkc_graph_destroy(g));
+    OK(mkc_tensor_destroy(tw));
+    OK(mkc_tensor_destroy(tb));
+}
+
 int main(void) {
     test_version();
     test_core_api();
@@ -1956,5 +2016,6 @@ int main(void) {
     test_struct_sizes();
     test_enum_names();
     test_program();
+    test_kernel_variants();
     return finish("test_c_api");
 }

@@ -48,7 +48,8 @@ TEST(overrides_are_parsed_with_clear_errors) {
     for (const Bad &b : {Bad{"conv2d", "test: 'conv2d' is not operator=implementation"},
                          Bad{"conv=reference", "test: unknown operator 'conv' in 'conv=reference'"},
                          Bad{"conv2d=fast", "test: unknown implementation 'fast' in 'conv2d=fast' "
-                                            "(known: onednn, reference)"},
+                                            "(known: onednn, onednn_matmul, "
+                                            "onednn_contiguous, reference)"},
                          Bad{"relu=reference", "test: unknown operator 'relu'"},
                          Bad{"pool=onednn,pool=reference", "test: pool is given twice"}}) {
         const ops::Verdict v = error_of([&] { graph::parse_overrides(b.text, "test"); });
@@ -158,6 +159,37 @@ TEST(programs_forced_to_reference_agree_with_onednn) {
                 CHECK(s.choice == "override (option)");
             }
     }
+}
+
+TEST(variants_run_by_override_only_and_agree_with_onednn) {
+    Environment none(nullptr);
+    const Graph g = model(MKC_LAYOUT_CHANNELS_FIRST);
+    // Never by priority: the linear and the matmul stay on onednn.
+    const graph::Node &fc = g.nodes[4];
+    CHECK(std::string(graph::row(fc).name) == "linear");
+    const ops::ValueDesc src = ops::plain_value(MKC_DTYPE_F32, kFirst, {2, 80});
+    const ops::ValueDesc w = ops::describe(*g.values[fc.inputs[1]].constant);
+    graph::Overrides o;
+    CHECK(std::string(graph::choose(fc, {&src, &w}, o, "fc").impl->name) == "onednn");
+    o.by_option = {{"linear", "onednn_matmul"}};
+    CHECK(std::string(graph::choose(fc, {&src, &w}, o, "fc").impl->name) == "onednn_matmul");
+    o.by_option = {{"linear", "onednn_contiguous"}};
+    const ops::Verdict v = error_of([&] { graph::choose(fc, {&src, &w}, o, "fc"); });
+    CHECK(v.status == MKC_STATUS_INVALID_ARGUMENT &&
+          v.reason.find("linear reads no strided views") != std::string::npos);
+    // By override: the same values, each step named with its kernel.
+    auto x = tensor({2, 3, 8, 9}, MKC_LAYOUT_CHANNELS_FIRST, 7);
+    std::shared_ptr<const graph::Plan> plan;
+    const auto onednn = run(g, "", {x.get()});
+    const auto variants = run(g, "linear=onednn_matmul,matmul=onednn_contiguous", {x.get()}, &plan);
+    for (size_t k = 0; k < onednn.size(); ++k)
+        CHECK(max_rel_diff(onednn[k], variants[k]) <= 1e-5);
+    int seen = 0;
+    for (const graph::Step &s : plan->steps)
+        if (s.node >= 0 && (s.impl.rfind("onednn_matmul:", 0) == 0 ||
+                            s.impl.rfind("onednn_contiguous:", 0) == 0))
+            ++seen;
+    CHECK(seen == 2);
 }
 
 TEST(alternating_implementations_get_exactly_the_converters_they_need) {
