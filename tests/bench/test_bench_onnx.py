@@ -1,6 +1,7 @@
 """ONNX models through mkcache.onnx.load against the other runtimes that take
-the same ONNX file: ResNet-50 and MobileNetV2 (batch 1 and 8, NCHW 224x224)
-and a BERT-base encoder layer (batch 1, seq 32 and 128), each built with
+the same ONNX file: ResNet-18, ResNet-50 and MobileNetV2 (batch 1 and 8,
+NCHW 224x224) and a BERT-base encoder layer (batch 1, seq 32, 128 and 512),
+each built with
 onnx.helper by mkcache.models (onnx_model(), random weights from a
 seed), at 1 and at 2 threads. Columns: the imported program, onnxruntime
 (intra-op threads, one inter-op thread), OpenVINO (CPU, latency hint, f32)
@@ -35,24 +36,29 @@ import mkcache
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from optional import WHY_NOT, installed  # noqa: E402
-from mkcache.models import BertLayer, MobileNetV2, ResNet50, max_relative_error  # noqa: E402
+from mkcache.models import (BertLayer, MobileNetV2, ResNet18, ResNet50,  # noqa: E402
+                            max_relative_error)
 
 pytest.importorskip("onnx")
 import mkcache.onnx  # noqa: E402
 
 ISA = mkcache.build_info()["isa"]
 THREAD_COUNTS = (1, 2)
-MODELS = {"resnet50": ResNet50, "mobilenetv2": MobileNetV2, "bert": BertLayer}
+MODELS = {"resnet18": ResNet18, "resnet50": ResNet50, "mobilenetv2": MobileNetV2,
+          "bert": BertLayer}
 # case -> (model, batch (CNNs) or seq (BERT), timed repetitions): fewer
 # where a run is long, more where it is short and a median needs them, so
 # that the module with its settle pauses stays a sitting on 2 shared cores
 CASES = {
+    "ResNet-18 b1 224x224": ("resnet18", 1, 40),
+    "ResNet-18 b8 224x224": ("resnet18", 8, 15),
     "ResNet-50 b1 224x224": ("resnet50", 1, 25),
     "ResNet-50 b8 224x224": ("resnet50", 8, 10),
     "MobileNetV2 b1 224x224": ("mobilenetv2", 1, 40),
     "MobileNetV2 b8 224x224": ("mobilenetv2", 8, 15),
     "BERT layer seq 32": ("bert", 32, 40),
     "BERT layer seq 128": ("bert", 128, 25),
+    "BERT layer seq 512": ("bert", 512, 15),
 }
 MODES = ["imported", "onnxruntime", "openvino", "torch"]
 MODE_TITLES = {"imported": "mkcache, the model imported (ms)", "onnxruntime": "onnxruntime",
