@@ -330,9 +330,10 @@ private:
                 // Refused when it came to building (oneDNN's "could not
                 // create a primitive descriptor"): the next implementation
                 // that supports the node, unless this one was asked for.
-                const Implementation *next = choice.overridden ? nullptr : next_after(impl);
+                const Implementation *next =
+                    choice.overridden ? nullptr : next_after(node, inputs, impl);
                 while (next && !next->supports(node, inputs).ok())
-                    next = next_after(*next);
+                    next = next_after(node, inputs, *next);
                 if (!next ||
                     (e.status() != MKC_STATUS_ONEDNN_ERROR && e.status() != MKC_STATUS_UNSUPPORTED))
                     throw;
@@ -534,7 +535,13 @@ private:
         // `inputs` points into `shown` from here on: the last shown's dims,
         // layouts and dtypes are every implementation's, as the key needs.
         std::vector<ValueDesc> shown;
-        for (const Implementation *impl : implementations()) {
+        // The node's priority order first (its first is the one to beat),
+        // then the variants not in it.
+        std::vector<const Implementation *> order = by_priority(node, inputs);
+        for (const Implementation *impl : implementations())
+            if (std::find(order.begin(), order.end(), impl) == order.end())
+                order.push_back(impl);
+        for (const Implementation *impl : order) {
             if (impl->views_only && !reads_or_writes_view(n))
                 continue;
             shown_to(*impl, n, inputs, shown);
@@ -602,16 +609,12 @@ private:
         return y_perm_.count(n) != 0;
     }
 
-    // The implementation after `impl` by priority (variants aside), or null.
-    static const Implementation *next_after(const Implementation &impl) {
-        const auto &all = implementations();
-        auto at = std::find(all.begin(), all.end(), &impl);
-        if (at == all.end())
-            return nullptr;
-        while (++at != all.end())
-            if (!(*at)->variant)
-                return *at;
-        return nullptr;
+    // The implementation after `impl` in the node's priority order, or null.
+    static const Implementation *next_after(const Node &node, const NodeInputs &inputs,
+                                            const Implementation &impl) {
+        const auto order = by_priority(node, inputs);
+        auto at = std::find(order.begin(), order.end(), &impl);
+        return at == order.end() || at + 1 == order.end() ? nullptr : *(at + 1);
     }
 
     // A reshape or transpose node as a view: its result is its input's

@@ -13,6 +13,8 @@
 //                      bytes.
 #include "graph/implementations.hpp"
 
+#include "common/cpu_features.hpp"
+
 namespace mkc::graph {
 
 namespace {
@@ -28,6 +30,16 @@ ops::Verdict as_matmul_supports(const Node &node, const NodeInputs &inputs) {
         return {MKC_STATUS_UNSUPPORTED,
                 std::string(row(node).name) + " has no matmul form (it is one, or has none)"};
     return onednn_supports(node, inputs);
+}
+
+// Below AVX-512, oneDNN's float32 matmul runs on its gemm kernels (with
+// the weights' rows spaced apart), which beat its inner product's brgemm
+// kernels there on the linear layers measured (docs/design.md); with
+// AVX-512 both run brgemm kernels, and the inner product stays.
+bool as_matmul_preferred(const Node &node, const NodeInputs &inputs) {
+    return !cpu_has_avx512_kernels() && inputs.size() > 1 && inputs[0] && inputs[1] &&
+           inputs[0]->dtype == MKC_DTYPE_F32 && inputs[1]->dtype == MKC_DTYPE_F32 &&
+           row(node).prepare_as_matmul;
 }
 
 ops::Prepared as_matmul_prepare(const CacheScope &scope, const Node &node,
@@ -54,9 +66,9 @@ ops::Prepared contiguous_prepare(const CacheScope &scope, const Node &node,
 extern const Implementation kOnednnMatmul, kOnednnContiguous;
 const Implementation kOnednnMatmul{"onednn_matmul",   50,         as_matmul_supports,
                                    as_matmul_prepare, row_run,    row_in_place,
-                                   no_views,          true,  false};
+                                   no_views,          true,  false, as_matmul_preferred};
 const Implementation kOnednnContiguous{"onednn_contiguous", 40,      contiguous_supports,
                                        contiguous_prepare,  row_run, row_in_place,
-                                       no_views,            true,  true};
+                                       no_views,            true,  true,  nullptr};
 
 } // namespace mkc::graph

@@ -128,6 +128,6 @@ extern const Implementation kReference;
 const Implementation kReference{"reference",          10,
                                 reference_supports,   reference_prepare,
                                 reference_runner,     reference_overwrites_input,
-                                reference_reads_views, false, false};
+                                reference_reads_views, false, false, nullptr};
 
 } // namespace mkc::graph

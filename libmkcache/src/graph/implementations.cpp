@@ -33,7 +33,7 @@ bool onednn_reads_views(const OpRow &op) { return op.onednn_reads_views; }
 
 const Implementation kOnednn{"onednn",       100,        onednn_supports,
                              onednn_prepare, onednn_run, onednn_overwrites_input,
-                             onednn_reads_views, false, false};
+                             onednn_reads_views, false, false, nullptr};
 
 std::string trimmed(const std::string &s) {
     size_t b = 0, e = s.size();
@@ -66,6 +66,17 @@ const std::vector<const Implementation *> &implementations() {
         return v;
     }();
     return all;
+}
+
+std::vector<const Implementation *> by_priority(const Node &node, const NodeInputs &inputs) {
+    std::vector<const Implementation *> order;
+    for (const Implementation *impl : implementations())
+        if (impl->variant && impl->preferred && impl->preferred(node, inputs))
+            order.push_back(impl);
+    for (const Implementation *impl : implementations())
+        if (!impl->variant)
+            order.push_back(impl);
+    return order;
 }
 
 const Implementation *implementation_named(const std::string &name) {
@@ -143,9 +154,7 @@ Choice choose(const Node &node, const NodeInputs &inputs, const Overrides &overr
                  "' was asked for (", by, ") but cannot run it: ", v.reason);
         return c;
     }
-    for (const Implementation *impl : implementations()) {
-        if (impl->variant)
-            continue;
+    for (const Implementation *impl : by_priority(node, inputs)) {
         const ops::Verdict v = impl->supports(node, inputs);
         if (v.ok()) {
             c.impl = impl;

@@ -14,9 +14,11 @@
 //   reference          plain C++ loops on plain bytes (reference/): the
 //                      fallback where oneDNN refuses a case, and an
 //                      independent check of oneDNN's results.
-// The two variants compute what `onednn` computes, on other kernels: they
-// are never chosen by priority (nor tried when `onednn` cannot build a
-// node), only by an override or a measurement.
+// The two variants compute what `onednn` computes, on other kernels. One
+// is chosen by priority only where it says it is preferred on this CPU
+// for the node (`onednn_matmul` for a float32 linear below AVX-512, where
+// oneDNN's matmul runs on gemm kernels that measure faster than its inner
+// product); elsewhere only an override or a measurement chooses it.
 //
 // The choice per node: the highest-priority implementation whose
 // `supports` accepts the node - unless an override names one for the
@@ -52,13 +54,16 @@ struct Implementation {
     // Whether the step reads strided views where they are and can write its
     // result with given strides (else views reach it converted to plain).
     bool (*reads_views)(const OpRow &op);
-    // Whether it is another way of running what `onednn` runs (chosen by
-    // override or measurement only).
+    // Whether it is another way of running what `onednn` runs: chosen by
+    // override or measurement, by priority only where `preferred` says so.
     bool variant;
     // Whether it differs from `onednn` only where the node reads or writes
     // a strided view (elsewhere measuring it would time the same step
     // twice).
     bool views_only;
+    // For a variant: whether it goes before `onednn` by priority for this
+    // node on this CPU (null: never).
+    bool (*preferred)(const Node &node, const NodeInputs &inputs);
 };
 
 // Whether the row's oneDNN primitive runs the node: the operator's own
@@ -70,6 +75,9 @@ ops::Verdict onednn_supports(const Node &node, const NodeInputs &inputs);
 const std::vector<const Implementation *> &implementations();
 // The one named `name`, or null.
 const Implementation *implementation_named(const std::string &name);
+// The implementations the priority walk tries for `node`, in order: the
+// variants preferred for it, then the others by priority.
+std::vector<const Implementation *> by_priority(const Node &node, const NodeInputs &inputs);
 
 // Operator name ("conv2d", its row's) -> implementation name.
 struct Overrides {

@@ -259,15 +259,31 @@ Prepared LinearOp::prepare_as_matmul(const CacheScope &scope, const Attrs &attrs
     sign_linear(handler, attrs.p, g, src, bias != nullptr, false);
     auto entry = handler.acquire_primitive<LinearMatmulEntry>([&] {
         auto e = std::make_shared<LinearMatmulEntry>();
-        const dnnl::memory::desc x({g.rows, w[1]}, dt, tag::ab), k_by_n({w[1], w[0]}, dt, tag::any),
-            y({g.rows, w[0]}, dt, tag::ab);
+        const dnnl::memory::desc x({g.rows, w[1]}, dt, tag::ab), y({g.rows, w[0]}, dt, tag::ab);
         const auto attr = activation_attr(attrs.p.activation, attrs.p.activation_alpha,
                                           attrs.p.activation_beta, 1.f, attrs.p.sum != 0);
-        e->pd = bias ? dnnl::matmul::primitive_desc(
-                           cpu_engine(), x, k_by_n,
-                           dnnl::memory::desc({1, w[0]}, onednn_float(g.b_dtype), tag::ab), y,
-                           attr)
-                     : dnnl::matmul::primitive_desc(cpu_engine(), x, k_by_n, y, attr);
+        auto descriptor = [&](const dnnl::memory::desc &k_by_n) {
+            return bias ? dnnl::matmul::primitive_desc(
+                              cpu_engine(), x, k_by_n,
+                              dnnl::memory::desc({1, w[0]}, onednn_float(g.b_dtype), tag::ab),
+                              y, attr)
+                        : dnnl::matmul::primitive_desc(cpu_engine(), x, k_by_n, y, attr);
+        };
+        e->pd = descriptor(dnnl::memory::desc({w[1], w[0]}, dt, tag::any));
+        const dnnl::memory::desc chosen = e->pd.weights_desc();
+        if (chosen.get_inner_nblks() == 0 && w[0] % 64 == 0) {
+            // Plain [in, out] weights (the gemm kernels): rows a multiple
+            // of 256 bytes apart make the kernel's loads of successive rows
+            // meet in the same cache sets, so the rows are spaced further.
+            const Dims padded{w[0] + 16, 1};
+            try {
+                auto spaced = descriptor(dnnl::memory::desc({w[1], w[0]}, dt, padded));
+                if (std::string(spaced.impl_info_str()) == e->pd.impl_info_str())
+                    e->pd = spaced;
+            } catch (const dnnl::error &) {
+                // the kernel takes only its own arrangement
+            }
+        }
         e->primitive = dnnl::matmul(e->pd);
         std::vector<int> args = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST};
         if (bias) args.push_back(DNNL_ARG_BIAS);
