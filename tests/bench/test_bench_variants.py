@@ -1,9 +1,11 @@
 """The kernel variants against the priority choice, in the same run: the
 BERT-base layer (batch 1) at sequence lengths 32, 128 and 512 compiled
-four ways - by priority (every linear an inner product, the attention's
-matmuls on strided views), every linear on oneDNN's matmul
-(impl linear=onednn_matmul), the attention's matmuls on contiguous copies
-(impl matmul=onednn_contiguous), and choose="measure" - run interleaved
+five ways - by priority (the linears on the inner product with AVX-512,
+on the matmul below; the attention's matmuls on strided views), every
+linear on oneDNN's inner product (impl linear=onednn), every linear on
+its matmul (impl linear=onednn_matmul), the attention's matmuls on
+contiguous copies (impl matmul=onednn_contiguous), and choose="measure" -
+run interleaved
 round-robin on the library's thread count. The first table gives each
 program's median time and its ratio to the priority one; the second the
 median time of each kind of step (from interleaved profiles), so that
@@ -29,6 +31,7 @@ SEQS = {32: 200, 128: 80, 512: 20}  # sequence length -> timed repetitions
 PROFILES = 15
 VARIANTS = {
     "priority": {},
+    "linear on inner product": dict(impl={"linear": "onednn"}),
     "linear on matmul": dict(impl={"linear": "onednn_matmul"}),
     "attention on copies": dict(impl={"matmul": "onednn_contiguous"}),
     "measure": dict(choose="measure"),
