@@ -1,4 +1,4 @@
-"""python -m mkcache info | demo [--ops] | bench | run MODEL.onnx"""
+"""python -m mkcache info | demo [--ops] | bench [--models] | run MODEL.onnx"""
 from __future__ import annotations
 
 import argparse
@@ -178,7 +178,63 @@ def demo_ops(args) -> int:
     return 0
 
 
+def _profile_lines(prog, feeds: dict, top: int, runs: int = 5) -> list:
+    """The program's slowest steps (medians over `runs` profiles) with
+    their GFLOP/s and share of the peak of their own arithmetic, then the
+    totals."""
+    profiles = [prog.profile(**feeds) for _ in range(runs)]
+    steps = [dict(s, us=statistics.median(p[i]["us"] for p in profiles))
+             for i, s in enumerate(profiles[0])]
+    threads = mkcache.get_num_threads()
+    for s in steps:
+        if s["flops"]:
+            s["gflops"] = s["flops"] / s["us"] / 1e3
+            s["peak"] = s["gflops"] * 1e9 / (mkcache.peak_flops(s["arithmetic"]) * threads)
+    total = sum(s["us"] for s in steps) or 1.0
+    kinds = sorted({s["arithmetic"] for s in steps if s["flops"]}) or ["f32"]
+    peaks = ", ".join(f"{k} {mkcache.peak_flops(k) / 1e9:.1f}" for k in kinds)
+    lines = [f"slowest steps (GFLOP/s and share of the peak: {threads} threads x {peaks} "
+             f"GFLOP/s measured):"]
+    for s in sorted(steps, key=lambda s: -s["us"])[:top]:
+        rate = (f"{s['gflops']:7.1f} GFLOP/s {100 * s['peak']:4.0f}% {s['arithmetic']:4}"
+                if s["flops"] else " " * 25)
+        lines.append(f"  {s['us']:9.1f} us {100 * s['us'] / total:5.1f}%  {rate}  {s['what']}  "
+                     f"{s['impl']}")
+    heavy = [s for s in steps if s["flops"]]
+    if heavy:
+        flops, us = sum(s["flops"] for s in heavy), sum(s["us"] for s in heavy)
+        limit = sum(mkcache.peak_flops(s["arithmetic"]) * threads * s["us"] for s in heavy) / us
+        lines.append(f"  steps with a product: {100 * us / total:.0f}% of the time, "
+                     f"{flops / us / 1e3:.1f} GFLOP/s, {100 * flops / us * 1e6 / limit:.0f}% of "
+                     f"the peak; all steps {total / 1e3:.3f} ms")
+    return lines
+
+
+def bench_models(args) -> int:
+    """ResNet-18, ResNet-50 (batch 1) and the BERT-base layer (seq 128),
+    compiled from mkcache.models: each program's run time and its slowest
+    steps against the machine's measured peak."""
+    from . import models  # noqa: PLC0415
+    info = mkcache.build_info()
+    print(f"mkcache {mkcache.__version__} models: ISA {info['isa']}, "
+          f"{mkcache.get_num_threads()} threads, float32, random weights")
+    rng = np.random.default_rng(0)
+    cases = [("ResNet-18 b1 224x224", models.ResNet18, dict(batch=1), (1, 3, 224, 224)),
+             ("ResNet-50 b1 224x224", models.ResNet50, dict(batch=1), (1, 3, 224, 224)),
+             ("BERT-base layer seq 128", models.BertLayer, dict(batch=1, seq=128), (1, 128, 768))]
+    for title, model, shape, x_shape in cases:
+        feeds = {"x": rng.standard_normal(x_shape, dtype=np.float32)}
+        with model(0).graph(**shape) as g, g.compile() as prog:
+            prog.run(**feeds)
+            t = models.interleaved({"run": lambda: prog.run(**feeds)}, args.runs)["run"]
+            print(f"\n{title}: {t * 1e3:.3f} ms per run (median of {args.runs})")
+            print("\n".join(_profile_lines(prog, feeds, args.top)))
+    return 0
+
+
 def bench(args) -> int:
+    if args.models:
+        return bench_models(args)
     from . import bench as b
     print(f"mkcache {mkcache.__version__} short benchmark (full suite: pytest tests/bench "
           "--benchmark-enable --benchmark-only)")
@@ -276,17 +332,7 @@ def run(args) -> int:
     mine = timed(lambda: prog.run(**feeds))
     print(f"  run: {mine:.3f} ms (median of {args.runs})")
     if args.profile:
-        steps = sorted(prog.profile(**feeds), key=lambda s: -s["us"])
-        total = sum(s["us"] for s in steps) or 1.0
-        kinds = sorted({s["arithmetic"] for s in steps if s["flops"]}) or ["f32"]
-        peaks = ", ".join(f"{k} {mkcache.peak_flops(k) / 1e9:.1f}" for k in kinds)
-        print(f"  slowest steps (GFLOP/s and share of the peak: {mkcache.get_num_threads()} "
-              f"threads x {peaks} GFLOP/s measured):")
-        for s in steps[:15]:
-            rate = (f"{s['gflops']:7.1f} GFLOP/s {100 * s['peak']:4.0f}% {s['arithmetic']:4}"
-                    if s["flops"] else " " * 25)
-            print(f"    {s['us']:9.1f} us {100 * s['us'] / total:5.1f}%  {rate}  {s['what']}  "
-                  f"{s['impl']}")
+        print("  " + "\n  ".join(_profile_lines(prog, feeds, 15, runs=1)))
     if args.compare:
         try:
             import onnxruntime as ort  # noqa: PLC0415
@@ -330,6 +376,11 @@ def main(argv=None) -> int:
     bp.add_argument("--budget", type=float, default=0.15, help="seconds per measurement")
     bp.add_argument("--markdown", help="also write the table to this file")
     bp.add_argument("--plot", help="also draw the ratios to this PNG (needs matplotlib)")
+    bp.add_argument("--models", action="store_true",
+                    help="instead: ResNet-18/50 and a BERT layer, each step's GFLOP/s and share "
+                         "of the machine's peak")
+    bp.add_argument("--runs", type=int, default=20, help="with --models: timed runs (median)")
+    bp.add_argument("--top", type=int, default=8, help="with --models: steps shown per model")
     rp = sub.add_parser("run", help="load an ONNX model, compile it and run random inputs")
     rp.add_argument("model", help="the .onnx file")
     rp.add_argument("--input", action="append", metavar="NAME=SHAPE",

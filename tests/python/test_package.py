@@ -74,6 +74,21 @@ def test_cli_bench_short(tmp_path):
     assert "layer_norm 128x768" in out
 
 
+def test_cli_bench_models_reports_steps_against_the_peak():
+    out = subprocess.run([sys.executable, "-m", "mkcache", "bench", "--models", "--runs", "2",
+                          "--top", "3"], capture_output=True, text=True, check=True,
+                         timeout=600).stdout
+    assert f"ISA {mkcache.build_info()['isa']}" in out
+    for model in ("ResNet-18 b1 224x224", "ResNet-50 b1 224x224", "BERT-base layer seq 128"):
+        section = out.split(model + ":")[1].split("\n\n")[0]
+        assert "ms per run" in section and "slowest steps" in section, section
+        rates = re.findall(r"GFLOP/s +(\d+)% f32", section)
+        assert len(rates) >= 1, section  # convolutions or linears among the slowest
+        total = re.search(r"steps with a product: (\d+)% of the time, ([\d.]+) GFLOP/s, "
+                          r"(\d+)% of the peak", section)
+        assert total and 50 <= int(total.group(1)) <= 100 and 0 < int(total.group(3)) < 200
+
+
 def test_keys_are_built_from_an_explicit_scope():
     """Below the C entry points (src/api/), code that makes cache keys reads
     the CacheScope it is handed, never the calling thread's context: the

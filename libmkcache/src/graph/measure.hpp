@@ -58,6 +58,10 @@ std::string choice_key(const Graph &graph, int n, const NodeInputs &inputs);
 // strides `y_strides` (the view a transpose after it reads), a step that
 // writes them is prepared so, and one that cannot is charged the
 // conversion of its result into them.
+// The step's constant inputs are evicted from the caches before each timed
+// run: a step run alone again and again keeps its weights cached, where in
+// a model (whose weights outgrow the caches, and whose other steps pass
+// between two runs of this one) they come from memory.
 double time_candidate(const CacheScope &scope, const Implementation &impl, const Node &node,
                       const NodeInputs &inputs,
                       const std::vector<const dnnl::memory::desc *> &arriving,

@@ -167,6 +167,20 @@ linear_descriptor_reading(const mkc_linear_params &p, const LinearGeometry &g, b
     return chosen;
 }
 
+// The weights' arrangement oneDNN picks for this layer at many rows, where
+// `g` has fewer (else none). A program converts its constant weights once
+// for every input shape; the arrangement picked for many rows serves few
+// rows as fast, where the one picked for few rows slows many.
+dnnl::memory::desc many_rows_weights(const mkc_linear_params &p, const LinearGeometry &g,
+                                     bool bias, bool training) {
+    constexpr int64_t kManyRows = 1024;
+    if (g.rows >= kManyRows)
+        return {};
+    LinearGeometry many = g;
+    many.rows = kManyRows;
+    return linear_descriptor(p, many, bias, training).weights_desc();
+}
+
 // The forward's entry (checked by linear_geometry and check_linear_bias).
 // `held`: an arrangement the caller holds the weights in already, which the
 // primitive reads where it can (see linear_descriptor_reading); empty:
@@ -220,12 +234,14 @@ Prepared LinearOp::prepare(const CacheScope &scope, const Attrs &attrs, const ch
     check_linear_bias(g, bias);
     // Weights arriving arranged otherwise than plain (a program's copy
     // converted for an earlier input shape) are read as they are where the
-    // primitive can.
+    // primitive can; plain ones are asked for in the arrangement for many
+    // rows, which later input shapes then share.
     const bool arranged = weights.desc != layout::plain_desc(weights.dims,
                                                              onednn_float(weights.dtype),
                                                              weights.layout);
-    auto entry = prepare_linear(scope, attrs.p, name, g, src, bias != nullptr, attrs.training,
-                                arranged ? weights.desc : dnnl::memory::desc());
+    auto entry = prepare_linear(
+        scope, attrs.p, name, g, src, bias != nullptr, attrs.training,
+        arranged ? weights.desc : many_rows_weights(attrs.p, g, bias != nullptr, attrs.training));
     Prepared out{entry,
                  {entry->x_plain, entry->arg_desc(DNNL_ARG_WEIGHTS),
                   bias ? entry->arg_desc(DNNL_ARG_BIAS) : empty_desc()},
