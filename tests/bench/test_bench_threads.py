@@ -1,7 +1,9 @@
 """Throughput from several Python threads against one thread using all the
 cores: one imported program run from N Python threads with one OpenMP
 thread each, against the same program run from one thread with N OpenMP
-threads; beside onnxruntime with N sessions of one intra-op thread each,
+threads, and against N processes of one OpenMP thread each running the
+same model at once (what N threads should scale like); beside onnxruntime
+with N sessions of one intra-op thread each,
 each session in its own Python thread, against one session with N intra-op
 threads. N is the library's thread count (the machine's cores).
 
@@ -101,9 +103,9 @@ for line in sys.stdin:
 
 
 class Child:
-    def __init__(self, system, kind):
+    def __init__(self, system, kind, threads=THREADS):
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", CHILD, system, kind, str(THREADS), str(SECONDS)],
+            [sys.executable, "-c", CHILD, system, kind, str(threads), str(SECONDS)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline().strip()
         if line != "ready":
@@ -111,14 +113,28 @@ class Child:
             raise RuntimeError(f"{system} child did not start ({line!r})")
 
     def measure(self, mode) -> float:
+        self.start(mode)
+        return self.result()
+
+    def start(self, mode):
         self.proc.stdin.write(mode + "\n")
         self.proc.stdin.flush()
+
+    def result(self) -> float:
         return float(self.proc.stdout.readline())
 
     def close(self):
         if self.proc.stdin:
             self.proc.stdin.close()
         self.proc.wait(timeout=60)
+
+
+def processes_measure(children) -> float:
+    """Runs per second of single-thread processes running at once (each
+    told to start, then each read): what N threads should scale like."""
+    for c in children:
+        c.start("single")
+    return sum(c.result() for c in children)
 
 
 @pytest.mark.parametrize("kind", ["resnet18", "bert"])
@@ -129,18 +145,23 @@ def test_threads_against_onnxruntime_sessions(benchmark, kind):
     systems = ["mkcache"] + (["onnxruntime"] if installed("onnxruntime") else [])
     rounds = ROUNDS if not benchmark.disabled else 1
     children = {s: Child(s, kind) for s in systems}
+    # THREADS processes of 1 OpenMP thread each, running the same model.
+    processes = [Child("mkcache", kind, threads=1) for _ in range(THREADS)]
     got = {(s, m): [] for s in systems for m in ("single", "threads")}
+    got[("mkcache", "processes")] = []
     try:
         def run():
             for r in range(rounds):
                 order = [(s, m) for s in systems for m in ("single", "threads")]
+                order.append(("mkcache", "processes"))
                 k = r % len(order)
                 for s, m in order[k:] + order[:k]:
-                    got[(s, m)].append(children[s].measure(m))
+                    got[(s, m)].append(processes_measure(processes) if m == "processes"
+                                       else children[s].measure(m))
                     time.sleep(0.2)  # a runtime's idle threads spin a while
         benchmark.pedantic(run, rounds=1, iterations=1)
     finally:
-        for c in children.values():
+        for c in list(children.values()) + processes:
             c.close()
     for key, values in got.items():
         assert values and all(v > 0 for v in values), key
@@ -153,15 +174,18 @@ def render_table() -> str:
             "OpenMP thread (onnxruntime: that many sessions of 1 intra-op thread), 'single' "
             f"= one thread with {THREADS}.",
             "",
-            "| model | mkcache single | mkcache threads | ratio | onnxruntime single | "
-            "onnxruntime threads | ratio | mkcache threads / onnxruntime threads |",
-            "|---|---|---|---|---|---|---|---|"]
+            "| model | mkcache single | mkcache threads | ratio | mkcache processes | "
+            "threads / processes | onnxruntime single | onnxruntime threads | ratio | "
+            "mkcache threads / onnxruntime threads |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
     for kind, r in RESULTS.items():
         ms, mt = r[("mkcache", "single")], r[("mkcache", "threads")]
+        mp = r[("mkcache", "processes")]
         os_, ot = r.get(("onnxruntime", "single")), r.get(("onnxruntime", "threads"))
         ort_cols = (f"{os_:.1f} | {ot:.1f} | {ot / os_:.2f}x | {mt / ot:.2f}"
                     if os_ else "- | - | - | -")
-        rows.append(f"| {kind} | {ms:.1f} | {mt:.1f} | {mt / ms:.2f}x | {ort_cols} |")
+        rows.append(f"| {kind} | {ms:.1f} | {mt:.1f} | {mt / ms:.2f}x | {mp:.1f} | "
+                    f"{mt / mp:.2f} | {ort_cols} |")
     return "\n".join(rows)
 
 
