@@ -269,11 +269,31 @@ def _parse_inputs(items) -> dict:
     return shapes
 
 
+def _index_bounds(model) -> dict:
+    """{input name: n} for the graph inputs a Gather reads as indices into
+    a constant table, n the size of the table's gathered axis (the smallest
+    where several read it)."""
+    tables = {i.name: tuple(i.dims) for i in model.graph.initializer}
+    bounds = {}
+    for node in model.graph.node:
+        if node.op_type != "Gather" or len(node.input) < 2 or node.input[0] not in tables:
+            continue
+        axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+        dims = tables[node.input[0]]
+        if dims and -len(dims) <= axis < len(dims):
+            name = node.input[1]
+            bounds[name] = min(bounds.get(name, dims[axis]), dims[axis])
+    return bounds
+
+
 def _random_feeds(model, shapes: dict, rng) -> dict:
-    """Inputs of the model's dtypes and shapes: a symbolic dim 1 unless
-    --input gave it."""
+    """Inputs of the model's dtypes and shapes (a symbolic dim 1 unless
+    --input gave it): floats normal; integers that index a table (token ids,
+    token types) uniform over it; other integers (masks) and booleans ones,
+    "attend to everything"."""
     from .onnx._base import INPUT_TYPES  # noqa: PLC0415 (needs the onnx extra)
     initializers = {i.name for i in model.graph.initializer}
+    bounds = _index_bounds(model)
     feeds = {}
     for info in model.graph.input:
         if info.name in initializers:
@@ -287,8 +307,10 @@ def _random_feeds(model, shapes: dict, rng) -> dict:
         dtype = INPUT_TYPES.get(t.elem_type, np.float32)
         if dtype == np.float32:
             feeds[info.name] = rng.standard_normal(dims, dtype=np.float32)
+        elif info.name in bounds and bounds[info.name] > 0:
+            feeds[info.name] = rng.integers(0, bounds[info.name], size=dims).astype(dtype)
         else:
-            feeds[info.name] = np.zeros(dims, dtype=dtype)  # valid indices and masks
+            feeds[info.name] = np.ones(dims, dtype=dtype)
     return feeds
 
 

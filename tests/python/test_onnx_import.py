@@ -617,6 +617,30 @@ def test_embedding_gather_with_int64_ids():
     check(m, {"ids": RNG.integers(0, 13, size=(2, 5)).astype(np.int64)})
 
 
+def test_the_run_command_feeds_ids_within_their_table_and_masks_of_ones():
+    from mkcache.__main__ import _random_feeds  # noqa: PLC0415
+    g = helper.make_graph(
+        [helper.make_node("Gather", ["table", "ids"], ["e"], axis=0),
+         helper.make_node("Gather", ["types", "tt"], ["t"], axis=0),
+         helper.make_node("Cast", ["mask"], ["m"], to=TensorProto.FLOAT),
+         helper.make_node("Add", ["e", "t"], ["et"]),
+         helper.make_node("ReduceMean", ["et"], ["r"], axes=[2], keepdims=0),
+         helper.make_node("Mul", ["r", "m"], ["y"])],
+        "embed", [helper.make_tensor_value_info("ids", TensorProto.INT64, ["B", "S"]),
+                  helper.make_tensor_value_info("tt", TensorProto.INT32, ["B", "S"]),
+                  helper.make_tensor_value_info("mask", TensorProto.INT64, ["B", "S"])],
+        [helper.make_tensor_value_info("y", F, None)],
+        [numpy_helper.from_array(rand(13, 8), "table"), numpy_helper.from_array(rand(2, 8), "types")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    feeds = _random_feeds(m, {"ids": (3, 40)}, np.random.default_rng(0))
+    assert feeds["ids"].shape == (3, 40) and feeds["ids"].dtype == np.int64
+    assert feeds["ids"].min() >= 0 and feeds["ids"].max() < 13 and len(np.unique(feeds["ids"])) > 1
+    assert feeds["tt"].dtype == np.int32 and set(np.unique(feeds["tt"])) <= {0, 1}
+    assert feeds["mask"].shape == (1, 1) and np.all(feeds["mask"] == 1)
+    m.ir_version = min(m.ir_version, 10)
+    check(m, feeds)
+
+
 @pytest.mark.parametrize("square", ["Pow", "Mul"])
 @pytest.mark.parametrize("affine", [True, False])
 def test_decomposed_layer_norm_is_folded(square, affine):
