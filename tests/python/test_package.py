@@ -86,7 +86,13 @@ def test_cli_bench_models_reports_steps_against_the_peak():
         assert len(rates) >= 1, section  # convolutions or linears among the slowest
         total = re.search(r"steps with a product: (\d+)% of the time, ([\d.]+) GFLOP/s, "
                           r"(\d+)% of the peak", section)
-        assert total and 50 <= int(total.group(1)) <= 100 and 0 < int(total.group(3)) < 200
+        assert total and 50 <= int(total.group(1)) <= 100, section
+        # The share is the rate over the peak the header names (measured in
+        # that process: an instrumented build's is low, so no bound here).
+        threads, peak = re.search(r"(\d+) threads x f32 ([\d.]+) GFLOP/s measured",
+                                  section).groups()
+        share = 100 * float(total.group(2)) / (int(threads) * float(peak))
+        assert abs(int(total.group(3)) - share) <= 1.5, (share, section)
 
 
 def test_keys_are_built_from_an_explicit_scope():
