@@ -36,6 +36,7 @@ import mkcache
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from optional import WHY_NOT, installed  # noqa: E402
+from report import register  # noqa: E402
 from mkcache.models import (BertLayer, MobileNetV2, ResNet18, ResNet50,  # noqa: E402
                             max_relative_error)
 
@@ -412,44 +413,24 @@ def _versions() -> str:
     return ", ".join(found)
 
 
-class _Report:
-    """Prints the tables after conftest's (and appends them to --bench-report)."""
-
-    @pytest.hookimpl(trylast=True)
-    def pytest_terminal_summary(self, terminalreporter, config):
-        parts = []
-        if RESULTS:
-            counts = " and ".join(str(t) for t in THREAD_COUNTS)
-            parts.append((f"mkcache: ONNX models, medians per run on {ISA} at {counts} threads "
-                          "(interleaved round-robin, every column of a row on the row's "
-                          "thread count); (ratio) = imported / other, below 1: mkcache faster",
-                          render_table()))
-        if LOAD_RESULTS:
-            parts.append((f"mkcache: loading an ONNX model from its bytes, medians of "
-                          f"{LOAD_REPS} on {ISA} ({max(THREAD_COUNTS)} threads, static shapes); "
-                          "(ratio) = mkcache / other", render_load_table()))
-        if not parts:
-            return
-        for title, table in parts:
-            terminalreporter.write_sep("=", title)
-            terminalreporter.write_line(table)
-        terminalreporter.write_line(_versions())
-        for case, notes in NOTES.items():
-            for n in notes:
-                terminalreporter.write_line(f"note [{case}]: {n}")
-        path = config.getoption("--bench-report")
-        if path:
-            with open(path, "a") as f:
-                for title, table in parts:
-                    f.write(f"\n{title[len('mkcache: '):].capitalize()}:\n\n{table}\n")
-                f.write(f"\n{_versions()}\n")
+def _sections():
+    parts = []
+    if RESULTS:
+        counts = " and ".join(str(t) for t in THREAD_COUNTS)
+        parts.append((f"ONNX models, medians per run on {ISA} at {counts} threads (interleaved "
+                      "round-robin, every column of a row on the row's thread count); (ratio) "
+                      "= imported / other, below 1: mkcache faster", render_table()))
+    if LOAD_RESULTS:
+        parts.append((f"loading an ONNX model from its bytes, medians of {LOAD_REPS} on {ISA} "
+                      f"({max(THREAD_COUNTS)} threads, static shapes); (ratio) = mkcache / other",
+                      render_load_table()))
+    return parts
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _report_and_close(request):
-    manager = request.config.pluginmanager
-    if manager.get_plugin("mkcache-onnx-report") is None:
-        manager.register(_Report(), "mkcache-onnx-report")
+    register(request, "mkcache-onnx-report", _sections, footer=_versions,
+             notes=lambda: [f"[{case}] {n}" for case, notes in NOTES.items() for n in notes])
     yield
     _COLUMNS.close()
     _MODELS.clear()

@@ -37,6 +37,7 @@ from mkcache.models import interleaved
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from optional import WHY_NOT, installed  # noqa: E402
+from report import register  # noqa: E402
 
 ISA = mkcache.build_info()["isa"]
 THREADS = mkcache.build_info()["max_threads"]
@@ -345,33 +346,15 @@ def render_table() -> str:
     return "\n".join(lines)
 
 
-class _Report:
-    @pytest.hookimpl(trylast=True)
-    def pytest_terminal_summary(self, terminalreporter, config):
-        if not RESULTS and not MODEL_RESULTS and not TRAIN_RESULTS:
-            return
-        terminalreporter.write_sep("=", "mkcache: int8 and bfloat16 against float32, medians "
-                                        "per run "
-                                        "(interleaved round-robin)")
-        if RESULTS:
-            terminalreporter.write_line(render_table())
-        if TRAIN_RESULTS:
-            terminalreporter.write_line(render_training_table())
-        if MODEL_RESULTS:
-            terminalreporter.write_line(render_model_table())
-        path = config.getoption("--bench-report")
-        if path:
-            with open(path, "a") as f:
-                f.write(f"\nint8 and bfloat16 against float32:\n\n{render_table()}\n")
-                if TRAIN_RESULTS:
-                    f.write(f"\n{render_training_table()}\n")
-                if MODEL_RESULTS:
-                    f.write(f"\n{render_model_table()}\n")
+def _sections():
+    tables = ([render_table()] if RESULTS else []) + \
+        ([render_training_table()] if TRAIN_RESULTS else []) + \
+        ([render_model_table()] if MODEL_RESULTS else [])
+    return [("int8 and bfloat16 against float32, medians per run (interleaved round-robin)",
+             "\n\n".join(tables))] if tables else []
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _report(request):
-    manager = request.config.pluginmanager
-    if manager.get_plugin("mkcache-precision-report") is None:
-        manager.register(_Report(), "mkcache-precision-report")
+    register(request, "mkcache-precision-report", _sections)
     yield

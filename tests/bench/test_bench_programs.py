@@ -37,6 +37,7 @@ import mkcache
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from optional import WHY_NOT, installed  # noqa: E402
+from report import register  # noqa: E402
 from mkcache.models import BertLayer, ResNet18, interleaved, max_relative_error  # noqa: E402
 
 THREADS = mkcache.build_info()["max_threads"]
@@ -383,35 +384,20 @@ def render_node_table() -> str:
     return "\n".join(lines)
 
 
-class _Report:
-    """Prints the tables after conftest's (and appends them to --bench-report)."""
-
-    @pytest.hookimpl(trylast=True)
-    def pytest_terminal_summary(self, terminalreporter, config):
-        parts = []
-        if RESULTS:
-            parts.append(("mkcache: whole models, medians per run (interleaved round-robin, "
-                          f"{THREADS} threads each), ratio to the program", render_table()))
-        if NODE_RESULTS:
-            parts.append(("mkcache: a program's cost per node", render_node_table()))
-        for title, table in parts:
-            terminalreporter.write_sep("=", title)
-            terminalreporter.write_line(table)
-        for case, notes in NOTES.items():
-            for n in notes:
-                terminalreporter.write_line(f"note [{case}]: {n}")
-        path = config.getoption("--bench-report")
-        if path and parts:
-            with open(path, "a") as f:
-                for title, table in parts:
-                    f.write(f"\n{title[len('mkcache: '):].capitalize()}:\n\n{table}\n")
+def _sections():
+    parts = []
+    if RESULTS:
+        parts.append(("whole models, medians per run (interleaved round-robin, "
+                      f"{THREADS} threads each), ratio to the program", render_table()))
+    if NODE_RESULTS:
+        parts.append(("a program's cost per node", render_node_table()))
+    return parts
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _report_and_close(request):
-    manager = request.config.pluginmanager
-    if manager.get_plugin("mkcache-program-report") is None:
-        manager.register(_Report(), "mkcache-program-report")
+    register(request, "mkcache-program-report", _sections,
+             notes=lambda: [f"[{case}] {n}" for case, notes in NOTES.items() for n in notes])
     yield
     for prog in _PROGRAMS.values():
         prog.close()

@@ -29,6 +29,7 @@ import mkcache
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from optional import WHY_NOT, installed  # noqa: E402
+from report import register  # noqa: E402
 
 pytest.importorskip("onnx")
 from mkcache.models import ResNet50, max_relative_error  # noqa: E402
@@ -188,28 +189,11 @@ def render_table() -> str:
     return "\n".join(lines)
 
 
-class _Report:
-    @pytest.hookimpl(trylast=True)
-    def pytest_terminal_summary(self, terminalreporter, config):
-        if not RESULTS:
-            return
-        title = (f"ResNet-50 batch inference on a local Ray (2 CPUs), rows per second on {ISA}, "
-                 "medians of configurations run in turn; (ratio) = to mkcache in 1 process "
-                 "x 2 threads, above 1: more rows/s")
-        table = render_table()
-        terminalreporter.write_sep("=", "mkcache: " + title)
-        terminalreporter.write_line(table)
-        for note in NOTES:
-            terminalreporter.write_line(f"note: {note}")
-        path = config.getoption("--bench-report")
-        if path:
-            with open(path, "a") as f:
-                f.write(f"\n{title}:\n\n{table}\n\n" + "".join(f"{n}\n" for n in NOTES))
-
-
 @pytest.fixture(scope="module", autouse=True)
 def _report(request):
-    manager = request.config.pluginmanager
-    if manager.get_plugin("mkcache-ray-report") is None:
-        manager.register(_Report(), "mkcache-ray-report")
+    register(request, "mkcache-ray-report", lambda: [
+        (f"ResNet-50 batch inference on a local Ray (2 CPUs), rows per second on {ISA}, "
+         "medians of configurations run in turn; (ratio) = to mkcache in 1 process x 2 "
+         "threads, above 1: more rows/s", render_table())] if RESULTS else [],
+        notes=lambda: NOTES)
     yield

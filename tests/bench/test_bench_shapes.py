@@ -37,6 +37,7 @@ import mkcache
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from optional import WHY_NOT, installed  # noqa: E402
+from report import register  # noqa: E402
 from mkcache.models import BertLayer, interleaved, max_relative_error  # noqa: E402
 
 ISA = mkcache.build_info()["isa"]
@@ -170,25 +171,7 @@ def render() -> list:
     return parts
 
 
-class _Report:
-    @pytest.hookimpl(trylast=True)
-    def pytest_terminal_summary(self, terminalreporter, config):
-        parts = render()
-        for title, table in parts:
-            terminalreporter.write_sep("=", title)
-            terminalreporter.write_line(table)
-        for n in NOTES:
-            terminalreporter.write_line(f"note: {n}")
-        path = config.getoption("--bench-report")
-        if path and parts:
-            with open(path, "a") as f:
-                for title, table in parts:
-                    f.write(f"\n{title}:\n\n{table}\n")
-
-
 @pytest.fixture(scope="module", autouse=True)
 def _report(request):
-    manager = request.config.pluginmanager
-    if manager.get_plugin("mkcache-shapes-report") is None:
-        manager.register(_Report(), "mkcache-shapes-report")
+    register(request, "mkcache-shapes-report", render, notes=lambda: NOTES)
     yield

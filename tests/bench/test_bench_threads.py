@@ -30,6 +30,7 @@ import mkcache
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from optional import WHY_NOT, installed  # noqa: E402
+from report import register  # noqa: E402
 
 ISA = mkcache.build_info()["isa"]
 THREADS = mkcache.build_info()["max_threads"]
@@ -189,22 +190,8 @@ def render_table() -> str:
     return "\n".join(rows)
 
 
-class _Report:
-    @pytest.hookimpl(trylast=True)
-    def pytest_terminal_summary(self, terminalreporter, config):
-        if not RESULTS:
-            return
-        terminalreporter.write_sep("=", "mkcache: Python threads against onnxruntime sessions")
-        terminalreporter.write_line(render_table())
-        path = config.getoption("--bench-report")
-        if path:
-            with open(path, "a") as f:
-                f.write(f"\nPython threads against onnxruntime sessions:\n\n{render_table()}\n")
-
-
 @pytest.fixture(scope="module", autouse=True)
 def _report(request):
-    manager = request.config.pluginmanager
-    if manager.get_plugin("mkcache-threads-report") is None:
-        manager.register(_Report(), "mkcache-threads-report")
+    register(request, "mkcache-threads-report", lambda: [
+        ("Python threads against onnxruntime sessions", render_table())] if RESULTS else [])
     yield

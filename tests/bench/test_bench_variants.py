@@ -17,13 +17,18 @@ it again with ONEDNN_MAX_CPU_ISA=AVX2 for the AVX2 kernels.
 from __future__ import annotations
 
 import statistics
+import sys
 from collections import defaultdict
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import mkcache
 from mkcache.models import BertLayer, interleaved
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from report import register  # noqa: E402
 
 ISA = mkcache.build_info()["isa"]
 THREADS = mkcache.build_info()["max_threads"]
@@ -113,23 +118,9 @@ def render_tables() -> str:
     return "\n".join(lines)
 
 
-class _Report:
-    @pytest.hookimpl(trylast=True)
-    def pytest_terminal_summary(self, terminalreporter, config):
-        if not RESULTS:
-            return
-        terminalreporter.write_sep("=", "mkcache: kernel variants against the priority choice "
-                                        "(interleaved round-robin)")
-        terminalreporter.write_line(render_tables())
-        path = config.getoption("--bench-report")
-        if path:
-            with open(path, "a") as f:
-                f.write(f"\nkernel variants:\n\n{render_tables()}\n")
-
-
 @pytest.fixture(scope="module", autouse=True)
 def _report(request):
-    manager = request.config.pluginmanager
-    if manager.get_plugin("mkcache-variants-report") is None:
-        manager.register(_Report(), "mkcache-variants-report")
+    register(request, "mkcache-variants-report", lambda: [
+        ("kernel variants against the priority choice (interleaved round-robin)",
+         render_tables())] if RESULTS else [])
     yield
