@@ -92,7 +92,9 @@ def test_cli_bench_models_reports_steps_against_the_peak():
         threads, peak = re.search(r"(\d+) threads x f32 ([\d.]+) GFLOP/s measured",
                                   section).groups()
         share = 100 * float(total.group(2)) / (int(threads) * float(peak))
-        assert abs(int(total.group(3)) - share) <= 1.5, (share, section)
+        # (the peak is printed to 0.1 GFLOP/s: a relative error where it is low)
+        assert abs(int(total.group(3)) - share) <= 1.5 + 0.05 / float(peak) * share, \
+            (share, section)
 
 
 def test_keys_are_built_from_an_explicit_scope():
