@@ -55,14 +55,14 @@ template <typename F> auto for_node(const Graph &g, int node, F &&f) {
 
 // "<implementation>:<oneDNN's name of the kernel it chose>" for a step of
 // one primitive ("onednn:brg:avx512_core"), else the implementation's name.
-std::string implementation(const Implementation &impl, const PrimitiveEntry &e) {
+std::string implementation(const char *impl, const PrimitiveEntry &e) {
     const_dnnl_primitive_desc_t pd = nullptr;
     const char *name = nullptr;
     if (!e.primitive || dnnl_primitive_get_primitive_desc(e.primitive.get(), &pd) != dnnl_success ||
         dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &name) != dnnl_success ||
         name == nullptr)
-        return impl.name;
-    return std::string(impl.name) + ":" + name;
+        return impl;
+    return std::string(impl) + ":" + name;
 }
 
 // An arrangement as plans show it: its format, and " bf16" for bfloat16
@@ -352,7 +352,7 @@ private:
         step.what = what;
         if (folded_add_[n] >= 0)
             step.what += " + " + g_.describe_node(folded_add_[n]) + " as its addend";
-        step.impl = implementation(*choice.impl, *step.entry);
+        step.impl = implementation(choice.impl->name, *step.entry);
         step.choice = choice.why;
         if (row(node).flops && !prepared.outputs.empty()) {
             step.flops = row(node).flops(node, inputs, prepared.outputs[0]);
@@ -846,7 +846,7 @@ private:
         } else {
             step.run = run_converter;
             step.entry = reorder_entry(plan_.scope, have, want);
-            step.impl = implementation(*implementation_named("onednn"), *step.entry);
+            step.impl = implementation("onednn", *step.entry);
             step.in_args = {DNNL_ARG_FROM};
             step.out_args = {DNNL_ARG_TO};
         }

@@ -19,8 +19,6 @@ namespace mkc::graph {
 
 namespace {
 
-NodeRun row_run(const OpRow &op) { return op.run; }
-bool row_in_place(const OpRow &op) { return op.onednn_in_place; }
 bool no_views(const OpRow &) { return false; }
 
 // ------------------------------------------------------------ onednn_matmul
@@ -64,11 +62,13 @@ ops::Prepared contiguous_prepare(const CacheScope &scope, const Node &node,
 } // namespace
 
 extern const Implementation kOnednnMatmul, kOnednnContiguous;
-const Implementation kOnednnMatmul{"onednn_matmul",   50,         as_matmul_supports,
-                                   as_matmul_prepare, row_run,    row_in_place,
-                                   no_views,          true,  false, as_matmul_preferred};
-const Implementation kOnednnContiguous{"onednn_contiguous", 40,      contiguous_supports,
-                                       contiguous_prepare,  row_run, row_in_place,
-                                       no_views,            true,  true,  nullptr};
+// name, priority, supports, prepare, run, overwrites_input, reads_views,
+// variant, views_only, preferred
+const Implementation kOnednnMatmul{"onednn_matmul", 50, as_matmul_supports, as_matmul_prepare,
+                                   onednn_run, onednn_overwrites_input, no_views,
+                                   true, false, as_matmul_preferred};
+const Implementation kOnednnContiguous{"onednn_contiguous", 40, contiguous_supports,
+                                       contiguous_prepare, onednn_run, onednn_overwrites_input,
+                                       no_views, true, true, nullptr};
 
 } // namespace mkc::graph

@@ -20,6 +20,9 @@ ops::Verdict onednn_supports(const Node &node, const NodeInputs &inputs) {
     return v;
 }
 
+NodeRun onednn_run(const OpRow &op) { return op.run; }
+bool onednn_overwrites_input(const OpRow &op) { return op.onednn_in_place; }
+
 namespace {
 
 ops::Prepared onednn_prepare(const CacheScope &scope, const Node &node, const NodeInputs &inputs,
@@ -27,8 +30,6 @@ ops::Prepared onednn_prepare(const CacheScope &scope, const Node &node, const No
     return prepare_node(scope, node, inputs, y_strides);
 }
 
-NodeRun onednn_run(const OpRow &op) { return op.run; }
-bool onednn_overwrites_input(const OpRow &op) { return op.onednn_in_place; }
 bool onednn_reads_views(const OpRow &op) { return op.onednn_reads_views; }
 
 const Implementation kOnednn{"onednn",       100,        onednn_supports,

@@ -70,6 +70,10 @@ struct Implementation {
 // checks, then the cases its primitive computes as the operator defines
 // them. What every implementation on oneDNN asks first.
 ops::Verdict onednn_supports(const Node &node, const NodeInputs &inputs);
+// The row's own run of its oneDNN step, and whether that step may write
+// over its input: what the implementations on oneDNN's primitives share.
+NodeRun onednn_run(const OpRow &op);
+bool onednn_overwrites_input(const OpRow &op);
 
 // Every implementation, highest priority first.
 const std::vector<const Implementation *> &implementations();

@@ -148,6 +148,20 @@ linear_descriptor(const mkc_linear_params &p, const LinearGeometry &g, bool bias
                                                        attr);
 }
 
+// `make()`'s descriptor where oneDNN builds it with the kernel it chose for
+// `chosen`, else `chosen`: an arrangement of the weights asked for by the
+// caller only where it costs no change of kernel.
+template <typename PD, typename Make> PD same_kernel_or(PD chosen, Make &&make) {
+    try {
+        PD other = make();
+        if (std::string(other.impl_info_str()) == chosen.impl_info_str())
+            return other;
+    } catch (const dnnl::error &) {
+        // no kernel reads them so
+    }
+    return chosen;
+}
+
 // The descriptor reading the weights arranged as `held` when oneDNN takes
 // them so with the kernel it would choose for weights of its own
 // arrangement; else that one.
@@ -157,14 +171,7 @@ linear_descriptor_reading(const mkc_linear_params &p, const LinearGeometry &g, b
     auto chosen = linear_descriptor(p, g, bias, training);
     if (held.is_zero() || chosen.weights_desc() == held)
         return chosen;
-    try {
-        auto reading = linear_descriptor(p, g, bias, training, held);
-        if (std::string(reading.impl_info_str()) == chosen.impl_info_str())
-            return reading;
-    } catch (const dnnl::error &) {
-        // no kernel reads them so
-    }
-    return chosen;
+    return same_kernel_or(chosen, [&] { return linear_descriptor(p, g, bias, training, held); });
 }
 
 // The weights' arrangement oneDNN picks for this layer at many rows, where
@@ -286,19 +293,14 @@ Prepared LinearOp::prepare_as_matmul(const CacheScope &scope, const Attrs &attrs
                         : dnnl::matmul::primitive_desc(cpu_engine(), x, k_by_n, y, attr);
         };
         e->pd = descriptor(dnnl::memory::desc({w[1], w[0]}, dt, tag::any));
-        const dnnl::memory::desc chosen = e->pd.weights_desc();
-        if (chosen.get_inner_nblks() == 0 && w[0] % 64 == 0) {
+        if (e->pd.weights_desc().get_inner_nblks() == 0 && w[0] % 64 == 0) {
             // Plain [in, out] weights (the gemm kernels): rows a multiple
             // of 256 bytes apart make the kernel's loads of successive rows
             // meet in the same cache sets, so the rows are spaced further.
             const Dims padded{w[0] + 16, 1};
-            try {
-                auto spaced = descriptor(dnnl::memory::desc({w[1], w[0]}, dt, padded));
-                if (std::string(spaced.impl_info_str()) == e->pd.impl_info_str())
-                    e->pd = spaced;
-            } catch (const dnnl::error &) {
-                // the kernel takes only its own arrangement
-            }
+            e->pd = same_kernel_or(e->pd, [&] {
+                return descriptor(dnnl::memory::desc({w[1], w[0]}, dt, padded));
+            });
         }
         e->primitive = dnnl::matmul(e->pd);
         std::vector<int> args = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST};
