@@ -4,7 +4,6 @@
 // converters and in-place steps their choices call for.
 #include <cstdlib>
 
-#include "common/cpu_features.hpp"
 #include "graph/implementations.hpp"
 #include "graph/program.hpp"
 #include "internal_test.hpp"
@@ -165,15 +164,15 @@ TEST(programs_forced_to_reference_agree_with_onednn) {
 TEST(variants_by_override_or_preference_agree_with_onednn) {
     Environment none(nullptr);
     const Graph g = model(MKC_LAYOUT_CHANNELS_FIRST);
-    // By priority a float32 linear runs on the inner product with AVX-512,
-    // on the matmul (its gemm kernels) below.
+    // By priority a float32 linear runs on the matmul, on every ISA.
     const graph::Node &fc = g.nodes[4];
     CHECK(std::string(graph::row(fc).name) == "linear");
     const ops::ValueDesc src = ops::plain_value(MKC_DTYPE_F32, kFirst, {2, 80});
     const ops::ValueDesc w = ops::describe(*g.values[fc.inputs[1]].constant);
     graph::Overrides o;
-    CHECK(std::string(graph::choose(fc, {&src, &w}, o, "fc").impl->name) ==
-          (cpu_has_avx512_kernels() ? "onednn" : "onednn_matmul"));
+    CHECK(std::string(graph::choose(fc, {&src, &w}, o, "fc").impl->name) == "onednn_matmul");
+    o.by_option = {{"linear", "onednn"}};
+    CHECK(std::string(graph::choose(fc, {&src, &w}, o, "fc").impl->name) == "onednn");
     o.by_option = {{"linear", "onednn_matmul"}};
     CHECK(std::string(graph::choose(fc, {&src, &w}, o, "fc").impl->name) == "onednn_matmul");
     o.by_option = {{"linear", "onednn_contiguous"}};

@@ -172,24 +172,19 @@ def test_variants_refuse_what_they_cannot_run(monkeypatch, impl, words):
     assert words in str(info.value)
 
 
-AVX512 = not mkcache.build_info()["isa"].startswith(("sse", "avx2")) and \
-    mkcache.build_info()["isa"] != "avx"
-
-
-def test_the_priority_choice_of_a_linear_follows_the_isa(monkeypatch):
-    """Below AVX-512 a float32 linear runs on oneDNN's matmul (its gemm
-    kernels) by priority; with AVX-512 on the inner product. Either way the
-    other is one override away, and both agree."""
+def test_the_priority_choice_of_a_float32_linear_is_the_matmul(monkeypatch):
+    """A float32 linear runs on oneDNN's matmul by priority, on every ISA;
+    the inner product is one override away, and both agree."""
     monkeypatch.delenv("MKCACHE_IMPL", raising=False)
     x, w = rand(6, 70, seed=14), rand(64, 70, seed=15)
     with mkcache.Graph() as g:
         g.output(g.linear(g.input("x", x.shape), w, name="fc"), "y")
-        with g.compile() as prog, \
-                g.compile(impl={"linear": "onednn" if not AVX512 else "onednn_matmul"}) as other:
+        with g.compile() as prog, g.compile(impl={"linear": "onednn"}) as other:
             got, alt = prog.run(x=x)["y"], other.run(x=x)["y"]
             step = next(s for s in prog.steps() if s["kind"] == "node")
-    want = "onednn:" if AVX512 else "onednn_matmul:"
-    assert step["impl"].startswith(want) and step["choice"] == "priority", step
+            alt_step = next(s for s in other.steps() if s["kind"] == "node")
+    assert step["impl"].startswith("onednn_matmul:") and step["choice"] == "priority", step
+    assert alt_step["impl"].startswith("onednn:") and alt_step["choice"].startswith("override")
     exact = x.astype(np.float64) @ w.T.astype(np.float64)
     ref.assert_close(got, exact, np.abs(x) @ np.abs(w.T) + 1, 70)
     ref.assert_close(alt, exact, np.abs(x) @ np.abs(w.T) + 1, 70)

@@ -46,11 +46,6 @@ bool cpu_has_native_bf16() {
     return has;
 }
 
-bool cpu_has_avx512_kernels() {
-    static const bool has = at_least(dnnl_cpu_isa_avx512_core);
-    return has;
-}
-
 bool cpu_has_int8_dot_product() {
     static const bool has =
         at_least(dnnl_cpu_isa_avx512_core_vnni) || at_least(dnnl_cpu_isa_avx2_vnni);

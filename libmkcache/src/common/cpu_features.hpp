@@ -16,10 +16,6 @@ bool cpu_has_bf16_kernels();
 // float32 rather than only smaller.
 bool cpu_has_native_bf16();
 
-// Whether oneDNN runs its AVX-512 kernels (avx512_core and up). Below it,
-// its float32 matmul runs on the gemm kernels, not brgemm.
-bool cpu_has_avx512_kernels();
-
 // Whether the CPU adds 8-bit products into 32 bits in one instruction
 // (VNNI: avx512_core_vnni and up, AVX2-VNNI). Without it oneDNN's int8
 // kernels add pairs of products in 16 bits, with saturation.

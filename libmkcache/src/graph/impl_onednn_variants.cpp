@@ -13,8 +13,6 @@
 //                      bytes.
 #include "graph/implementations.hpp"
 
-#include "common/cpu_features.hpp"
-
 namespace mkc::graph {
 
 namespace {
@@ -30,14 +28,16 @@ ops::Verdict as_matmul_supports(const Node &node, const NodeInputs &inputs) {
     return onednn_supports(node, inputs);
 }
 
-// Below AVX-512, oneDNN's float32 matmul runs on its gemm kernels (with
-// the weights' rows spaced apart), which beat its inner product's brgemm
-// kernels there on the linear layers measured (docs/design.md); with
-// AVX-512 both run brgemm kernels, and the inner product stays.
+// A float32 linear runs on oneDNN's matmul by priority on every ISA: below
+// AVX-512 it is oneDNN's gemm (with the weights' rows spaced apart), which
+// beats the inner product's brgemm there; with AVX-512 both are brgemm, and
+// the matmul's blocking is even with the inner product's on two threads and
+// ahead of it on one (docs/design.md has the figures per CPU). Other
+// precisions stay on the inner product, whose bfloat16 and 8-bit kernels
+// the matmul's do not beat.
 bool as_matmul_preferred(const Node &node, const NodeInputs &inputs) {
-    return !cpu_has_avx512_kernels() && inputs.size() > 1 && inputs[0] && inputs[1] &&
-           inputs[0]->dtype == MKC_DTYPE_F32 && inputs[1]->dtype == MKC_DTYPE_F32 &&
-           row(node).prepare_as_matmul;
+    return inputs.size() > 1 && inputs[0] && inputs[1] && inputs[0]->dtype == MKC_DTYPE_F32 &&
+           inputs[1]->dtype == MKC_DTYPE_F32 && row(node).prepare_as_matmul;
 }
 
 ops::Prepared as_matmul_prepare(const CacheScope &scope, const Node &node,

@@ -16,9 +16,9 @@
 //                      independent check of oneDNN's results.
 // The two variants compute what `onednn` computes, on other kernels. One
 // is chosen by priority only where it says it is preferred on this CPU
-// for the node (`onednn_matmul` for a float32 linear below AVX-512, where
-// oneDNN's matmul runs on gemm kernels that measure faster than its inner
-// product); elsewhere only an override or a measurement chooses it.
+// for the node (`onednn_matmul` for a float32 linear, whose kernels
+// measure even with or faster than the inner product's on every ISA);
+// elsewhere only an override or a measurement chooses it.
 //
 // The choice per node: the highest-priority implementation whose
 // `supports` accepts the node - unless an override names one for the
