@@ -39,7 +39,9 @@ def _program(**options):
 
 
 def _linear_format(prog, node_name):
-    lines = [line for line in prog.plan().splitlines() if f"(linear '{node_name}')" in line]
+    # The node's step (the lines before them say what was fused into it).
+    lines = [line for line in prog.plan().splitlines()
+             if line.split(":")[0].isdigit() and f"(linear '{node_name}')" in line]
     assert len(lines) == 1, prog.plan()
     # "... [input 'x' abc, const#0 AB16b32a, const#1 a] -> ..."
     return lines[0].split("const#")[1].split(" ", 1)[1].rstrip(",]").split(",")[0]

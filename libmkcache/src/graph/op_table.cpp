@@ -1735,7 +1735,7 @@ std::vector<OpRow> build_rows() {
             .params(read_linear).onednn<Linear>(ops::LinearOp::run).as_matmul(prepare_linear_as_matmul)
             .reference(ref_linear).flops(linear_flops),
         Row(NodeOp::matmul, kMatmul)
-            .ports("a,b,bias,addend", 2, 4, 2).floats()
+            .ports("a,b,bias,addend", 2, 4, 2).floats().shaping(S::moved)
             .post_op_activation<mkc_matmul_params>()
             .addend(matmul_addend_port).strided_operands()
             .params(read_as_is<mkc_matmul_params, kMatmul>).onednn<Matmul>(ops::MatmulOp::run)
@@ -1758,13 +1758,13 @@ std::vector<OpRow> build_rows() {
             .params(read_as_is<mkc_lrn_params, kLrn>).onednn<Lrn>(ops::LrnOp::run)
             .reference(ref_lrn),
         Row(NodeOp::concat, "concat")
-            .ports(nullptr, 1, kAll, kAll).floats()
+            .ports(nullptr, 1, kAll, kAll).floats().shaping(S::moved)
             .params(read_concat).onednn<Concat>(ops::ConcatOp::run)
             .reference(ref_concat),
         // Moves bytes: the float dtypes (bfloat16 plans keep it bfloat16)
         // and the 8-bit and int32 ones, which oneDNN's reorder permutes too.
         Row(NodeOp::transpose, "transpose")
-            .ports("src", 1, 1, 1).floats()
+            .ports("src", 1, 1, 1).floats().shaping(S::moved)
             .port_dtypes(0, dtype_bit(MKC_DTYPE_F32) | dtype_bit(MKC_DTYPE_BF16) |
                                 dtype_bit(MKC_DTYPE_U8) | dtype_bit(MKC_DTYPE_S8) |
                                 dtype_bit(MKC_DTYPE_S32))
@@ -1774,7 +1774,7 @@ std::vector<OpRow> build_rows() {
         // Any dtype: a view of the bytes, or a copy of them (int64 by the
         // reference kernel: oneDNN cannot copy it).
         Row(NodeOp::reshape, "reshape")
-            .ports("src", 1, 1, 1)
+            .ports("src", 1, 1, 1).shaping(S::moved)
             .port_dtypes(0, kAnyDtype)
             .params(read_reshape).onednn<Reshape>(ops::ReshapeOp::run)
             .view(reshape_view, reshape_text)

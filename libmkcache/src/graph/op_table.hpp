@@ -44,6 +44,8 @@ enum class Shaping {
     spatial,       // convolutions and pooling: the batch passes; a stride-1 dim may
     broadcast,     // numpy broadcasting of the two inputs
     leading,       // a linear layer: the input's dims but the last, which the weights give
+    moved,         // reshape, transpose, matmul, concat: each result dim is a known one
+                   // or one input dim moved, found by inferring twice (shapes.cpp)
 };
 
 // How many inputs (at least, at most) and outputs an operator has.

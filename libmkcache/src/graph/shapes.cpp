@@ -64,16 +64,46 @@ public:
     std::vector<Shape> all() const { return shapes_; }
 
 private:
-    // The value as the operators' infer sees it, each symbol as kProbe.
-    ValueDesc probe(int v) const {
+    // The value as the operators' infer sees it, each symbol as kProbe
+    // (`round` 0) or as a value of its own (`round` 1 or 2: see moved_shape).
+    ValueDesc probe(int v, int round = 0) const {
         const Value &value = g_.values[v];
         if (value.kind == Value::Kind::constant)
             return ops::describe(*value.constant);
         Dims dims = shapes_[v].dims;
         for (int64_t &d : dims)
             if (d < 0)
-                d = kProbe;
+                d = probe_value(d, round);
         return ops::plain_value(MKC_DTYPE_F32, shapes_[v].layout, std::move(dims));
+    }
+
+    // Symbol `s`'s probe: kProbe in round 0; in rounds 1 and 2 every symbol
+    // a value of its own, spaced apart by another step in each round, so
+    // that no sum or multiple of one symbol is another's value both times.
+    static int64_t probe_value(int64_t s, int round) {
+        const int64_t k = -s - 1;
+        return round == 0 ? kProbe : round == 1 ? kProbe + 2 * k : kProbe + 6 + 4 * k;
+    }
+
+    // The node's results with the inputs probed as `round` says, or none
+    // when infer refuses them.
+    std::vector<ValueDesc> infer_probed(const Node &node, int round) const {
+        std::vector<ValueDesc> descs;
+        descs.reserve(node.inputs.size());
+        NodeInputs inputs;
+        for (int v : node.inputs) {
+            if (v == kNoValue) {
+                inputs.push_back(nullptr);
+                continue;
+            }
+            descs.push_back(probe(v, round));
+            inputs.push_back(&descs.back());
+        }
+        try {
+            return infer_node(node, inputs);
+        } catch (...) {
+            return {};
+        }
     }
 
     void node(const Node &node) {
@@ -87,23 +117,9 @@ private:
                 return;
             symbolic = symbolic || shapes_[v].symbolic();
         }
-        std::vector<ValueDesc> descs;
-        descs.reserve(node.inputs.size());
-        NodeInputs inputs;
-        for (int v : node.inputs) {
-            if (v == kNoValue) {
-                inputs.push_back(nullptr);
-                continue;
-            }
-            descs.push_back(probe(v));
-            inputs.push_back(&descs.back());
-        }
-        std::vector<ValueDesc> inferred;
-        try {
-            inferred = infer_node(node, inputs);
-        } catch (...) {
-            return; // the compile step reports it; nothing here depends on it
-        }
+        // A node infer refuses: the compile step reports it; nothing here
+        // depends on it.
+        const std::vector<ValueDesc> inferred = infer_probed(node, 0);
         if (inferred.empty())
             return;
         const ValueDesc &r = inferred[0];
@@ -129,6 +145,8 @@ private:
             return spatial_shape(node, out);
         case Shaping::broadcast:
             return broadcast_shape(node, out);
+        case Shaping::moved:
+            return moved_shape(node, out);
         case Shaping::leading:
             // [..., in] -> [..., out]: the leading dims pass, the last one
             // comes from the other (not symbolic) inputs.
@@ -143,6 +161,40 @@ private:
             break;
         }
         return false;
+    }
+
+    // Operators that move dims without computing with them (a reshape's 0
+    // and -1, a transpose, a matmul's batch and rows, a concat's other
+    // axes): inferred twice, every symbol given another value in each
+    // round, a result dim that stays is known, one that is a symbol's value
+    // both times is that symbol, and any other (a product, a sum) is not
+    // known.
+    bool moved_shape(const Node &node, Shape &out) const {
+        std::vector<int64_t> symbols;
+        for (int v : node.inputs)
+            if (v != kNoValue)
+                for (int64_t d : shapes_[v].dims)
+                    if (d < 0 && std::find(symbols.begin(), symbols.end(), d) == symbols.end())
+                        symbols.push_back(d);
+        const std::vector<ValueDesc> a = infer_probed(node, 1), b = infer_probed(node, 2);
+        if (a.empty() || b.empty())
+            return false;
+        const Dims &first = a[0].dims, &second = b[0].dims;
+        if (first.size() != out.dims.size() || second.size() != out.dims.size())
+            return false;
+        for (size_t i = 0; i < out.dims.size(); ++i) {
+            if (first[i] == second[i]) {
+                out.dims[i] = first[i];
+                continue;
+            }
+            auto s = std::find_if(symbols.begin(), symbols.end(), [&](int64_t sym) {
+                return first[i] == probe_value(sym, 1) && second[i] == probe_value(sym, 2);
+            });
+            if (s == symbols.end())
+                return false;
+            out.dims[i] = *s;
+        }
+        return true;
     }
 
     // Convolutions and pooling: the batch passes through; each spatial dim
