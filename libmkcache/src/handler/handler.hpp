@@ -42,7 +42,8 @@ constexpr int kPlainWeightsCheck = 0xffff; // conv: grouped/transposed weights a
 constexpr int kPlainSrc1Check = 0xfffe;    // binary: a broadcast-viewed src1 is plain
 
 // What every cached operator entry holds. Operators derive from it to keep
-// their primitive descriptor too (the backward pass needs it).
+// what their calls need beside the primitive (descriptor_of: not its
+// descriptor).
 struct PrimitiveEntry {
     PrimitiveEntry();
     virtual ~PrimitiveEntry() = default;
@@ -103,6 +104,20 @@ private:
     int8_t direct_index_[kDirectArgIds]; // arg_id -> index, -1 = not an argument
     int arg_index_searched(int arg_id) const;
 };
+
+// A copy of the descriptor `primitive` was built from. Entries keep their
+// primitive and not its descriptor: the primitive holds a copy of its own,
+// and one kept beside it (with what oneDNN keeps to walk to the next
+// implementation) would double what every entry holds, for a brgemm matmul
+// more than its generated code. The rare caller that needs a descriptor
+// later (a backward primitive's hint) makes one here.
+template <typename PrimitiveDesc>
+PrimitiveDesc descriptor_of(const dnnl::primitive &primitive) {
+    dnnl_primitive_desc_t copy = nullptr;
+    dnnl::error::wrap_c_api(dnnl_primitive_desc_clone(&copy, primitive.get_primitive_desc()),
+                            "could not copy a primitive descriptor");
+    return PrimitiveDesc(copy);
+}
 
 // Attributes every primitive is built with: the scratchpad is ours (see
 // ThreadState::scratchpad), passed at execution.

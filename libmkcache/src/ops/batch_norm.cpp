@@ -24,7 +24,6 @@ using flags = dnnl::normalization_flags;
 const auto f32 = dnnl::memory::data_type::f32;
 
 struct BatchNormEntry : PrimitiveEntry {
-    dnnl::batch_normalization_forward::primitive_desc pd;
     std::atomic<bool> transferred{false}; // training: left for the grad op
     // What a run on buffers needs besides its arguments (all signed).
     int64_t channels = 0;
@@ -64,22 +63,22 @@ std::shared_ptr<BatchNormEntry> acquire_batch_norm(Handler &handler, const Batch
         flags f = training ? flags::none : flags::use_global_stats;
         if (scale) f |= flags::use_scale;
         if (shift) f |= flags::use_shift;
-        e->pd = dnnl::batch_normalization_forward::primitive_desc(
+        const auto pd = dnnl::batch_normalization_forward::primitive_desc(
             cpu_engine(),
             training ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference,
             src.desc, src.desc, epsilon, f, user_scratchpad_attr());
-        e->primitive = dnnl::batch_normalization_forward(e->pd);
+        e->primitive = dnnl::batch_normalization_forward(pd);
         // The statistics, scale and shift stay float32 for bfloat16 data.
         const dnnl::memory::desc vec({c}, f32, tag::a);
         std::vector<std::pair<int, dnnl::memory::desc>> args = {
-            {DNNL_ARG_SRC, e->pd.src_desc()}, {DNNL_ARG_DST, e->pd.dst_desc()},
+            {DNNL_ARG_SRC, pd.src_desc()}, {DNNL_ARG_DST, pd.dst_desc()},
             {DNNL_ARG_MEAN, vec}, {DNNL_ARG_VARIANCE, vec}};
         if (scale) args.push_back({DNNL_ARG_SCALE, vec});
         if (shift) args.push_back({DNNL_ARG_SHIFT, vec});
-        if (training && e->pd.workspace_desc().get_size() > 0)
-            args.push_back({DNNL_ARG_WORKSPACE, e->pd.workspace_desc()});
+        if (training && pd.workspace_desc().get_size() > 0)
+            args.push_back({DNNL_ARG_WORKSPACE, pd.workspace_desc()});
         e->set_args(args);
-        e->add_scratchpad(e->pd);
+        e->add_scratchpad(pd);
         e->channels = c;
         e->momentum = attrs.p.momentum;
         e->training = training;
@@ -382,8 +381,8 @@ std::shared_ptr<PrimitiveEntry> prepare_batch_norm_backward(const CacheScope &sc
         if (scale) f |= flags::use_scale;
         if (shift) f |= flags::use_shift;
         dnnl::batch_normalization_forward::primitive_desc hint =
-            fwd && fwd->pd.src_desc() == src.desc
-                ? fwd->pd
+            fwd && fwd->arg_desc(DNNL_ARG_SRC) == src.desc
+                ? descriptor_of<dnnl::batch_normalization_forward::primitive_desc>(fwd->primitive)
                 : dnnl::batch_normalization_forward::primitive_desc(
                       cpu_engine(), dnnl::prop_kind::forward_training, src.desc, src.desc,
                       p.epsilon, f, user_scratchpad_attr());

@@ -25,7 +25,6 @@ namespace mkc::ops {
 namespace {
 
 struct BinaryEntry : PrimitiveEntry {
-    dnnl::binary::primitive_desc pd;
     // What the full path worked out for the call that built the entry, for
     // calls through the argument cache (BinaryCall: the same words give the
     // same answers). b is src0 (a and b swapped):
@@ -203,10 +202,10 @@ std::shared_ptr<BinaryEntry> build_binary(const CacheScope &scope, const BinaryI
             else post.append_eltwise(dnnl::algorithm::eltwise_pow, 1.f, -1.f); // 1 / (b / a)
             attr.set_post_ops(post);
         }
-        e->pd = dnnl::binary::primitive_desc(cpu_engine(), swapped ? info.mirrored : info.alg,
-                                             src0.desc, view, src0.desc, attr);
-        e->primitive = dnnl::binary(e->pd);
-        e->set_args(e->pd, {DNNL_ARG_SRC_0, DNNL_ARG_SRC_1, DNNL_ARG_DST});
+        const auto pd = dnnl::binary::primitive_desc(
+            cpu_engine(), swapped ? info.mirrored : info.alg, src0.desc, view, src0.desc, attr);
+        e->primitive = dnnl::binary(pd);
+        e->set_args(pd, {DNNL_ARG_SRC_0, DNNL_ARG_SRC_1, DNNL_ARG_DST});
         e->swapped = swapped;
         e->src1_viewed = viewed;
         if (viewed) e->src1_plain = src1.desc;

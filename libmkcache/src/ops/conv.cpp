@@ -36,8 +36,6 @@ using tag = dnnl::memory::format_tag;
 const auto f32 = dnnl::memory::data_type::f32;
 
 struct ConvEntry : PrimitiveEntry {
-    dnnl::convolution_forward::primitive_desc conv_pd;
-    dnnl::deconvolution_forward::primitive_desc deconv_pd;
     std::atomic<bool> transferred{false}; // training: left for the grad op
     // Grouped or transposed: the weights must be plain (`plain_weights`);
     // the primitive sees their bytes as `weights_view`.
@@ -334,8 +332,14 @@ dnnl::memory::desc bias_desc(const Geometry &g, bool bias) {
                 : dnnl::memory::desc();
 }
 
-std::shared_ptr<ConvEntry> forward_descriptor(const mkc_conv_params &p, const Geometry &g,
-                                              bool transposed, bool bias, bool training) {
+// A forward's descriptor: the convolution's, or the transposed one's.
+struct ConvDescriptor {
+    dnnl::convolution_forward::primitive_desc conv;
+    dnnl::deconvolution_forward::primitive_desc deconv;
+};
+
+ConvDescriptor forward_descriptor(const mkc_conv_params &p, const Geometry &g, bool transposed,
+                                  bool bias, bool training) {
     dnnl::post_ops ops;
     if (p.sum) ops.append_sum(1.f);
     if (p.activation != MKC_ACTIVATION_NONE)
@@ -348,10 +352,10 @@ std::shared_ptr<ConvEntry> forward_descriptor(const mkc_conv_params &p, const Ge
     const auto dt = onednn_float(g.x_dtype);
     const dnnl::memory::desc src_md(g.x, dt, tag::any), w_md(g.onednn_w.vec(), dt, tag::any),
         dst_md(g.y.vec(), dt, tag::any), b_md = bias_desc(g, bias);
-    auto e = std::make_shared<ConvEntry>();
+    ConvDescriptor d;
     if (transposed) {
         try {
-            e->deconv_pd = dnnl::deconvolution_forward::primitive_desc(
+            d.deconv = dnnl::deconvolution_forward::primitive_desc(
                 cpu_engine(), prop, dnnl::algorithm::deconvolution_direct, src_md, w_md, b_md,
                 dst_md, g.stride.vec(), g.dilation.vec(), g.pad_l.vec(), g.pad_r.vec(), attr);
         } catch (const dnnl::error &) {
@@ -367,10 +371,10 @@ std::shared_ptr<ConvEntry> forward_descriptor(const mkc_conv_params &p, const Ge
             throw;
         }
     } else
-        e->conv_pd = dnnl::convolution_forward::primitive_desc(
+        d.conv = dnnl::convolution_forward::primitive_desc(
             cpu_engine(), prop, dnnl::algorithm::convolution_direct, src_md, w_md, b_md, dst_md,
             g.stride.vec(), g.dilation.vec(), g.pad_l.vec(), g.pad_r.vec(), attr);
-    return e;
+    return d;
 }
 
 // The forward's entry through the handler: checks, shapes, key, signature.
@@ -394,14 +398,15 @@ std::shared_ptr<ConvEntry> prepare_forward(const CacheScope &scope, const char *
                     g.x);
     sign_forward(handler, attrs, g, bias);
     auto entry = handler.acquire_primitive<ConvEntry>([&] {
-        auto e = forward_descriptor(p, g, transposed, bias, attrs.training);
+        const ConvDescriptor d = forward_descriptor(p, g, transposed, bias, attrs.training);
+        auto e = std::make_shared<ConvEntry>();
         const dnnl::primitive_desc *pd;
         if (transposed) {
-            e->primitive = make_kept_primitive<dnnl::deconvolution_forward>(e->deconv_pd);
-            pd = &e->deconv_pd;
+            e->primitive = make_kept_primitive<dnnl::deconvolution_forward>(d.deconv);
+            pd = &d.deconv;
         } else {
-            e->primitive = make_kept_primitive<dnnl::convolution_forward>(e->conv_pd);
-            pd = &e->conv_pd;
+            e->primitive = make_kept_primitive<dnnl::convolution_forward>(d.conv);
+            pd = &d.conv;
         }
         std::vector<int> args = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST};
         if (bias) args.push_back(DNNL_ARG_BIAS);
@@ -614,12 +619,11 @@ const char *backward_name(const char *op, const ConvAttrs &attrs, const Geometry
     return name && name[0] ? name : default_name(op, attrs, g, bias);
 }
 
-// On a miss: the forward's training descriptor is the hint, taken from the
-// cache when a training forward left it, else made here (a descriptor only,
-// no primitive).
-std::shared_ptr<ConvEntry> forward_hint(const CacheScope &scope, const char *op,
-                                        const ConvAttrs &attrs, const char *name,
-                                        const Geometry &g, bool bias) {
+// On a miss: the forward's training descriptor is the hint, copied from the
+// primitive a training forward left in the cache, else made here (a
+// descriptor only, no primitive).
+ConvDescriptor forward_hint(const CacheScope &scope, const char *op, const ConvAttrs &attrs,
+                            const char *name, const Geometry &g, bool bias) {
     Geometry with_bias = g;
     const auto left = find_with_either_bias(g.x_dtype, bias, [&](mkc_dtype b) {
         with_bias.b_dtype = b;
@@ -627,8 +631,14 @@ std::shared_ptr<ConvEntry> forward_hint(const CacheScope &scope, const char *op,
         sign_forward(forward, attrs, with_bias, bias);
         return forward.find_transfer();
     });
-    if (left) return std::static_pointer_cast<ConvEntry>(left->forward);
-    return forward_descriptor(attrs.p, g, attrs.transposed, bias, true);
+    if (!left) return forward_descriptor(attrs.p, g, attrs.transposed, bias, true);
+    const dnnl::primitive &forward = left->forward->primitive;
+    ConvDescriptor d;
+    if (attrs.transposed)
+        d.deconv = descriptor_of<dnnl::deconvolution_forward::primitive_desc>(forward);
+    else
+        d.conv = descriptor_of<dnnl::convolution_forward::primitive_desc>(forward);
+    return d;
 }
 
 void describe_weights(ConvBackwardEntry &e, const Geometry &g, const ConvAttrs &attrs) {
@@ -657,9 +667,9 @@ std::shared_ptr<ConvBackwardEntry> prepare_backward_data(const CacheScope &scope
         auto e = std::make_shared<ConvBackwardEntry>();
         const auto alg = backward_algorithm(attrs);
         if (attrs.transposed)
-            build_backward_data<dnnl::deconvolution_backward_data>(*e, g, alg, fwd->deconv_pd);
+            build_backward_data<dnnl::deconvolution_backward_data>(*e, g, alg, fwd.deconv);
         else
-            build_backward_data<dnnl::convolution_backward_data>(*e, g, alg, fwd->conv_pd);
+            build_backward_data<dnnl::convolution_backward_data>(*e, g, alg, fwd.conv);
         describe_weights(*e, g, attrs);
         return e;
     });
@@ -681,10 +691,10 @@ std::shared_ptr<ConvBackwardEntry> prepare_backward_weights(const CacheScope &sc
         const auto alg = backward_algorithm(attrs);
         if (attrs.transposed)
             build_backward_weights<dnnl::deconvolution_backward_weights>(*e, g, alg, bias,
-                                                                         fwd->deconv_pd);
+                                                                         fwd.deconv);
         else
             build_backward_weights<dnnl::convolution_backward_weights>(*e, g, alg, bias,
-                                                                       fwd->conv_pd);
+                                                                       fwd.conv);
         describe_weights(*e, g, attrs);
         return e;
     });

@@ -21,11 +21,10 @@ namespace mkc::ops {
 namespace {
 
 struct EltwiseEntry : PrimitiveEntry {
-    dnnl::eltwise_forward::primitive_desc pd;
     int64_t elements = 0; // built serially when small, and so run (SerialRegion)
     // The kinds oneDNN's kernel gets wrong somewhere run on our own
-    // (activation_kernels.hpp): the entry then holds the primitive
-    // descriptor for the arrangements alone, and no primitive.
+    // (activation_kernels.hpp): the entry then holds the arrangements
+    // alone, and no primitive.
     bool own_kernel = false;
     ActivationAttrs attrs{};
 
@@ -123,14 +122,13 @@ std::shared_ptr<EltwiseEntry> prepare_activation(const CacheScope &scope,
 
     auto entry = handler.acquire_primitive<EltwiseEntry>([&] {
         auto e = std::make_shared<EltwiseEntry>();
-        e->pd = dnnl::eltwise_forward::primitive_desc(cpu_engine(),
-                                                      dnnl::prop_kind::forward_inference, a.alg,
-                                                      src.desc, src.desc, attrs.alpha, attrs.beta,
-                                                      user_scratchpad_attr());
+        const auto pd = dnnl::eltwise_forward::primitive_desc(
+            cpu_engine(), dnnl::prop_kind::forward_inference, a.alg, src.desc, src.desc,
+            attrs.alpha, attrs.beta, user_scratchpad_attr());
         e->own_kernel = src.dtype == MKC_DTYPE_F32 && own_activation_kernel(attrs.kind);
         e->attrs = attrs;
-        if (!e->own_kernel) e->primitive = dnnl::eltwise_forward(e->pd);
-        e->set_args(e->pd, {DNNL_ARG_SRC, DNNL_ARG_DST});
+        if (!e->own_kernel) e->primitive = dnnl::eltwise_forward(pd);
+        e->set_args(pd, {DNNL_ARG_SRC, DNNL_ARG_DST});
         e->elements = element_count(src);
         return e;
     });

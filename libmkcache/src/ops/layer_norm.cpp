@@ -24,7 +24,6 @@ using flags = dnnl::normalization_flags;
 const auto f32 = dnnl::memory::data_type::f32;
 
 struct LayerNormEntry : PrimitiveEntry {
-    dnnl::layer_normalization_forward::primitive_desc pd;
     dnnl::memory::desc x_plain, scale_plain, shift_plain; // src (= dst), scale, shift
 };
 
@@ -82,11 +81,11 @@ std::shared_ptr<LayerNormEntry> acquire_layer_norm(Handler &handler, const Layer
         flags f = flags::none;
         if (scale) f |= flags::use_scale;
         if (shift) f |= flags::use_shift;
-        e->pd = dnnl::layer_normalization_forward::primitive_desc(
+        const auto pd = dnnl::layer_normalization_forward::primitive_desc(
             cpu_engine(),
             training ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference, x2,
             x2, p.epsilon, f, user_scratchpad_attr());
-        e->primitive = dnnl::layer_normalization_forward(e->pd);
+        e->primitive = dnnl::layer_normalization_forward(pd);
         std::vector<std::pair<int, dnnl::memory::desc>> args = {{DNNL_ARG_SRC, x2},
                                                                 {DNNL_ARG_DST, x2}};
         if (scale) args.push_back({DNNL_ARG_SCALE, vec});
@@ -99,7 +98,7 @@ std::shared_ptr<LayerNormEntry> acquire_layer_norm(Handler &handler, const Layer
         e->x_plain = layout::plain_desc(src.dims, onednn_float(src.dtype), src.layout);
         if (scale) e->scale_plain = layout::plain_desc(scale->dims, f32, scale->layout);
         if (shift) e->shift_plain = layout::plain_desc(shift->dims, f32, shift->layout);
-        e->add_scratchpad(e->pd);
+        e->add_scratchpad(pd);
         return e;
     });
 }
@@ -323,7 +322,9 @@ prepare_layer_norm_backward(const CacheScope &scope, const mkc_layer_norm_params
         if (shift) f |= flags::use_shift;
         dnnl::layer_normalization_backward::primitive_desc pd(
             cpu_engine(), params_grad ? dnnl::prop_kind::backward : dnnl::prop_kind::backward_data,
-            x2, x2, x2, p.epsilon, f, fwd.pd, user_scratchpad_attr());
+            x2, x2, x2, p.epsilon, f,
+            descriptor_of<dnnl::layer_normalization_forward::primitive_desc>(fwd.primitive),
+            user_scratchpad_attr());
         auto e = std::make_shared<PrimitiveEntry>();
         e->primitive = dnnl::layer_normalization_backward(pd);
         std::vector<int> args = {DNNL_ARG_SRC, DNNL_ARG_MEAN, DNNL_ARG_VARIANCE,

@@ -29,7 +29,6 @@ using tag = dnnl::memory::format_tag;
 const auto f32 = dnnl::memory::data_type::f32;
 
 struct LrnEntry : PrimitiveEntry {
-    dnnl::lrn_forward::primitive_desc pd;
     std::atomic<bool> transferred{false}; // training: left for the grad op
 };
 
@@ -165,11 +164,11 @@ std::shared_ptr<LrnEntry> acquire_lrn(Handler &handler, const mkc_lrn_params &p,
     sign_input_layout(handler, src, DNNL_ARG_SRC);
     return handler.acquire_primitive<LrnEntry>([&] {
         auto e = std::make_shared<LrnEntry>();
-        e->pd = lrn_descriptor(p, src, training);
-        e->primitive = dnnl::lrn_forward(e->pd);
+        const auto pd = lrn_descriptor(p, src, training);
+        e->primitive = dnnl::lrn_forward(pd);
         std::vector<int> args = {DNNL_ARG_SRC, DNNL_ARG_DST};
-        if (e->pd.workspace_desc().get_size() > 0) args.push_back(DNNL_ARG_WORKSPACE);
-        e->set_args(e->pd, args);
+        if (pd.workspace_desc().get_size() > 0) args.push_back(DNNL_ARG_WORKSPACE);
+        e->set_args(pd, args);
         return e;
     });
 }
@@ -383,8 +382,9 @@ std::shared_ptr<PrimitiveEntry> prepare_lrn_backward(const CacheScope &scope,
         // that read src in another arrangement hints no primitive for this
         // one (oneDNN refuses it, or its workspace differs).
         const LrnEntry *left = t ? static_cast<const LrnEntry *>(t->forward.get()) : nullptr;
-        const auto hint = left && left->pd.src_desc() == src.desc ? left->pd
-                                                                  : lrn_descriptor(p, src, true);
+        const auto hint = left && left->arg_desc(DNNL_ARG_SRC) == src.desc
+                              ? descriptor_of<dnnl::lrn_forward::primitive_desc>(left->primitive)
+                              : lrn_descriptor(p, src, true);
         dnnl::lrn_backward::primitive_desc pd(cpu_engine(), dnnl::algorithm::lrn_across_channels,
                                               src.desc, hint.dst_desc(), src.desc, p.size,
                                               p.alpha, p.beta, p.k, hint, user_scratchpad_attr());

@@ -27,12 +27,10 @@ using tag = dnnl::memory::format_tag;
 const auto f32 = dnnl::memory::data_type::f32;
 
 struct LinearEntry : PrimitiveEntry {
-    dnnl::inner_product_forward::primitive_desc pd;
     dnnl::memory::desc x_plain, y_md; // src as the caller has it; the result
     std::atomic<bool> transferred{false}; // training: left for the grad op
 };
 struct MatmulEntry : PrimitiveEntry {
-    dnnl::matmul::primitive_desc pd;
     int addend_arg = 0; // the addend's argument (its post-op's SRC_1), 0: none
 };
 
@@ -204,11 +202,11 @@ std::shared_ptr<LinearEntry> prepare_linear(const CacheScope &scope, const mkc_l
     if (!held.is_zero()) handler.sign_layout(held);
     auto entry = handler.acquire_primitive<LinearEntry>([&] {
         auto e = std::make_shared<LinearEntry>();
-        e->pd = linear_descriptor_reading(p, g, bias, training, held);
-        e->primitive = dnnl::inner_product_forward(e->pd);
+        const auto pd = linear_descriptor_reading(p, g, bias, training, held);
+        e->primitive = dnnl::inner_product_forward(pd);
         std::vector<int> args = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST};
         if (bias) args.push_back(DNNL_ARG_BIAS);
-        e->set_args(e->pd, args);
+        e->set_args(pd, args);
         e->x_plain = layout::plain_desc(src.dims, onednn_float(g.dtype), src.layout);
         const Dims yc = linear_result_dims(g);
         // The result is row-major [rows, out]; the caller sees it with x's
@@ -260,12 +258,6 @@ Prepared LinearOp::prepare(const CacheScope &scope, const Attrs &attrs, const ch
     return out;
 }
 
-namespace {
-struct LinearMatmulEntry : PrimitiveEntry {
-    dnnl::matmul::primitive_desc pd;
-};
-} // namespace
-
 Prepared LinearOp::prepare_as_matmul(const CacheScope &scope, const Attrs &attrs,
                                      const char *name, const ValueDesc &src,
                                      const ValueDesc &weights, const ValueDesc *bias) {
@@ -280,8 +272,8 @@ Prepared LinearOp::prepare_as_matmul(const CacheScope &scope, const Attrs &attrs
     // shapes is another entry.
     Handler handler(scope, "linear", name, g.default_name, "matmul", Dims{g.rows, w[1]});
     sign_linear(handler, attrs.p, g, src, bias != nullptr, false);
-    auto entry = handler.acquire_primitive<LinearMatmulEntry>([&] {
-        auto e = std::make_shared<LinearMatmulEntry>();
+    auto entry = handler.acquire_primitive<PrimitiveEntry>([&] {
+        auto e = std::make_shared<PrimitiveEntry>();
         const dnnl::memory::desc x({g.rows, w[1]}, dt, tag::ab), y({g.rows, w[0]}, dt, tag::ab);
         const auto attr = activation_attr(attrs.p.activation, attrs.p.activation_alpha,
                                           attrs.p.activation_beta, 1.f, attrs.p.sum != 0);
@@ -292,20 +284,20 @@ Prepared LinearOp::prepare_as_matmul(const CacheScope &scope, const Attrs &attrs
                               y, attr)
                         : dnnl::matmul::primitive_desc(cpu_engine(), x, k_by_n, y, attr);
         };
-        e->pd = descriptor(dnnl::memory::desc({w[1], w[0]}, dt, tag::any));
-        if (e->pd.weights_desc().get_inner_nblks() == 0 && w[0] % 64 == 0) {
+        auto pd = descriptor(dnnl::memory::desc({w[1], w[0]}, dt, tag::any));
+        if (pd.weights_desc().get_inner_nblks() == 0 && w[0] % 64 == 0) {
             // Plain [in, out] weights (the gemm kernels): rows a multiple
             // of 256 bytes apart make the kernel's loads of successive rows
             // meet in the same cache sets, so the rows are spaced further.
             const Dims padded{w[0] + 16, 1};
-            e->pd = same_kernel_or(e->pd, [&] {
+            pd = same_kernel_or(pd, [&] {
                 return descriptor(dnnl::memory::desc({w[1], w[0]}, dt, padded));
             });
         }
-        e->primitive = dnnl::matmul(e->pd);
+        e->primitive = dnnl::matmul(pd);
         std::vector<int> args = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST};
         if (bias) args.push_back(DNNL_ARG_BIAS);
-        e->set_args(e->pd, args);
+        e->set_args(pd, args);
         return e;
     });
     // The caller holds the weights as [out, in] and the bias as [out]: the
@@ -398,7 +390,9 @@ dnnl::inner_product_forward::primitive_desc linear_hint(const CacheScope &scope,
         sign_linear(forward, p, with_bias, src, bias, true);
         return forward.find_transfer();
     });
-    if (left) return std::static_pointer_cast<LinearEntry>(left->forward)->pd;
+    if (left)
+        return descriptor_of<dnnl::inner_product_forward::primitive_desc>(
+            left->forward->primitive);
     return linear_descriptor(p, g, bias, true);
 }
 
@@ -665,15 +659,14 @@ std::shared_ptr<MatmulEntry> prepare_matmul(const CacheScope &scope, const mkc_m
         const auto attr =
             activation_attr(p.activation, p.activation_alpha, p.activation_beta, p.scale, false,
                             addend ? &v.addend : nullptr, &e->addend_arg);
-        if (bias)
-            e->pd = dnnl::matmul::primitive_desc(cpu_engine(), v.a, v.b, v.bias, v.y, attr);
-        else
-            e->pd = dnnl::matmul::primitive_desc(cpu_engine(), v.a, v.b, v.y, attr);
-        e->primitive = dnnl::matmul(e->pd);
+        const auto pd =
+            bias ? dnnl::matmul::primitive_desc(cpu_engine(), v.a, v.b, v.bias, v.y, attr)
+                 : dnnl::matmul::primitive_desc(cpu_engine(), v.a, v.b, v.y, attr);
+        e->primitive = dnnl::matmul(pd);
         std::vector<int> args = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST};
         if (bias) args.push_back(DNNL_ARG_BIAS);
         if (e->addend_arg) args.push_back(e->addend_arg);
-        e->set_args(e->pd, args);
+        e->set_args(pd, args);
         return e;
     });
 }

@@ -40,7 +40,6 @@ namespace {
 using Rescale = std::vector<std::shared_ptr<PrimitiveEntry>>;
 
 struct PoolEntry : PrimitiveEntry {
-    dnnl::pooling_forward::primitive_desc pd;
     std::atomic<bool> transferred{false}; // training: left for the grad op
     Rescale rescale;                      // of dst
 };
@@ -274,16 +273,16 @@ std::shared_ptr<PoolEntry> acquire_forward(Handler &h, const mkc_pool_params &p,
         auto e = std::make_shared<PoolEntry>();
         const dnnl::memory::desc dst_md(g.y, onednn_float(src.dtype),
                                         dnnl::memory::format_tag::any);
-        e->pd = dnnl::pooling_forward::primitive_desc(
+        const auto pd = dnnl::pooling_forward::primitive_desc(
             cpu_engine(),
             training ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference,
             pool_algorithm(p.kind), src.desc, dst_md, g.stride, g.kernel, g.dilation, g.pb,
             g.pe, user_scratchpad_attr());
-        e->primitive = dnnl::pooling_forward(e->pd);
+        e->primitive = dnnl::pooling_forward(pd);
         std::vector<int> args = {DNNL_ARG_SRC, DNNL_ARG_DST};
-        if (e->pd.workspace_desc().get_size() > 0) args.push_back(DNNL_ARG_WORKSPACE);
-        e->set_args(e->pd, args);
-        e->rescale = rescale_entries(g, e->pd.dst_desc());
+        if (pd.workspace_desc().get_size() > 0) args.push_back(DNNL_ARG_WORKSPACE);
+        e->set_args(pd, args);
+        e->rescale = rescale_entries(g, pd.dst_desc());
         return e;
     });
 }
@@ -337,7 +336,8 @@ std::shared_ptr<PoolBackwardEntry> prepare_backward(const CacheScope &scope,
         // this one (its workspace differs).
         const PoolEntry *left = t ? static_cast<const PoolEntry *>(t->forward.get()) : nullptr;
         dnnl::pooling_forward::primitive_desc hint;
-        if (left && left->pd.src_desc() == src.desc) hint = left->pd;
+        if (left && left->arg_desc(DNNL_ARG_SRC) == src.desc)
+            hint = descriptor_of<dnnl::pooling_forward::primitive_desc>(left->primitive);
         else hint = dnnl::pooling_forward::primitive_desc(
                  cpu_engine(), dnnl::prop_kind::forward_training, pool_algorithm(p.kind),
                  src.desc, dnnl::memory::desc(g.y, onednn_float(src.dtype),

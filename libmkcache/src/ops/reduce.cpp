@@ -14,10 +14,6 @@ namespace mkc::ops {
 
 namespace {
 
-struct ReduceEntry : PrimitiveEntry {
-    dnnl::reduction::primitive_desc pd;
-};
-
 dnnl::algorithm algorithm_of(mkc_reduce_kind kind) {
     switch (kind) {
     case MKC_REDUCE_SUM: return dnnl::algorithm::reduction_sum;
@@ -99,12 +95,12 @@ Prepared ReduceOp::prepare(const CacheScope &scope, const Attrs &attrs, const ch
     // The label decides which caller axes the mask names.
     handler.sign(static_cast<int64_t>(src.layout));
     handler.sign_value(x);
-    auto entry = handler.acquire_primitive<ReduceEntry>([&] {
-        auto e = std::make_shared<ReduceEntry>();
-        e->pd = dnnl::reduction::primitive_desc(cpu_engine(), algorithm_of(attrs.kind), x, kept,
-                                                0.f, 0.f, user_scratchpad_attr());
-        e->primitive = dnnl::reduction(e->pd);
-        e->set_args(e->pd, {DNNL_ARG_SRC, DNNL_ARG_DST});
+    auto entry = handler.acquire_primitive<PrimitiveEntry>([&] {
+        auto e = std::make_shared<PrimitiveEntry>();
+        const auto pd = dnnl::reduction::primitive_desc(
+            cpu_engine(), algorithm_of(attrs.kind), x, kept, 0.f, 0.f, user_scratchpad_attr());
+        e->primitive = dnnl::reduction(pd);
+        e->set_args(pd, {DNNL_ARG_SRC, DNNL_ARG_DST});
         return e;
     });
     return {entry, {x}, {y}, {DNNL_ARG_SRC}, {DNNL_ARG_DST}};

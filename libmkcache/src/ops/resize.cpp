@@ -12,10 +12,6 @@ namespace mkc::ops {
 
 namespace {
 
-struct ResizeEntry : PrimitiveEntry {
-    dnnl::resampling_forward::primitive_desc pd;
-};
-
 dnnl::algorithm algorithm_of(mkc_resize_mode mode) {
     switch (mode) {
     case MKC_RESIZE_NEAREST: return dnnl::algorithm::resampling_nearest;
@@ -57,13 +53,13 @@ Prepared ResizeOp::prepare(const CacheScope &scope, const Attrs &attrs, const ch
     sign_attrs(handler, attrs);
     handler.sign(static_cast<int64_t>(src.layout));
     handler.sign_value(x);
-    auto entry = handler.acquire_primitive<ResizeEntry>([&] {
-        auto e = std::make_shared<ResizeEntry>();
-        e->pd = dnnl::resampling_forward::primitive_desc(
+    auto entry = handler.acquire_primitive<PrimitiveEntry>([&] {
+        auto e = std::make_shared<PrimitiveEntry>();
+        const auto pd = dnnl::resampling_forward::primitive_desc(
             cpu_engine(), dnnl::prop_kind::forward_inference, algorithm_of(attrs.mode), x, d,
             user_scratchpad_attr());
-        e->primitive = dnnl::resampling_forward(e->pd);
-        e->set_args(e->pd, {DNNL_ARG_SRC, DNNL_ARG_DST});
+        e->primitive = dnnl::resampling_forward(pd);
+        e->set_args(pd, {DNNL_ARG_SRC, DNNL_ARG_DST});
         return e;
     });
     return {entry, {x}, {y}, {DNNL_ARG_SRC}, {DNNL_ARG_DST}};

@@ -22,10 +22,6 @@ namespace mkc::ops {
 
 namespace {
 
-struct ConcatEntry : PrimitiveEntry {
-    dnnl::concat::primitive_desc pd;
-};
-
 // The permutation (for memory::desc::permute_axes) that turns oneDNN-order
 // axes into the caller's order.
 std::vector<int> onednn_to_caller_perm(int n, mkc_layout layout) {
@@ -81,8 +77,9 @@ ConcatShape concat_shape(int axis, int n, const V *const *srcs) {
 
 // The entry joining `n` (at most kMaxConcatSources) checked srcs.
 template <typename V>
-std::shared_ptr<ConcatEntry> prepare_concat(const CacheScope &scope, const ConcatShape &shape,
-                                            int n, const V *const *srcs, const char *name) {
+std::shared_ptr<PrimitiveEntry> prepare_concat(const CacheScope &scope,
+                                               const ConcatShape &shape, int n,
+                                               const V *const *srcs, const char *name) {
     const V &first = *srcs[0];
     const ConcatAttrs attrs{shape.caller_axis};
     std::string default_name = "concat:" + std::to_string(n), suffix;
@@ -99,17 +96,17 @@ std::shared_ptr<ConcatEntry> prepare_concat(const CacheScope &scope, const Conca
     std::vector<dnnl::memory::desc> src_mds;
     for (int i = 0; i < n; ++i) src_mds.push_back(srcs[i]->desc);
     for (int i = 0; i < n; ++i) handler.sign_value(src_mds[i]);
-    return handler.acquire_primitive<ConcatEntry>([&] {
-        auto e = std::make_shared<ConcatEntry>();
+    return handler.acquire_primitive<PrimitiveEntry>([&] {
+        auto e = std::make_shared<PrimitiveEntry>();
         const dnnl::memory::desc dst_md(shape.out, onednn_float(first.dtype),
                                         dnnl::memory::format_tag::any);
-        e->pd = dnnl::concat::primitive_desc(cpu_engine(), dst_md, shape.onednn_axis, src_mds,
-                                             user_scratchpad_attr());
-        e->primitive = dnnl::concat(e->pd);
+        const auto pd = dnnl::concat::primitive_desc(cpu_engine(), dst_md, shape.onednn_axis,
+                                                     src_mds, user_scratchpad_attr());
+        e->primitive = dnnl::concat(pd);
         std::vector<int> args;
         for (int i = 0; i < n; ++i) args.push_back(DNNL_ARG_MULTIPLE_SRC + i);
         args.push_back(DNNL_ARG_DST);
-        e->set_args(e->pd, args);
+        e->set_args(pd, args);
         return e;
     });
 }

@@ -15,10 +15,6 @@
 namespace mkc::ops {
 
 namespace {
-struct SoftmaxEntry : PrimitiveEntry {
-    dnnl::softmax_forward::primitive_desc pd;
-};
-
 // What the thread's argument cache knows a softmax by (with the name's
 // text): its attributes (the axis as given), src's dtype, caller layout and
 // shape. src's exact layout is checked against the entry's on a hit.
@@ -47,9 +43,10 @@ int check_softmax(const SoftmaxAttrs &given, const V &src) {
 }
 
 template <typename V>
-std::shared_ptr<SoftmaxEntry> prepare_softmax(const CacheScope &scope, const SoftmaxAttrs &given,
-                                              const char *name, const V &src,
-                                              BlobCache::HitTicket &ticket, bool &hit) {
+std::shared_ptr<PrimitiveEntry> prepare_softmax(const CacheScope &scope,
+                                                const SoftmaxAttrs &given, const char *name,
+                                                const V &src, BlobCache::HitTicket &ticket,
+                                                bool &hit) {
     const int caller_axis = check_softmax(given, src);
     const bool log = given.log;
     const Dims &x = onednn_dims(src);
@@ -66,14 +63,14 @@ std::shared_ptr<SoftmaxEntry> prepare_softmax(const CacheScope &scope, const Sof
     handler.sign(onednn_axis);
     sign_input_layout(handler, src, DNNL_ARG_SRC);
     if (src.dtype != MKC_DTYPE_F32) require_bf16_kernels(softmax_op(log));
-    auto entry = handler.acquire_primitive<SoftmaxEntry>([&] {
-        auto e = std::make_shared<SoftmaxEntry>();
-        e->pd = dnnl::softmax_forward::primitive_desc(
+    auto entry = handler.acquire_primitive<PrimitiveEntry>([&] {
+        auto e = std::make_shared<PrimitiveEntry>();
+        const auto pd = dnnl::softmax_forward::primitive_desc(
             cpu_engine(), dnnl::prop_kind::forward_inference,
             log ? dnnl::algorithm::softmax_log : dnnl::algorithm::softmax_accurate, src.desc,
             src.desc, onednn_axis, user_scratchpad_attr());
-        e->primitive = dnnl::softmax_forward(e->pd);
-        e->set_args(e->pd, {DNNL_ARG_SRC, DNNL_ARG_DST});
+        e->primitive = dnnl::softmax_forward(pd);
+        e->set_args(pd, {DNNL_ARG_SRC, DNNL_ARG_DST});
         return e;
     });
     handler.report_hit(ticket, hit);
@@ -109,13 +106,13 @@ void softmax(const CacheScope &scope, int axis, bool log, const char *name, cons
     // whose src is laid out as then, skips the checks, key and lookup.
     ThreadState &state = *scope.state;
     const SoftmaxAttrs attrs{axis, log};
-    const std::shared_ptr<void> blob = remembered_entry<SoftmaxEntry>(
+    const std::shared_ptr<void> blob = remembered_entry<PrimitiveEntry>(
         state, scope, SoftmaxCall(attrs, name, src), name,
-        [&](const SoftmaxEntry &e) { return e.takes_as_is(src, DNNL_ARG_SRC); },
+        [&](const PrimitiveEntry &e) { return e.takes_as_is(src, DNNL_ARG_SRC); },
         [&](BlobCache::HitTicket &ticket, bool &hit) {
             return prepare_softmax(scope, attrs, name, src, ticket, hit);
         });
-    Handler::run_src_dst(scope, *static_cast<SoftmaxEntry *>(blob.get()), src, dst, src.layout,
+    Handler::run_src_dst(scope, *static_cast<PrimitiveEntry *>(blob.get()), src, dst, src.layout,
                          softmax_op(log));
 }
 
