@@ -9,6 +9,7 @@
 #include "cache/blob_cache.hpp"
 #include "common/cpu_features.hpp"
 #include "common/error.hpp"
+#include "common/heap_trim.hpp"
 #include "common/serial.hpp"
 #include "common/thread_state.hpp"
 #include "graph/op_table.hpp"
@@ -325,6 +326,8 @@ Program::find_or_compile(const std::vector<std::vector<int64_t>> &dims) {
     if (dropped)
         BlobCache::instance().evict_plan(executor_, dropped->scope.session, dropped->shape_group,
                                          group_kept);
+    // What building the plan's primitives freed, given back (see heap_trim.hpp).
+    trim_heap();
     return plan;
 }
 
@@ -356,6 +359,7 @@ size_t Program::plan_count() const {
 }
 
 Program::Arena Program::take_arena(const Plan &plan) {
+    bool dropped = false;
     {
         std::lock_guard<std::mutex> lock(mutex_);
         // One bound for this plan first, else any large enough.
@@ -378,8 +382,11 @@ Program::Arena Program::take_arena(const Plan &plan) {
         // None is large enough: the new one serves every smaller plan too,
         // so the smaller ones go (kept, inputs that keep growing would keep
         // one arena per size ever seen).
+        dropped = !arenas_.empty();
         arenas_.clear();
     }
+    // The smaller arenas' pages, given back (see heap_trim.hpp).
+    if (dropped) trim_heap();
     const size_t bytes = plan.arena_bytes;
     return {allocate(bytes > 0 ? bytes : 1, false), bytes, nullptr};
 }
