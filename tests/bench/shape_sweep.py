@@ -9,7 +9,8 @@ memory goes.
     python tests/bench/shape_sweep.py mkcache --lengths 8:512:8 --passes 3 --capacity 0
 
 Prints one JSON line: the resident set after the first run (of the first
-length), after each pass and at its peak (MiB), each pass's seconds, and for
+length), after each pass and at its peak (MiB), how much of the growth is
+malloc's heap and how much generated code, each pass's seconds, and for
 mkcache the cache's counters and the program's figures.
 """
 from __future__ import annotations
@@ -34,6 +35,23 @@ def resident_mib() -> tuple[float, float]:
             if key in ("VmRSS", "VmHWM"):
                 found[key] = int(value.split()[0]) / 1024
     return found["VmRSS"], found["VmHWM"]
+
+
+def resident_parts_mib() -> dict:
+    """Where the resident set lies (MiB): the malloc heap ([heap]) and
+    anonymous executable mappings (generated code: oneDNN's kernels)."""
+    parts = {"heap": 0.0, "code": 0.0}
+    kind = None
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            fields = line.split()
+            if not fields[0].endswith(":"):  # a mapping's header line
+                anonymous = len(fields) < 6
+                kind = ("heap" if line.rstrip().endswith("[heap]") else
+                        "code" if anonymous and "x" in fields[1] else None)
+            elif kind and fields[0] == "Rss:":
+                parts[kind] += int(fields[1]) / 1024
+    return parts
 
 
 def parse_lengths(text: str) -> list[int]:
@@ -83,6 +101,7 @@ def sweep(system: str, lengths: list[int], passes: int, threads: int, capacity: 
     xs = [rng.standard_normal((1, s, 768), dtype=np.float32) for s in lengths]
     run(xs[0])
     first, _ = resident_mib()
+    first_parts = resident_parts_mib()
     seconds, after = [], []
     for _ in range(passes):
         t0 = time.perf_counter()
@@ -90,8 +109,11 @@ def sweep(system: str, lengths: list[int], passes: int, threads: int, capacity: 
             run(x)
         seconds.append(time.perf_counter() - t0)
         after.append(resident_mib()[0])
+    parts = resident_parts_mib()
     out = {"system": system, "first_mib": first, "after_mib": after,
-           "peak_mib": resident_mib()[1], "growth_mib": after[-1] - first, "seconds": seconds,
+           "peak_mib": resident_mib()[1], "growth_mib": after[-1] - first,
+           "growth_heap_mib": parts["heap"] - first_parts["heap"],
+           "growth_code_mib": parts["code"] - first_parts["code"], "seconds": seconds,
            "warm_seconds": min(seconds[1:]) if passes > 1 else None}
     out.update(extras())
     return out

@@ -82,6 +82,9 @@ def test_sweep_of_64_lengths_memory_and_warm_pass(benchmark):
     for system, results in runs.items():
         assert all(len(r["seconds"]) == passes for r in results)
         SWEEP[system] = {"growth": statistics.median(r["growth_mib"] for r in results),
+                         "heap": statistics.median(r["growth_heap_mib"] for r in results),
+                         "code": statistics.median(r["growth_code_mib"] for r in results),
+                         "first_pass": statistics.median(r["seconds"][0] for r in results),
                          "warm": statistics.median(r["warm_seconds"] for r in results),
                          "first": statistics.median(r["first_mib"] for r in results),
                          "extras": {k: results[-1][k] for k in ("entries", "plans", "arena_mib",
@@ -145,12 +148,14 @@ def _query_format(prog, seq):
 def render() -> list:
     parts = []
     if SWEEP:
-        lines = ["| system | resident growth (MiB) | warm pass (s) | resident after the first "
-                 "run (MiB) | figures |", "|---|---|---|---|---|"]
+        lines = ["| system | resident growth (MiB) | of it heap / generated code | first pass "
+                 "(s) | warm pass (s) | resident after the first run (MiB) | figures |",
+                 "|---|---|---|---|---|---|---|"]
         for system, r in SWEEP.items():
             extras = ", ".join(f"{k} {v:.1f}" if isinstance(v, float) else f"{k} {v}"
                                for k, v in r["extras"].items())
-            lines.append(f"| {TITLES[system]} | {r['growth']:+.1f} | {r['warm']:.2f} | "
+            lines.append(f"| {TITLES[system]} | {r['growth']:+.1f} | {r['heap']:+.1f} / "
+                         f"{r['code']:+.1f} | {r['first_pass']:.2f} | {r['warm']:.2f} | "
                          f"{r['first']:.0f} | {extras} |")
         parts.append((f"BERT-base layer over 64 sequence lengths (8..512), 3 passes, each "
                       f"system in its own process, medians of {REPEATS} alternated; {ISA}, "
