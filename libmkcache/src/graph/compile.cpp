@@ -115,6 +115,22 @@ public:
                 row(g.nodes[value.producer]).onednn_reads_views)
                 y_perm_[value.producer] = *row(node).permutation(node);
         }
+        // A convolution whose result only another convolution reads (as its
+        // src) may write it as that one reads it (see write_for_reader).
+        for (size_t r = 0; r < g.nodes.size(); ++r) {
+            const Node &reader = g.nodes[r];
+            if (!row(reader).convolution || reader.op == NodeOp(MKC_OP_CONV2D_TRANSPOSE))
+                continue;
+            const int v = reader.inputs[0];
+            const Value &value = g.values[v];
+            if (value.kind != Value::Kind::result || readers[v] != 1 || is_output_[v])
+                continue;
+            const Node &producer = g.nodes[value.producer];
+            if (row(producer).convolution && producer.op != NodeOp(MKC_OP_CONV2D_TRANSPOSE) &&
+                !std::get<mkc_conv_params>(producer.params).sum &&
+                !std::get<mkc_conv_params>(producer.params).training)
+                conv_reader_[value.producer] = static_cast<int>(r);
+        }
         // A reshape or transpose may be a view of its input's bytes: its
         // readers then read the input's buffer, so they count as the
         // input's readers (and an output among them as the input's).
@@ -343,6 +359,7 @@ private:
         }
         for (size_t i = 0; i < node.inputs.size(); ++i)
             inputs[i] = node.inputs[i] == kNoValue ? nullptr : &desc_[node.inputs[i]];
+        write_for_reader(n, *choice.impl, prepared, y_strides);
 
         Step step;
         step.node = n;
@@ -432,7 +449,10 @@ private:
             }
             const int v = node.outputs[o];
             desc_[v] = prepared.outputs[o];
-            view_[v] = !y_strides.empty() && strided_view(desc_[v]);
+            // (A convolution writing its reader's order is no view: its
+            // bytes are dense, and what reads them takes them as they are.)
+            view_[v] = !y_strides.empty() && choice.impl->reads_views(row(node)) &&
+                       strided_view(desc_[v]);
             where_[v] = new_buffer(prepared.outputs[o].desc.get_size(), step_index);
             share(where_[v], v);
             step.out.push_back(where_[v]);
@@ -497,6 +517,81 @@ private:
     // descriptions, kept in `shown`): in the dtype the node computes them
     // in, and a view plain to an implementation that does not read strided
     // bytes where they are (read() then converts it).
+    // The bytes converters would move for `prepared` to read node n's
+    // inputs as they are now (constants are converted once, not per run).
+    size_t converted_bytes(int n, const ops::Prepared &prepared) const {
+        size_t bytes = 0;
+        const Node &node = nodes_[n];
+        for (size_t i = 0; i < prepared.takes.size() && i < node.inputs.size(); ++i) {
+            const int v = node.inputs[i];
+            if (v == kNoValue || prepared.takes[i].is_zero() ||
+                g_.values[v].kind == Value::Kind::constant)
+                continue;
+            if (prepared.takes[i] != desc_[v].desc)
+                bytes += prepared.takes[i].get_size();
+        }
+        return bytes;
+    }
+
+    // A convolution whose only reader is a convolution that reads its src
+    // plain in another order (channels-last, where this one writes blocked
+    // channels) writes it that way instead, when oneDNN has a kernel for it
+    // (not its reference one) and the converters that then go before this
+    // one move fewer bytes than the one between them would: a network's
+    // first convolution over 3 channels (a converter of its input) feeding
+    // a depthwise one (of 32 channels) is the case. A convolution chooses
+    // its src whatever arrives, so the reader is asked first, on the
+    // result as inferred; its entry is the one it gets when it is lowered.
+    void write_for_reader(int n, const Implementation &impl, ops::Prepared &prepared,
+                          Dims &y_strides) {
+        const auto found = conv_reader_.find(n);
+        if (found == conv_reader_.end() || !y_strides.empty() || prepared.outputs.empty() ||
+            std::strcmp(impl.name, "onednn") != 0)
+            return;
+        const int r = found->second;
+        const Implementation &reader_impl = *choices_[r].impl;
+        if (std::strcmp(reader_impl.name, "onednn") != 0)
+            return;
+        const Node &node = nodes_[n], &reader = nodes_[r];
+        const ValueDesc &written = prepared.outputs[0];
+        dnnl::memory::desc wanted;
+        try {
+            NodeInputs in;
+            std::vector<ValueDesc> shown;
+            in.resize(reader.inputs.size());
+            shown_to(reader_impl, r, in, shown);
+            const ValueDesc arriving = inferred_[n].at(0);
+            in[0] = &arriving;
+            wanted = reader_impl.prepare(plan_.scope, reader, in, nullptr).takes.at(0);
+        } catch (const Error &) {
+            return; // the reader is lowered (or refused) on its own
+        } catch (const dnnl::error &) {
+            return;
+        }
+        Dims strides;
+        if (wanted == written.desc || !layout::caller_strides(wanted, written.layout, strides))
+            return;
+        NodeInputs in(node.inputs.size());
+        std::vector<ValueDesc> shown;
+        shown_to(impl, n, in, shown);
+        ops::Prepared hinted;
+        try {
+            hinted = impl.prepare(plan_.scope, node, in, &strides);
+        } catch (const Error &) {
+            return; // no such kernel: the converter stays
+        } catch (const dnnl::error &) {
+            return;
+        }
+        if (implementation(impl.name, *hinted.entry).find(":ref") != std::string::npos ||
+            hinted.outputs.empty() || hinted.outputs[0].desc != wanted)
+            return;
+        const size_t before = converted_bytes(n, prepared), after = converted_bytes(n, hinted);
+        if (after >= before + wanted.get_size())
+            return;
+        prepared = std::move(hinted);
+        y_strides = strides;
+    }
+
     void shown_to(const Implementation &impl, int n, NodeInputs &inputs,
                   std::vector<ValueDesc> &shown) const {
         const Node &node = nodes_[n];
@@ -942,6 +1037,7 @@ private:
     std::map<int, bool> redirected_;          // per arena buffer: moved to a graph output
     std::map<int, std::vector<int>> holders_; // per arena buffer, the values held there
     std::map<int, std::vector<int>> y_perm_;  // matmul node -> the transpose after it
+    std::map<int, int> conv_reader_;          // convolution -> the convolution reading it
     // Per value, the last node reading it or a view of it (-1: none), and
     // whether it or a view of it is a graph output.
     std::vector<int> last_reader_;

@@ -357,7 +357,15 @@ template <typename Op> struct Biased {
         return Op::prepare(s, a, n, *in[0], *in[1], port(in, 2));
     }
 };
-template <> struct Call<ops::ConvOp> : Biased<ops::ConvOp> {};
+template <> struct Call<ops::ConvOp> {
+    static std::vector<ValueDesc> infer(const ops::ConvAttrs &a, const NodeInputs &in) {
+        return one(ops::ConvOp::infer(a, *in[0], *in[1], port(in, 2)));
+    }
+    static ops::Prepared prepare(const CacheScope &s, const ops::ConvAttrs &a, const char *n,
+                                 const NodeInputs &in, const Dims *y_strides) {
+        return ops::ConvOp::prepare(s, a, n, *in[0], *in[1], port(in, 2), y_strides);
+    }
+};
 template <> struct Call<ops::LinearOp> : Biased<ops::LinearOp> {};
 
 template <> struct Call<ops::MatmulOp> {
@@ -1974,7 +1982,8 @@ std::vector<ValueDesc> infer_node(const Node &node, const NodeInputs &inputs) {
 ops::Prepared prepare_node(const CacheScope &scope, const Node &node, const NodeInputs &inputs,
                            const Dims *y_strides) {
     const OpRow &r = row(node);
-    require(!y_strides || r.onednn_reads_views, r.name, " does not write its result with given strides");
+    require(!y_strides || r.onednn_reads_views || r.convolution, r.name,
+            " does not write its result with given strides");
     return r.prepare(scope, node, inputs, y_strides);
 }
 

@@ -167,8 +167,8 @@ bool bf16_port(const OpRow &r, size_t port);
 // The node's outputs' descriptions, or its error: an input of a dtype its
 // row does not take ("input 0 (src) is int64; conv2d takes float32"), else
 // its operator's checks. And its prepared step on oneDNN (`y_strides`: a
-// matmul writes its result with these strides, caller order; see
-// ops::MatmulOp).
+// matmul, or an inference convolution, writes its result with these
+// strides, caller order; see ops::MatmulOp, ops::ConvOp).
 std::vector<ops::ValueDesc> infer_node(const Node &node, const NodeInputs &inputs);
 ops::Prepared prepare_node(const CacheScope &scope, const Node &node, const NodeInputs &inputs,
                            const Dims *y_strides = nullptr);

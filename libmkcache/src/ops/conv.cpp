@@ -338,8 +338,11 @@ struct ConvDescriptor {
     dnnl::deconvolution_forward::primitive_desc deconv;
 };
 
+// `dst`: the arrangement the result is written in, when not the
+// primitive's own choice (empty).
 ConvDescriptor forward_descriptor(const mkc_conv_params &p, const Geometry &g, bool transposed,
-                                  bool bias, bool training) {
+                                  bool bias, bool training,
+                                  const dnnl::memory::desc &dst = {}) {
     dnnl::post_ops ops;
     if (p.sum) ops.append_sum(1.f);
     if (p.activation != MKC_ACTIVATION_NONE)
@@ -351,7 +354,8 @@ ConvDescriptor forward_descriptor(const mkc_conv_params &p, const Geometry &g, b
                                : dnnl::prop_kind::forward_inference;
     const auto dt = onednn_float(g.x_dtype);
     const dnnl::memory::desc src_md(g.x, dt, tag::any), w_md(g.onednn_w.vec(), dt, tag::any),
-        dst_md(g.y.vec(), dt, tag::any), b_md = bias_desc(g, bias);
+        dst_md = dst.is_zero() ? dnnl::memory::desc(g.y.vec(), dt, tag::any) : dst,
+        b_md = bias_desc(g, bias);
     ConvDescriptor d;
     if (transposed) {
         try {
@@ -380,12 +384,14 @@ ConvDescriptor forward_descriptor(const mkc_conv_params &p, const Geometry &g, b
 // The forward's entry through the handler: checks, shapes, key, signature.
 // (What can differ between calls with equal arguments - the weights being
 // plain, the sum's dst - the caller checks on every call.) A training
-// forward leaves its descriptor for the grad ops.
+// forward leaves its descriptor for the grad ops. `dst`: the arrangement
+// to write the result in (its own key), empty: the primitive's choice.
 template <typename V>
 std::shared_ptr<ConvEntry> prepare_forward(const CacheScope &scope, const char *op,
                                            const ConvAttrs &attrs, const char *name,
                                            const V &src, const V &weights, const V *bias,
-                                           BlobCache::HitTicket &ticket, bool &hit) {
+                                           BlobCache::HitTicket &ticket, bool &hit,
+                                           const dnnl::memory::desc &dst = {}) {
     const mkc_conv_params &p = attrs.p;
     const int k = attrs.k;
     const bool transposed = attrs.transposed;
@@ -394,11 +400,12 @@ std::shared_ptr<ConvEntry> prepare_forward(const CacheScope &scope, const char *
     if (g.x_dtype != MKC_DTYPE_F32) require_bf16_kernels(op);
 
     const bool named = name && name[0];
-    Handler handler(scope, op, name, named ? nullptr : default_name(op, attrs, g, bias), nullptr,
-                    g.x);
+    Handler handler(scope, op, name, named ? nullptr : default_name(op, attrs, g, bias),
+                    dst.is_zero() ? nullptr : "dst", g.x);
     sign_forward(handler, attrs, g, bias);
+    if (!dst.is_zero()) handler.sign_layout(dst);
     auto entry = handler.acquire_primitive<ConvEntry>([&] {
-        const ConvDescriptor d = forward_descriptor(p, g, transposed, bias, attrs.training);
+        const ConvDescriptor d = forward_descriptor(p, g, transposed, bias, attrs.training, dst);
         auto e = std::make_shared<ConvEntry>();
         const dnnl::primitive_desc *pd;
         if (transposed) {
@@ -442,14 +449,24 @@ ValueDesc ConvOp::infer(const Attrs &attrs, const ValueDesc &src, const ValueDes
 }
 
 Prepared ConvOp::prepare(const CacheScope &scope, const Attrs &attrs, const char *name,
-                         const ValueDesc &src, const ValueDesc &weights, const ValueDesc *bias) {
-    infer(attrs, src, weights, bias);
+                         const ValueDesc &src, const ValueDesc &weights, const ValueDesc *bias,
+                         const Dims *y_strides) {
+    const char *op = conv_op_name(attrs);
+    const ValueDesc inferred = infer(attrs, src, weights, bias);
     const mkc_layout data_format =
         layout::resolve(*scope.state, attrs.p.data_format, attrs.k + 2);
+    dnnl::memory::desc dst;
+    if (y_strides) {
+        require(!attrs.transposed && !attrs.training, op,
+                ": only an inference convolution writes its result with given strides");
+        require(y_strides->size() == inferred.dims.size(), op, ": the result's strides ",
+                shape_text(*y_strides), " do not match its rank ", inferred.dims.size());
+        dst = dnnl::memory::desc(inferred.dims, onednn_float(inferred.dtype),
+                                 layout::to_onednn_order(*y_strides, data_format));
+    }
     BlobCache::HitTicket ticket;
     bool hit = false;
-    auto entry =
-        prepare_forward(scope, conv_op_name(attrs), attrs, name, src, weights, bias, ticket, hit);
+    auto entry = prepare_forward(scope, op, attrs, name, src, weights, bias, ticket, hit, dst);
     const dnnl::memory::desc &y = entry->arg_desc(DNNL_ARG_DST);
     // The weights in the primitive's own arrangement; grouped or transposed
     // ones come from their plain bytes read through a view.

@@ -65,8 +65,12 @@ struct ConvOp {
     using Attrs = ConvAttrs;
     static ValueDesc infer(const Attrs &attrs, const ValueDesc &src, const ValueDesc &weights,
                            const ValueDesc *bias);
+    // `y_strides` (caller order): the result written plain with these
+    // strides (an inference convolution), as the step reading it takes it;
+    // null: in the arrangement the primitive chooses.
     static Prepared prepare(const CacheScope &scope, const Attrs &attrs, const char *name,
-                            const ValueDesc &src, const ValueDesc &weights, const ValueDesc *bias);
+                            const ValueDesc &src, const ValueDesc &weights, const ValueDesc *bias,
+                            const Dims *y_strides = nullptr);
     static void run(const CacheScope &scope, PrimitiveEntry &entry, const Buffers &buffers);
 };
 
