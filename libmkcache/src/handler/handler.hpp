@@ -113,10 +113,9 @@ private:
 // later (a backward primitive's hint) makes one here.
 template <typename PrimitiveDesc>
 PrimitiveDesc descriptor_of(const dnnl::primitive &primitive) {
-    dnnl_primitive_desc_t copy = nullptr;
-    dnnl::error::wrap_c_api(dnnl_primitive_desc_clone(&copy, primitive.get_primitive_desc()),
-                            "could not copy a primitive descriptor");
-    return PrimitiveDesc(copy);
+    // The constructor copies the descriptor it is given (and checks its
+    // kind); the primitive keeps its own.
+    return PrimitiveDesc(const_cast<dnnl_primitive_desc_t>(primitive.get_primitive_desc()));
 }
 
 // Attributes every primitive is built with: the scratchpad is ours (see
