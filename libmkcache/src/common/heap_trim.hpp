@@ -10,7 +10,9 @@
 // where another allocator replaces malloc, glibc's heap is all but empty).
 //
 // It walks the whole process's heap, not only the library's: it is called
-// where a compile has just cost far more (a plan), never on a run.
+// where far more has just been spent - a plan compiled, or a larger arena
+// replacing the smaller ones (a run of a longer input than any before) -
+// never on a run that reuses what the program holds.
 #pragma once
 
 namespace mkc {
