@@ -66,7 +66,7 @@ public:
 private:
     // The value as the operators' infer sees it, each symbol as kProbe
     // (`round` 0) or as a value of its own (`round` 1 or 2: see moved_shape).
-    ValueDesc probe(int v, int round = 0) const {
+    ValueDesc probe(int v, int round) const {
         const Value &value = g_.values[v];
         if (value.kind == Value::Kind::constant)
             return ops::describe(*value.constant);
