@@ -101,7 +101,8 @@ MKC_API mkc_status mkc_get_version(int *major, int *minor, int *patch);
  * "onednn_version", "onednn_cpu_runtime", "isa", "bf16" ("native": the CPU
  * computes bfloat16, "emulated": oneDNN has bfloat16 kernels that convert
  * through float32, "none": no bfloat16 kernels, as on AVX2), "max_threads",
- * "onednn_cache_capacity", ...}. The string belongs to the library and stays
+ * "l2_cache_bytes" (one core's, as the system reports it; 1 MiB where it does
+ * not), "onednn_cache_capacity", ...}. The string belongs to the library and stays
  * valid until the next call of this function on the same thread. */
 MKC_API mkc_status mkc_get_build_info(const char **json);
 

@@ -127,6 +127,7 @@ MKC_API mkc_status mkc_get_build_info(const char **json) {
                cpu_isa_name() + "\", \"bf16\": \"" +
                (cpu_has_native_bf16() ? "native" : cpu_has_bf16_kernels() ? "emulated" : "none") +
                "\", \"max_threads\": " + std::to_string(omp_max_threads()) +
+               ", \"l2_cache_bytes\": " + std::to_string(l2_cache_bytes()) +
                ", \"onednn_cache_capacity\": " + std::to_string(capacity) +
                ", \"compiler\": \"" +
 #if defined(__clang__)

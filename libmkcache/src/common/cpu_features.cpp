@@ -1,5 +1,7 @@
 #include "common/cpu_features.hpp"
 
+#include <unistd.h>
+
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "common/error.hpp"
@@ -56,6 +58,14 @@ void require_bf16_kernels(const char *op) {
     if (!cpu_has_bf16_kernels())
         fail(MKC_STATUS_UNSUPPORTED, op, ": bfloat16 needs a CPU with AVX-512 or AVX2-VNNI-2 "
              "(oneDNN has no bfloat16 kernels for ", cpu_isa_name(), ")");
+}
+
+int64_t l2_cache_bytes() {
+    static const int64_t bytes = [] {
+        const long n = sysconf(_SC_LEVEL2_CACHE_SIZE);
+        return n > 0 ? static_cast<int64_t>(n) : int64_t(1) << 20;
+    }();
+    return bytes;
 }
 
 } // namespace mkc

@@ -2,6 +2,8 @@
 // ONEDNN_MAX_CPU_ISA lowers it).
 #pragma once
 
+#include <cstdint>
+
 namespace mkc {
 
 // oneDNN's name of the ISA its kernels use ("avx2", "avx512_core_bf16", ...).
@@ -20,6 +22,10 @@ bool cpu_has_native_bf16();
 // (VNNI: avx512_core_vnni and up, AVX2-VNNI). Without it oneDNN's int8
 // kernels add pairs of products in 16 bits, with saturation.
 bool cpu_has_int8_dot_product();
+
+// The bytes of one core's L2 cache as the system reports it (1 MiB where it
+// does not): how much a thread can keep close while it works.
+int64_t l2_cache_bytes();
 
 // Throws UNSUPPORTED naming `op` and the ISA when bfloat16 has no kernels.
 void require_bf16_kernels(const char *op);

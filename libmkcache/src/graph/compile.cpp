@@ -10,6 +10,10 @@
 //                inputs are shown to them in bfloat16 from here on, so the
 //                converters below change the dtype where it differs;
 //   choose       every node's implementation by override or priority;
+//   attention    a matmul -> softmax -> matmul chain (an attention's scores,
+//                probabilities and context) whose scores of all heads
+//                outgrow the threads' L2 caches runs as one step, in blocks
+//                of rows per thread (ops/attention.hpp);
 //   lower        per node in order: a measured choice where asked, the
 //                step prepared on its inputs' actual arrangements (its entry
 //                in the program's scope) - or, for a reshape or transpose, a
@@ -27,6 +31,7 @@
 #include <utility>
 
 #include "common/error.hpp"
+#include "common/serial.hpp"
 #include "graph/implementations.hpp"
 #include "graph/memory_plan.hpp"
 #include "graph/pass_dump.hpp"
@@ -34,6 +39,7 @@
 #include "graph/views.hpp"
 #include "keys/keys.hpp"
 #include "layout/layout.hpp"
+#include "ops/attention.hpp"
 #include "ops/quantized.hpp"
 
 namespace mkc::graph {
@@ -219,6 +225,25 @@ public:
         }
     }
 
+    // Marks each scores matmul whose chain runs as one attention step (see
+    // attention_chain); the softmax and the context matmul are lowered with
+    // it. Not where implementations are measured or read back (the chain's
+    // matmuls are then chosen one by one), nor without the fusion option.
+    void attention() {
+        in_attention_.assign(nodes_.size(), false);
+        if (!options_.fold_adds || options_.measure ||
+            (options_.choices && !options_.choices->empty()))
+            return;
+        const int threads = std::max(openmp_max_threads(), 1);
+        for (size_t n = 0; n < nodes_.size(); ++n) {
+            int softmax = -1, context = -1;
+            if (attention_chain(static_cast<int>(n), softmax, context, threads)) {
+                attention_[static_cast<int>(n)] = {softmax, context};
+                in_attention_[softmax] = in_attention_[context] = true;
+            }
+        }
+    }
+
     void lower() {
         for (size_t n = 0; n < nodes_.size(); ++n)
             node(static_cast<int>(n));
@@ -306,6 +331,12 @@ private:
 
     void node(int n) {
         const Node &node = nodes_[n];
+        if (in_attention_[n]) // lowered with the scores' matmul
+            return;
+        auto chain = attention_.find(n);
+        if (chain != attention_.end() &&
+            lower_attention(n, chain->second.first, chain->second.second))
+            return;
         if (lowered_as_view(node)) {
             view(n);
             return;
@@ -459,6 +490,152 @@ private:
             step.out_formats.push_back(arrangement_name(prepared.outputs[o].desc));
         }
         plan_.steps.push_back(std::move(step));
+    }
+
+    // Whether matmul `n` starts an attention chain run as one step: its
+    // result (with the add folded into it, if any) read only by a softmax
+    // over the last dim, whose result only a matmul reads, as its `a`; all
+    // three float32 on oneDNN by priority, the matmuls with no bias nor
+    // activation, the first not reading `a` transposed, the second with no
+    // scale nor addend; the context's `b` computed before `n`; every
+    // operand channels-first; and the scores of all heads outgrowing the
+    // L2 caches of `threads` threads.
+    bool attention_chain(int n, int &softmax, int &context, int threads) const {
+        auto onednn_by_priority = [&](int k) {
+            const Choice &c = choices_[k];
+            return c.impl && !c.overridden && std::strcmp(c.impl->name, "onednn") == 0 &&
+                   !bf16_[k];
+        };
+        auto plain_matmul = [&](int k) {
+            const Node &m = nodes_[k];
+            if (m.op != NodeOp::matmul || !onednn_by_priority(k))
+                return false;
+            const auto &p = std::get<mkc_matmul_params>(m.params);
+            return p.activation == MKC_ACTIVATION_NONE && !p.transpose_a &&
+                   (m.inputs.size() < 3 || m.inputs[2] == kNoValue);
+        };
+        // The only reader of value `v` (none: -1).
+        auto only_reader = [&](int v) {
+            const Value &value = g_.values[v];
+            if (value.kind != Value::Kind::result || readers_[v] != 1 || is_output_[v])
+                return -1;
+            const int r = last_reader_[v];
+            return r > value.producer ? r : -1;
+        };
+        auto channels_first = [&](int v) {
+            return v == kNoValue || logical_[v].layout == MKC_LAYOUT_CHANNELS_FIRST;
+        };
+        if (!plain_matmul(n))
+            return false;
+        const Node &scores = nodes_[n];
+        const int y = folded_add_[n] >= 0 ? nodes_[folded_add_[n]].outputs[0] : scores.outputs[0];
+        softmax = only_reader(y);
+        if (softmax < 0 || nodes_[softmax].op != NodeOp::softmax || !onednn_by_priority(softmax))
+            return false;
+        const ValueDesc &s = logical_[y];
+        const auto &sp = std::get<SoftmaxParams>(nodes_[softmax].params);
+        const int rank = static_cast<int>(s.dims.size());
+        if (sp.log || (sp.axis != -1 && sp.axis != rank - 1) || rank < 3 ||
+            s.dtype != MKC_DTYPE_F32)
+            return false;
+        context = only_reader(nodes_[softmax].outputs[0]);
+        if (context < 0 || !plain_matmul(context) || folded_add_[context] >= 0)
+            return false;
+        const Node &c = nodes_[context];
+        if (c.inputs[0] != nodes_[softmax].outputs[0] || c.inputs[1] == c.inputs[0] ||
+            std::get<mkc_matmul_params>(c.params).scale != 1.f)
+            return false;
+        const Value &v = g_.values[c.inputs[1]];
+        if (v.kind == Value::Kind::result && v.producer >= n)
+            return false;
+        for (int k : {scores.inputs[0], scores.inputs[1], c.inputs[1], y, c.outputs[0]})
+            if (!channels_first(k) || logical_[k].dtype != MKC_DTYPE_F32)
+                return false;
+        int64_t slices = 1;
+        for (int d = 0; d < rank - 2; ++d)
+            slices *= s.dims[d];
+        return ops::attention_in_blocks_pays(slices, s.dims[rank - 2], s.dims[rank - 1], threads);
+    }
+
+    // The chain starting at matmul `n` as one step (ops/attention.hpp):
+    // false, with the chain's nodes to be lowered one by one, where an
+    // operand is not plain bytes or oneDNN builds no primitive for a block.
+    bool lower_attention(int n, int softmax, int context) {
+        const Node &scores = nodes_[n], &c = nodes_[context];
+        const auto &p = std::get<mkc_matmul_params>(scores.params);
+        const int a = scores.inputs[0], b = scores.inputs[1], v = c.inputs[1];
+        const int addend = scores.inputs.size() > 3 ? scores.inputs[3] : kNoValue;
+        ops::AttentionParts parts;
+        parts.a = desc_[a].desc;
+        parts.b = desc_[b].desc;
+        parts.v = desc_[v].desc;
+        if (addend != kNoValue)
+            parts.addend = &desc_[addend].desc;
+        parts.transpose_b = p.transpose_b != 0;
+        parts.transpose_v = std::get<mkc_matmul_params>(c.params).transpose_b != 0;
+        parts.scale = p.scale;
+        parts.layout = inferred_[context].at(0).layout;
+        Dims y_strides;
+        auto perm = y_perm_.find(context);
+        if (perm != y_perm_.end())
+            y_strides = strides_for_transpose(ops::caller_dims(inferred_[context].at(0)),
+                                              perm->second);
+        parts.y_strides = y_strides.empty() ? nullptr : &y_strides;
+        ops::Prepared prepared;
+        try {
+            prepared = ops::prepare_attention(parts);
+        } catch (const Error &e) {
+            if (e.status() != MKC_STATUS_ONEDNN_ERROR && e.status() != MKC_STATUS_UNSUPPORTED)
+                throw;
+            in_attention_[softmax] = in_attention_[context] = false;
+            return false;
+        } catch (const dnnl::error &) {
+            in_attention_[softmax] = in_attention_[context] = false;
+            return false;
+        }
+        Step step;
+        step.node = n;
+        step.implementation = choices_[n].impl;
+        step.run = ops::run_attention;
+        step.entry = prepared.entry;
+        step.what = g_.describe_node(n);
+        if (folded_add_[n] >= 0)
+            step.what += " + " + g_.describe_node(folded_add_[n]) + " as its addend";
+        step.what += " + " + g_.describe_node(softmax) + " + " + g_.describe_node(context) +
+                     " as one attention step";
+        step.impl = "onednn_attention:" + ops::attention_kernels(*prepared.entry);
+        step.choice = choices_[n].why + "; in blocks of rows, one thread each: the scores of "
+                                        "all heads outgrow the threads' L2 caches";
+        // Both products: every row of every slice against `cols` columns,
+        // `depth` deep for the scores, `width` wide for the context.
+        const Dims &yd = prepared.outputs[0].dims;
+        const int64_t depth = logical_[a].dims.back(), width = yd.back();
+        const int64_t cols = logical_[scores.outputs[0]].dims.back();
+        step.flops = 2 * (dims_product(yd) / width) * cols * (depth + width);
+        step.arithmetic = MKC_DTYPE_F32;
+        const int inputs[] = {a, b, addend, v};
+        for (size_t i = 0; i < 4; ++i) {
+            const dnnl::memory::desc &want = prepared.takes[i];
+            if (inputs[i] == kNoValue || want.is_zero()) {
+                step.in.push_back({});
+                step.in_formats.push_back("-");
+                continue;
+            }
+            step.in.push_back(read(inputs[i], want));
+            step.in_formats.push_back(arrangement_name(want));
+        }
+        const int step_index = static_cast<int>(plan_.steps.size());
+        for (const BufferRef &r : step.in)
+            touch(r, step_index);
+        const int w = c.outputs[0];
+        desc_[w] = prepared.outputs[0];
+        view_[w] = !y_strides.empty() && strided_view(desc_[w]);
+        where_[w] = new_buffer(prepared.outputs[0].desc.get_size(), step_index);
+        share(where_[w], w);
+        step.out.push_back(where_[w]);
+        step.out_formats.push_back(arrangement_name(prepared.outputs[0].desc));
+        plan_.steps.push_back(std::move(step));
+        return true;
     }
 
     // Add node `n` of `y` and `other` folded into the matmul writing `y`
@@ -1034,6 +1211,8 @@ private:
     std::vector<bool> bf16_;                       // per node: computes in bfloat16
     std::vector<int> folded_into_;                 // per add node: the matmul it became part of
     std::vector<int> folded_add_;                  // per matmul: the add folded into it
+    std::map<int, std::pair<int, int>> attention_; // scores matmul -> (softmax, context)
+    std::vector<bool> in_attention_;               // lowered in its scores matmul's step
     std::vector<BufferRef> where_;
     std::vector<bool> view_;                  // a strided view only a matmul reads as it is
     std::map<int, bool> redirected_;          // per arena buffer: moved to a graph output
@@ -1074,6 +1253,7 @@ std::unique_ptr<Plan> compile_plan(const Graph &graph,
         {"fold_adds", [&] { c.fold_adds(); }},
         {"precision", [&] { c.precision(); }},
         {"choose", [&] { c.choose_implementations(); }},
+        {"attention", [&] { c.attention(); }},
         {"lower", [&] { c.lower(); }},
         {"outputs", [&] { c.outputs(); }},
         {"plan_memory", [&] { c.memory(); }},
