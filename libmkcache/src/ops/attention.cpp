@@ -39,7 +39,7 @@ Operand operand(const char *what, const dnnl::memory::desc &d, const Dims &batch
         fail(MKC_STATUS_UNSUPPORTED, "attention: ", what, " is not plain float32");
     Dims dims = d.get_dims(), strides = d.get_strides();
     const size_t rank = batch.size() + 2;
-    if (dims.size() > rank || dims.size() < 2)
+    if (dims.size() > rank || dims.empty())
         fail(MKC_STATUS_UNSUPPORTED, "attention: ", what, " has another rank");
     // A lower rank (an addend) broadcasts from the last dims.
     dims.insert(dims.begin(), rank - dims.size(), 1);
@@ -60,8 +60,9 @@ Operand operand(const char *what, const dnnl::memory::desc &d, const Dims &batch
 
 // `rows` rows of operand `o` (a broadcast row: one) as a 2-D description.
 dnnl::memory::desc slice_desc(const Operand &o, int64_t rows) {
-    const int64_t n = o.rows == 1 ? 1 : rows;
-    return dnnl::memory::desc({n, o.cols}, dt::f32, {o.row_stride, o.col_stride});
+    if (o.rows == 1) // one row, broadcast: its stride is no matter (oneDNN wants one > 0)
+        return dnnl::memory::desc({1, o.cols}, dt::f32, {o.cols * o.col_stride, o.col_stride});
+    return dnnl::memory::desc({rows, o.cols}, dt::f32, {o.row_stride, o.col_stride});
 }
 
 // Primitives built while they run: for one thread (oneDNN fixes a kernel's
