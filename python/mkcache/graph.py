@@ -434,8 +434,11 @@ class Graph(_Closed):
         afterwards). fuse: merge what oneDNN runs as one primitive (an
         activation into the conv/linear/matmul before it, an add into the
         conv before it, an inference batch_norm into the conv's weights, a
-        multiplication by a constant scalar into the matmul before it);
-        results then move by rounding only. inplace: a conv's sum writes into
+        multiplication by a constant scalar into the matmul before it; and,
+        where the scores of all heads outgrow the L2 caches of the threads
+        in use, an attention's scores matmul, softmax and context matmul
+        into one step run in blocks of rows per thread); results then move
+        by rounding only. inplace: a conv's sum writes into
         its residual at the residual's last use (element-wise and normalising
         nodes write over their input there too), and reshape / transpose read
         their input's bytes where they are (no copy; a matmul reads such a
@@ -457,7 +460,7 @@ class Graph(_Closed):
         nodes it names, so a deployment need not measure. dump: a path the
         compiler appends its IR to as text after every pass (the graph as
         built and after fusion, then each plan after bind_inputs, infer,
-        precision, choose, lower, outputs and plan_memory); None: the path
+        precision, choose, attention, lower, outputs and plan_memory); None: the path
         MKCACHE_DUMP names, if any. precision: "f32"; "int8": each conv2d (grouped,
         depthwise and with a fused residual sum included) and linear layer
         with constant weights runs quantized (its src to uint8 over the

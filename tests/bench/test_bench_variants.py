@@ -1,7 +1,9 @@
 """The kernel variants against the priority choice, in the same run: the
 BERT-base layer (batch 1) at sequence lengths 32, 128 and 512 compiled
-five ways - by priority (the linears on the inner product with AVX-512,
-on the matmul below; the attention's matmuls on strided views), every
+six ways - by priority (float32 linears on oneDNN's matmul; the
+attention's matmuls on strided views, or the
+attention as one step in row blocks where its scores outgrow the L2
+caches), the attention in three steps (impl matmul=onednn), every
 linear on oneDNN's inner product (impl linear=onednn), every linear on
 its matmul (impl linear=onednn_matmul), the attention's matmuls on
 contiguous copies (impl matmul=onednn_contiguous), and choose="measure" -
@@ -39,6 +41,9 @@ VARIANTS = {
     "linear on inner product": dict(impl={"linear": "onednn"}),
     "linear on matmul": dict(impl={"linear": "onednn_matmul"}),
     "attention on copies": dict(impl={"matmul": "onednn_contiguous"}),
+    # A matmul implementation asked for by name keeps the attention in three
+    # steps where the priority plan runs it as one (long sequences).
+    "attention in three steps": dict(impl={"matmul": "onednn"}),
     "measure": dict(choose="measure"),
 }
 # seq -> variant -> seconds per run
@@ -49,11 +54,14 @@ STEPS: dict = defaultdict(dict)
 
 def _kind(what: str) -> str | None:
     """The kind of step a profile row is: a linear by its shape, the two
-    attention matmuls, or the conversions (None: the rest)."""
+    attention matmuls and the softmax between them (or the one step they
+    make), or the conversions (None: the rest)."""
+    if "as one attention step" in what:
+        return "attention as one step"
     for name, kind in (("query", "q/k/v linears"), ("key", "q/k/v linears"),
                        ("value", "q/k/v linears"), ("attention.output.dense", "out linear"),
                        ("intermediate.dense", "ffn up linear"), ("output.dense", "ffn down linear"),
-                       ("attention.scores", "scores matmul"),
+                       ("attention.scores", "scores matmul"), ("attention.probs", "softmax"),
                        ("attention.context", "context matmul")):
         if f".{name}'" in what or f"'{name}'" in what:
             return kind

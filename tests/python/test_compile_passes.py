@@ -12,7 +12,8 @@ import mkcache
 
 RNG = np.random.default_rng(11)
 GRAPH_PASSES = ["graph as built", "after fuse"]
-PLAN_PASSES = ["bind_inputs", "infer", "fold_adds", "precision", "choose", "lower", "outputs", "plan_memory"]
+PLAN_PASSES = ["bind_inputs", "infer", "fold_adds", "precision", "choose", "attention", "lower",
+               "outputs", "plan_memory"]
 
 
 def rand(*shape):
