@@ -4,10 +4,12 @@
 #include <algorithm>
 #include <exception>
 #include <mutex>
+#include <shared_mutex>
 
 #include "common/cpu_features.hpp"
 #include "common/engine.hpp"
 #include "common/error.hpp"
+#include "common/fresh_thread.hpp"
 #include "common/serial.hpp"
 #include "common/thread_state.hpp"
 
@@ -122,18 +124,26 @@ Block make_block(const AttentionEntry &e, int64_t rows, float scale) {
     }
     if (ops.len() > 0) attr.set_post_ops(ops);
     OneThread one;
-    const dnnl::matmul::primitive_desc spd(cpu_engine(), k.a, k.b, k.s, attr);
-    const dnnl::softmax_forward::primitive_desc mpd(
-        cpu_engine(), dnnl::prop_kind::forward_inference, dnnl::algorithm::softmax_accurate, k.s,
-        k.s, 1, user_scratchpad_attr());
-    const dnnl::matmul::primitive_desc cpd(cpu_engine(), k.s, k.v, k.y, user_scratchpad_attr());
-    k.scores = dnnl::matmul(spd);
-    k.softmax = dnnl::softmax_forward(mpd);
-    k.context = dnnl::matmul(cpd);
-    k.scratchpad = std::max({spd.scratchpad_desc().get_size(), mpd.scratchpad_desc().get_size(),
-                             cpd.scratchpad_desc().get_size()});
-    k.kernels = kernel_of(spd) + "/" + kernel_of(mpd) + "/" + kernel_of(cpd);
-    return k;
+    // As every primitive of the library's is made: with fork() held off,
+    // and on a fresh thread after a kernel failed to generate on this one.
+    std::shared_lock<std::shared_mutex> creating(primitive_creation_mutex());
+    return create_isolated([&] {
+        Block made = k;
+        const dnnl::matmul::primitive_desc spd(cpu_engine(), k.a, k.b, k.s, attr);
+        const dnnl::softmax_forward::primitive_desc mpd(
+            cpu_engine(), dnnl::prop_kind::forward_inference, dnnl::algorithm::softmax_accurate,
+            k.s, k.s, 1, user_scratchpad_attr());
+        const dnnl::matmul::primitive_desc cpd(cpu_engine(), k.s, k.v, k.y,
+                                               user_scratchpad_attr());
+        made.scores = dnnl::matmul(spd);
+        made.softmax = dnnl::softmax_forward(mpd);
+        made.context = dnnl::matmul(cpd);
+        made.scratchpad = std::max({spd.scratchpad_desc().get_size(),
+                                    mpd.scratchpad_desc().get_size(),
+                                    cpd.scratchpad_desc().get_size()});
+        made.kernels = kernel_of(spd) + "/" + kernel_of(mpd) + "/" + kernel_of(cpd);
+        return made;
+    });
 }
 
 // Element offset of slice `s` (row-major over the batch dims) in an operand.
