@@ -219,3 +219,14 @@ def test_bfloat16_plans_keep_three_steps():
         got = p.run(**feeds)["y"]
         assert FUSED not in p.plan()
     np.testing.assert_allclose(got, want(feeds["q"], feeds["k"], feeds["v"]), atol=3e-2)
+
+
+def test_measured_plans_run_the_chain_as_one_step():
+    rows = rows_that_fire(B * H, COLS, mkcache.get_num_threads())
+    feeds = inputs_for(rows, "per-batch key mask", seed=100)
+    g = chain((B, H, rows, D), (B, H, COLS, D), (B, H, COLS, DV), feeds["mask"].shape)
+    with g.compile(choose="measure") as p:
+        got = p.run(**feeds)["y"]
+        assert FUSED in p.plan()
+    np.testing.assert_allclose(got, want(feeds["q"], feeds["k"], feeds["v"], feeds["mask"]),
+                               rtol=1e-4, atol=2e-5)

@@ -227,12 +227,11 @@ public:
 
     // Marks each scores matmul whose chain runs as one attention step (see
     // attention_chain); the softmax and the context matmul are lowered with
-    // it. Not where implementations are measured or read back (the chain's
-    // matmuls are then chosen one by one), nor without the fusion option.
+    // it, measuring or not (their nodes are then not timed one by one). Not
+    // without the fusion option.
     void attention() {
         in_attention_.assign(nodes_.size(), false);
-        if (!options_.fold_adds || options_.measure ||
-            (options_.choices && !options_.choices->empty()))
+        if (!options_.fold_adds)
             return;
         const int threads = std::max(openmp_max_threads(), 1);
         for (size_t n = 0; n < nodes_.size(); ++n) {

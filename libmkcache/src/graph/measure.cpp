@@ -49,11 +49,6 @@ std::shared_ptr<void> filled(const dnnl::memory::desc &desc) {
 
 } // namespace
 
-bool Choices::empty() const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return by_key_.empty();
-}
-
 bool Choices::find(const std::string &key, Measured &out) const {
     std::lock_guard<std::mutex> lock(mutex_);
     auto found = by_key_.find(key);

@@ -30,7 +30,6 @@ public:
     // The choice under `key`, if there is one.
     bool find(const std::string &key, Measured &out) const;
     void add(const std::string &key, Measured m);
-    bool empty() const;
     // One line per choice: "<key>\t<impl>\t<name>=<us>,<name>=<us>...\n".
     std::string text() const;
     // Reads text() back (every choice marked loaded); errors are
