@@ -498,7 +498,7 @@ private:
     // activation, the first not reading `a` transposed, the second with no
     // scale nor addend; the context's `b` computed before `n`; every
     // operand channels-first; and the scores of all heads outgrowing the
-    // L2 caches of `threads` threads.
+    // L2 caches of `threads` threads (ops::attention_in_blocks_pays).
     bool attention_chain(int n, int &softmax, int &context, int threads) const {
         auto onednn_by_priority = [&](int k) {
             const Choice &c = choices_[k];

@@ -25,6 +25,11 @@ constexpr size_t kAlign = 64;
 // rest to the head's b and v, which every block of the head reads again.
 constexpr int64_t kScoresShareOfL2 = 4;
 
+// Below this many columns (keys) a slice's products are too small for one
+// thread's kernels to beat all threads sharing every head's: many short
+// sequences of a batch stay three steps, whatever their scores add up to.
+constexpr int64_t kFewestColumns = 256;
+
 size_t aligned(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 // One operand of the products as the kernels see one slice of it: the
@@ -231,7 +236,8 @@ void run_part(void *context, int64_t begin, int64_t end) {
 } // namespace
 
 bool attention_in_blocks_pays(int64_t slices, int64_t rows, int64_t cols, int threads) {
-    return slices * rows * cols * kFloat > l2_cache_bytes() * std::max(threads, 1);
+    return cols >= kFewestColumns &&
+           slices * rows * cols * kFloat > l2_cache_bytes() * std::max(threads, 1);
 }
 
 Prepared prepare_attention(const AttentionParts &parts) {

@@ -32,7 +32,8 @@ struct AttentionParts {
 };
 
 // Whether running in blocks pays: the scores of all `slices` (batch times
-// heads) of [rows, cols] floats outgrow the L2 caches of `threads` threads.
+// heads) of [rows, cols] floats outgrow the L2 caches of `threads` threads,
+// and a slice has enough columns (keys) for one thread's kernels.
 bool attention_in_blocks_pays(int64_t slices, int64_t rows, int64_t cols, int threads);
 
 // The entry for these operands (the plan's own, not the cache's: it is
