@@ -183,3 +183,44 @@ def test_bert_with_its_own_mask_builder(dynamo, tmp_path):
                    ["last_hidden_state", "pooler_output"],
                    {n: {0: "batch", 1: "seq"} for n in names})
     _compare(path, [_bert_feeds(rng, 2, 7, False), _bert_feeds(rng, 3, 11, False)], addends=2)
+
+
+def test_bert_long_sequences_run_each_attention_as_one_step(tmp_path):
+    """The same model at a length where the scores of all heads outgrow the
+    L2 caches of the threads in use: each layer's scores (with its mask),
+    softmax and context run as one step in row blocks per thread, and the
+    outputs still match ONNX Runtime's."""
+    transformers = import_transformers()
+    info = mkcache.build_info()
+    threads, l2 = mkcache.get_num_threads(), info["l2_cache_bytes"]
+    batch, heads = 2, 4
+    seq = 256  # the fewest keys the step takes
+    while batch * heads * seq * seq * 4 <= l2 * threads:
+        seq += 32
+    seq += 5  # odd
+    if seq > 1000:
+        pytest.skip(f"an L2 cache of {l2} bytes needs a longer sequence than the model takes")
+    torch.manual_seed(0)
+    config = _bert_config(transformers)
+    config.max_position_embeddings = 1024
+    bert = transformers.BertModel(config).eval()
+
+    class Bert(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bert = bert
+
+        def forward(self, input_ids, attention_mask):
+            return self.bert(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+    rng = np.random.default_rng(8)
+    names = ["input_ids", "attention_mask"]
+    path = _export(Bert().eval(), _bert_example(_bert_feeds(rng, 2, 7, False)),
+                   tmp_path / "bert.onnx", False, names, ["last_hidden_state"],
+                   {n: {0: "batch", 1: "seq"} for n in names})
+    feeds = _bert_feeds(rng, batch, seq, False)
+    _compare(path, [feeds], addends=2)
+    with mkcache.onnx.load(str(path)) as prog:
+        prog.run(**feeds)
+        plan = prog.plan()
+    assert plan.count("as one attention step") == 2, plan
