@@ -72,8 +72,8 @@ dnnl::memory::desc slice_desc(const Operand &o, int64_t rows) {
     return dnnl::memory::desc({rows, o.cols}, dt::f32, {o.row_stride, o.col_stride});
 }
 
-// Primitives built while they run: for one thread (oneDNN fixes a kernel's
-// work split when it builds it).
+// While one lives, this thread builds primitives for one thread (oneDNN
+// fixes a kernel's work split when it builds it).
 class OneThread {
 public:
     OneThread() : previous_(openmp_max_threads()) {
@@ -169,7 +169,7 @@ struct Work {
     std::exception_ptr failed;
 };
 
-// A memory object over `d` bound to `data` at `offset` floats.
+// Points memory object `m` at `data`, `offset` floats in.
 void bind(dnnl::memory &m, const void *data, int64_t offset) {
     m.set_data_handle(const_cast<float *>(static_cast<const float *>(data)) + offset);
 }
@@ -200,14 +200,16 @@ void run_blocks(const AttentionEntry &e, const Buffers &buffers, int64_t begin, 
         const bool last = row0 + e.full.rows > e.rows;
         const Block &k = last ? e.tail : e.full;
         Bound &m = last ? tail : full;
-        bind(m.a, buffers.in[0], slice_offset(e.batch, e.a.batch_strides, slice) + row0 * e.a.row_stride);
+        bind(m.a, buffers.in[0],
+             slice_offset(e.batch, e.a.batch_strides, slice) + row0 * e.a.row_stride);
         bind(m.b, buffers.in[1], slice_offset(e.batch, e.b.batch_strides, slice));
         if (k.addend_arg)
             bind(m.addend, buffers.in[2],
                  slice_offset(e.batch, e.addend.batch_strides, slice) +
                      (e.addend.rows == 1 ? 0 : row0 * e.addend.row_stride));
         bind(m.v, buffers.in[3], slice_offset(e.batch, e.v.batch_strides, slice));
-        bind(m.y, buffers.out[0], slice_offset(e.batch, e.y.batch_strides, slice) + row0 * e.y.row_stride);
+        bind(m.y, buffers.out[0],
+             slice_offset(e.batch, e.y.batch_strides, slice) + row0 * e.y.row_stride);
         std::vector<dnnl_exec_arg_t> args = {{DNNL_ARG_SRC, m.a.get()},
                                              {DNNL_ARG_WEIGHTS, m.b.get()},
                                              {DNNL_ARG_DST, m.s.get()}};
@@ -217,7 +219,9 @@ void run_blocks(const AttentionEntry &e, const Buffers &buffers, int64_t begin, 
         args = {{DNNL_ARG_SRC, m.s.get()}, {DNNL_ARG_DST, m.s.get()}};
         if (scratchpad > 0) args.push_back({DNNL_ARG_SCRATCHPAD, m.pad.get()});
         execute(state, k.softmax.get(), static_cast<int>(args.size()), args.data());
-        args = {{DNNL_ARG_SRC, m.s.get()}, {DNNL_ARG_WEIGHTS, m.v.get()}, {DNNL_ARG_DST, m.y.get()}};
+        args = {{DNNL_ARG_SRC, m.s.get()},
+                {DNNL_ARG_WEIGHTS, m.v.get()},
+                {DNNL_ARG_DST, m.y.get()}};
         if (scratchpad > 0) args.push_back({DNNL_ARG_SCRATCHPAD, m.pad.get()});
         execute(state, k.context.get(), static_cast<int>(args.size()), args.data());
     }
@@ -262,7 +266,8 @@ Prepared prepare_attention(const AttentionParts &parts) {
         e->has_addend = true;
         e->addend = operand("the addend", *parts.addend, e->batch, false);
         if ((e->addend.rows != 1 && e->addend.rows != e->rows) || e->addend.cols != e->cols)
-            fail(MKC_STATUS_UNSUPPORTED, "attention: the addend does not broadcast into the scores");
+            fail(MKC_STATUS_UNSUPPORTED,
+                 "attention: the addend does not broadcast into the scores");
     }
     e->slices = dims_product(e->batch);
     // As many rows as fit the share, in blocks of near equal size.
