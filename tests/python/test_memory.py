@@ -44,7 +44,11 @@ def test_rss_flat_over_500_new_shapes_at_capacity_4():
     assert stats["evictions"] == 796
     growth = after - before
     print(f"RSS growth over 500 new shapes: {growth / 1024:.0f} KiB")
-    assert growth <= 1024 * 1024, f"RSS grew {growth / 1024:.0f} KiB"
+    # Flat, less the allocator's noise: 0.7 MiB run alone, up to 1.2 MiB
+    # after the rest of the suite in one process. An entry kept per shape
+    # (a primitive and its generated code, tens of KiB) would pass 2 MiB
+    # many times over.
+    assert growth <= 2 * 1024 * 1024, f"RSS grew {growth / 1024:.0f} KiB"
 
 
 ADDRESS_LIMIT_SCRIPT = r'''
