@@ -429,22 +429,7 @@ private:
             step.in_args.resize(prepared.takes.size(), 0);
             step.out_args.resize(prepared.outputs.size(), 0);
         }
-        // Every port the entry has (absent optional ones: none), converters
-        // placed first; the reads are counted from the node's own step.
-        for (size_t i = 0; i < prepared.takes.size(); ++i) {
-            const int v = i < node.inputs.size() ? node.inputs[i] : kNoValue;
-            const dnnl::memory::desc &want = prepared.takes[i];
-            if (v == kNoValue || want.is_zero()) {
-                step.in.push_back({});
-                step.in_formats.push_back("-");
-                continue;
-            }
-            const bool through_view =
-                i < prepared.views.size() && !prepared.views[i].view.is_zero();
-            step.in.push_back(through_view ? read_through(v, prepared.views[i], want)
-                                           : read(v, want));
-            step.in_formats.push_back(arrangement_name(want));
-        }
+        read_inputs(node.inputs, prepared, step);
         // A fused sum: the output buffer holds the residual before the
         // node runs.
         const bool sum = row(node).residual_port(node) != kNoValue;
@@ -477,18 +462,44 @@ private:
                 step.out_formats.push_back(arrangement_name(prepared.outputs[0].desc));
                 continue;
             }
-            const int v = node.outputs[o];
-            desc_[v] = prepared.outputs[o];
             // (A convolution writing its reader's order is no view: its
             // bytes are dense, and what reads them takes them as they are.)
-            view_[v] = !y_strides.empty() && choice.impl->reads_views(row(node)) &&
-                       strided_view(desc_[v]);
-            where_[v] = new_buffer(prepared.outputs[o].desc.get_size(), step_index);
-            share(where_[v], v);
-            step.out.push_back(where_[v]);
-            step.out_formats.push_back(arrangement_name(prepared.outputs[o].desc));
+            write_new(node.outputs[o], prepared.outputs[o],
+                      !y_strides.empty() && choice.impl->reads_views(row(node)), step_index, step);
         }
         plan_.steps.push_back(std::move(step));
+    }
+
+    // The step's reads of `values` (per port of the entry; absent optional
+    // ones: none), converters placed first; the reads are counted from the
+    // step itself.
+    void read_inputs(const std::vector<int> &values, const ops::Prepared &prepared, Step &step) {
+        for (size_t i = 0; i < prepared.takes.size(); ++i) {
+            const int v = i < values.size() ? values[i] : kNoValue;
+            const dnnl::memory::desc &want = prepared.takes[i];
+            if (v == kNoValue || want.is_zero()) {
+                step.in.push_back({});
+                step.in_formats.push_back("-");
+                continue;
+            }
+            const bool through_view =
+                i < prepared.views.size() && !prepared.views[i].view.is_zero();
+            step.in.push_back(through_view ? read_through(v, prepared.views[i], want)
+                                           : read(v, want));
+            step.in_formats.push_back(arrangement_name(want));
+        }
+    }
+
+    // Value `v`, described as `y`, written by step `step_index` into a new
+    // arena buffer; a strided view for its readers when `viewed` and the
+    // bytes are one (a transpose after it).
+    void write_new(int v, const ValueDesc &y, bool viewed, int step_index, Step &step) {
+        desc_[v] = y;
+        view_[v] = viewed && strided_view(desc_[v]);
+        where_[v] = new_buffer(y.desc.get_size(), step_index);
+        share(where_[v], v);
+        step.out.push_back(where_[v]);
+        step.out_formats.push_back(arrangement_name(y.desc));
     }
 
     // Whether matmul `n` starts an attention chain run as one step: its
@@ -612,27 +623,11 @@ private:
         const int64_t cols = logical_[scores.outputs[0]].dims.back();
         step.flops = 2 * (dims_product(yd) / width) * cols * (depth + width);
         step.arithmetic = MKC_DTYPE_F32;
-        const int inputs[] = {a, b, addend, v};
-        for (size_t i = 0; i < 4; ++i) {
-            const dnnl::memory::desc &want = prepared.takes[i];
-            if (inputs[i] == kNoValue || want.is_zero()) {
-                step.in.push_back({});
-                step.in_formats.push_back("-");
-                continue;
-            }
-            step.in.push_back(read(inputs[i], want));
-            step.in_formats.push_back(arrangement_name(want));
-        }
+        read_inputs({a, b, addend, v}, prepared, step);
         const int step_index = static_cast<int>(plan_.steps.size());
         for (const BufferRef &r : step.in)
             touch(r, step_index);
-        const int w = c.outputs[0];
-        desc_[w] = prepared.outputs[0];
-        view_[w] = !y_strides.empty() && strided_view(desc_[w]);
-        where_[w] = new_buffer(prepared.outputs[0].desc.get_size(), step_index);
-        share(where_[w], w);
-        step.out.push_back(where_[w]);
-        step.out_formats.push_back(arrangement_name(prepared.outputs[0].desc));
+        write_new(c.outputs[0], prepared.outputs[0], !y_strides.empty(), step_index, step);
         plan_.steps.push_back(std::move(step));
         return true;
     }

@@ -12,6 +12,7 @@
 #include "common/fresh_thread.hpp"
 #include "common/serial.hpp"
 #include "common/thread_state.hpp"
+#include "ops/matmul.hpp"
 
 namespace mkc::ops {
 
@@ -119,15 +120,11 @@ Block make_block(const AttentionEntry &e, int64_t rows, float scale) {
     k.v = slice_desc(e.v, e.v.rows);
     k.y = slice_desc(e.y, rows);
     k.s = dnnl::memory::desc({rows, e.cols}, dt::f32, dnnl::memory::format_tag::ab);
-    dnnl::primitive_attr attr = user_scratchpad_attr();
-    dnnl::post_ops ops;
-    if (scale != 1.f) ops.append_eltwise(dnnl::algorithm::eltwise_linear, scale, 0.f);
-    if (e.has_addend) {
-        k.addend = slice_desc(e.addend, rows);
-        k.addend_arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(ops.len()) | DNNL_ARG_SRC_1;
-        ops.append_binary(dnnl::algorithm::binary_add, k.addend);
-    }
-    if (ops.len() > 0) attr.set_post_ops(ops);
+    if (e.has_addend) k.addend = slice_desc(e.addend, rows);
+    // The scores' post-ops as the matmul node's: its scale, then its addend.
+    const dnnl::primitive_attr attr =
+        activation_attr(MKC_ACTIVATION_NONE, 0.f, 0.f, scale, false,
+                        e.has_addend ? &k.addend : nullptr, &k.addend_arg);
     OneThread one;
     // As every primitive of the library's is made: with fork() held off,
     // and on a fresh thread after a kernel failed to generate on this one.
@@ -210,20 +207,26 @@ void run_blocks(const AttentionEntry &e, const Buffers &buffers, int64_t begin, 
         bind(m.v, buffers.in[3], slice_offset(e.batch, e.v.batch_strides, slice));
         bind(m.y, buffers.out[0],
              slice_offset(e.batch, e.y.batch_strides, slice) + row0 * e.y.row_stride);
-        std::vector<dnnl_exec_arg_t> args = {{DNNL_ARG_SRC, m.a.get()},
-                                             {DNNL_ARG_WEIGHTS, m.b.get()},
-                                             {DNNL_ARG_DST, m.s.get()}};
-        if (k.addend_arg) args.push_back({k.addend_arg, m.addend.get()});
-        if (scratchpad > 0) args.push_back({DNNL_ARG_SCRATCHPAD, m.pad.get()});
-        execute(state, k.scores.get(), static_cast<int>(args.size()), args.data());
-        args = {{DNNL_ARG_SRC, m.s.get()}, {DNNL_ARG_DST, m.s.get()}};
-        if (scratchpad > 0) args.push_back({DNNL_ARG_SCRATCHPAD, m.pad.get()});
-        execute(state, k.softmax.get(), static_cast<int>(args.size()), args.data());
-        args = {{DNNL_ARG_SRC, m.s.get()},
-                {DNNL_ARG_WEIGHTS, m.v.get()},
-                {DNNL_ARG_DST, m.y.get()}};
-        if (scratchpad > 0) args.push_back({DNNL_ARG_SCRATCHPAD, m.pad.get()});
-        execute(state, k.context.get(), static_cast<int>(args.size()), args.data());
+        // Each primitive's arguments, the scratchpad (when any) last.
+        const dnnl_exec_arg_t pad{DNNL_ARG_SCRATCHPAD, m.pad.get(true)};
+        dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, m.a.get()},
+                                   {DNNL_ARG_WEIGHTS, m.b.get()},
+                                   {DNNL_ARG_DST, m.s.get()}};
+        int n = 3;
+        if (k.addend_arg) args[n++] = {k.addend_arg, m.addend.get()};
+        if (scratchpad > 0) args[n++] = pad;
+        execute(state, k.scores.get(), n, args);
+        n = 0;
+        args[n++] = {DNNL_ARG_SRC, m.s.get()};
+        args[n++] = {DNNL_ARG_DST, m.s.get()};
+        if (scratchpad > 0) args[n++] = pad;
+        execute(state, k.softmax.get(), n, args);
+        n = 0;
+        args[n++] = {DNNL_ARG_SRC, m.s.get()};
+        args[n++] = {DNNL_ARG_WEIGHTS, m.v.get()};
+        args[n++] = {DNNL_ARG_DST, m.y.get()};
+        if (scratchpad > 0) args[n++] = pad;
+        execute(state, k.context.get(), n, args);
     }
 }
 

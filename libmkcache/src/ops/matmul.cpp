@@ -34,13 +34,11 @@ struct MatmulEntry : PrimitiveEntry {
     int addend_arg = 0; // the addend's argument (its post-op's SRC_1), 0: none
 };
 
-// The post-ops: the result times `scale` (when not 1), plus what the
-// destination holds (`sum`: a residual) or an `addend` (broadcast into the
-// result), then the activation. `addend_arg` gets the addend's argument.
+} // namespace
+
 dnnl::primitive_attr activation_attr(mkc_activation_kind kind, float alpha, float beta,
-                                     float scale = 1.f, bool sum = false,
-                                     const dnnl::memory::desc *addend = nullptr,
-                                     int *addend_arg = nullptr) {
+                                     float scale, bool sum, const dnnl::memory::desc *addend,
+                                     int *addend_arg) {
     dnnl::primitive_attr attr = user_scratchpad_attr();
     dnnl::post_ops ops;
     if (scale != 1.f) ops.append_eltwise(dnnl::algorithm::eltwise_linear, scale, 0.f);
@@ -53,8 +51,6 @@ dnnl::primitive_attr activation_attr(mkc_activation_kind kind, float alpha, floa
     if (ops.len() > 0) attr.set_post_ops(ops);
     return attr;
 }
-
-} // namespace
 
 namespace {
 

@@ -7,6 +7,15 @@
 
 namespace mkc::ops {
 
+// The post-ops of a linear layer's or a matmul's primitive (user scratchpad
+// attribute included): the result times `scale` (when not 1), plus what the
+// destination holds (`sum`: a residual) or an `addend` (broadcast into the
+// result), then the activation. `addend_arg` gets the addend's argument.
+dnnl::primitive_attr activation_attr(mkc_activation_kind kind, float alpha, float beta,
+                                     float scale = 1.f, bool sum = false,
+                                     const dnnl::memory::desc *addend = nullptr,
+                                     int *addend_arg = nullptr);
+
 // A linear layer's attributes; `training` set for the training forward and
 // its grad ops (which find what it left under the same name).
 struct LinearAttrs {
