@@ -226,7 +226,8 @@ class ReduceParams(_Sized):
 class ProgramOptions(_Sized):
     _fields_ = [("fuse", c_int), ("inplace", c_int), ("reuse", c_int), ("capacity", c_int64),
                 ("impl", c_char_p), ("measure", c_int), ("choices", c_char_p),
-                ("dump", c_char_p), ("precision", c_char_p), ("calibration", c_char_p)]
+                ("dump", c_char_p), ("precision", c_char_p), ("calibration", c_char_p),
+                ("exact_plans", c_int64)]
 
 
 class CalibrateOptions(_Sized):

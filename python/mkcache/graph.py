@@ -429,7 +429,8 @@ class Graph(_Closed):
                 capacity: int = 0, impl: dict | None = None, choose: str = "priority",
                 choices=None, dump=None, precision: str = "f32", precision_per_op=None,
                 calibration=None, calibration_method: str | None = None,
-                calibration_percentile: float | None = None) -> "Program":
+                calibration_percentile: float | None = None,
+                exact_plans: int = 8) -> "Program":
         """A Program of this graph (the graph may be built further or closed
         afterwards). fuse: merge what oneDNN runs as one primitive (an
         activation into the conv/linear/matmul before it, an add into the
@@ -445,11 +446,20 @@ class Graph(_Closed):
         transposed view directly). reuse: values whose lives
         do not overlap share arena bytes. capacity > 0: at most that many
         input-shape plans kept, a new one dropping the plan used least
-        recently (counted in mkcache.cache.stats()'s evictions). impl: {operator: implementation} for every
+        recently (counted in mkcache.cache.stats()'s evictions).
+        exact_plans: the plans (input shapes, per OpenMP thread count)
+        compiled with every primitive made for their own shapes; the plans
+        after them run each float32 linear layer that would be on oneDNN's
+        matmul in two parts, its rows' whole multiples of 128 and the rest,
+        on primitives the plans of other shapes share ("onednn_matmul_shared"
+        in the plan): far less memory over many input shapes, a few percent
+        slower where a layer has two parts. 0: every plan so; < 0: none.
+        impl: {operator: implementation} for every
         node of that operator ("conv2d", "activation", "matmul", ... as the
         plan names them; "onednn", "reference", or the variants
         "onednn_matmul" (a linear layer on oneDNN's matmul, not its inner
-        product) and "onednn_contiguous" (a node reading strided views, on
+        product), "onednn_matmul_shared" (the same in shared row parts) and
+        "onednn_contiguous" (a node reading strided views, on
         contiguous copies of them)), before MKCACHE_IMPL; an implementation
         that cannot run such a node is an error. choose: "priority" (the
         best that supports each node; never a variant) or "measure" (each
@@ -552,7 +562,8 @@ class Graph(_Closed):
                     impl=impl_text, measure=1 if choose == "measure" else 0,
                     choices=choices_text, dump=dump_text,
                     precision=(precision + ("," + per_op if per_op else "")).encode(),
-                    calibration=calibration_text)
+                    calibration=calibration_text,
+                    exact_plans=_checks.integer(exact_plans, "exact_plans"))
         handle = ctypes.c_void_p()
         _lib.mkc_program_compile(self.handle, ctypes.byref(o), ctypes.byref(handle))
         return Program(handle, dict(self._input_layouts), dict(self._input_ranks),

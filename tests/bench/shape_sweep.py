@@ -7,6 +7,7 @@ memory goes.
     python tests/bench/shape_sweep.py imported           # the ONNX model, mkcache.onnx.load
     python tests/bench/shape_sweep.py onnxruntime
     python tests/bench/shape_sweep.py mkcache --lengths 8:512:8 --passes 3 --capacity 0
+    python tests/bench/shape_sweep.py mkcache --exact-plans -1   # every plan exact
 
 Prints one JSON line: the resident set after the first run (of the first
 length), after each pass and at its peak (MiB), how much of the growth is
@@ -62,7 +63,7 @@ def parse_lengths(text: str) -> list[int]:
     return [int(v) for v in text.split(",")]
 
 
-def make_runner(system: str, threads: int, capacity: int):
+def make_runner(system: str, threads: int, capacity: int, exact_plans: int | None = None):
     """-> (run(x) -> y, extras() -> dict of figures)."""
     import mkcache
     from mkcache.models import BertLayer
@@ -76,12 +77,15 @@ def make_runner(system: str, threads: int, capacity: int):
                                     providers=["CPUExecutionProvider"])
         return (lambda x: sess.run(None, {"x": x})[0]), dict
     mkcache.set_num_threads(threads)
+    options = {"capacity": capacity}
+    if exact_plans is not None:
+        options["exact_plans"] = exact_plans
     if system == "imported":
         import mkcache.onnx
         prog = mkcache.onnx.load(model.onnx_model(batch=1, seq=None).SerializeToString(),
-                                 capacity=capacity)
+                                 **options)
     else:
-        prog = model.graph(batch=1).compile(capacity=capacity)
+        prog = model.graph(batch=1).compile(**options)
 
     def extras():
         s = mkcache.cache.stats()
@@ -94,8 +98,9 @@ def make_runner(system: str, threads: int, capacity: int):
     return (lambda x: prog.run(x=x)["y"]), extras
 
 
-def sweep(system: str, lengths: list[int], passes: int, threads: int, capacity: int) -> dict:
-    run, extras = make_runner(system, threads, capacity)
+def sweep(system: str, lengths: list[int], passes: int, threads: int, capacity: int,
+          exact_plans: int | None = None) -> dict:
+    run, extras = make_runner(system, threads, capacity, exact_plans)
     rng = np.random.default_rng(1)
     # Every input made before the first figure, so that they are not growth.
     xs = [rng.standard_normal((1, s, 768), dtype=np.float32) for s in lengths]
@@ -126,12 +131,15 @@ def main(argv=None) -> int:
     parser.add_argument("--passes", type=int, default=3)
     parser.add_argument("--threads", type=int, default=0, help="0: mkcache's thread count")
     parser.add_argument("--capacity", type=int, default=0, help="mkcache's plans kept (0: all)")
+    parser.add_argument("--exact-plans", type=int, default=None,
+                        help="mkcache's exact_plans (default: the library's)")
     args = parser.parse_args(argv)
     threads = args.threads
     if threads == 0:
         import mkcache
         threads = mkcache.build_info()["max_threads"]
-    result = sweep(args.system, parse_lengths(args.lengths), args.passes, threads, args.capacity)
+    result = sweep(args.system, parse_lengths(args.lengths), args.passes, threads, args.capacity,
+                   args.exact_plans)
     result["threads"] = threads
     result["isa"] = os.environ.get("ONEDNN_MAX_CPU_ISA", "")
     print(json.dumps(result))

@@ -1941,9 +1941,11 @@ static void test_program(void) {
 
 /* The kernel variants by override: a linear layer on oneDNN's matmul
  * (weights converted once to the matmul's arrangement) against a double
- * reference; a variant asked for a node it cannot run refused. */
+ * reference, and the same in row parts (128 rows, then 5) where a plan
+ * comes past the program's exact_plans; a variant asked for a node it
+ * cannot run refused. */
 static void test_kernel_variants(void) {
-    enum { R = 5, I = 37, O = 29 };
+    enum { R = 133, I = 37, O = 29 };
     float x[R * I], w[O * I], b[O], out[R * O];
     double ref[R * O];
     for (int i = 0; i < R * I; ++i) x[i] = (float)((i * 29 % 19) - 9) / 5.0f;
@@ -1972,6 +1974,7 @@ static void test_kernel_variants(void) {
     OK(mkc_graph_output(g, vy, "y"));
     mkc_program_options po;
     OK(mkc_program_options_init(&po));
+    CHECK(po.exact_plans == 8);
     po.impl = "linear=onednn_matmul";
     mkc_program *p = NULL;
     OK(mkc_program_compile(g, &po, &p));
@@ -1989,6 +1992,26 @@ static void test_kernel_variants(void) {
     CHECK(strstr(steps, "\toverride (option)\t") != NULL);
     OK(mkc_program_destroy(p));
     p = NULL;
+    /* Every plan past none exact: the linear in row parts, by priority. */
+    po.impl = NULL;
+    po.exact_plans = 0;
+    OK(mkc_program_compile(g, &po, &p));
+    memset(out, 0, sizeof out);
+    OK(mkc_program_run_plain(p, run_dims, run_in, run_out));
+    for (int i = 0; i < R * O; ++i) CHECK(fabs(out[i] - ref[i]) <= 1e-5 * (1 + fabs(ref[i])));
+    OK(mkc_program_steps(p, steps, sizeof steps, &needed));
+    CHECK(strstr(steps, "\tonednn_matmul_shared:") != NULL && strstr(steps, " rows 128+5\t"));
+    CHECK(strstr(steps, "\tpriority, past the program's exact plans\t") != NULL);
+    OK(mkc_program_destroy(p));
+    p = NULL;
+    po.exact_plans = -1; /* none shares */
+    OK(mkc_program_compile(g, &po, &p));
+    OK(mkc_program_run_plain(p, run_dims, run_in, run_out));
+    OK(mkc_program_steps(p, steps, sizeof steps, &needed));
+    CHECK(strstr(steps, "\tonednn_matmul:") != NULL && strstr(steps, "shared") == NULL);
+    OK(mkc_program_destroy(p));
+    p = NULL;
+    po.exact_plans = 8;
     po.impl = "linear=onednn_contiguous"; /* refused when its plan is made */
     OK(mkc_program_compile(g, &po, &p));
     CHECK(mkc_program_run_plain(p, run_dims, run_in, run_out) == MKC_STATUS_INVALID_ARGUMENT);

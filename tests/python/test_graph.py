@@ -299,7 +299,8 @@ def test_measured_choices_are_saved_and_read_back(monkeypatch, tmp_path):
 @pytest.mark.parametrize("impl, env, words", [
     ({"conv": "reference"}, None, "compile: impl: unknown operator 'conv'"),
     ({"conv2d": "fast"}, None, "unknown implementation 'fast' in 'conv2d=fast' (known: onednn, "
-                               "onednn_matmul, onednn_contiguous, reference)"),
+                               "onednn_matmul, onednn_matmul_shared, onednn_contiguous, "
+                               "reference)"),
     ("conv2d=reference", None, "impl must be a dict"),
     (None, "conv2d", "MKCACHE_IMPL: 'conv2d' is not operator=implementation"),
     (None, "pool=reference,pool=onednn", "MKCACHE_IMPL: pool is given twice"),

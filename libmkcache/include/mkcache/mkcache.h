@@ -1548,10 +1548,12 @@ typedef struct mkc_program_options {
                            (default): each node's best by priority, onednn
                            before reference, unless MKCACHE_IMPL names one;
                            the variants onednn_matmul (a linear layer on
-                           oneDNN's matmul, not its inner product) and
-                           onednn_contiguous (a node that reads strided
-                           views, on contiguous copies of them) only when
-                           named here or measured;
+                           oneDNN's matmul, not its inner product; a float32
+                           linear's by priority), onednn_matmul_shared (the
+                           same in row parts shared between input shapes,
+                           see exact_plans) and onednn_contiguous (a node
+                           that reads strided views, on contiguous copies of
+                           them) otherwise only when named here or measured;
                            this text wins over MKCACHE_IMPL for an operator
                            both name). An implementation asked for that
                            cannot run a node is an error naming the node and
@@ -1615,6 +1617,20 @@ typedef struct mkc_program_options {
                                 program of the same graph. A line naming no
                                 node of this graph, or a node to quantize
                                 without its line, is INVALID_ARGUMENT */
+    int64_t exact_plans;     /* the plans (input shapes, per OpenMP thread
+                                count) compiled with every primitive made for
+                                their own shapes (default 8). The plans
+                                compiled after them run each float32 linear
+                                layer that would run on oneDNN's matmul in
+                                two parts, its rows' whole multiples of 128
+                                and the rest, on primitives made for those
+                                row counts, which the plans of other shapes
+                                share through oneDNN's primitive cache (the
+                                implementation onednn_matmul_shared): a
+                                program meeting many input shapes then holds
+                                far fewer primitives, and a layer in two
+                                parts runs a few percent slower. 0: every
+                                plan so; < 0: none */
 } mkc_program_options;
 
 MKC_API mkc_status mkc_program_options_init(mkc_program_options *options);
@@ -1682,8 +1698,10 @@ MKC_API mkc_status mkc_program_plan(const mkc_program *program, char *buf, size_
  *   node      the node's number in the fused graph (-1: a conversion)
  *   kind      "node", "convert" or "view"
  *   impl      the implementation ("onednn:brgconv:avx512_core",
- *             "reference"; "-": view)
- *   choice    why that implementation (a node's): "priority", "override
+ *             "reference"; "-": view); a linear in row parts adds their
+ *             rows, "onednn_matmul_shared:brg:avx512_core rows 128+5"
+ *   choice    why that implementation (a node's): "priority", "priority,
+ *             past the program's exact plans" (see exact_plans), "override
  *             (option)" or "override (MKCACHE_IMPL)", then "; <name>:
  *             <reason>" for each better one that could not run it; "-"
  *   inputs    "<place> <format>" per buffer read, joined by ", "; a place is

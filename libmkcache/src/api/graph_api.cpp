@@ -150,7 +150,8 @@ MKC_PARAMS_INIT(mkc_quantized_linear_params, params->activation = MKC_ACTIVATION
                 params->dst_dtype = MKC_DTYPE_F32; params->sum_scale = 1.0f)
 MKC_PARAMS_INIT(mkc_quantized_matmul_params, params->activation = MKC_ACTIVATION_NONE;
                 params->dst_dtype = MKC_DTYPE_F32)
-MKC_PARAMS_INIT(mkc_program_options, params->fuse = params->inplace = params->reuse = 1)
+MKC_PARAMS_INIT(mkc_program_options, params->fuse = params->inplace = params->reuse = 1;
+                params->exact_plans = graph::ProgramOptions::kExactPlans)
 #undef MKC_PARAMS_INIT
 
 MKC_API mkc_status mkc_graph_create(mkc_graph **graph) {
@@ -240,6 +241,7 @@ MKC_API mkc_status mkc_program_compile(const mkc_graph *graph, const mkc_program
         po.compile.inplace = o.inplace != 0;
         po.compile.reuse = o.reuse != 0;
         po.capacity = o.capacity;
+        po.exact_plans = o.exact_plans;
         po.impl = text_or_empty(o.impl);
         po.measure = o.measure != 0;
         po.choices = text_or_empty(o.choices);

@@ -287,7 +287,8 @@ struct Sized<mkc_program_options> {
                                        MKC_FIELD_END(T, reuse), MKC_FIELD_END(T, capacity),
                                        MKC_FIELD_END(T, impl),  MKC_FIELD_END(T, measure),
                                        MKC_FIELD_END(T, choices), MKC_FIELD_END(T, dump),
-                                       MKC_FIELD_END(T, calibration)};
+                                       MKC_FIELD_END(T, calibration),
+                                       MKC_FIELD_END(T, exact_plans)};
     static constexpr SizeRule rule{"mkc_program_options",
                                    "initialise options with mkc_program_options_init", sizes,
                                    std::size(sizes)};

@@ -40,6 +40,7 @@
 #include "keys/keys.hpp"
 #include "layout/layout.hpp"
 #include "ops/attention.hpp"
+#include "ops/matmul.hpp"
 #include "ops/quantized.hpp"
 
 namespace mkc::graph {
@@ -60,7 +61,8 @@ template <typename F> auto for_node(const Graph &g, int node, F &&f) {
 }
 
 // "<implementation>:<oneDNN's name of the kernel it chose>" for a step of
-// one primitive ("onednn:brg:avx512_core"), else the implementation's name.
+// one primitive ("onednn:brg:avx512_core"; a linear in row parts adds
+// " rows 384+8"), else the implementation's name.
 std::string implementation(const char *impl, const PrimitiveEntry &e) {
     const_dnnl_primitive_desc_t pd = nullptr;
     const char *name = nullptr;
@@ -68,7 +70,8 @@ std::string implementation(const char *impl, const PrimitiveEntry &e) {
         dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &name) != dnnl_success ||
         name == nullptr)
         return impl;
-    return std::string(impl) + ":" + name;
+    const std::string parts = ops::linear_row_parts(e); // "384+8" for a linear in two parts
+    return std::string(impl) + ":" + name + (parts.empty() ? "" : " rows " + parts);
 }
 
 // An arrangement as plans show it: its format, and " bf16" for bfloat16
@@ -221,7 +224,8 @@ public:
                                                              typed[i]));
             }
             choices_[n] =
-                choose(node, inputs, options_.overrides, g_.describe_node(static_cast<int>(n)));
+                choose(node, inputs, options_.overrides, g_.describe_node(static_cast<int>(n)),
+                       options_.shared_rows);
         }
     }
 
@@ -805,9 +809,10 @@ private:
         std::vector<ValueDesc> shown;
         // The node's priority order first (its first is the one to beat),
         // then the variants not in it.
-        std::vector<const Implementation *> order = by_priority(node, inputs);
+        std::vector<const Implementation *> order =
+            by_priority(node, inputs, options_.shared_rows);
         for (const Implementation *impl : implementations())
-            if (std::find(order.begin(), order.end(), impl) == order.end())
+            if (!impl->for_many_shapes && std::find(order.begin(), order.end(), impl) == order.end())
                 order.push_back(impl);
         for (const Implementation *impl : order) {
             if (impl->views_only && !reads_or_writes_view(n))
@@ -878,9 +883,9 @@ private:
     }
 
     // The implementation after `impl` in the node's priority order, or null.
-    static const Implementation *next_after(const Node &node, const NodeInputs &inputs,
-                                            const Implementation &impl) {
-        const auto order = by_priority(node, inputs);
+    const Implementation *next_after(const Node &node, const NodeInputs &inputs,
+                                     const Implementation &impl) const {
+        const auto order = by_priority(node, inputs, options_.shared_rows);
         auto at = std::find(order.begin(), order.end(), &impl);
         return at == order.end() || at + 1 == order.end() ? nullptr : *(at + 1);
     }

@@ -7,6 +7,13 @@
 //   onednn_matmul      a linear layer on oneDNN's matmul primitive, not its
 //                      inner product (another kernel, another weights
 //                      arrangement);
+//   onednn_matmul_shared  the same with its rows in two parts, the whole
+//                      multiples of 128 and the rest, whose primitives the
+//                      plans of other input shapes share (fewer primitives
+//                      over many shapes, a little slower where there are
+//                      two parts): what a program's plans take by priority
+//                      in place of onednn_matmul once it has compiled its
+//                      `exact_plans` (graph/program.hpp);
 //   onednn_contiguous  a node that reads or writes strided views (an
 //                      attention's heads) on contiguous copies of them,
 //                      which some kernels read faster than the strided
@@ -41,8 +48,13 @@ bool as_matmul_preferred(const Node &node, const NodeInputs &inputs) {
 }
 
 ops::Prepared as_matmul_prepare(const CacheScope &scope, const Node &node,
-                                const NodeInputs &inputs, const Dims *y_strides) {
-    return row(node).prepare_as_matmul(scope, node, inputs, y_strides);
+                                const NodeInputs &inputs, const Dims *) {
+    return row(node).prepare_as_matmul(scope, node, inputs, false);
+}
+
+ops::Prepared shared_rows_prepare(const CacheScope &scope, const Node &node,
+                                  const NodeInputs &inputs, const Dims *) {
+    return row(node).prepare_as_matmul(scope, node, inputs, true);
 }
 
 // ------------------------------------------------------- onednn_contiguous
@@ -61,12 +73,16 @@ ops::Prepared contiguous_prepare(const CacheScope &scope, const Node &node,
 
 } // namespace
 
-extern const Implementation kOnednnMatmul, kOnednnContiguous;
+extern const Implementation kOnednnMatmul, kOnednnMatmulShared, kOnednnContiguous;
 // name, priority, supports, prepare, run, overwrites_input, reads_views,
 // variant, views_only, preferred
 const Implementation kOnednnMatmul{"onednn_matmul", 50, as_matmul_supports, as_matmul_prepare,
                                    onednn_run, onednn_overwrites_input, no_views,
                                    true, false, as_matmul_preferred};
+const Implementation kOnednnMatmulShared{"onednn_matmul_shared", 45, as_matmul_supports,
+                                         shared_rows_prepare, onednn_run,
+                                         onednn_overwrites_input, no_views, true, false,
+                                         nullptr, true};
 const Implementation kOnednnContiguous{"onednn_contiguous", 40, contiguous_supports,
                                        contiguous_prepare, onednn_run, onednn_overwrites_input,
                                        no_views, true, true, nullptr};

@@ -55,12 +55,13 @@ std::string known_names() {
 } // namespace
 
 extern const Implementation kReference;                        // impl_reference.cpp
-extern const Implementation kOnednnMatmul, kOnednnContiguous; // impl_onednn_variants.cpp
+// impl_onednn_variants.cpp
+extern const Implementation kOnednnMatmul, kOnednnMatmulShared, kOnednnContiguous;
 
 const std::vector<const Implementation *> &implementations() {
     static const std::vector<const Implementation *> all = [] {
-        std::vector<const Implementation *> v{&kOnednn, &kOnednnMatmul, &kOnednnContiguous,
-                                              &kReference};
+        std::vector<const Implementation *> v{&kOnednn, &kOnednnMatmul, &kOnednnMatmulShared,
+                                              &kOnednnContiguous, &kReference};
         std::stable_sort(v.begin(), v.end(), [](const Implementation *a, const Implementation *b) {
             return a->priority > b->priority;
         });
@@ -69,11 +70,12 @@ const std::vector<const Implementation *> &implementations() {
     return all;
 }
 
-std::vector<const Implementation *> by_priority(const Node &node, const NodeInputs &inputs) {
+std::vector<const Implementation *> by_priority(const Node &node, const NodeInputs &inputs,
+                                                bool shared_rows) {
     std::vector<const Implementation *> order;
     for (const Implementation *impl : implementations())
         if (impl->variant && impl->preferred && impl->preferred(node, inputs))
-            order.push_back(impl);
+            order.push_back(impl == &kOnednnMatmul && shared_rows ? &kOnednnMatmulShared : impl);
     for (const Implementation *impl : implementations())
         if (!impl->variant)
             order.push_back(impl);
@@ -142,7 +144,7 @@ const std::string *Overrides::asked(const std::string &op, const char **by) cons
 }
 
 Choice choose(const Node &node, const NodeInputs &inputs, const Overrides &overrides,
-              const std::string &what) {
+              const std::string &what, bool shared_rows) {
     Choice c;
     const char *by = nullptr;
     if (const std::string *asked = overrides.asked(row(node).name, &by)) {
@@ -155,11 +157,12 @@ Choice choose(const Node &node, const NodeInputs &inputs, const Overrides &overr
                  "' was asked for (", by, ") but cannot run it: ", v.reason);
         return c;
     }
-    for (const Implementation *impl : by_priority(node, inputs)) {
+    for (const Implementation *impl : by_priority(node, inputs, shared_rows)) {
         const ops::Verdict v = impl->supports(node, inputs);
         if (v.ok()) {
             c.impl = impl;
-            c.why = "priority";
+            c.why = impl == &kOnednnMatmulShared ? "priority, past the program's exact plans"
+                                                 : "priority";
             return c;
         }
         c.refused.push_back(std::string(impl->name) + ": " + v.reason);

@@ -9,16 +9,19 @@
 //   onednn             the library's cached oneDNN primitives (ops/);
 //   onednn_matmul      a linear layer on oneDNN's matmul, not its inner
 //                      product (impl_onednn_variants.cpp);
+//   onednn_matmul_shared  the same in row parts whose primitives the plans
+//                      of other input shapes share;
 //   onednn_contiguous  oneDNN's primitive on contiguous copies of the
 //                      strided views it would read where they are;
 //   reference          plain C++ loops on plain bytes (reference/): the
 //                      fallback where oneDNN refuses a case, and an
 //                      independent check of oneDNN's results.
-// The two variants compute what `onednn` computes, on other kernels. One
-// is chosen by priority only where it says it is preferred on this CPU
-// for the node (`onednn_matmul` for a float32 linear, whose kernels
-// measure even with or faster than the inner product's on every ISA);
-// elsewhere only an override or a measurement chooses it.
+// The variants compute what `onednn` computes, on other kernels. One is
+// chosen by priority only where it says it is preferred on this CPU for the
+// node (`onednn_matmul` for a float32 linear, whose kernels measure even
+// with or faster than the inner product's on every ISA; in its place
+// `onednn_matmul_shared` in the plans a program compiles past its exact
+// ones); elsewhere only an override or a measurement chooses it.
 //
 // The choice per node: the highest-priority implementation whose
 // `supports` accepts the node - unless an override names one for the
@@ -64,6 +67,10 @@ struct Implementation {
     // For a variant: whether it goes before `onednn` by priority for this
     // node on this CPU (null: never).
     bool (*preferred)(const Node &node, const NodeInputs &inputs);
+    // Whether it is there for memory over many input shapes, not for speed
+    // (`onednn_matmul_shared`): measuring times it only where it is the
+    // priority choice.
+    bool for_many_shapes = false;
 };
 
 // Whether the row's oneDNN primitive runs the node: the operator's own
@@ -80,8 +87,11 @@ const std::vector<const Implementation *> &implementations();
 // The one named `name`, or null.
 const Implementation *implementation_named(const std::string &name);
 // The implementations the priority walk tries for `node`, in order: the
-// variants preferred for it, then the others by priority.
-std::vector<const Implementation *> by_priority(const Node &node, const NodeInputs &inputs);
+// variants preferred for it, then the others by priority. `shared_rows`
+// (a plan of a program past its exact plans): `onednn_matmul_shared` where
+// `onednn_matmul` is preferred.
+std::vector<const Implementation *> by_priority(const Node &node, const NodeInputs &inputs,
+                                                bool shared_rows = false);
 
 // Operator name ("conv2d", its row's) -> implementation name.
 struct Overrides {
@@ -107,9 +117,10 @@ struct Choice {
     std::string why;                  // "priority", "override (option)", "override (MKCACHE_IMPL)"
     std::vector<std::string> refused; // "onednn: <reason>" of better candidates
 };
-// Chooses for `node` (described as in messages by `what`); an override that
-// cannot run the node throws INVALID_ARGUMENT naming it and the reason.
+// Chooses for `node` (described as in messages by `what`; `shared_rows` as
+// for by_priority); an override that cannot run the node throws
+// INVALID_ARGUMENT naming it and the reason.
 Choice choose(const Node &node, const NodeInputs &inputs, const Overrides &overrides,
-              const std::string &what);
+              const std::string &what, bool shared_rows = false);
 
 } // namespace mkc::graph

@@ -545,10 +545,10 @@ ops::Prepared prepare_with(const CacheScope &scope, const Node &node, const Node
 }
 
 ops::Prepared prepare_linear_as_matmul(const CacheScope &scope, const Node &node,
-                                       const NodeInputs &in, const Dims *) {
+                                       const NodeInputs &in, bool row_parts) {
     return Linear::with(node, in, [&](ops::LinearOp, const ops::LinearAttrs &attrs) {
         return ops::LinearOp::prepare_as_matmul(scope, attrs, cache_name(node), *in[0], *in[1],
-                                                port(in, 2));
+                                                port(in, 2), row_parts);
     });
 }
 
@@ -1678,7 +1678,7 @@ public:
         return *this;
     }
     Row &as_matmul(ops::Prepared (*prepare)(const CacheScope &, const Node &, const NodeInputs &,
-                                            const Dims *)) {
+                                            bool)) {
         r_.prepare_as_matmul = prepare;
         return *this;
     }

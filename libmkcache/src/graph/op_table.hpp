@@ -117,10 +117,12 @@ struct OpRow {
                              const Dims *y_strides);
     NodeRun run;
     // The node on oneDNN's matmul primitive where its own is another one (a
-    // linear layer's inner product): the implementation `onednn_matmul`,
-    // which runs with `run`. Null: none.
+    // linear layer's inner product): the implementations `onednn_matmul`
+    // and, with `row_parts` (its rows in parts whose primitives plans of
+    // other input shapes share, ops::LinearOp), `onednn_matmul_shared`,
+    // which run with `run`. Null: none.
     ops::Prepared (*prepare_as_matmul)(const CacheScope &scope, const Node &node,
-                                       const NodeInputs &inputs, const Dims *y_strides);
+                                       const NodeInputs &inputs, bool row_parts);
     // The cases the oneDNN phases compute as the operator defines them: ok,
     // or why not (a primitive whose rounding or coordinates differ from the
     // operator's in that case). Null: every case its infer accepts.

@@ -129,6 +129,10 @@ struct CompileOptions {
     // A matmul's following add of a value broadcast into its result is run
     // as the matmul's post-op (the fusion option's plan-time part).
     bool fold_adds = true;
+    // A float32 linear that runs on oneDNN's matmul by priority runs in row
+    // parts whose primitives plans of other input shapes share
+    // (`onednn_matmul_shared`): set by a program past its exact plans.
+    bool shared_rows = false;
     Choices *choices = nullptr;
     ConvertedConstants *constants = nullptr; // shared between plans (null: the plan's own)
     const PassDump *dump = nullptr;          // the IR after each pass (null: none)

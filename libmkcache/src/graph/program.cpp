@@ -303,7 +303,9 @@ Program::find_or_compile(const std::vector<std::vector<int64_t>> &dims) {
     CompileOptions options = options_.compile;
     options.constants = &constants_;
     options.choices = &choices_;
+    options.shared_rows = options_.exact_plans >= 0 && compiled_ >= options_.exact_plans;
     std::shared_ptr<const Plan> plan = compile_plan(graph_, dims, scope, group, options);
+    ++compiled_;
     std::shared_ptr<const Plan> dropped; // the plan used least recently, past the capacity
     bool group_kept = false;             // another plan (thread count) has its shape group
     {

@@ -32,6 +32,12 @@ struct ProgramOptions {
     // > 0: at most this many plans (input-shape groups) kept, the one used
     // least recently dropped for a new one.
     int64_t capacity = 0;
+    // The plans compiled with every primitive made for their own shapes;
+    // the ones after share row parts (CompileOptions::shared_rows), so that
+    // a program meeting many input shapes holds fewer primitives. < 0: no
+    // plan shares.
+    int64_t exact_plans = kExactPlans;
+    static constexpr int64_t kExactPlans = 8;
     // Implementations asked for per operator, "conv2d=reference,..." (see
     // graph/implementations.hpp); MKCACHE_IMPL is read beside it.
     std::string impl;
@@ -162,6 +168,7 @@ private:
     // holds it; the map's reference goes with the program).
     ConvertedConstants constants_;
     Choices choices_;
+    int64_t compiled_ = 0; // plans compiled so far (under compile_mutex_)
 };
 
 // A new executor id for a program: from a process-wide counter with the

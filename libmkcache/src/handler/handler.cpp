@@ -59,7 +59,10 @@ void PrimitiveEntry::set_args(const std::vector<std::pair<int, dnnl::memory::des
             direct_index_[a.first] = static_cast<int8_t>(arg_ids.size());
         arg_ids.push_back(a.first);
         arg_descs.push_back(a.second);
-        memories.emplace_back(a.second, cpu_engine(), static_cast<void *>(nullptr));
+        // Made on the first execution that binds it (Execution::memory_for):
+        // a program's steps bind memory objects of their own, and an entry
+        // of every plan over many input shapes would otherwise hold them.
+        memories.emplace_back();
         bound.push_back(nullptr);
         converted_memo.emplace_back();
     }
@@ -376,7 +379,10 @@ Handler::Execution::~Execution() {
 }
 
 dnnl::memory &Handler::Execution::memory_for(int index) {
-    return own_slot_ ? entry_.memories[index] : private_memories_[index];
+    if (!own_slot_) return private_memories_[index];
+    dnnl::memory &m = entry_.memories[index];
+    if (!m) m = dnnl::memory(entry_.arg_descs[index], cpu_engine(), static_cast<void *>(nullptr));
+    return m;
 }
 
 // Out of line, and called last: bind() then needs no frame of its own.

@@ -67,7 +67,7 @@ struct PrimitiveEntry {
     // Memory objects reused on the hit path: whoever grabs `busy` swaps the
     // data handles; a concurrent caller of the same entry builds its own.
     std::atomic<bool> busy{false};
-    std::vector<dnnl::memory> memories;
+    std::vector<dnnl::memory> memories; // empty until an execution binds one
     std::vector<void *> bound; // the data handle each of `memories` holds now
     // Per argument, the constant tensor's converted copy bound last time,
     // under the tensor's converted_stamp: a repeat binds it without the

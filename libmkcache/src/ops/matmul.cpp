@@ -254,9 +254,31 @@ Prepared LinearOp::prepare(const CacheScope &scope, const Attrs &attrs, const ch
     return out;
 }
 
+namespace {
+
+// A linear layer whose rows run as two parts (LinearOp::prepare_as_matmul's
+// `row_parts`): rows [0, first_rows) on the entry's own primitive, the rest
+// on `rest`'s, each reading its rows' bytes of src and writing its rows of
+// dst (rows are independent in the product, the bias, the residual and the
+// activation alike).
+struct RowPartsEntry : PrimitiveEntry {
+    std::shared_ptr<PrimitiveEntry> rest;
+    int64_t first_rows = 0, rest_rows = 0;
+    size_t in_row_bytes = 0, out_row_bytes = 0;
+};
+
+} // namespace
+
+std::string linear_row_parts(const PrimitiveEntry &entry) {
+    const auto *parts = dynamic_cast<const RowPartsEntry *>(&entry);
+    return parts ? std::to_string(parts->first_rows) + "+" + std::to_string(parts->rest_rows)
+                 : std::string();
+}
+
 Prepared LinearOp::prepare_as_matmul(const CacheScope &scope, const Attrs &attrs,
                                      const char *name, const ValueDesc &src,
-                                     const ValueDesc &weights, const ValueDesc *bias) {
+                                     const ValueDesc &weights, const ValueDesc *bias,
+                                     bool row_parts) {
     LinearGeometry g =
         linear_geometry("linear", attrs.p, src, weights, bias != nullptr, attrs.training);
     check_linear_bias(g, bias);
@@ -264,38 +286,73 @@ Prepared LinearOp::prepare_as_matmul(const CacheScope &scope, const Attrs &attrs
     if (g.dtype != MKC_DTYPE_F32) require_bf16_kernels("linear");
     const Dims &w = g.w; // [out, in]
     const auto dt = onednn_float(g.dtype);
+    const int64_t first_rows = g.rows / kRowPart * kRowPart;
+    const bool in_parts = row_parts && first_rows > 0 && first_rows < g.rows;
     // Its own key (the suffix): the inner product of the same name and
-    // shapes is another entry.
-    Handler handler(scope, "linear", name, g.default_name, "matmul", Dims{g.rows, w[1]});
+    // shapes is another entry, and so is the same layer in row parts.
+    Handler handler(scope, "linear", name, g.default_name, in_parts ? "matmul_parts" : "matmul",
+                    Dims{g.rows, w[1]});
     sign_linear(handler, attrs.p, g, src, bias != nullptr, false);
-    auto entry = handler.acquire_primitive<PrimitiveEntry>([&] {
-        auto e = std::make_shared<PrimitiveEntry>();
-        const dnnl::memory::desc x({g.rows, w[1]}, dt, tag::ab), y({g.rows, w[0]}, dt, tag::ab);
+    auto descriptor = [&](int64_t rows, const dnnl::memory::desc &k_by_n) {
         const auto attr = activation_attr(attrs.p.activation, attrs.p.activation_alpha,
                                           attrs.p.activation_beta, 1.f, attrs.p.sum != 0);
-        auto descriptor = [&](const dnnl::memory::desc &k_by_n) {
-            return bias ? dnnl::matmul::primitive_desc(
-                              cpu_engine(), x, k_by_n,
-                              dnnl::memory::desc({1, w[0]}, onednn_float(g.b_dtype), tag::ab),
-                              y, attr)
-                        : dnnl::matmul::primitive_desc(cpu_engine(), x, k_by_n, y, attr);
-        };
-        auto pd = descriptor(dnnl::memory::desc({w[1], w[0]}, dt, tag::any));
+        const dnnl::memory::desc x({rows, w[1]}, dt, tag::ab), y({rows, w[0]}, dt, tag::ab);
+        return bias ? dnnl::matmul::primitive_desc(
+                          cpu_engine(), x, k_by_n,
+                          dnnl::memory::desc({1, w[0]}, onednn_float(g.b_dtype), tag::ab), y,
+                          attr)
+                    : dnnl::matmul::primitive_desc(cpu_engine(), x, k_by_n, y, attr);
+    };
+    // The descriptor for `rows` with the weights in the arrangement oneDNN
+    // picks for them.
+    auto chosen = [&](int64_t rows) {
+        auto pd = descriptor(rows, dnnl::memory::desc({w[1], w[0]}, dt, tag::any));
         if (pd.weights_desc().get_inner_nblks() == 0 && w[0] % 64 == 0) {
             // Plain [in, out] weights (the gemm kernels): rows a multiple
             // of 256 bytes apart make the kernel's loads of successive rows
             // meet in the same cache sets, so the rows are spaced further.
             const Dims padded{w[0] + 16, 1};
             pd = same_kernel_or(pd, [&] {
-                return descriptor(dnnl::memory::desc({w[1], w[0]}, dt, padded));
+                return descriptor(rows, dnnl::memory::desc({w[1], w[0]}, dt, padded));
             });
         }
-        e->primitive = dnnl::matmul(pd);
-        std::vector<int> args = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST};
-        if (bias) args.push_back(DNNL_ARG_BIAS);
-        e->set_args(pd, args);
-        return e;
-    });
+        return pd;
+    };
+    std::vector<int> args = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST};
+    if (bias) args.push_back(DNNL_ARG_BIAS);
+    std::shared_ptr<PrimitiveEntry> entry;
+    if (in_parts) {
+        entry = handler.acquire_primitive<RowPartsEntry>([&] {
+            auto e = std::make_shared<RowPartsEntry>();
+            const auto pd = chosen(first_rows);
+            e->primitive = dnnl::matmul(pd);
+            e->set_args(pd, args);
+            // The rest as a layer of that many rows would have it (the one
+            // primitive oneDNN's cache holds for it), unless its weights
+            // come in another arrangement: both parts read one copy.
+            auto rest_pd = chosen(g.rows - first_rows);
+            if (rest_pd.weights_desc() != pd.weights_desc())
+                rest_pd = descriptor(g.rows - first_rows, pd.weights_desc());
+            e->rest = std::make_shared<PrimitiveEntry>();
+            e->rest->primitive = dnnl::matmul(rest_pd);
+            e->rest->set_args(rest_pd, args);
+            e->first_rows = first_rows;
+            e->rest_rows = g.rows - first_rows;
+            const size_t size = dnnl::memory::data_type_size(dt);
+            e->in_row_bytes = static_cast<size_t>(w[1]) * size;
+            e->out_row_bytes = static_cast<size_t>(w[0]) * size;
+            e->bytes = std::max(e->scratchpad_bytes, e->rest->scratchpad_bytes);
+            return e;
+        });
+    } else {
+        entry = handler.acquire_primitive<PrimitiveEntry>([&] {
+            auto e = std::make_shared<PrimitiveEntry>();
+            const auto pd = chosen(g.rows);
+            e->primitive = dnnl::matmul(pd);
+            e->set_args(pd, args);
+            return e;
+        });
+    }
     // The caller holds the weights as [out, in] and the bias as [out]: the
     // same bytes as the matmul's [in, out] and [1, out], described in the
     // caller's dims.
@@ -308,6 +365,11 @@ Prepared LinearOp::prepare_as_matmul(const CacheScope &scope, const Attrs &attrs
                  {},
                  {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_BIAS},
                  {DNNL_ARG_DST}};
+    if (in_parts) {
+        // Two executions: run() does the step.
+        out.in_args.clear();
+        out.out_args.clear();
+    }
     out.outputs.push_back(
         {g.dtype, MKC_LAYOUT_CHANNELS_FIRST, yc, dnnl::memory::desc(yc, dt, row_major_strides(yc))});
     return out;
@@ -317,6 +379,16 @@ void LinearOp::run(const CacheScope &scope, PrimitiveEntry &entry, const Buffers
     // Plain [..., in] bytes are the [rows, in] the primitive reads.
     run_bound(scope, entry, buffers, {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_BIAS},
               {DNNL_ARG_DST});
+    if (auto *parts = dynamic_cast<RowPartsEntry *>(&entry)) {
+        // The rest: the same weights and bias, the rows after the first part.
+        const void *in[3] = {static_cast<const char *>(buffers.in[0]) +
+                                 parts->first_rows * parts->in_row_bytes,
+                             buffers.in[1], buffers.in[2]};
+        void *out[1] = {static_cast<char *>(buffers.out[0]) +
+                        parts->first_rows * parts->out_row_bytes};
+        run_bound(scope, *parts->rest, Buffers{in, out, buffers.weights_checked},
+                  {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_BIAS}, {DNNL_ARG_DST});
+    }
 }
 
 void linear(const CacheScope &scope, const mkc_linear_params &p, const Tensor &src,

@@ -61,11 +61,25 @@ struct LinearOp {
     // [out, in] weights permuted): another kernel family for the same
     // product, which a program may choose where it runs faster. Inference
     // only. Runs with `run`.
+    //
+    // `row_parts`: rows past a whole multiple of kRowPart run on a primitive
+    // of their own, after one for the multiple (one primitive where the
+    // rows are a single part). Those primitives recur across row counts,
+    // and oneDNN's primitive cache gives every caller asking for one the
+    // primitive built first (the weights' arrangement does not depend on
+    // the rows), so a program meeting many input shapes holds far fewer:
+    // kRowPart + 1 row counts at most below kRowPart, one per multiple.
+    static constexpr int64_t kRowPart = 128;
     static Prepared prepare_as_matmul(const CacheScope &scope, const Attrs &attrs,
                                       const char *name, const ValueDesc &src,
-                                      const ValueDesc &weights, const ValueDesc *bias);
+                                      const ValueDesc &weights, const ValueDesc *bias,
+                                      bool row_parts = false);
     static void run(const CacheScope &scope, PrimitiveEntry &entry, const Buffers &buffers);
 };
+
+// "384+8" for a linear's entry in two row parts (its first part's rows,
+// then the rest's), else "".
+std::string linear_row_parts(const PrimitiveEntry &entry);
 
 // The gradients of a linear layer, one primitive each. Inputs are the
 // forward's src and weights and diff_dst (ports 0..2); `with_bias` says

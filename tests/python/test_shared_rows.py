@@ -1,0 +1,190 @@
+"""A linear layer's rows in two parts, whose primitives the plans of other
+input shapes share (`onednn_matmul_shared`): what a program's plans take by
+priority once it has compiled its `exact_plans`, and what impl= asks for.
+Each against float64 numpy on odd row counts (one part, two parts, a whole
+multiple of 128), with a bias, an activation and a fused residual; the rule
+that picks it; measuring; threads."""
+import threading
+
+import numpy as np
+import pytest
+
+import mkcache
+import reference as ref
+from bf16_support import needs_bf16
+
+ACTIVATIONS = {None: lambda v: v, "relu": lambda v: np.maximum(v, 0)}
+
+
+def rand(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def linear_steps(prog):
+    return [s for s in prog.steps() if s["kind"] == "node" and "onednn_matmul" in s["impl"]]
+
+
+def exact_linear(x, w, b=None, activation=None, residual=None):
+    y = x.astype(np.float64) @ w.astype(np.float64).T
+    if b is not None:
+        y += b
+    y = ACTIVATIONS[activation](y)
+    if residual is not None:
+        y += residual
+    return y
+
+
+def check(got, x, w, b=None):
+    magnitude = np.abs(x).astype(np.float64) @ np.abs(w).astype(np.float64).T + 1
+    ref.assert_close(got, exact_linear(x, w, b), magnitude, x.shape[-1])
+
+
+@pytest.mark.parametrize("shape, out, bias, activation, residual, parts", [
+    ((129, 37), 29, True, None, False, "128+1"),
+    ((3, 67, 40), 19, False, "relu", False, "128+73"),  # batch 3: 201 rows
+    ((389, 24), 48, True, "relu", True, "384+5"),
+    ((2, 130, 17), 33, True, None, True, "256+4"),
+    ((256, 20), 16, True, None, False, ""),  # a whole multiple: one part
+    ((97, 31), 23, False, None, True, ""),  # fewer than 128 rows: one part
+])
+def test_linear_in_row_parts_against_numpy(shape, out, bias, activation, residual, parts):
+    x = rand(*shape, seed=1)
+    w = (rand(out, shape[-1], seed=2) / np.sqrt(shape[-1])).astype(np.float32)
+    b = rand(out, seed=3) if bias else None
+    r = rand(*shape[:-1], out, seed=4)
+    with mkcache.Graph() as g:
+        y = g.linear(g.input("x", shape), w, b, activation=activation, name="fc")
+        if residual:  # fused into the layer as its sum, in each part's rows
+            y = g.add(y, g.input("r", r.shape))
+        g.output(y, "y")
+        feeds = {"x": x, **({"r": r} if residual else {})}
+        with g.compile(impl={"linear": "onednn_matmul_shared"}) as prog:
+            got = prog.run(**feeds)["y"]
+            again = prog.run(**feeds)["y"]  # the parts bound once, run again
+            steps = linear_steps(prog)
+    exact = exact_linear(x, w, b, activation, r if residual else None)
+    magnitude = np.abs(x).astype(np.float64) @ np.abs(w).astype(np.float64).T + 1 + np.abs(r)
+    ref.assert_close(got, exact, magnitude, shape[-1])
+    np.testing.assert_array_equal(got, again)
+    assert len(steps) == 1 and steps[0]["impl"].startswith("onednn_matmul_shared:"), steps
+    assert steps[0]["impl"].endswith(f" rows {parts}") == bool(parts), steps
+    assert steps[0]["choice"] == "override (option)", steps
+
+
+def dynamic_linear(g, width=37, out=29):
+    w = (rand(out, width, seed=5) / np.sqrt(width)).astype(np.float32)
+    b = rand(out, seed=6)
+    g.output(g.linear(g.input("x", (None, width)), w, b, name="fc"), "y")
+    return w, b
+
+
+def test_plans_past_the_exact_ones_share_row_parts(monkeypatch):
+    monkeypatch.delenv("MKCACHE_IMPL", raising=False)
+    with mkcache.Graph() as g:
+        w, b = dynamic_linear(g)
+        with g.compile(exact_plans=2) as prog:
+            seen = []
+            for rows in (10, 300, 200, 300, 131):
+                x = rand(rows, 37, seed=rows)
+                check(prog.run(x=x)["y"], x, w, b)
+                step = linear_steps(prog)[0]
+                seen.append((rows, step["impl"].split(":")[0], step["choice"]))
+    assert seen == [
+        (10, "onednn_matmul", "priority"),
+        (300, "onednn_matmul", "priority"),  # the second plan: still exact
+        (200, "onednn_matmul_shared", "priority, past the program's exact plans"),
+        (300, "onednn_matmul", "priority"),  # its plan is kept as it was made
+        (131, "onednn_matmul_shared", "priority, past the program's exact plans"),
+    ], seen
+
+
+@pytest.mark.parametrize("exact_plans, shared", [(0, True), (-1, False), (8, False)])
+def test_exact_plans_bounds(monkeypatch, exact_plans, shared):
+    monkeypatch.delenv("MKCACHE_IMPL", raising=False)
+    x = rand(200, 37, seed=7)
+    with mkcache.Graph() as g:
+        w, b = dynamic_linear(g)
+        with g.compile(exact_plans=exact_plans) as prog:
+            check(prog.run(x=x)["y"], x, w, b)
+            impl = linear_steps(prog)[0]["impl"]
+    assert impl.startswith("onednn_matmul_shared:" if shared else "onednn_matmul:"), impl
+    assert impl.endswith(" rows 128+72") == shared, impl
+
+
+def test_an_override_keeps_its_implementation_past_the_exact_plans(monkeypatch):
+    monkeypatch.delenv("MKCACHE_IMPL", raising=False)
+    x = rand(200, 37, seed=8)
+    with mkcache.Graph() as g:
+        w, b = dynamic_linear(g)
+        for impl in ("onednn_matmul", "onednn"):
+            with g.compile(exact_plans=0, impl={"linear": impl}) as prog:
+                check(prog.run(x=x)["y"], x, w, b)
+                step = [s for s in prog.steps() if s["kind"] == "node"][0]
+            assert step["impl"].split(":")[0] == impl and "rows" not in step["impl"], step
+
+
+def test_exact_plans_is_checked():
+    with mkcache.Graph() as g:
+        dynamic_linear(g)
+        for bad in (1.5, "8", True):
+            with pytest.raises(mkcache.InvalidArgumentError, match="exact_plans must be"):
+                g.compile(exact_plans=bad)
+
+
+def test_measuring_times_the_shared_parts_only_where_they_are_the_priority(monkeypatch):
+    monkeypatch.delenv("MKCACHE_IMPL", raising=False)
+    x = rand(200, 37, seed=9)
+    with mkcache.Graph() as g:
+        w, b = dynamic_linear(g)
+        for exact_plans, want in ((-1, {"onednn", "onednn_matmul", "reference"}),
+                                  (0, {"onednn", "onednn_matmul", "onednn_matmul_shared",
+                                       "reference"})):
+            with g.compile(choose="measure", exact_plans=exact_plans) as prog:
+                check(prog.run(x=x)["y"], x, w, b)
+                step = linear_steps(prog) or [s for s in prog.steps() if s["kind"] == "node"]
+                choice = step[0]["choice"]
+            timed = {part.split()[0] for part in choice.split(": ", 1)[1].split(", ")}
+            assert timed == want, choice
+
+
+def test_plans_in_row_parts_from_two_threads(monkeypatch):
+    """Plans of other shapes share the parts' primitives, each run with the
+    scratchpad of its own thread: two threads running shapes whose parts
+    coincide (128+72 and 256+72; 128 and 128+72)."""
+    monkeypatch.delenv("MKCACHE_IMPL", raising=False)
+    with mkcache.Graph() as g:
+        w, b = dynamic_linear(g, width=64, out=48)
+        with g.compile(exact_plans=0) as prog:
+            errors = []
+
+            def worker(rows_list):
+                try:
+                    for _ in range(5):
+                        for rows in rows_list:
+                            x = rand(rows, 64, seed=rows)
+                            check(prog.run(x=x)["y"], x, w, b)
+                except Exception as e:  # noqa: BLE001 - reported below
+                    errors.append(e)
+
+            threads = [threading.Thread(target=worker, args=(rows,))
+                       for rows in ((200, 328, 128), (328, 200, 72))]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+    assert not errors, errors
+
+
+@needs_bf16
+def test_linear_in_row_parts_in_bfloat16():
+    x, w, b = rand(150, 40, seed=7), rand(33, 40, seed=8) / np.float32(6), rand(33, seed=9)
+    with mkcache.Graph() as g:
+        g.output(g.linear(g.input("x", x.shape), w, b, name="fc"), "y")
+        with g.compile(precision="bf16", impl={"linear": "onednn_matmul"}) as whole, \
+                g.compile(precision="bf16", impl={"linear": "onednn_matmul_shared"}) as parts:
+            want, got = whole.run(x=x)["y"], parts.run(x=x)["y"]
+            assert any(s["impl"].endswith(" rows 128+22") for s in parts.steps())
+    exact = x.astype(np.float64) @ w.T.astype(np.float64) + b
+    scale = np.abs(x) @ np.abs(w.T) + 1
+    assert np.all(np.abs(got - exact) <= 2.0 ** -6 * scale)
+    assert np.all(np.abs(got - want) <= 2.0 ** -6 * scale)
