@@ -1,7 +1,9 @@
 """A model over many input shapes: the BERT-base layer (mkcache.models, batch
 1) run over 64 sequence lengths (8, 16, ..., 512), 3 passes, by mkcache (the
 graph compiled as a program; the ONNX model imported) and by onnxruntime
-(the same ONNX model, sequence length symbolic). Each system runs in a
+(the same ONNX model, sequence length symbolic), and by mkcache with every
+plan exact (`exact_plans=-1`: no linear in row parts shared between the
+plans). Each system runs in a
 process of its own (shape_sweep.py), so that its resident memory is its own;
 the processes alternate system by system, the order rotating per
 repetition. Reported per system, medians over the repetitions: the resident
@@ -12,7 +14,9 @@ And what reading a linear's weights in the arrangement an earlier plan
 converted them to costs: per length, the BERT layer's program that met
 length 8 first (its plan reads the weights as length 8's primitives chose
 them) against a program compiled for that length alone, interleaved in one
-process, medians per length.
+process, medians per length. And what a linear's rows in two parts cost
+(the plans past a program's exact ones): per length, the layer's plan with
+its linears in row parts against the exact one, interleaved, medians.
 
     python -m pytest tests/bench/test_bench_shapes.py --benchmark-enable --benchmark-only
 
@@ -42,12 +46,15 @@ from mkcache.models import BertLayer, interleaved, max_relative_error  # noqa: E
 
 ISA = mkcache.build_info()["isa"]
 THREADS = mkcache.build_info()["max_threads"]
-SYSTEMS = ["mkcache", "imported", "onnxruntime"]
+SYSTEMS = ["mkcache", "imported", "exact", "onnxruntime"]
 TITLES = {"mkcache": "mkcache, the graph", "imported": "mkcache, the ONNX model imported",
-          "onnxruntime": "onnxruntime"}
+          "exact": "mkcache, the graph, every plan exact", "onnxruntime": "onnxruntime"}
+# shape_sweep.py's arguments per system.
+SWEEP_ARGS = {"exact": ["mkcache", "--exact-plans", "-1"]}
 REPEATS = 3
 SWEEP: dict = {}  # system -> {"growth": MiB, "warm": s, "first": MiB, "runs": [...]}
 HELD: dict = defaultdict(dict)  # seq -> {"held": s, "alone": s}
+PARTS: dict = defaultdict(dict)  # seq -> {"parts": s, "exact": s, "impl": str}
 NOTES: list = []
 
 
@@ -55,8 +62,8 @@ def _sweep_child(system: str, lengths: str, passes: int) -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in [str(Path(mkcache.__file__).parent.parent),
                                                     env.get("PYTHONPATH", "")] if p)
-    out = subprocess.run([sys.executable, str(HERE / "shape_sweep.py"), system,
-                          "--lengths", lengths, "--passes", str(passes),
+    out = subprocess.run([sys.executable, str(HERE / "shape_sweep.py"),
+                          *SWEEP_ARGS.get(system, [system]), "--lengths", lengths, "--passes", str(passes),
                           "--threads", str(THREADS)],
                          env=env, capture_output=True, text=True, check=True).stdout
     return json.loads(out.strip().splitlines()[-1])
@@ -138,6 +145,48 @@ def test_weights_read_as_an_earlier_plan_converted_them(benchmark):
         g.close()
 
 
+PARTS_LENGTHS = [136, 200, 264, 328, 392, 456, 504]
+
+
+def test_linears_in_row_parts(benchmark):
+    benchmark.group = "a linear's rows in two parts shared between plans"
+    model = BertLayer(0)
+    lengths = PARTS_LENGTHS if not benchmark.disabled else [136]
+    rng = np.random.default_rng(2)
+    g = model.graph(batch=1)
+    # Per length, a program whose plans run the linears in row parts and one
+    # whose plans are exact, each running that one length only (so neither
+    # rebinds its arena to another plan between runs).
+    parts, exact = {}, {}
+    try:
+        fns = {}
+        for seq in lengths:
+            x = rng.standard_normal((1, seq, 768), dtype=np.float32)
+            parts[seq], exact[seq] = g.compile(exact_plans=0), g.compile(exact_plans=-1)
+            want = model.reference(x)
+            assert max_relative_error(parts[seq].run(x=x)["y"], want) < 1e-5
+            assert max_relative_error(exact[seq].run(x=x)["y"], want) < 1e-5
+            PARTS[seq]["impl"] = next(s["impl"] for s in parts[seq].steps()
+                                      if "onednn_matmul_shared" in s["impl"])
+            fns[(seq, "parts")] = (lambda x=x, p=parts[seq]: p.run(x=x))
+            fns[(seq, "exact")] = (lambda x=x, p=exact[seq]: p.run(x=x))
+        result = {}
+
+        def measure():
+            result.update(interleaved(fns, 3 if benchmark.disabled else 21))
+
+        benchmark.pedantic(measure, rounds=1, iterations=1)
+        if benchmark.disabled:
+            PARTS.clear()
+        else:
+            for (seq, mode), seconds in result.items():
+                PARTS[seq][mode] = seconds
+    finally:
+        for p in list(parts.values()) + list(exact.values()):
+            p.close()
+        g.close()
+
+
 def _query_format(prog, seq):
     """The arrangement of the query linear's weights in the plan of `seq`."""
     prog.run(x=np.zeros((1, seq, 768), np.float32))
@@ -173,6 +222,15 @@ def render() -> list:
         parts.append((f"BERT layer, a plan reading the weights as length 8's plan converted "
                       f"them, against a program of that length alone (interleaved, medians "
                       f"of 41); {ISA}, {THREADS} threads", "\n".join(lines)))
+    if PARTS:
+        lines = ["| seq | linears in row parts (ms) | every plan exact (ms) | ratio | parts |",
+                 "|---|---|---|---|---|"]
+        for seq, r in PARTS.items():
+            lines.append(f"| {seq} | {r['parts'] * 1e3:.3f} | {r['exact'] * 1e3:.3f} | "
+                         f"{r['parts'] / r['exact']:.3f} | {r['impl'].split(' rows ')[-1]} |")
+        parts.append((f"BERT layer, its linears in two row parts (a plan past the program's "
+                      f"exact ones) against the exact plan (interleaved, medians of 21); {ISA}, "
+                      f"{THREADS} threads", "\n".join(lines)))
     return parts
 
 

@@ -188,3 +188,49 @@ def test_linear_in_row_parts_in_bfloat16():
     scale = np.abs(x) @ np.abs(w.T) + 1
     assert np.all(np.abs(got - exact) <= 2.0 ** -6 * scale)
     assert np.all(np.abs(got - want) <= 2.0 ** -6 * scale)
+
+
+EXACT_AFTER_RUNS = 32  # a plan in row parts run this often is compiled again exact
+
+
+def test_a_plan_in_row_parts_run_often_is_compiled_again_exact(monkeypatch):
+    monkeypatch.delenv("MKCACHE_IMPL", raising=False)
+    x, other = rand(200, 37, seed=10), rand(150, 37, seed=11)
+    with mkcache.Graph() as g:
+        w, b = dynamic_linear(g)
+        with g.compile(exact_plans=0) as prog:
+            impls = []
+            for _ in range(EXACT_AFTER_RUNS):
+                impls.append(linear_steps(prog)[0]["impl"] if impls else None)
+                check(prog.run(x=x)["y"], x, w, b)
+            check(prog.run(x=other)["y"], other, w, b)  # another plan in between
+            check(prog.run(x=x)["y"], x, w, b)
+            after = linear_steps(prog)[0]["impl"]
+            assert prog.memory["plans"] == 2
+    assert all(i.endswith(" rows 128+72") and i.startswith("onednn_matmul_shared:")
+               for i in impls[1:]), impls
+    assert after.startswith("onednn_matmul:") and "rows" not in after, after
+
+
+def test_compiled_again_exact_while_two_threads_run_it(monkeypatch):
+    monkeypatch.delenv("MKCACHE_IMPL", raising=False)
+    x = rand(300, 37, seed=12)
+    with mkcache.Graph() as g:
+        w, b = dynamic_linear(g)
+        with g.compile(exact_plans=0) as prog:
+            errors = []
+
+            def worker():
+                try:
+                    for _ in range(EXACT_AFTER_RUNS):
+                        check(prog.run(x=x)["y"], x, w, b)
+                except Exception as e:  # noqa: BLE001 - reported below
+                    errors.append(e)
+
+            threads = [threading.Thread(target=worker) for _ in range(2)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            assert not errors, errors
+            assert linear_steps(prog)[0]["impl"].startswith("onednn_matmul:")

@@ -1262,6 +1262,8 @@ std::unique_ptr<Plan> compile_plan(const Graph &graph,
         if (options.dump && options.dump->enabled())
             options.dump->section("plan " + shape_group + " after " + pass.name, c.text());
     }
+    for (const Step &step : plan->steps)
+        plan->row_parts = plan->row_parts || (step.entry && !ops::linear_row_parts(*step.entry).empty());
     return plan;
 }
 

@@ -2,6 +2,7 @@
 // where each step reads and writes, and the memory figures.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -82,6 +83,10 @@ struct Plan {
     size_t constant_bytes = 0; // constants in arrangements of the plan's (held by it)
     int converters = 0;
     int in_place = 0; // steps writing into their input's buffer
+    // A step runs a linear in row parts shared with other plans: the program
+    // compiles the plan again exact once it has run kExactAfterRuns times.
+    bool row_parts = false;
+    mutable std::atomic<int64_t> runs{0};
 };
 
 // A program's constants as its plans converted them, keyed by value and

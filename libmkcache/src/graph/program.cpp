@@ -294,17 +294,8 @@ Program::find_or_compile(const std::vector<std::vector<int64_t>> &dims) {
     // the lock runs take: a run of a known plan never waits for it.
     std::lock_guard<std::mutex> compiling(compile_mutex_);
     if (auto plan = known()) return plan; // compiled while this thread waited
-    CacheScope scope;
-    scope.session = 0;
-    scope.executor = executor_;
-    scope.capacity = 0;
-    scope.thread_bound = false;
-    scope.state = &thread_state();
-    CompileOptions options = options_.compile;
-    options.constants = &constants_;
-    options.choices = &choices_;
-    options.shared_rows = options_.exact_plans >= 0 && compiled_ >= options_.exact_plans;
-    std::shared_ptr<const Plan> plan = compile_plan(graph_, dims, scope, group, options);
+    std::shared_ptr<const Plan> plan = compile_locked(
+        dims, group, options_.exact_plans >= 0 && compiled_ >= options_.exact_plans);
     ++compiled_;
     std::shared_ptr<const Plan> dropped; // the plan used least recently, past the capacity
     bool group_kept = false;             // another plan (thread count) has its shape group
@@ -331,6 +322,58 @@ Program::find_or_compile(const std::vector<std::vector<int64_t>> &dims) {
     // What building the plan's primitives freed, given back (see heap_trim.hpp).
     trim_heap();
     return plan;
+}
+
+std::shared_ptr<const Plan>
+Program::compile_locked(const std::vector<std::vector<int64_t>> &dims, const std::string &group,
+                        bool shared_rows) {
+    CacheScope scope;
+    scope.session = 0;
+    scope.executor = executor_;
+    scope.capacity = 0;
+    scope.thread_bound = false;
+    scope.state = &thread_state();
+    CompileOptions options = options_.compile;
+    options.constants = &constants_;
+    options.choices = &choices_;
+    options.shared_rows = shared_rows;
+    return compile_plan(graph_, dims, scope, group, options);
+}
+
+void Program::count_run(const Plan &plan) {
+    if (!plan.row_parts ||
+        plan.runs.fetch_add(1, std::memory_order_relaxed) + 1 != ProgramOptions::kExactAfterRuns)
+        return;
+    // The plan's shapes run often: compiled again exact, in the plan's
+    // place (runs holding the old plan finish on it). The new plan finds
+    // the old one's other entries in the cache; its linears' parts stay
+    // there until the group goes. Under the thread count the plan was made
+    // for only (the slot's).
+    std::lock_guard<std::mutex> compiling(compile_mutex_);
+    const std::string slot =
+        plan.shape_group + "|threads " + std::to_string(openmp_max_threads());
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        auto found = plans_.find(slot);
+        if (found == plans_.end() || found->second.plan.get() != &plan)
+            return;
+    }
+    std::shared_ptr<const Plan> exact;
+    try {
+        exact = compile_locked(plan.input_dims, plan.shape_group, false);
+    } catch (const std::exception &) {
+        return; // the plan in parts runs as it is
+    }
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        auto found = plans_.find(slot);
+        if (found == plans_.end() || found->second.plan.get() != &plan)
+            return;
+        found->second.plan = exact;
+        if (last_.get() == &plan)
+            last_ = exact;
+    }
+    trim_heap();
 }
 
 void Program::lock_for_fork() {
@@ -493,6 +536,7 @@ void Program::run_plan(const Plan &plan, const CacheScope &scope, const void *co
     for (size_t k = 0; k < nout; ++k)
         if (apart[k])
             std::memcpy(outputs[k], apart[k].get(), plan.outputs[k].desc.get_size());
+    count_run(plan);
 }
 
 void Program::run_arena(const Plan &plan, const CacheScope &scope, const void *const *inputs,

@@ -38,6 +38,10 @@ struct ProgramOptions {
     // plan shares.
     int64_t exact_plans = kExactPlans;
     static constexpr int64_t kExactPlans = 8;
+    // A plan in row parts that has run this many times is compiled again
+    // with every primitive made for its shapes: a shape run that often pays
+    // for the memory of its own primitives.
+    static constexpr int64_t kExactAfterRuns = 32;
     // Implementations asked for per operator, "conv2d=reference,..." (see
     // graph/implementations.hpp); MKCACHE_IMPL is read beside it.
     std::string impl;
@@ -123,6 +127,13 @@ private:
         std::unique_ptr<RunContext> context;
     };
     std::shared_ptr<const Plan> find_or_compile(const std::vector<std::vector<int64_t>> &dims);
+    // A plan for these dims, under compile_mutex_ (`shared_rows`: its float32
+    // linears in row parts shared between plans).
+    std::shared_ptr<const Plan> compile_locked(const std::vector<std::vector<int64_t>> &dims,
+                                               const std::string &group, bool shared_rows);
+    // Counts a run of `plan`; the kExactAfterRuns-th run of a plan in row
+    // parts compiles its shapes again exact, which replaces it.
+    void count_run(const Plan &plan);
     // The last plan, if it is for these inputs (no allocation: every run
     // asks).
     std::shared_ptr<const Plan> last_plan_for(const Tensor *const *inputs) const;
