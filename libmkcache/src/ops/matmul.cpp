@@ -287,12 +287,6 @@ Prepared LinearOp::prepare_as_matmul(const CacheScope &scope, const Attrs &attrs
     const Dims &w = g.w; // [out, in]
     const auto dt = onednn_float(g.dtype);
     const int64_t first_rows = g.rows / kRowPart * kRowPart;
-    const bool in_parts = row_parts && first_rows > 0 && first_rows < g.rows;
-    // Its own key (the suffix): the inner product of the same name and
-    // shapes is another entry, and so is the same layer in row parts.
-    Handler handler(scope, "linear", name, g.default_name, in_parts ? "matmul_parts" : "matmul",
-                    Dims{g.rows, w[1]});
-    sign_linear(handler, attrs.p, g, src, bias != nullptr, false);
     auto descriptor = [&](int64_t rows, const dnnl::memory::desc &k_by_n) {
         const auto attr = activation_attr(attrs.p.activation, attrs.p.activation_alpha,
                                           attrs.p.activation_beta, 1.f, attrs.p.sum != 0);
@@ -318,6 +312,16 @@ Prepared LinearOp::prepare_as_matmul(const CacheScope &scope, const Attrs &attrs
         }
         return pd;
     };
+    // Parts only where they share something: oneDNN's brgemm kernels are
+    // generated per row count, its gemm kernels (below AVX-512) serve any
+    // rows from code made once, so their primitives are small already.
+    const bool in_parts = row_parts && first_rows > 0 && first_rows < g.rows &&
+                          std::string(chosen(first_rows).impl_info_str()).rfind("brg", 0) == 0;
+    // Its own key (the suffix): the inner product of the same name and
+    // shapes is another entry, and so is the same layer in row parts.
+    Handler handler(scope, "linear", name, g.default_name, in_parts ? "matmul_parts" : "matmul",
+                    Dims{g.rows, w[1]});
+    sign_linear(handler, attrs.p, g, src, bias != nullptr, false);
     std::vector<int> args = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST};
     if (bias) args.push_back(DNNL_ARG_BIAS);
     std::shared_ptr<PrimitiveEntry> entry;

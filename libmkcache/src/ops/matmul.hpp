@@ -68,7 +68,9 @@ struct LinearOp {
     // and oneDNN's primitive cache gives every caller asking for one the
     // primitive built first (the weights' arrangement does not depend on
     // the rows), so a program meeting many input shapes holds far fewer:
-    // kRowPart + 1 row counts at most below kRowPart, one per multiple.
+    // one per whole multiple, and at most kRowPart - 1 for the rest.
+    // Only where oneDNN's kernel for them is brgemm, whose code is made per
+    // row count (its gemm kernels, below AVX-512, serve any rows).
     static constexpr int64_t kRowPart = 128;
     static Prepared prepare_as_matmul(const CacheScope &scope, const Attrs &attrs,
                                       const char *name, const ValueDesc &src,
