@@ -4,6 +4,7 @@ priority once it has compiled its `exact_plans`, and what impl= asks for.
 Each against float64 numpy on odd row counts (one part, two parts, a whole
 multiple of 128), with a bias, an activation and a fused residual; the rule
 that picks it; measuring; threads."""
+import ctypes
 import threading
 
 import numpy as np
@@ -256,3 +257,27 @@ def test_compiled_again_exact_while_two_threads_run_it(monkeypatch):
                 t.join()
             assert not errors, errors
             assert linear_steps(prog)[0]["impl"].startswith("onednn_matmul:")
+
+
+def test_older_program_options_get_the_default_exact_plans():
+    """A caller built against options ending before exact_plans (an older
+    header) gets the default: its first plans are exact whatever the bytes
+    past its size hold."""
+    from mkcache import _capi
+    from mkcache.graph import Program
+    x = rand(200, 37, seed=13)
+    with mkcache.Graph() as g:
+        w, b = dynamic_linear(g)
+        for cut, want in ((False, "onednn_matmul_shared:"), (True, "onednn_matmul:")):
+            o = _capi.ProgramOptions()
+            _capi.lib.mkc_program_options_init(ctypes.byref(o))
+            o.exact_plans = 0
+            if cut:
+                o.struct_size = _capi.ProgramOptions.exact_plans.offset
+            handle = ctypes.c_void_p()
+            _capi.lib.mkc_program_compile(g._handle, ctypes.byref(o), ctypes.byref(handle))
+            with Program(handle, dict(g._input_layouts), dict(g._input_ranks),
+                         dict(g._input_dtypes)) as prog:
+                check(prog.run(x=x)["y"], x, w, b)
+                impl = linear_steps(prog)[0]["impl"]
+            assert impl.startswith(want), impl
