@@ -103,46 +103,67 @@ def test_sweep_of_64_lengths_memory_and_warm_pass(benchmark):
         SWEEP.clear()
 
 
+def _per_length_pairs(benchmark, lengths, seed, compile_two, runs, after=None) -> dict:
+    """Per length, two programs of the BERT layer (`compile_two(g, rng)` ->
+    {name: program}, each having run what it needs to first), each then
+    running that one length only (so neither rebinds its arena to another
+    plan between runs): both checked against the float64 reference, then
+    timed interleaved. -> {(seq, name): median seconds} ({} when the
+    benchmarks are disabled); `after(programs by seq)` sees them before
+    they close."""
+    model = BertLayer(0)
+    rng = np.random.default_rng(seed)
+    g = model.graph(batch=1)
+    progs = {}
+    try:
+        fns = {}
+        for seq in lengths:
+            x = rng.standard_normal((1, seq, 768), dtype=np.float32)
+            progs[seq] = compile_two(g, rng)
+            want = model.reference(x)
+            for name, p in progs[seq].items():
+                assert max_relative_error(p.run(x=x)["y"], want) < 1e-5
+                fns[(seq, name)] = (lambda x=x, p=p: p.run(x=x))
+        result = {}
+
+        def measure():
+            result.update(interleaved(fns, 3 if benchmark.disabled else runs))
+
+        benchmark.pedantic(measure, rounds=1, iterations=1)
+        if after:
+            after(progs)
+        return {} if benchmark.disabled else result
+    finally:
+        for pair in progs.values():
+            for p in pair.values():
+                p.close()
+        g.close()
+
+
 HELD_LENGTHS = [64, 128, 256, 384, 512]
 
 
 def test_weights_read_as_an_earlier_plan_converted_them(benchmark):
     benchmark.group = "a linear's weights in the arrangement length 8 chose"
-    model = BertLayer(0)
-    lengths = HELD_LENGTHS if not benchmark.disabled else [64]
-    rng = np.random.default_rng(1)
-    g = model.graph(batch=1)
-    # Per length, a program that ran length 8 first (its plan for the
-    # length reads the weights as length 8's primitives chose them) and one
-    # that only ever ran the length; each then runs its one length, so
-    # neither rebinds its arena to another plan between runs.
-    shared, alone = {}, {}
-    try:
-        fns = {}
-        for seq in lengths:
-            x = rng.standard_normal((1, seq, 768), dtype=np.float32)
-            shared[seq], alone[seq] = g.compile(), g.compile()
-            shared[seq].run(x=rng.standard_normal((1, 8, 768), dtype=np.float32))
-            want = model.reference(x)
-            assert max_relative_error(shared[seq].run(x=x)["y"], want) < 1e-5
-            assert max_relative_error(alone[seq].run(x=x)["y"], want) < 1e-5
-            fns[(seq, "held")] = (lambda x=x, p=shared[seq]: p.run(x=x))
-            fns[(seq, "alone")] = (lambda x=x, p=alone[seq]: p.run(x=x))
-        result = {}
 
-        def measure():
-            result.update(interleaved(fns, 3 if benchmark.disabled else 41))
+    # A program that ran length 8 first (its plan for the length reads the
+    # weights as length 8's primitives chose them) and one that only ever
+    # runs the length.
+    def compile_two(g, rng):
+        held = g.compile()
+        held.run(x=rng.standard_normal((1, 8, 768), dtype=np.float32))
+        return {"held": held, "alone": g.compile()}
 
-        benchmark.pedantic(measure, rounds=1, iterations=1)
+    def formats(progs):
         if not benchmark.disabled:
-            for (seq, mode), seconds in result.items():
-                HELD[seq][mode] = seconds
-            HELD["formats"] = {seq: (_query_format(shared[seq], seq),
-                                     _query_format(alone[seq], seq)) for seq in lengths}
-    finally:
-        for p in list(shared.values()) + list(alone.values()):
-            p.close()
-        g.close()
+            HELD["formats"] = {seq: (_query_format(p["held"], seq),
+                                     _query_format(p["alone"], seq))
+                               for seq, p in progs.items()}
+
+    result = _per_length_pairs(benchmark, HELD_LENGTHS if not benchmark.disabled else [64], 1,
+                               compile_two, 41, formats)
+    for (seq, mode), seconds in result.items():
+        HELD[seq][mode] = seconds
 
 
 PARTS_LENGTHS = [136, 200, 264, 328, 392, 456, 504]
@@ -150,41 +171,22 @@ PARTS_LENGTHS = [136, 200, 264, 328, 392, 456, 504]
 
 def test_linears_in_row_parts(benchmark):
     benchmark.group = "a linear's rows in two parts shared between plans"
-    model = BertLayer(0)
-    lengths = PARTS_LENGTHS if not benchmark.disabled else [136]
-    rng = np.random.default_rng(2)
-    g = model.graph(batch=1)
-    # Per length, a program whose plans run the linears in row parts and one
-    # whose plans are exact, each running that one length only (so neither
-    # rebinds its arena to another plan between runs).
-    parts, exact = {}, {}
-    try:
-        fns = {}
-        for seq in lengths:
-            x = rng.standard_normal((1, seq, 768), dtype=np.float32)
-            parts[seq], exact[seq] = g.compile(exact_plans=0), g.compile(exact_plans=-1)
-            want = model.reference(x)
-            assert max_relative_error(parts[seq].run(x=x)["y"], want) < 1e-5
-            assert max_relative_error(exact[seq].run(x=x)["y"], want) < 1e-5
-            PARTS[seq]["impl"] = next(s["impl"] for s in parts[seq].steps()
-                                      if "onednn_matmul_shared" in s["impl"])
-            fns[(seq, "parts")] = (lambda x=x, p=parts[seq]: p.run(x=x))
-            fns[(seq, "exact")] = (lambda x=x, p=exact[seq]: p.run(x=x))
-        result = {}
 
-        def measure():
-            result.update(interleaved(fns, 3 if benchmark.disabled else 21))
+    # A program whose plans run the linears in row parts, one whose plans
+    # are exact.
+    def compile_two(g, rng):
+        return {"parts": g.compile(exact_plans=0), "exact": g.compile(exact_plans=-1)}
 
-        benchmark.pedantic(measure, rounds=1, iterations=1)
-        if benchmark.disabled:
-            PARTS.clear()
-        else:
-            for (seq, mode), seconds in result.items():
-                PARTS[seq][mode] = seconds
-    finally:
-        for p in list(parts.values()) + list(exact.values()):
-            p.close()
-        g.close()
+    def impls(progs):
+        if not benchmark.disabled:
+            for seq, p in progs.items():
+                PARTS[seq]["impl"] = next(s["impl"] for s in p["parts"].steps()
+                                          if "onednn_matmul_shared" in s["impl"])
+
+    result = _per_length_pairs(benchmark, PARTS_LENGTHS if not benchmark.disabled else [136], 2,
+                               compile_two, 21, impls)
+    for (seq, mode), seconds in result.items():
+        PARTS[seq][mode] = seconds
 
 
 def _query_format(prog, seq):

@@ -89,6 +89,24 @@ def test_linear_in_row_parts_against_numpy(shape, out, bias, activation, residua
     assert steps[0]["choice"] == "override (option)", steps
 
 
+def in_threads(work, args_per_thread) -> list:
+    """Runs work(*args) in one thread per args at once; -> what they raised."""
+    errors = []
+
+    def worker(*args):
+        try:
+            work(*args)
+        except Exception as e:  # noqa: BLE001 - returned to the test
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=args) for args in args_per_thread]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return errors
+
+
 def dynamic_linear(g, width=37, out=29):
     w = (rand(out, width, seed=5) / np.sqrt(width)).astype(np.float32)
     b = rand(out, seed=6)
@@ -173,23 +191,13 @@ def test_plans_in_row_parts_from_two_threads(monkeypatch):
     with mkcache.Graph() as g:
         w, b = dynamic_linear(g, width=64, out=48)
         with g.compile(exact_plans=0) as prog:
-            errors = []
+            def work(rows_list):
+                for _ in range(5):
+                    for rows in rows_list:
+                        x = rand(rows, 64, seed=rows)
+                        check(prog.run(x=x)["y"], x, w, b)
 
-            def worker(rows_list):
-                try:
-                    for _ in range(5):
-                        for rows in rows_list:
-                            x = rand(rows, 64, seed=rows)
-                            check(prog.run(x=x)["y"], x, w, b)
-                except Exception as e:  # noqa: BLE001 - reported below
-                    errors.append(e)
-
-            threads = [threading.Thread(target=worker, args=(rows,))
-                       for rows in ((200, 328, 128), (328, 200, 72))]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
+            errors = in_threads(work, [((200, 328, 128),), ((328, 200, 72),)])
     assert not errors, errors
 
 
@@ -241,20 +249,11 @@ def test_compiled_again_exact_while_two_threads_run_it(monkeypatch):
     with mkcache.Graph() as g:
         w, b = dynamic_linear(g)
         with g.compile(exact_plans=0) as prog:
-            errors = []
+            def work():
+                for _ in range(EXACT_AFTER_RUNS):
+                    check(prog.run(x=x)["y"], x, w, b)
 
-            def worker():
-                try:
-                    for _ in range(EXACT_AFTER_RUNS):
-                        check(prog.run(x=x)["y"], x, w, b)
-                except Exception as e:  # noqa: BLE001 - reported below
-                    errors.append(e)
-
-            threads = [threading.Thread(target=worker) for _ in range(2)]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
+            errors = in_threads(work, [(), ()])
             assert not errors, errors
             assert linear_steps(prog)[0]["impl"].startswith("onednn_matmul:")
 
