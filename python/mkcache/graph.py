@@ -465,7 +465,8 @@ class Graph(_Closed):
         best that supports each node; never a variant) or "measure" (each
         node's candidates, the variants among them, timed on the first run
         of an input shape; the fastest kept, a later one by priority only
-        when more than 3% faster; the plan shows the times). choices: a file written by
+        when more than 3% faster; each attention chain timed as one step and
+        as three; the plan shows the times). choices: a file written by
         Program.save_choices (or its text as bytes), taken as it is for the
         nodes it names, so a deployment need not measure. dump: a path the
         compiler appends its IR to as text after every pass (the graph as

@@ -234,12 +234,35 @@ def test_bfloat16_plans_keep_three_steps():
     np.testing.assert_allclose(got, want(feeds["q"], feeds["k"], feeds["v"]), atol=3e-2)
 
 
-def test_measured_plans_run_the_chain_as_one_step():
-    rows = rows_that_fire(B * H, COLS, mkcache.get_num_threads())
+@pytest.mark.parametrize("rows", ["fire", 12])
+def test_measured_plans_time_the_chain_as_one_step_and_as_three(rows, tmp_path):
+    """Measuring, every chain is timed both ways, where the rule fires and
+    where it does not: the faster kept (the rule's choice first, the other
+    by more than 3%), remembered in the choices and read back as it is."""
+    rows = rows_that_fire(B * H, COLS, mkcache.get_num_threads()) if rows == "fire" else rows
     feeds = inputs_for(rows, "per-batch key mask", seed=100)
     g = chain((B, H, rows, D), (B, H, COLS, D), (B, H, COLS, DV), feeds["mask"].shape)
+    exact = want(feeds["q"], feeds["k"], feeds["v"], feeds["mask"])
     with g.compile(choose="measure") as p:
         got = p.run(**feeds)["y"]
-        assert FUSED in p.plan()
-    np.testing.assert_allclose(got, want(feeds["q"], feeds["k"], feeds["v"], feeds["mask"]),
-                               rtol=1e-4, atol=2e-5)
+        plan = p.plan()
+        lines = [line for line in p.choices().splitlines() if line.startswith("attention|")]
+        p.save_choices(tmp_path / "choices.txt")
+    np.testing.assert_allclose(got, exact, rtol=1e-4, atol=2e-5)
+    assert len(lines) == 1, lines
+    _, chosen, times = lines[0].split("\t")
+    us = {n: float(t) for n, t in (part.split("=") for part in times.split(","))}
+    assert set(us) == {"onednn_attention", "three_steps"} and chosen in us, lines
+    assert us[chosen] * 0.97 <= min(us.values()) + 1e-9 or chosen == list(us)[0], lines
+    assert (FUSED in plan) == (chosen == "onednn_attention"), plan
+    assert "measured: " in plan and "three_steps " in plan, plan
+    with g.compile(choices=tmp_path / "choices.txt") as again:  # read back, not timed again
+        np.testing.assert_allclose(again.run(**feeds)["y"], exact, rtol=1e-4, atol=2e-5)
+        assert (FUSED in again.plan()) == (chosen == "onednn_attention")
+        assert "measured (loaded): " in again.plan()
+
+
+def test_a_chain_choice_of_an_unknown_kind_is_refused():
+    g = chain((B, H, 12, D), (B, H, COLS, D), (B, H, COLS, DV))
+    with pytest.raises(mkcache.InvalidArgumentError, match="unknown implementation 'one_step'"):
+        g.compile(choices=b"attention|isa1|t1|node0\tone_step\tone_step=1\n")

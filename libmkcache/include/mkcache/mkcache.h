@@ -1566,7 +1566,12 @@ typedef struct mkc_program_options {
                            CPU's ISA, the OpenMP threads, the node and its
                            inputs' shapes), the variants among them; one
                            later by priority must be more than 3% faster to
-                           replace an earlier; 0 (default): by priority */
+                           replace an earlier; an attention chain (scores
+                           matmul, softmax, context matmul) is timed as one
+                           step and as three the same way, its choice kept
+                           under "attention|" and the scores matmul's key as
+                           onednn_attention or three_steps; 0 (default): by
+                           priority */
     const char *choices;/* choices to start from: what mkc_program_choices
                            gave an earlier program (NULL or "": none); taken
                            as they are for the nodes they name, measuring or

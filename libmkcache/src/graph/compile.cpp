@@ -94,6 +94,14 @@ void run_copy(const CacheScope &, PrimitiveEntry &entry, const ops::Buffers &b) 
 }
 
 class Compiler {
+    // An attention chain starting at a scores matmul (attention_chain).
+    struct AttentionChain {
+        int softmax = -1, context = -1;
+        bool pays = false;    // by the rule (ops::attention_in_blocks_pays)
+        bool measure = false; // timed against its three steps when lowered
+        Measured known;       // the choice read back or made by an earlier plan
+    };
+
 public:
     Compiler(const Graph &g, const CompileOptions &options, Plan &plan)
         : g_(g), options_(options), plan_(plan), nodes_(g.nodes), desc_(g.values.size()),
@@ -230,21 +238,41 @@ public:
     }
 
     // Marks each scores matmul whose chain runs as one attention step (see
-    // attention_chain); the softmax and the context matmul are lowered with
-    // it, measuring or not (their nodes are then not timed one by one). Not
-    // without the fusion option.
+    // attention_chain): by the choice options_.choices holds for the chain,
+    // else where it pays by the rule, or, measuring, every chain, timed when
+    // it is lowered. The softmax and the context matmul are lowered with it
+    // (their nodes are then not timed one by one). Not without the fusion
+    // option.
     void attention() {
         in_attention_.assign(nodes_.size(), false);
         if (!options_.fold_adds)
             return;
         const int threads = std::max(openmp_max_threads(), 1);
         for (size_t n = 0; n < nodes_.size(); ++n) {
-            int softmax = -1, context = -1;
-            if (attention_chain(static_cast<int>(n), softmax, context, threads)) {
-                attention_[static_cast<int>(n)] = {softmax, context};
-                in_attention_[softmax] = in_attention_[context] = true;
-            }
+            AttentionChain chain;
+            if (!attention_chain(static_cast<int>(n), chain, threads))
+                continue;
+            const bool known = options_.choices &&
+                               options_.choices->find(attention_key(static_cast<int>(n)),
+                                                      chain.known);
+            chain.measure = !known && options_.measure;
+            if (known && chain.known.impl != kAttentionStep)
+                notes_[static_cast<int>(n)] =
+                    "; the attention in three steps (" + measured_text(chain.known) + ")";
+            if (known ? chain.known.impl != kAttentionStep : !(chain.measure || chain.pays))
+                continue;
+            in_attention_[chain.softmax] = in_attention_[chain.context] = true;
+            attention_[static_cast<int>(n)] = std::move(chain);
         }
+    }
+
+    // The key of the choice between one step and three for the chain
+    // starting at matmul `n`: the scores matmul's, as the inputs arrive.
+    std::string attention_key(int n) const {
+        NodeInputs inputs;
+        for (int v : nodes_[n].inputs)
+            inputs.push_back(v == kNoValue ? nullptr : &logical_[v]);
+        return kAttentionKey + choice_key(g_, n, inputs);
     }
 
     void lower() {
@@ -337,8 +365,7 @@ private:
         if (in_attention_[n]) // lowered with the scores' matmul
             return;
         auto chain = attention_.find(n);
-        if (chain != attention_.end() &&
-            lower_attention(n, chain->second.first, chain->second.second))
+        if (chain != attention_.end() && lower_attention(n, chain->second))
             return;
         if (lowered_as_view(node)) {
             view(n);
@@ -416,6 +443,9 @@ private:
         }
         for (const std::string &r : choice.refused)
             step.choice += "; " + r;
+        auto note = notes_.find(n);
+        if (note != notes_.end())
+            step.choice += note->second;
         // 8-bit weights that are a constant are checked once, here, rather
         // than on every run (where the CPU needs them within 7 bits).
         const int wp = row(node).seven_bit_weights_port;
@@ -512,9 +542,10 @@ private:
     // three float32 on oneDNN by priority, the matmuls with no bias nor
     // activation, the first not reading `a` transposed, the second with no
     // scale nor addend; the context's `b` computed before `n`; every
-    // operand channels-first; and the scores of all heads outgrowing the
-    // L2 caches of `threads` threads (ops::attention_in_blocks_pays).
-    bool attention_chain(int n, int &softmax, int &context, int threads) const {
+    // operand channels-first. `chain.pays`: the scores of all heads outgrow
+    // the L2 caches of `threads` threads (ops::attention_in_blocks_pays).
+    bool attention_chain(int n, AttentionChain &chain, int threads) const {
+        int &softmax = chain.softmax, &context = chain.context;
         auto onednn_by_priority = [&](int k) {
             const Choice &c = choices_[k];
             return c.impl && !c.overridden && std::strcmp(c.impl->name, "onednn") == 0 &&
@@ -568,13 +599,17 @@ private:
         int64_t slices = 1;
         for (int d = 0; d < rank - 2; ++d)
             slices *= s.dims[d];
-        return ops::attention_in_blocks_pays(slices, s.dims[rank - 2], s.dims[rank - 1], threads);
+        chain.pays =
+            ops::attention_in_blocks_pays(slices, s.dims[rank - 2], s.dims[rank - 1], threads);
+        return true;
     }
 
     // The chain starting at matmul `n` as one step (ops/attention.hpp):
     // false, with the chain's nodes to be lowered one by one, where an
-    // operand is not plain bytes or oneDNN builds no primitive for a block.
-    bool lower_attention(int n, int softmax, int context) {
+    // operand is not plain bytes, oneDNN builds no primitive for a block,
+    // or (measuring) the three steps run faster.
+    bool lower_attention(int n, const AttentionChain &chain) {
+        const int softmax = chain.softmax, context = chain.context;
         const Node &scores = nodes_[n], &c = nodes_[context];
         const auto &p = std::get<mkc_matmul_params>(scores.params);
         const int a = scores.inputs[0], b = scores.inputs[1], v = c.inputs[1];
@@ -607,6 +642,22 @@ private:
             in_attention_[softmax] = in_attention_[context] = false;
             return false;
         }
+        std::string why = chain.pays ? "in blocks of rows, one thread each: the scores of all "
+                                       "heads outgrow the threads' L2 caches"
+                                     : "in blocks of rows, one thread each";
+        if (chain.measure || !chain.known.impl.empty()) {
+            Measured m = chain.known;
+            if (chain.measure) {
+                m = measure_attention(n, chain, prepared, y_strides);
+                options_.choices->add(attention_key(n), m);
+            }
+            if (m.impl != kAttentionStep) {
+                notes_[n] = "; the attention in three steps (" + measured_text(m) + ")";
+                in_attention_[softmax] = in_attention_[context] = false;
+                return false;
+            }
+            why += " (" + measured_text(m) + ")";
+        }
         Step step;
         step.node = n;
         step.implementation = choices_[n].impl;
@@ -618,8 +669,7 @@ private:
         step.what += " + " + g_.describe_node(softmax) + " + " + g_.describe_node(context) +
                      " as one attention step";
         step.impl = "onednn_attention:" + ops::attention_kernels(*prepared.entry);
-        step.choice = choices_[n].why + "; in blocks of rows, one thread each: the scores of "
-                                        "all heads outgrow the threads' L2 caches";
+        step.choice = choices_[n].why + "; " + why;
         // Both products: every row of every slice against `cols` columns,
         // `depth` deep for the scores, `width` wide for the context.
         const Dims &yd = prepared.outputs[0].dims;
@@ -634,6 +684,54 @@ private:
         write_new(c.outputs[0], prepared.outputs[0], !y_strides.empty(), step_index, step);
         plan_.steps.push_back(std::move(step));
         return true;
+    }
+
+    // The chain as one step (`prepared`) against its three nodes' steps on
+    // their chosen implementations, each timed alone as measure_choice times
+    // a node, the three summed: the one the rule puts first (the step where
+    // it pays) is kept unless the other is faster by more than timing noise.
+    Measured measure_attention(int n, const AttentionChain &chain,
+                               const ops::Prepared &prepared, const Dims &y_strides) {
+        const Node &scores = nodes_[n], &softmax = nodes_[chain.softmax],
+                   &context = nodes_[chain.context];
+        const double one = time_prepared(plan_.scope, prepared, ops::run_attention,
+                                         std::vector<bool>(prepared.takes.size(), true), 1);
+        // The nodes' inputs as they would arrive: q, k (views where they
+        // are), the mask; the scores and probabilities plain.
+        auto timed = [&](int k, const NodeInputs &inputs, const Dims *strides) {
+            std::vector<const dnnl::memory::desc *> arriving;
+            for (const ValueDesc *v : inputs)
+                arriving.push_back(v ? &v->desc : nullptr);
+            std::string why;
+            return time_candidate(plan_.scope, *choices_[k].impl, nodes_[k], inputs, arriving,
+                                  strides, -1, why);
+        };
+        NodeInputs in_scores;
+        for (int v : scores.inputs)
+            in_scores.push_back(v == kNoValue ? nullptr : &desc_[v]);
+        const int y = folded_add_[n] >= 0 ? nodes_[folded_add_[n]].outputs[0] : scores.outputs[0];
+        const ValueDesc s = ops::plain_value(MKC_DTYPE_F32, logical_[y].layout, logical_[y].dims);
+        const int probs_value = softmax.outputs[0];
+        const ValueDesc probs = ops::plain_value(MKC_DTYPE_F32, logical_[probs_value].layout,
+                                                 logical_[probs_value].dims);
+        const double parts[3] = {
+            timed(n, in_scores, nullptr), timed(chain.softmax, {&s}, nullptr),
+            timed(chain.context, {&probs, &desc_[context.inputs[1]]},
+                  y_strides.empty() ? nullptr : &y_strides)};
+        Measured m;
+        double three = 0;
+        for (double us : parts)
+            three = us < 0 || three < 0 ? -1 : three + us;
+        const std::pair<const char *, double> step{kAttentionStep, one}, steps{kAttentionSteps,
+                                                                               three};
+        for (const auto &[name, us] : chain.pays ? std::vector{step, steps}
+                                                 : std::vector{steps, step})
+            if (us >= 0)
+                m.times.emplace_back(name, us);
+        m.impl = m.times.front().first;
+        if (m.times.size() == 2 && m.times[1].second < m.times[0].second * kMeasuredMargin)
+            m.impl = m.times[1].first;
+        return m;
     }
 
     // Add node `n` of `y` and `other` folded into the matmul writing `y`
@@ -1210,7 +1308,8 @@ private:
     std::vector<bool> bf16_;                       // per node: computes in bfloat16
     std::vector<int> folded_into_;                 // per add node: the matmul it became part of
     std::vector<int> folded_add_;                  // per matmul: the add folded into it
-    std::map<int, std::pair<int, int>> attention_; // scores matmul -> (softmax, context)
+    std::map<int, AttentionChain> attention_; // by its scores matmul
+    std::map<int, std::string> notes_;        // added to a node's step's choice text
     std::vector<bool> in_attention_;               // lowered in its scores matmul's step
     std::vector<BufferRef> where_;
     std::vector<bool> view_;                  // a strided view only a matmul reads as it is

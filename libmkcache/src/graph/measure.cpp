@@ -87,7 +87,9 @@ void Choices::load(const std::string &text) {
         Measured m;
         m.impl = fields[1];
         m.loaded = true;
-        if (!implementation_named(m.impl))
+        const bool chain = fields[0].rfind(kAttentionKey, 0) == 0;
+        if (chain ? m.impl != kAttentionStep && m.impl != kAttentionSteps
+                  : !implementation_named(m.impl))
             fail(MKC_STATUS_INVALID_ARGUMENT, "choices line ", line_number,
                  ": unknown implementation '", m.impl, "'");
         const std::string &times = fields[2];
@@ -166,7 +168,35 @@ double median_us(F &&f, double enough_us = -1, B &&before = [] {}) {
     return us[us.size() / 2];
 }
 
+// Buffers for a prepared step: each input it takes that `present` says is
+// there and each of its first `outputs` results, in the arrangements it
+// reads and writes, filled with small values.
+struct StepBuffers {
+    std::vector<std::shared_ptr<void>> held;
+    std::vector<const void *> in;
+    std::vector<void *> out;
+    StepBuffers(const ops::Prepared &p, const std::vector<bool> &present, size_t outputs) {
+        for (size_t i = 0; i < p.takes.size(); ++i) {
+            const bool there = i < present.size() && present[i] && !p.takes[i].is_zero();
+            held.push_back(there ? filled(p.takes[i]) : nullptr);
+            in.push_back(held.back().get());
+        }
+        for (size_t o = 0; o < p.outputs.size(); ++o) {
+            held.push_back(o < outputs ? filled(p.outputs[o].desc) : nullptr);
+            out.push_back(held.back().get());
+        }
+    }
+    ops::Buffers buffers() const { return {in.data(), out.data()}; }
+};
+
 } // namespace
+
+double time_prepared(const CacheScope &scope, const ops::Prepared &p, NodeRun run,
+                     const std::vector<bool> &present, size_t outputs) {
+    const StepBuffers b(p, present, outputs);
+    const ops::Buffers buffers = b.buffers();
+    return median_us([&] { run(scope, *p.entry, buffers); });
+}
 
 double time_candidate(const CacheScope &scope, const Implementation &impl, const Node &node,
                       const NodeInputs &inputs,
@@ -180,20 +210,14 @@ double time_candidate(const CacheScope &scope, const Implementation &impl, const
         why = e.what();
         return -1;
     }
-    std::vector<std::shared_ptr<void>> held;
-    std::vector<const void *> in;
-    for (size_t i = 0; i < p.takes.size(); ++i) {
-        const bool present = i < inputs.size() && inputs[i] && !p.takes[i].is_zero();
-        held.push_back(present ? filled(p.takes[i]) : nullptr);
-        in.push_back(held.back().get());
-    }
-    std::vector<void *> out;
-    for (size_t o = 0; o < p.outputs.size(); ++o) {
-        held.push_back(o < node.outputs.size() ? filled(p.outputs[o].desc) : nullptr);
-        out.push_back(held.back().get());
-    }
+    std::vector<bool> present;
+    for (const ops::ValueDesc *v : inputs)
+        present.push_back(v != nullptr);
+    const StepBuffers b(p, present, node.outputs.size());
+    const std::vector<const void *> &in = b.in;
+    const std::vector<void *> &out = b.out;
     const NodeRun run = impl.run(row(node));
-    const ops::Buffers buffers{in.data(), out.data()};
+    const ops::Buffers buffers = b.buffers();
     // Constants: present inputs that arrive in no arrangement of their own.
     std::vector<std::pair<const void *, size_t>> constants;
     for (size_t i = 0; i < p.takes.size(); ++i)

@@ -67,6 +67,18 @@ double time_candidate(const CacheScope &scope, const Implementation &impl, const
                       const std::vector<const dnnl::memory::desc *> &arriving,
                       const Dims *y_strides, double best_us, std::string &why);
 
+// Microseconds per run (median) of `run` on a prepared step, with buffers
+// for the inputs `present` says are there and its first `outputs` results.
+double time_prepared(const CacheScope &scope, const ops::Prepared &p, NodeRun run,
+                     const std::vector<bool> &present, size_t outputs);
+
+// An attention chain (scores matmul, softmax, context matmul) is chosen as
+// one step or as its three nodes' steps: its choice's key starts with
+// kAttentionKey, and names one of the two.
+constexpr const char *kAttentionKey = "attention|";
+constexpr const char *kAttentionStep = "onednn_attention";
+constexpr const char *kAttentionSteps = "three_steps";
+
 // A candidate after the first must be faster than the best so far by this
 // factor to replace it (medians of a few runs differ by a few percent
 // between equal kernels).
