@@ -273,13 +273,22 @@ std::shared_ptr<const Plan> Program::plan_for_dims(const int64_t *dims) {
     return find_or_compile(all);
 }
 
+namespace {
+
+// Where a program keeps the plan of a shape group for an OpenMP thread count.
+std::string plan_slot(const std::string &group, int threads) {
+    return group + "|threads " + std::to_string(threads);
+}
+
+} // namespace
+
 std::shared_ptr<const Plan>
 Program::find_or_compile(const std::vector<std::vector<int64_t>> &dims) {
     const std::string group = shape_group_of(graph_, input_values_, dims);
     // A plan per shape and OpenMP thread count: oneDNN bakes the count into
     // some primitives, so a run under another count compiles its own.
     const int threads = openmp_max_threads();
-    const std::string slot = group + "|threads " + std::to_string(threads);
+    const std::string slot = plan_slot(group, threads);
     auto known = [&]() -> std::shared_ptr<const Plan> {
         std::lock_guard<std::mutex> lock(mutex_);
         auto found = plans_.find(slot);
@@ -350,8 +359,7 @@ void Program::count_run(const Plan &plan) {
     // there until the group goes. Under the thread count the plan was made
     // for only (the slot's).
     std::lock_guard<std::mutex> compiling(compile_mutex_);
-    const std::string slot =
-        plan.shape_group + "|threads " + std::to_string(openmp_max_threads());
+    const std::string slot = plan_slot(plan.shape_group, openmp_max_threads());
     {
         std::lock_guard<std::mutex> lock(mutex_);
         auto found = plans_.find(slot);
