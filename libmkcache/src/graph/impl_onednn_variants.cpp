@@ -75,7 +75,7 @@ ops::Prepared contiguous_prepare(const CacheScope &scope, const Node &node,
 
 extern const Implementation kOnednnMatmul, kOnednnMatmulShared, kOnednnContiguous;
 // name, priority, supports, prepare, run, overwrites_input, reads_views,
-// variant, views_only, preferred
+// variant, views_only, preferred, for_many_shapes
 const Implementation kOnednnMatmul{"onednn_matmul", 50, as_matmul_supports, as_matmul_prepare,
                                    onednn_run, onednn_overwrites_input, no_views,
                                    true, false, as_matmul_preferred};

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <optional>
 #include <string>
 
 #include "common/cpu_features.hpp"
@@ -315,8 +316,11 @@ Prepared LinearOp::prepare_as_matmul(const CacheScope &scope, const Attrs &attrs
     // Parts only where they share something: oneDNN's brgemm kernels are
     // generated per row count, its gemm kernels (below AVX-512) serve any
     // rows from code made once, so their primitives are small already.
-    const bool in_parts = row_parts && first_rows > 0 && first_rows < g.rows &&
-                          std::string(chosen(first_rows).impl_info_str()).rfind("brg", 0) == 0;
+    std::optional<dnnl::matmul::primitive_desc> first_pd;
+    if (row_parts && first_rows > 0 && first_rows < g.rows)
+        first_pd = chosen(first_rows);
+    const bool in_parts =
+        first_pd && std::string(first_pd->impl_info_str()).rfind("brg", 0) == 0;
     // Its own key (the suffix): the inner product of the same name and
     // shapes is another entry, and so is the same layer in row parts.
     Handler handler(scope, "linear", name, g.default_name, in_parts ? "matmul_parts" : "matmul",
@@ -328,7 +332,7 @@ Prepared LinearOp::prepare_as_matmul(const CacheScope &scope, const Attrs &attrs
     if (in_parts) {
         entry = handler.acquire_primitive<RowPartsEntry>([&] {
             auto e = std::make_shared<RowPartsEntry>();
-            const auto pd = chosen(first_rows);
+            const auto &pd = *first_pd;
             e->primitive = dnnl::matmul(pd);
             e->set_args(pd, args);
             // The rest as a layer of that many rows would have it (the one
