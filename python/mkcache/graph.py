@@ -458,8 +458,9 @@ class Graph(_Closed):
         node of that operator ("conv2d", "activation", "matmul", ... as the
         plan names them; "onednn", "reference", or the variants
         "onednn_matmul" (a linear layer on oneDNN's matmul, not its inner
-        product), "onednn_matmul_shared" (the same in shared row parts) and
-        "onednn_contiguous" (a node reading strided views, on
+        product), "onednn_matmul_shared" (the same in shared row parts),
+        "onednn_conv1x1" (a linear layer as a 1x1 convolution over its
+        rows) and "onednn_contiguous" (a node reading strided views, on
         contiguous copies of them)), before MKCACHE_IMPL; an implementation
         that cannot run such a node is an error. choose: "priority" (the
         best that supports each node; never a variant) or "measure" (each

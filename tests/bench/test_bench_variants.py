@@ -1,11 +1,12 @@
 """The kernel variants against the priority choice, in the same run: the
 BERT-base layer (batch 1) at sequence lengths 32, 128 and 512 compiled
-six ways - by priority (float32 linears on oneDNN's matmul; the
+seven ways - by priority (float32 linears on oneDNN's matmul; the
 attention's matmuls on strided views, or the
 attention as one step in row blocks where its scores outgrow the L2
 caches), the attention in three steps (impl matmul=onednn), every
 linear on oneDNN's inner product (impl linear=onednn), every linear on
-its matmul (impl linear=onednn_matmul), the attention's matmuls on
+its matmul (impl linear=onednn_matmul), every linear as a 1x1
+convolution (impl linear=onednn_conv1x1), the attention's matmuls on
 contiguous copies (impl matmul=onednn_contiguous), and choose="measure" -
 run interleaved
 round-robin on the library's thread count. The first table gives each
@@ -40,6 +41,7 @@ VARIANTS = {
     "priority": {},
     "linear on inner product": dict(impl={"linear": "onednn"}),
     "linear on matmul": dict(impl={"linear": "onednn_matmul"}),
+    "linear as 1x1 conv": dict(impl={"linear": "onednn_conv1x1"}),
     "attention on copies": dict(impl={"matmul": "onednn_contiguous"}),
     # A matmul implementation asked for by name keeps the attention in three
     # steps where the priority plan runs it as one (long sequences).

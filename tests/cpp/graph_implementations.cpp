@@ -49,8 +49,8 @@ TEST(overrides_are_parsed_with_clear_errors) {
                          Bad{"conv=reference", "test: unknown operator 'conv' in 'conv=reference'"},
                          Bad{"conv2d=fast", "test: unknown implementation 'fast' in 'conv2d=fast' "
                                             "(known: onednn, onednn_matmul, "
-                                            "onednn_matmul_shared, onednn_contiguous, "
-                                            "reference)"},
+                                            "onednn_matmul_shared, onednn_conv1x1, "
+                                            "onednn_contiguous, reference)"},
                          Bad{"relu=reference", "test: unknown operator 'relu'"},
                          Bad{"pool=onednn,pool=reference", "test: pool is given twice"}}) {
         const ops::Verdict v = error_of([&] { graph::parse_overrides(b.text, "test"); });

@@ -266,8 +266,9 @@ def test_measured_choices_are_saved_and_read_back(monkeypatch, tmp_path):
         for line in lines:  # key, chosen, times: the chosen one is the fastest
             key, chosen, times = line.split("\t")
             us = {name: float(t) for name, t in (p.split("=") for p in times.split(","))}
-            # (a linear layer is also timed on the matmul primitive)
-            assert set(us) - {"onednn_matmul"} == {"onednn", "reference"}
+            # (a linear layer is also timed on the matmul primitive and as a
+            # 1x1 convolution)
+            assert set(us) - {"onednn_matmul", "onednn_conv1x1"} == {"onednn", "reference"}
             # the first by priority stays unless another is more than 3% faster
             assert chosen == min(us, key=us.get) or us["onednn"] <= min(us.values()) / 0.97
         a.save_choices(tmp_path / "choices.txt")
@@ -299,7 +300,8 @@ def test_measured_choices_are_saved_and_read_back(monkeypatch, tmp_path):
 @pytest.mark.parametrize("impl, env, words", [
     ({"conv": "reference"}, None, "compile: impl: unknown operator 'conv'"),
     ({"conv2d": "fast"}, None, "unknown implementation 'fast' in 'conv2d=fast' (known: onednn, "
-                               "onednn_matmul, onednn_matmul_shared, onednn_contiguous, "
+                               "onednn_matmul, onednn_matmul_shared, onednn_conv1x1, "
+                               "onednn_contiguous, "
                                "reference)"),
     ("conv2d=reference", None, "impl must be a dict"),
     (None, "conv2d", "MKCACHE_IMPL: 'conv2d' is not operator=implementation"),

@@ -1,6 +1,7 @@
 """The implementations that compute a node on oneDNN otherwise than its row's
-own primitive: `onednn_matmul` (a linear layer on the matmul primitive, not
-the inner product) and `onednn_contiguous` (a node that reads or writes
+own primitive: `onednn_matmul` and `onednn_conv1x1` (a linear layer on the
+matmul primitive or as a 1x1 convolution, not the inner product) and
+`onednn_contiguous` (a node that reads or writes
 strided views, an attention's heads, on contiguous copies of them). Each
 against float64 numpy, by override; and `choose="measure"` weighing them
 only where they apply."""
@@ -26,13 +27,18 @@ def node_steps(prog, **feeds):
     return {what[s["step"]]: s for s in prog.steps() if s["kind"] == "node"}
 
 
+KERNELS = ["onednn_matmul", "onednn_conv1x1"]
+
+
+@pytest.mark.parametrize("impl", KERNELS)
 @pytest.mark.parametrize("shape, out, bias, activation, residual", [
     ((7, 37), 29, True, None, False),
     ((2, 5, 37), 19, False, "relu", False),
     ((3, 1, 4, 17), 33, True, "relu", True),
     ((1, 64), 48, True, None, True),
+    ((3, 67, 40), 72, True, None, True),
 ])
-def test_linear_as_matmul_against_numpy(shape, out, bias, activation, residual):
+def test_linear_on_another_kernel_against_numpy(impl, shape, out, bias, activation, residual):
     x = rand(*shape, seed=1)
     w = (rand(out, shape[-1], seed=2) / np.sqrt(shape[-1])).astype(np.float32)
     b = rand(out, seed=3) if bias else None
@@ -44,7 +50,7 @@ def test_linear_as_matmul_against_numpy(shape, out, bias, activation, residual):
             y = g.add(y, g.input("r", r.shape))
         g.output(y, "y")
         feeds = {"x": x, **({"r": r} if residual else {})}
-        with g.compile(impl={"linear": "onednn_matmul"}) as prog:
+        with g.compile(impl={"linear": impl}) as prog:
             got = prog.run(**feeds)["y"]
             nodes = [s for s in prog.steps() if s["kind"] == "node"]
     exact = x.astype(np.float64) @ w.astype(np.float64).T
@@ -57,34 +63,50 @@ def test_linear_as_matmul_against_numpy(shape, out, bias, activation, residual):
     ref.assert_close(got, exact, magnitude, shape[-1])
     # A residual add is the layer's sum (not after an activation).
     assert len(nodes) == (2 if residual and activation else 1), nodes
-    assert nodes[0]["impl"].startswith("onednn_matmul:"), nodes
+    assert nodes[0]["impl"].startswith(impl + ":"), nodes
     assert nodes[0]["choice"] == "override (option)"
 
 
-def test_linear_as_matmul_reads_its_weights_converted_once():
-    """The matmul's weights [in, out] in its own arrangement are the [out,
-    in] constant permuted: converted once at compile, every run reads the
-    copy (two runs equal, a new input right)."""
-    w, b = rand(40, 24, seed=5), rand(40, seed=6)
+@pytest.mark.parametrize("impl, inputs, outputs", [
+    ("onednn_matmul", 24, 40),
+    ("onednn_conv1x1", 24, 40),
+    ("onednn_conv1x1", 768, 96),
+])
+def test_linear_on_another_kernel_reads_its_weights_converted_once(impl, inputs, outputs):
+    """The kernel's weights ([in, out] for the matmul, [out, in, 1, 1] for
+    the convolution, in its own arrangement) are the [out, in] constant
+    permuted or reshaped: converted once, and the runs of every input shape
+    read the copy (a new input right, the same shapes again add nothing).
+    The convolution's kernel may take another arrangement for some row
+    counts (oneDNN's AVX2 1x1 convolution blocks the outputs by 24 or 16 as
+    the rows divide), then those shapes convert a copy of their own."""
+    w, b = rand(outputs, inputs, seed=5), rand(outputs, seed=6)
     with mkcache.Graph() as g:
-        g.output(g.linear(g.input("x", (None, 24)), w, b), "y")
-        with g.compile(impl={"linear": "onednn_matmul"}) as prog:
-            for rows in (3, 17, 3):
-                x = rand(rows, 24, seed=rows)
+        g.output(g.linear(g.input("x", (None, inputs)), w, b), "y")
+        with g.compile(impl={"linear": impl}) as prog:
+            held = []
+            for rows in (3, 1, 17, 1100, 3, 1, 17, 1100):
+                x = rand(rows, inputs, seed=rows)
                 got = prog.run(x=x)["y"]
                 exact = x.astype(np.float64) @ w.T.astype(np.float64) + b
-                ref.assert_close(got, exact, np.abs(x) @ np.abs(w.T) + 1, 24)
+                ref.assert_close(got, exact, np.abs(x) @ np.abs(w.T) + 1, inputs)
+                held.append(prog.memory["held_constant_bytes"])
+    assert held[0] >= w.nbytes and held[3:] == [held[3]] * 5, held
+    copies = 1 if impl == "onednn_matmul" or mkcache.build_info()["isa"].startswith("avx512") \
+        else 2
+    assert held[3] <= copies * held[0], held
 
 
 @needs_bf16
-def test_linear_as_matmul_in_bfloat16():
+@pytest.mark.parametrize("impl", KERNELS)
+def test_linear_on_another_kernel_in_bfloat16(impl):
     x, w, b = rand(9, 40, seed=7), rand(33, 40, seed=8) / np.float32(6), rand(33, seed=9)
     with mkcache.Graph() as g:
         g.output(g.linear(g.input("x", x.shape), w, b, name="fc"), "y")
         with g.compile(precision="bf16") as inner, \
-                g.compile(precision="bf16", impl={"linear": "onednn_matmul"}) as as_matmul:
-            want, got = inner.run(x=x)["y"], as_matmul.run(x=x)["y"]
-            assert any(s["impl"].startswith("onednn_matmul:") for s in as_matmul.steps())
+                g.compile(precision="bf16", impl={"linear": impl}) as other:
+            want, got = inner.run(x=x)["y"], other.run(x=x)["y"]
+            assert any(s["impl"].startswith(impl + ":") for s in other.steps())
     exact = x.astype(np.float64) @ w.T.astype(np.float64) + b
     scale = np.abs(x) @ np.abs(w.T) + 1
     assert np.all(np.abs(got - exact) <= 2.0 ** -6 * scale)
@@ -132,11 +154,11 @@ def test_measure_weighs_the_variants_where_they_apply(monkeypatch, tmp_path):
                 assert timed == {"onednn_attention", "three_steps"}, s
                 continue
             if "(linear " in what:
-                assert timed == {"onednn", "onednn_matmul", "reference"}, s
+                assert timed == {"onednn", "onednn_matmul", "onednn_conv1x1", "reference"}, s
             elif "(matmul " in what:  # reads the heads as views
                 assert timed == {"onednn", "onednn_contiguous", "reference"}, s
             else:
-                assert "onednn_matmul" not in timed and "onednn_contiguous" not in timed, s
+                assert not timed & {"onednn_matmul", "onednn_conv1x1", "onednn_contiguous"}, s
             assert s["impl"].split(":")[0] in timed
         for line in text.splitlines():  # the chosen one is within the margin of the fastest
             _, chosen, times = line.split("\t")
@@ -163,7 +185,9 @@ def test_a_matmul_without_views_is_not_measured_on_copies(monkeypatch):
 
 @pytest.mark.parametrize("impl, words", [
     ({"conv2d": "onednn_matmul"}, "implementation 'onednn_matmul' was asked for (option) but "
-                                  "cannot run it: conv2d has no matmul form"),
+                                  "cannot run it: conv2d has no other primitive family"),
+    ({"softmax": "onednn_conv1x1"}, "implementation 'onednn_conv1x1' was asked for (option) "
+                                    "but cannot run it: softmax has no other primitive family"),
     ({"softmax": "onednn_contiguous"}, "implementation 'onednn_contiguous' was asked for "
                                        "(option) but cannot run it: softmax reads no strided "
                                        "views"),

@@ -1551,9 +1551,11 @@ typedef struct mkc_program_options {
                            oneDNN's matmul, not its inner product; a float32
                            linear's by priority), onednn_matmul_shared (the
                            same in row parts shared between input shapes,
-                           see exact_plans) and onednn_contiguous (a node
-                           that reads strided views, on contiguous copies of
-                           them) otherwise only when named here or measured;
+                           see exact_plans), onednn_conv1x1 (a linear layer
+                           as a 1x1 convolution over its rows, channels
+                           last) and onednn_contiguous (a node that reads
+                           strided views, on contiguous copies of them)
+                           otherwise only when named here or measured;
                            this text wins over MKCACHE_IMPL for an operator
                            both name). An implementation asked for that
                            cannot run a node is an error naming the node and

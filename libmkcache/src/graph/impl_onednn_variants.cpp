@@ -14,11 +14,15 @@
 //                      two parts): what a program's plans take by priority
 //                      in place of onednn_matmul once it has compiled its
 //                      `exact_plans` (graph/program.hpp);
+//   onednn_conv1x1     a linear layer as a 1x1 convolution over its rows in
+//                      channels-last order (the convolution's kernels and
+//                      weights arrangement);
 //   onednn_contiguous  a node that reads or writes strided views (an
 //                      attention's heads) on contiguous copies of them,
 //                      which some kernels read faster than the strided
 //                      bytes.
 #include "graph/implementations.hpp"
+#include "ops/matmul.hpp"
 
 namespace mkc::graph {
 
@@ -26,12 +30,13 @@ namespace {
 
 bool no_views(const OpRow &) { return false; }
 
-// ------------------------------------------------------------ onednn_matmul
+// ------------------------------------- onednn_matmul, onednn_conv1x1
 
-ops::Verdict as_matmul_supports(const Node &node, const NodeInputs &inputs) {
-    if (!row(node).prepare_as_matmul)
-        return {MKC_STATUS_UNSUPPORTED,
-                std::string(row(node).name) + " has no matmul form (it is one, or has none)"};
+ops::Verdict on_kernel_supports(const Node &node, const NodeInputs &inputs) {
+    if (!row(node).prepare_on_kernel)
+        return {MKC_STATUS_UNSUPPORTED, std::string(row(node).name) +
+                                            " has no other primitive family (it is one, or "
+                                            "has none)"};
     return onednn_supports(node, inputs);
 }
 
@@ -44,17 +49,22 @@ ops::Verdict as_matmul_supports(const Node &node, const NodeInputs &inputs) {
 // the matmul's do not beat.
 bool as_matmul_preferred(const Node &node, const NodeInputs &inputs) {
     return inputs.size() > 1 && inputs[0] && inputs[1] && inputs[0]->dtype == MKC_DTYPE_F32 &&
-           inputs[1]->dtype == MKC_DTYPE_F32 && row(node).prepare_as_matmul;
+           inputs[1]->dtype == MKC_DTYPE_F32 && row(node).prepare_on_kernel;
 }
 
 ops::Prepared as_matmul_prepare(const CacheScope &scope, const Node &node,
                                 const NodeInputs &inputs, const Dims *) {
-    return row(node).prepare_as_matmul(scope, node, inputs, false);
+    return row(node).prepare_on_kernel(scope, node, inputs, ops::LinearKernel::matmul, false);
 }
 
 ops::Prepared shared_rows_prepare(const CacheScope &scope, const Node &node,
                                   const NodeInputs &inputs, const Dims *) {
-    return row(node).prepare_as_matmul(scope, node, inputs, true);
+    return row(node).prepare_on_kernel(scope, node, inputs, ops::LinearKernel::matmul, true);
+}
+
+ops::Prepared as_conv1x1_prepare(const CacheScope &scope, const Node &node,
+                                 const NodeInputs &inputs, const Dims *) {
+    return row(node).prepare_on_kernel(scope, node, inputs, ops::LinearKernel::conv1x1, false);
 }
 
 // ------------------------------------------------------- onednn_contiguous
@@ -73,16 +83,20 @@ ops::Prepared contiguous_prepare(const CacheScope &scope, const Node &node,
 
 } // namespace
 
-extern const Implementation kOnednnMatmul, kOnednnMatmulShared, kOnednnContiguous;
+extern const Implementation kOnednnMatmul, kOnednnMatmulShared, kOnednnConv1x1,
+    kOnednnContiguous;
 // name, priority, supports, prepare, run, overwrites_input, reads_views,
 // variant, views_only, preferred, for_many_shapes
-const Implementation kOnednnMatmul{"onednn_matmul", 50, as_matmul_supports, as_matmul_prepare,
+const Implementation kOnednnMatmul{"onednn_matmul", 50, on_kernel_supports, as_matmul_prepare,
                                    onednn_run, onednn_overwrites_input, no_views,
                                    true, false, as_matmul_preferred};
-const Implementation kOnednnMatmulShared{"onednn_matmul_shared", 45, as_matmul_supports,
+const Implementation kOnednnMatmulShared{"onednn_matmul_shared", 45, on_kernel_supports,
                                          shared_rows_prepare, onednn_run,
                                          onednn_overwrites_input, no_views, true, false,
                                          nullptr, true};
+const Implementation kOnednnConv1x1{"onednn_conv1x1", 42, on_kernel_supports,
+                                    as_conv1x1_prepare, onednn_run, onednn_overwrites_input,
+                                    no_views, true, false, nullptr};
 const Implementation kOnednnContiguous{"onednn_contiguous", 40, contiguous_supports,
                                        contiguous_prepare, onednn_run, onednn_overwrites_input,
                                        no_views, true, true, nullptr};

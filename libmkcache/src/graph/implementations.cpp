@@ -56,11 +56,13 @@ std::string known_names() {
 
 extern const Implementation kReference;                        // impl_reference.cpp
 // impl_onednn_variants.cpp
-extern const Implementation kOnednnMatmul, kOnednnMatmulShared, kOnednnContiguous;
+extern const Implementation kOnednnMatmul, kOnednnMatmulShared, kOnednnConv1x1,
+    kOnednnContiguous;
 
 const std::vector<const Implementation *> &implementations() {
     static const std::vector<const Implementation *> all = [] {
-        std::vector<const Implementation *> v{&kOnednn, &kOnednnMatmul, &kOnednnMatmulShared,
+        std::vector<const Implementation *> v{&kOnednn,           &kOnednnMatmul,
+                                              &kOnednnMatmulShared, &kOnednnConv1x1,
                                               &kOnednnContiguous, &kReference};
         std::stable_sort(v.begin(), v.end(), [](const Implementation *a, const Implementation *b) {
             return a->priority > b->priority;

@@ -544,11 +544,11 @@ ops::Prepared prepare_with(const CacheScope &scope, const Node &node, const Node
     });
 }
 
-ops::Prepared prepare_linear_as_matmul(const CacheScope &scope, const Node &node,
-                                       const NodeInputs &in, bool row_parts) {
+ops::Prepared prepare_linear_on(const CacheScope &scope, const Node &node,
+                                const NodeInputs &in, ops::LinearKernel kernel, bool row_parts) {
     return Linear::with(node, in, [&](ops::LinearOp, const ops::LinearAttrs &attrs) {
-        return ops::LinearOp::prepare_as_matmul(scope, attrs, cache_name(node), *in[0], *in[1],
-                                                port(in, 2), row_parts);
+        return ops::LinearOp::prepare_on(scope, attrs, cache_name(node), *in[0], *in[1],
+                                         port(in, 2), kernel, row_parts);
     });
 }
 
@@ -1677,9 +1677,9 @@ public:
         r_.onednn_reads_views = true;
         return *this;
     }
-    Row &as_matmul(ops::Prepared (*prepare)(const CacheScope &, const Node &, const NodeInputs &,
-                                            bool)) {
-        r_.prepare_as_matmul = prepare;
+    Row &other_kernels(ops::Prepared (*prepare)(const CacheScope &, const Node &,
+                                                const NodeInputs &, ops::LinearKernel, bool)) {
+        r_.prepare_on_kernel = prepare;
         return *this;
     }
     Row &held_weights(int port) {
@@ -1740,7 +1740,7 @@ std::vector<OpRow> build_rows() {
             .post_op_activation<mkc_linear_params>()
             .residual(linear_residual)
             .held_weights(1)
-            .params(read_linear).onednn<Linear>(ops::LinearOp::run).as_matmul(prepare_linear_as_matmul)
+            .params(read_linear).onednn<Linear>(ops::LinearOp::run).other_kernels(prepare_linear_on)
             .reference(ref_linear).flops(linear_flops),
         Row(NodeOp::matmul, kMatmul)
             .ports("a,b,bias,addend", 2, 4, 2).floats().shaping(S::moved)

@@ -18,6 +18,10 @@
 #include "graph/graph.hpp"
 #include "ops/phases.hpp"
 
+namespace mkc::ops {
+enum class LinearKernel; // ops/matmul.hpp
+}
+
 namespace mkc::graph {
 
 // Inputs in port order; null for an absent optional input.
@@ -116,13 +120,15 @@ struct OpRow {
     ops::Prepared (*prepare)(const CacheScope &scope, const Node &node, const NodeInputs &inputs,
                              const Dims *y_strides);
     NodeRun run;
-    // The node on oneDNN's matmul primitive where its own is another one (a
-    // linear layer's inner product): the implementations `onednn_matmul`
-    // and, with `row_parts` (its rows in parts whose primitives plans of
-    // other input shapes share, ops::LinearOp), `onednn_matmul_shared`,
-    // which run with `run`. Null: none.
-    ops::Prepared (*prepare_as_matmul)(const CacheScope &scope, const Node &node,
-                                       const NodeInputs &inputs, bool row_parts);
+    // The node on another oneDNN primitive family than its own (a linear
+    // layer's inner product on the matmul or a 1x1 convolution): the
+    // implementations `onednn_matmul`, `onednn_conv1x1` and, with
+    // `row_parts` (its rows in parts whose primitives plans of other input
+    // shapes share, ops::LinearOp), `onednn_matmul_shared`, which run with
+    // `run`. Null: none.
+    ops::Prepared (*prepare_on_kernel)(const CacheScope &scope, const Node &node,
+                                       const NodeInputs &inputs, ops::LinearKernel kernel,
+                                       bool row_parts);
     // The cases the oneDNN phases compute as the operator defines them: ok,
     // or why not (a primitive whose rounding or coordinates differ from the
     // operator's in that case). Null: every case its infer accepts.

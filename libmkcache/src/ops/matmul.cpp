@@ -276,10 +276,9 @@ std::string linear_row_parts(const PrimitiveEntry &entry) {
                  : std::string();
 }
 
-Prepared LinearOp::prepare_as_matmul(const CacheScope &scope, const Attrs &attrs,
-                                     const char *name, const ValueDesc &src,
-                                     const ValueDesc &weights, const ValueDesc *bias,
-                                     bool row_parts) {
+Prepared LinearOp::prepare_on(const CacheScope &scope, const Attrs &attrs, const char *name,
+                              const ValueDesc &src, const ValueDesc &weights,
+                              const ValueDesc *bias, LinearKernel kernel, bool row_parts) {
     LinearGeometry g =
         linear_geometry("linear", attrs.p, src, weights, bias != nullptr, attrs.training);
     check_linear_bias(g, bias);
@@ -287,28 +286,66 @@ Prepared LinearOp::prepare_as_matmul(const CacheScope &scope, const Attrs &attrs
     if (g.dtype != MKC_DTYPE_F32) require_bf16_kernels("linear");
     const Dims &w = g.w; // [out, in]
     const auto dt = onednn_float(g.dtype);
+    const bool conv = kernel == LinearKernel::conv1x1;
     const int64_t first_rows = g.rows / kRowPart * kRowPart;
-    auto descriptor = [&](int64_t rows, const dnnl::memory::desc &k_by_n) {
-        const auto attr = activation_attr(attrs.p.activation, attrs.p.activation_alpha,
-                                          attrs.p.activation_beta, 1.f, attrs.p.sum != 0);
+    const auto attr = activation_attr(attrs.p.activation, attrs.p.activation_alpha,
+                                      attrs.p.activation_beta, 1.f, attrs.p.sum != 0);
+    const dnnl::memory::desc bias_md =
+        !bias ? dnnl::memory::desc()
+              : conv ? dnnl::memory::desc({w[0]}, onednn_float(g.b_dtype), tag::a)
+                     : dnnl::memory::desc({1, w[0]}, onednn_float(g.b_dtype), tag::ab);
+    // The weights as the primitive takes them: [in, out] for the matmul,
+    // [out, in, 1, 1] for the convolution.
+    const Dims kernel_weights = conv ? Dims{w[0], w[1], 1, 1} : Dims{w[1], w[0]};
+    // The convolution sees the rows as the width of one image in channels-
+    // last order: [1, in, 1, rows] over the same bytes as [rows, in].
+    auto descriptor = [&](int64_t rows,
+                          const dnnl::memory::desc &weights_md) -> dnnl::primitive_desc {
+        if (conv) {
+            const dnnl::memory::desc x({1, w[1], 1, rows}, dt, tag::acdb),
+                y({1, w[0], 1, rows}, dt, tag::acdb);
+            return dnnl::convolution_forward::primitive_desc(
+                cpu_engine(), dnnl::prop_kind::forward_inference,
+                dnnl::algorithm::convolution_direct, x, weights_md, bias_md, y, {1, 1}, {0, 0},
+                {0, 0}, attr);
+        }
         const dnnl::memory::desc x({rows, w[1]}, dt, tag::ab), y({rows, w[0]}, dt, tag::ab);
-        return bias ? dnnl::matmul::primitive_desc(
-                          cpu_engine(), x, k_by_n,
-                          dnnl::memory::desc({1, w[0]}, onednn_float(g.b_dtype), tag::ab), y,
-                          attr)
-                    : dnnl::matmul::primitive_desc(cpu_engine(), x, k_by_n, y, attr);
+        return bias ? dnnl::matmul::primitive_desc(cpu_engine(), x, weights_md, bias_md, y, attr)
+                    : dnnl::matmul::primitive_desc(cpu_engine(), x, weights_md, y, attr);
     };
+    const dnnl::memory::desc any_weights(kernel_weights, dt, tag::any);
+    // The convolution's weights as a program holds them already (converted
+    // for an earlier input shape), in the kernel's dims; else none.
+    dnnl::memory::desc held;
+    if (conv && weights.desc != layout::plain_desc(weights.dims, dt, weights.layout)) {
+        try {
+            held = weights.desc.reshape(kernel_weights);
+        } catch (const dnnl::error &) {
+            // an arrangement no [out, in, 1, 1] view has: asked for anew
+        }
+    }
     // The descriptor for `rows` with the weights in the arrangement oneDNN
     // picks for them.
     auto chosen = [&](int64_t rows) {
-        auto pd = descriptor(rows, dnnl::memory::desc({w[1], w[0]}, dt, tag::any));
-        if (pd.weights_desc().get_inner_nblks() == 0 && w[0] % 64 == 0) {
+        auto pd = descriptor(rows, any_weights);
+        if (conv) {
+            // The convolution's pick depends on the rows: weights already
+            // held in another arrangement are read as they are where the
+            // kernel stays the same, else asked for in the arrangement
+            // picked at many rows, which later input shapes then share.
+            constexpr int64_t kManyRows = 1024;
+            dnnl::memory::desc want = held;
+            if (want.is_zero() && rows < kManyRows)
+                want = descriptor(kManyRows, any_weights).weights_desc();
+            if (!want.is_zero() && want != pd.weights_desc())
+                pd = same_kernel_or(pd, [&] { return descriptor(rows, want); });
+        } else if (pd.weights_desc().get_inner_nblks() == 0 && w[0] % 64 == 0) {
             // Plain [in, out] weights (the gemm kernels): rows a multiple
             // of 256 bytes apart make the kernel's loads of successive rows
             // meet in the same cache sets, so the rows are spaced further.
             const Dims padded{w[0] + 16, 1};
             pd = same_kernel_or(pd, [&] {
-                return descriptor(rows, dnnl::memory::desc({w[1], w[0]}, dt, padded));
+                return descriptor(rows, dnnl::memory::desc(kernel_weights, dt, padded));
             });
         }
         return pd;
@@ -316,16 +353,19 @@ Prepared LinearOp::prepare_as_matmul(const CacheScope &scope, const Attrs &attrs
     // Parts only where they share something: oneDNN's brgemm kernels are
     // generated per row count, its gemm kernels (below AVX-512) serve any
     // rows from code made once, so their primitives are small already.
-    std::optional<dnnl::matmul::primitive_desc> first_pd;
+    std::optional<dnnl::primitive_desc> first_pd;
     if (row_parts && first_rows > 0 && first_rows < g.rows)
         first_pd = chosen(first_rows);
     const bool in_parts =
         first_pd && std::string(first_pd->impl_info_str()).rfind("brg", 0) == 0;
     // Its own key (the suffix): the inner product of the same name and
-    // shapes is another entry, and so is the same layer in row parts.
-    Handler handler(scope, "linear", name, g.default_name, in_parts ? "matmul_parts" : "matmul",
-                    Dims{g.rows, w[1]});
+    // shapes is another entry, and so is the same layer on another kernel
+    // or in row parts.
+    const char *suffix = conv ? (in_parts ? "conv1x1_parts" : "conv1x1")
+                              : (in_parts ? "matmul_parts" : "matmul");
+    Handler handler(scope, "linear", name, g.default_name, suffix, Dims{g.rows, w[1]});
     sign_linear(handler, attrs.p, g, src, bias != nullptr, false);
+    if (!held.is_zero()) handler.sign_layout(held);
     std::vector<int> args = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST};
     if (bias) args.push_back(DNNL_ARG_BIAS);
     std::shared_ptr<PrimitiveEntry> entry;
@@ -333,7 +373,7 @@ Prepared LinearOp::prepare_as_matmul(const CacheScope &scope, const Attrs &attrs
         entry = handler.acquire_primitive<RowPartsEntry>([&] {
             auto e = std::make_shared<RowPartsEntry>();
             const auto &pd = *first_pd;
-            e->primitive = dnnl::matmul(pd);
+            e->primitive = dnnl::primitive(pd);
             e->set_args(pd, args);
             // The rest as a layer of that many rows would have it (the one
             // primitive oneDNN's cache holds for it), unless its weights
@@ -342,7 +382,7 @@ Prepared LinearOp::prepare_as_matmul(const CacheScope &scope, const Attrs &attrs
             if (rest_pd.weights_desc() != pd.weights_desc())
                 rest_pd = descriptor(g.rows - first_rows, pd.weights_desc());
             e->rest = std::make_shared<PrimitiveEntry>();
-            e->rest->primitive = dnnl::matmul(rest_pd);
+            e->rest->primitive = dnnl::primitive(rest_pd);
             e->rest->set_args(rest_pd, args);
             e->first_rows = first_rows;
             e->rest_rows = g.rows - first_rows;
@@ -356,18 +396,19 @@ Prepared LinearOp::prepare_as_matmul(const CacheScope &scope, const Attrs &attrs
         entry = handler.acquire_primitive<PrimitiveEntry>([&] {
             auto e = std::make_shared<PrimitiveEntry>();
             const auto pd = chosen(g.rows);
-            e->primitive = dnnl::matmul(pd);
+            e->primitive = dnnl::primitive(pd);
             e->set_args(pd, args);
             return e;
         });
     }
     // The caller holds the weights as [out, in] and the bias as [out]: the
-    // same bytes as the matmul's [in, out] and [1, out], described in the
+    // same bytes as the kernel's weights and bias, described in the
     // caller's dims.
+    const dnnl::memory::desc &kernel_md = entry->arg_desc(DNNL_ARG_WEIGHTS);
     const Dims yc = linear_result_dims(g);
     Prepared out{entry,
                  {layout::plain_desc(src.dims, dt, src.layout),
-                  entry->arg_desc(DNNL_ARG_WEIGHTS).permute_axes({1, 0}),
+                  conv ? kernel_md.reshape(w) : kernel_md.permute_axes({1, 0}),
                   bias ? dnnl::memory::desc({w[0]}, onednn_float(g.b_dtype), tag::a)
                        : empty_desc()},
                  {},

@@ -47,6 +47,9 @@ struct MatmulAttrs {
     }
 };
 
+// The primitive families a linear layer runs on besides its inner product.
+enum class LinearKernel { matmul, conv1x1 };
+
 // src [..., in], weights [out, in], bias [out] (optional) -> dst [..., out].
 // A training forward (attrs.training) leaves its descriptor for the grad
 // ops, as the eager call does.
@@ -56,26 +59,28 @@ struct LinearOp {
                            const ValueDesc *bias);
     static Prepared prepare(const CacheScope &scope, const Attrs &attrs, const char *name,
                             const ValueDesc &src, const ValueDesc &weights, const ValueDesc *bias);
-    // The same layer on oneDNN's matmul primitive (weights read as [in,
-    // out] in the matmul's own arrangement, shown to the caller as the
-    // [out, in] weights permuted): another kernel family for the same
-    // product, which a program may choose where it runs faster. Inference
-    // only. Runs with `run`.
+    // The same layer on another oneDNN primitive family, which a program
+    // may choose where it runs faster (inference only; runs with `run`):
+    //   matmul   weights read as [in, out] in the matmul's own arrangement;
+    //   conv1x1  a 1x1 convolution over one image whose width is the rows,
+    //            channels last (the same bytes as [rows, in]), weights
+    //            [out, in, 1, 1] in the convolution's arrangement.
+    // Either is shown to the caller as [out, in] weights.
     //
     // `row_parts`: rows past a whole multiple of kRowPart run on a primitive
     // of their own, after one for the multiple (one primitive where the
     // rows are a single part). Those primitives recur across row counts,
     // and oneDNN's primitive cache gives every caller asking for one the
-    // primitive built first (the weights' arrangement does not depend on
-    // the rows), so a program meeting many input shapes holds far fewer:
+    // primitive built first (both parts read one arrangement of the
+    // weights), so a program meeting many input shapes holds far fewer:
     // one per whole multiple, and at most kRowPart - 1 for the rest.
     // Only where oneDNN's kernel for them is brgemm, whose code is made per
-    // row count (its gemm kernels, below AVX-512, serve any rows).
+    // row count (its gemm kernels serve any rows).
     static constexpr int64_t kRowPart = 128;
-    static Prepared prepare_as_matmul(const CacheScope &scope, const Attrs &attrs,
-                                      const char *name, const ValueDesc &src,
-                                      const ValueDesc &weights, const ValueDesc *bias,
-                                      bool row_parts = false);
+    static Prepared prepare_on(const CacheScope &scope, const Attrs &attrs, const char *name,
+                               const ValueDesc &src, const ValueDesc &weights,
+                               const ValueDesc *bias, LinearKernel kernel,
+                               bool row_parts = false);
     static void run(const CacheScope &scope, PrimitiveEntry &entry, const Buffers &buffers);
 };
 
