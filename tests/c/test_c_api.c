@@ -2016,6 +2016,15 @@ static void test_kernel_variants(void) {
     OK(mkc_program_destroy(p));
     p = NULL;
     po.exact_plans = 8;
+    po.impl = "linear=onednn_conv1x1"; /* the layer as a 1x1 convolution */
+    OK(mkc_program_compile(g, &po, &p));
+    memset(out, 0, sizeof out);
+    OK(mkc_program_run_plain(p, run_dims, run_in, run_out));
+    for (int i = 0; i < R * O; ++i) CHECK(fabs(out[i] - ref[i]) <= 1e-5 * (1 + fabs(ref[i])));
+    OK(mkc_program_steps(p, steps, sizeof steps, &needed));
+    CHECK(strstr(steps, "\tonednn_conv1x1:") != NULL);
+    OK(mkc_program_destroy(p));
+    p = NULL;
     po.impl = "linear=onednn_contiguous"; /* refused when its plan is made */
     OK(mkc_program_compile(g, &po, &p));
     CHECK(mkc_program_run_plain(p, run_dims, run_in, run_out) == MKC_STATUS_INVALID_ARGUMENT);
