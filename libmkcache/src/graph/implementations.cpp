@@ -61,7 +61,7 @@ extern const Implementation kOnednnMatmul, kOnednnMatmulShared, kOnednnConv1x1,
 
 const std::vector<const Implementation *> &implementations() {
     static const std::vector<const Implementation *> all = [] {
-        std::vector<const Implementation *> v{&kOnednn,           &kOnednnMatmul,
+        std::vector<const Implementation *> v{&kOnednn, &kOnednnMatmul,
                                               &kOnednnMatmulShared, &kOnednnConv1x1,
                                               &kOnednnContiguous, &kReference};
         std::stable_sort(v.begin(), v.end(), [](const Implementation *a, const Implementation *b) {
