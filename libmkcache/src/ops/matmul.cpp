@@ -169,13 +169,16 @@ linear_descriptor_reading(const mkc_linear_params &p, const LinearGeometry &g, b
     return same_kernel_or(chosen, [&] { return linear_descriptor(p, g, bias, training, held); });
 }
 
+// The rows at which a layer's weights take the arrangement every input
+// shape of a program shares (many_rows_weights, LinearOp::prepare_on).
+constexpr int64_t kManyRows = 1024;
+
 // The weights' arrangement oneDNN picks for this layer at many rows, where
 // `g` has fewer (else none). A program converts its constant weights once
 // for every input shape; the arrangement picked for many rows serves few
 // rows as fast, where the one picked for few rows slows many.
 dnnl::memory::desc many_rows_weights(const mkc_linear_params &p, const LinearGeometry &g,
                                      bool bias, bool training) {
-    constexpr int64_t kManyRows = 1024;
     if (g.rows >= kManyRows)
         return {};
     LinearGeometry many = g;
@@ -333,7 +336,6 @@ Prepared LinearOp::prepare_on(const CacheScope &scope, const Attrs &attrs, const
             // held in another arrangement are read as they are where the
             // kernel stays the same, else asked for in the arrangement
             // picked at many rows, which later input shapes then share.
-            constexpr int64_t kManyRows = 1024;
             dnnl::memory::desc want = held;
             if (want.is_zero() && rows < kManyRows)
                 want = descriptor(kManyRows, any_weights).weights_desc();
