@@ -37,3 +37,23 @@ def register(request, name: str, sections, notes=None, footer=None) -> None:
     manager = request.config.pluginmanager
     if manager.get_plugin(name) is None:
         manager.register(_Report(sections, notes, footer), name)
+
+
+def machine_isa() -> str:
+    """The ISA a report's header names: oneDNN's, and where
+    tests/bench/as_avx2.py hid AVX-512 from the process, that it did and on
+    which CPU (the kernels are an AVX2 machine's, the speed this one's)."""
+    import os
+
+    import mkcache
+    isa = mkcache.build_info()["isa"]
+    if os.environ.get("MKCACHE_CPUID_MASK"):
+        model = "this CPU"
+        try:
+            with open("/proc/cpuinfo") as f:
+                model = next(line.split(":", 1)[1].strip() for line in f
+                             if line.startswith("model name"))
+        except (OSError, StopIteration):
+            pass
+        isa += f" (CPUID masked to AVX2 on {model})"
+    return isa

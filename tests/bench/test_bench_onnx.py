@@ -36,14 +36,14 @@ import mkcache
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from optional import WHY_NOT, installed  # noqa: E402
-from report import register  # noqa: E402
+from report import machine_isa, register  # noqa: E402
 from mkcache.models import (BertLayer, MobileNetV2, ResNet18, ResNet50,  # noqa: E402
                             max_relative_error)
 
 pytest.importorskip("onnx")
 import mkcache.onnx  # noqa: E402
 
-ISA = mkcache.build_info()["isa"]
+ISA = machine_isa()
 THREAD_COUNTS = (1, 2)
 MODELS = {"resnet18": ResNet18, "resnet50": ResNet50, "mobilenetv2": MobileNetV2,
           "bert": BertLayer}

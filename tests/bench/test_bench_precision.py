@@ -37,9 +37,9 @@ from mkcache.models import interleaved
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from optional import WHY_NOT, installed  # noqa: E402
-from report import register  # noqa: E402
+from report import machine_isa, register  # noqa: E402
 
-ISA = mkcache.build_info()["isa"]
+ISA = machine_isa()
 THREADS = mkcache.build_info()["max_threads"]
 RNG = np.random.default_rng(0)
 # case -> timed repetitions
@@ -49,7 +49,7 @@ MODEL_RESULTS: dict = {}
 TRAIN_RESULTS: dict = {}
 # training case -> timed repetitions
 TRAIN_CASES = {"conv 3x3 64->64 28x28 b8": 30, "linear 256x1024 -> 1024": 30}
-NO_VNNI = ISA in ("sse41", "avx", "avx2", "avx512_core")
+NO_VNNI = mkcache.build_info()["isa"] in ("sse41", "avx", "avx2", "avx512_core")
 BF16 = mkcache.build_info()["bf16"]  # native, emulated or none
 
 

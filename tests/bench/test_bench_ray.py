@@ -29,13 +29,13 @@ import mkcache
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from optional import WHY_NOT, installed  # noqa: E402
-from report import register  # noqa: E402
+from report import machine_isa, register  # noqa: E402
 
 pytest.importorskip("onnx")
 from mkcache.models import ResNet50, max_relative_error  # noqa: E402
 from mkcache.ray import Predictor  # noqa: E402
 
-ISA = mkcache.build_info()["isa"]
+ISA = machine_isa()
 # (rows, image, batch) timed, and when the benchmarks are disabled (the
 # regular test run only checks that every configuration runs and agrees)
 SIZES = {"timed": (128, 224, 16), "check": (8, 32, 4)}

@@ -41,10 +41,10 @@ import mkcache
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from optional import WHY_NOT, installed  # noqa: E402
-from report import register  # noqa: E402
+from report import machine_isa, register  # noqa: E402
 from mkcache.models import BertLayer, interleaved, max_relative_error  # noqa: E402
 
-ISA = mkcache.build_info()["isa"]
+ISA = machine_isa()
 THREADS = mkcache.build_info()["max_threads"]
 SYSTEMS = ["mkcache", "imported", "exact", "onnxruntime"]
 TITLES = {"mkcache": "mkcache, the graph", "imported": "mkcache, the ONNX model imported",

@@ -30,9 +30,9 @@ import mkcache
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from optional import WHY_NOT, installed  # noqa: E402
-from report import register  # noqa: E402
+from report import machine_isa, register  # noqa: E402
 
-ISA = mkcache.build_info()["isa"]
+ISA = machine_isa()
 THREADS = mkcache.build_info()["max_threads"]
 ROUNDS = 5
 SECONDS = 1.5  # per measurement

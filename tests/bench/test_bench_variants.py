@@ -31,9 +31,9 @@ import mkcache
 from mkcache.models import BertLayer, interleaved
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from report import register  # noqa: E402
+from report import machine_isa, register  # noqa: E402
 
-ISA = mkcache.build_info()["isa"]
+ISA = machine_isa()
 THREADS = mkcache.build_info()["max_threads"]
 SEQS = {32: 200, 128: 80, 512: 20}  # sequence length -> timed repetitions
 PROFILES = 15

@@ -6,6 +6,7 @@ Requantized 8-bit results may differ from onnxruntime's by 1 where y / scale
 lands near a tie (the scales are multiplied in another order); the tests use
 7-bit weights (or reduce_range) so that oneDNN runs them on every CPU, and
 check the refusal of 8-bit weights on CPUs without VNNI."""
+import functools
 import warnings
 
 import numpy as np
@@ -106,12 +107,24 @@ def test_qlinear_conv_through_float_uint8_weights_groups_and_run_time_weights():
     x = rng.integers(0, 256, (2, 3, 11, 9)).astype(np.uint8)
     (got,), (want,) = both(m, {"x": x})
     assert_within_one(got, want)
-    # int8 weights given at run time, 3 groups.
+    # int8 weights given at run time, 3 groups. The full int8 range: on a CPU
+    # without VNNI onnxruntime's u8 x s8 kernels add products in pairs into
+    # saturating 16 bits (a result 66 off was seen), so the reference here is
+    # float64 numpy, onnxruntime only where it is exact.
     w = rng.integers(-128, 128, (6, 1, 3, 3)).astype(np.int8)
     m = qlinear_conv_model(w, 0.01, np.array(0, np.int8), None, np.uint8, np.uint8, 1,
                            [1, 1, 1, 1], group=3, weights_input=True)
-    (got,), (want,) = both(m, {"x": x, "w": w})
+    (got,), (from_ort,) = both(m, {"x": x, "w": w})
+    xp = np.pad((x.astype(np.float64) - 7) * 0.02, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    y = np.zeros(got.shape)
+    for o in range(6):  # two outputs per group, one input channel each
+        for i in range(3):
+            for j in range(3):
+                y[:, o] += xp[:, o // 2, i:i + 11, j:j + 9] * (w[o, 0, i, j] * 0.01)
+    want = np.clip(np.round(y / 0.05) + 120, 0, 255).astype(np.uint8)
     assert_within_one(got, want)
+    if not NO_VNNI:
+        assert_within_one(from_ort, want)
 
 
 def test_qlinear_matmul_constant_and_activation_weights():
@@ -189,9 +202,12 @@ def test_integer_sums_past_float32_exactness_split_along_the_reduction():
               [init("b", b), init("az", np.uint8(0))], opset=10)
     a = np.full((3, 3000), 255, np.uint8)
     a[1] = rng.integers(0, 256, 3000)
-    (got,), (want,) = both(m, {"a": a})
+    (got,), (from_ort,) = both(m, {"a": a})
+    want = a.astype(np.int64) @ b.astype(np.int64)  # onnxruntime's is exact only with VNNI
     assert -want.min() > 2 ** 26
     np.testing.assert_array_equal(got, want)
+    if onnxruntime_u8s8_is_exact():
+        np.testing.assert_array_equal(from_ort, want)
     # A grouped convolution is not split.
     node = helper.make_node("ConvInteger", ["x", "w"], ["y"], group=2)
     m = model([node], [helper.make_tensor_value_info("x", U8, [1, 1024, 3, 3]),
@@ -496,10 +512,29 @@ def test_dynamic_quantize_linear_bad_input():
 # onnxruntime (which fuses the MatMul chains into its DynamicQuantizeMatMul
 # and MatMulIntegerToFloat kernels, and Add with LayerNormalization).
 
+@functools.lru_cache(maxsize=None)
+def onnxruntime_u8s8_is_exact() -> bool:
+    """Whether onnxruntime's uint8 x int8 products are exact on this CPU.
+    Without VNNI (an AVX2-only CPU, AVX-512 without VNNI) its kernels add
+    the products in pairs into saturating 16 bits, so 255 * -128 + 255 * -128
+    comes out as -32768: its documentation advises 7-bit weights there."""
+    node = helper.make_node("MatMulInteger", ["a", "b"], ["y"])
+    m = model([node], [helper.make_tensor_value_info("a", U8, [1, 2])],
+              [helper.make_tensor_value_info("y", TensorProto.INT32, None)],
+              [init("b", np.full((2, 1), -128, np.int8))], opset=10)
+    y = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"a": np.full((1, 2), 255, np.uint8)})[0]
+    return int(y[0, 0]) == -65280
+
+
 def quantize_dynamic(tmp_path, m, per_channel, name="q", **options):
+    """`m` quantized by onnxruntime's quantize_dynamic with int8 weights;
+    7-bit ones (reduce_range) where onnxruntime's products are not exact
+    otherwise, so that its results stay the reference."""
     quantization = pytest.importorskip("onnxruntime.quantization")
     src, dst = tmp_path / f"{name}_float.onnx", tmp_path / f"{name}.onnx"
     onnx.save(m, src)
+    options.setdefault("reduce_range", not onnxruntime_u8s8_is_exact())
     quantization.quantize_dynamic(str(src), str(dst), per_channel=per_channel,
                                   weight_type=quantization.QuantType.QInt8, **options)
     return str(dst)
@@ -547,16 +582,19 @@ def assert_near_onnxruntime(got, want, reference):
     max or min and so its scale, one quantized input differs by one step:
     the token that reads it differs by about that step times a weight (BERT
     layer, seed 0: one token of 18, by 9e-4, 1.2% of the quantization
-    error), and through the attention of later layers its whole sequence.
-    So: most values within 1e-5 of the result's magnitude (a quarter at
-    least, for one such sequence of a batch of 2), and none past 5% of what
-    quantizing itself costs (onnxruntime's result against the float one)."""
+    error; with the 7-bit weights of a CPU without VNNI, by 8.5e-3, 6.7%),
+    and through the attention of later layers its whole sequence. So: most
+    values within 1e-5 of the result's magnitude (a quarter at least, for
+    one such sequence of a batch of 2), none past 10% of what quantizing
+    itself costs (onnxruntime's result against the float one), and no
+    farther from the float result than onnxruntime's."""
     assert got.shape == want.shape
     diff = np.abs(got.astype(np.float64) - want)
     agree = (diff <= 1e-5 * float(np.abs(want).max())).mean()
     assert agree >= 0.25, f"only {agree:.0%} of the values agree"
     quantization_error = float(np.abs(want - reference).max())
-    assert diff.max() <= 0.05 * quantization_error, (diff.max(), quantization_error)
+    assert diff.max() <= 0.1 * quantization_error, (diff.max(), quantization_error)
+    assert np.abs(got - reference).max() <= 1.01 * quantization_error
 
 
 @pytest.mark.parametrize("per_channel", [False, True])
