@@ -34,6 +34,7 @@ typedef int (*sigaction_fn)(int, const struct sigaction *, struct sigaction *);
 static sigaction_fn real_sigaction;
 static struct sigaction chained; /* the program's own SIGSEGV handler */
 static int active;
+static volatile long answered; /* CPUIDs answered, for the launcher's checks */
 
 static int cpuid_faulting(int faulting) {
     /* ARCH_SET_CPUID: 1 lets CPUID run, 0 makes it fault */
@@ -97,6 +98,7 @@ static void on_segv(int sig, siginfo_t *info, void *context) {
     regs[REG_RCX] = r[2];
     regs[REG_RDX] = r[3];
     regs[REG_RIP] += 2;
+    __atomic_add_fetch(&answered, 1, __ATOMIC_RELAXED);
 }
 
 int sigaction(int sig, const struct sigaction *act, struct sigaction *old) {
@@ -109,6 +111,11 @@ int sigaction(int sig, const struct sigaction *act, struct sigaction *old) {
 
 /* 1 while every CPUID in the process is masked. */
 int cpuid_mask_active(void) { return active; }
+
+/* How many CPUID instructions the process has run so far (each one a trap:
+ * a library that ran one per call would be slowed here, not on a real
+ * AVX2 CPU). */
+long cpuid_mask_answered(void) { return __atomic_load_n(&answered, __ATOMIC_RELAXED); }
 
 /* EBX of CPUID leaf 7 as the process sees it (bit 16: AVX512F). */
 unsigned cpuid_mask_leaf7_ebx(void) {
