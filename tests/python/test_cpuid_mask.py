@@ -89,6 +89,22 @@ def test_a_real_fault_still_ends_the_process(masked_env, faulthandler):
         assert "Segmentation fault" in done.stderr
 
 
+def test_a_handler_set_later_does_not_undo_the_mask(masked_env):
+    # signal() as well as sigaction(): CPUID still answers, masked, after a
+    # program sets SIGSEGV's disposition (to ignore it: a trapped CPUID would
+    # then end the process).
+    done = run("""
+        import ctypes, signal
+        libc = ctypes.CDLL(None)
+        libc.signal(signal.SIGSEGV, ctypes.c_void_p(1))  # SIG_IGN
+        signal.signal(signal.SIGSEGV, signal.SIG_IGN)
+        libc.cpuid_mask_leaf7_ebx.restype = ctypes.c_uint
+        print(libc.cpuid_mask_leaf7_ebx() >> 16 & 1)
+    """, masked_env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "0"
+
+
 def test_unavailable_says_why(monkeypatch):
     monkeypatch.setattr(as_avx2.sys, "platform", "darwin")
     with pytest.raises(as_avx2.Unavailable, match="Linux on x86-64"):

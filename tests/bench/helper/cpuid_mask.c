@@ -15,9 +15,9 @@
  * instruction (0F A2). The handler runs the real CPUID with faulting off for
  * that moment (the setting is per thread), masks the answer, writes it to the
  * saved registers and steps over the instruction. Any other SIGSEGV goes to
- * the handler the program installed: sigaction() for SIGSEGV is intercepted
- * so that a later handler (Python's faulthandler, say) is chained behind this
- * one instead of replacing it. */
+ * the handler the program installed: sigaction() and signal() for SIGSEGV
+ * are intercepted so that a later handler (Python's faulthandler, say) is
+ * chained behind this one instead of replacing it. */
 #define _GNU_SOURCE
 #include <asm/prctl.h>
 #include <dlfcn.h>
@@ -107,6 +107,17 @@ int sigaction(int sig, const struct sigaction *act, struct sigaction *old) {
     if (old) *old = chained;
     if (act) chained = *act;
     return 0;
+}
+
+/* glibc's signal() installs through its own sigaction, past the one above. */
+sighandler_t signal(int sig, sighandler_t handler) {
+    struct sigaction act, old;
+    memset(&act, 0, sizeof act);
+    act.sa_handler = handler;
+    act.sa_flags = SA_RESTART;
+    sigemptyset(&act.sa_mask);
+    if (sigaction(sig, &act, &old) != 0) return SIG_ERR;
+    return old.sa_handler;
 }
 
 /* 1 while every CPUID in the process is masked. */
